@@ -1,0 +1,120 @@
+// CodeRegistry: the server's loaded active-code libraries, by content hash and by function name.
+//
+// LOAD hands the bytes to the loader for their kind (native shared object, jvm class/jar, ...),
+// which turns them into a LoadedLibrary: a named set of functions. Code is identified by the
+// SHA-256 of its bytes, so loading known bytes again is a no-op that returns the same hash.
+// Function names ("dht.put") resolve to the newest loaded library that exports them; a request can
+// also name the exact version by hash. Libraries are never unloaded while the registry lives, so a
+// resolved function stays callable while it runs even if a newer version is loaded meanwhile.
+//
+// Thread-safe: Load, Resolve and Has may be called from any thread concurrently.
+#ifndef ARDMA_CORE_ACTIVE_CODE_REGISTRY_H_
+#define ARDMA_CORE_ACTIVE_CODE_REGISTRY_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/active/active_library.h"
+#include "core/active/context.h"
+
+namespace ardma {
+
+// One loaded blob of active code.
+class LoadedLibrary {
+ public:
+  virtual ~LoadedLibrary() = default;
+  virtual std::string_view name() const = 0;
+  virtual size_t num_functions() const = 0;
+  virtual std::string_view function_name(size_t index) const = 0;
+  virtual absl::StatusOr<std::string> Run(size_t index, Context& ctx, std::string_view args) = 0;
+};
+
+// Turns shipped bytes of one kind into a LoadedLibrary.
+class CodeLoader {
+ public:
+  virtual ~CodeLoader() = default;
+  // `library_name` is the optional name given with LOAD (may be empty).
+  virtual absl::StatusOr<std::unique_ptr<LoadedLibrary>> Load(std::string_view library_name,
+                                                              std::string_view code) = 0;
+};
+
+// A LoadedLibrary over a FunctionTable linked into this process (built-ins, tests).
+std::unique_ptr<LoadedLibrary> LibraryFromTable(const FunctionTable& table);
+
+// A resolved function: keeps its library alive.
+class BoundFunction {
+ public:
+  BoundFunction(std::shared_ptr<LoadedLibrary> library, size_t index)
+      : library_(std::move(library)), index_(index) {}
+  std::string_view name() const { return library_->function_name(index_); }
+  absl::StatusOr<std::string> Run(Context& ctx, std::string_view args) const {
+    return library_->Run(index_, ctx, args);
+  }
+
+ private:
+  std::shared_ptr<LoadedLibrary> library_;
+  size_t index_;
+};
+
+struct LibraryInfo {
+  CodeHash hash;
+  CodeKind kind;
+  std::string name;
+  std::vector<std::string> functions;
+  bool newest;  // the library's name resolves to this version
+};
+
+class CodeRegistry {
+ public:
+  CodeRegistry() = default;
+  CodeRegistry(const CodeRegistry&) = delete;
+  CodeRegistry& operator=(const CodeRegistry&) = delete;
+
+  // Takes ownership of the loader for `kind`. Call before serving.
+  void SetLoader(CodeKind kind, std::unique_ptr<CodeLoader> loader);
+
+  // Loads `code` unless its hash is known. InvalidArgument when the kind has no loader or the
+  // bytes are not valid code of that kind.
+  absl::StatusOr<CodeHash> Load(CodeKind kind, std::string_view library_name,
+                                std::string_view code);
+  // Registers a library whose table is linked into this process, under `hash`.
+  void AddLinked(const FunctionTable& table, const CodeHash& hash);
+
+  bool Has(const CodeHash& hash) const;
+  // NotFound: "no loaded library exports <function>".
+  absl::StatusOr<BoundFunction> Resolve(std::string_view function) const;
+  absl::StatusOr<BoundFunction> Resolve(const CodeHash& hash, std::string_view function) const;
+
+  std::vector<LibraryInfo> List() const;
+  size_t size() const;
+
+ private:
+  struct Slot {
+    CodeKind kind;
+    std::shared_ptr<LoadedLibrary> library;
+    absl::flat_hash_map<std::string, size_t> functions;
+    uint64_t sequence;  // load order; higher is newer
+  };
+  void InsertLocked(const CodeHash& hash, CodeKind kind, std::unique_ptr<LoadedLibrary> library)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::map<CodeKind, std::unique_ptr<CodeLoader>> loaders_;  // fixed before serving
+  mutable absl::Mutex mu_;
+  std::map<CodeHash, Slot> by_hash_ ABSL_GUARDED_BY(mu_);
+  // function name -> hash of the newest library exporting it
+  absl::flat_hash_map<std::string, CodeHash> by_function_ ABSL_GUARDED_BY(mu_);
+  // library name -> hash of its newest version
+  absl::flat_hash_map<std::string, CodeHash> by_library_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_ACTIVE_CODE_REGISTRY_H_

@@ -1,0 +1,106 @@
+#include "core/active/local_context.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+
+absl::StatusOr<std::string> LocalContext::Run(Execution* execution, const BoundFunction& fn,
+                                              std::string_view args) {
+  LocalContext ctx(execution);
+  return fn.Run(ctx, args);
+}
+
+absl::Status LocalContext::Tick() {
+  if (++ops_ % kDeadlineCheckInterval != 0) return absl::OkStatus();
+  if (ex_->cancelled != nullptr && ex_->cancelled->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("server is shutting down");
+  }
+  if (absl::Now() > ex_->deadline) {
+    return absl::DeadlineExceededError("active function ran past its deadline");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalContext::DoReadBatch(std::span<const ReadOp> ops) {
+  ARDMA_RETURN_IF_ERROR(Tick());
+  for (const ReadOp& op : ops) {
+    ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(op.region));
+    ARDMA_RETURN_IF_ERROR(region->Read(op.addr, op.out));
+    ++ex_->counts.reads;
+    ex_->counts.bytes_read += op.out.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalContext::DoWriteBatch(std::span<const WriteOp> ops) {
+  ARDMA_RETURN_IF_ERROR(Tick());
+  // Validate the whole batch first, as the wire op does.
+  for (const WriteOp& op : ops) {
+    ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(op.region));
+    ARDMA_RETURN_IF_ERROR(region->CheckWritable(op.addr, op.data.size()));
+  }
+  for (const WriteOp& op : ops) {
+    ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(op.region));
+    ARDMA_RETURN_IF_ERROR(region->Write(op.addr, op.data));
+    ++ex_->counts.writes;
+    ex_->counts.bytes_written += op.data.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CasResult> LocalContext::DoCompareAndSwap(RegionId region_id, uint64_t addr,
+                                                         uint64_t expected, uint64_t desired) {
+  ARDMA_RETURN_IF_ERROR(Tick());
+  ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(region_id));
+  ++ex_->counts.cas;
+  return region->CompareAndSwap(addr, expected, desired);
+}
+
+absl::StatusOr<uint64_t> LocalContext::DoFetchAdd(RegionId region_id, uint64_t addr,
+                                                  uint64_t delta) {
+  ARDMA_RETURN_IF_ERROR(Tick());
+  ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(region_id));
+  ++ex_->counts.fetch_adds;
+  return region->FetchAdd(addr, delta);
+}
+
+absl::StatusOr<std::string_view> LocalContext::DoView(RegionId region_id, uint64_t addr,
+                                                      uint64_t len) {
+  ARDMA_RETURN_IF_ERROR(Tick());
+  ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(region_id));
+  ++ex_->counts.reads;
+  ex_->counts.bytes_read += len;
+  return region->View(addr, len);
+}
+
+absl::StatusOr<std::string> LocalContext::DoCall(std::string_view function,
+                                                 std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(Tick());
+  if (ex_->depth >= kMaxCallDepth) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("active calls nested deeper than ", kMaxCallDepth));
+  }
+  ARDMA_ASSIGN_OR_RETURN(BoundFunction fn, ex_->registry->Resolve(function));
+  ++ex_->counts.calls;
+  ++ex_->depth;
+  absl::StatusOr<std::string> result = Run(ex_, fn, args);
+  --ex_->depth;
+  return result;
+}
+
+absl::Status LocalContext::DoPark(std::string_view key) {
+  if (ex_->parking == nullptr || ex_->responder == nullptr) {
+    return absl::FailedPreconditionError("this request cannot park");
+  }
+  if (ex_->parked != nullptr) return absl::FailedPreconditionError("request is already parked");
+  ex_->parked = ex_->parking->Park(key, ex_->responder, ex_->deadline);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> LocalContext::DoWake(std::string_view key, std::string_view result) {
+  if (ex_->parking == nullptr) return absl::FailedPreconditionError("no parking lot");
+  return ex_->parking->Wake(key, result);
+}
+
+}  // namespace ardma

@@ -1,0 +1,85 @@
+// LocalContext: Context on the server, where every operation is a direct access to a Region and
+// Call goes through the CodeRegistry without a network hop.
+//
+// One Execution describes one EXECUTE request: where memory and code live, its deadline, how to
+// answer it later if it parks, and the counters its memory operations add to. Every LocalContext
+// of the request (the top-level function and everything it Calls) shares it. Memory operations
+// check the deadline and the cancel flag every kDeadlineCheckInterval operations and then fail with
+// DEADLINE_EXCEEDED / CANCELLED: that is how a runaway function that touches memory is stopped.
+//
+// A LocalContext and its Execution are used by the one thread that runs the request.
+#ifndef ARDMA_CORE_ACTIVE_LOCAL_CONTEXT_H_
+#define ARDMA_CORE_ACTIVE_LOCAL_CONTEXT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "core/active/code_registry.h"
+#include "core/active/context.h"
+#include "core/active/parking_lot.h"
+#include "core/memory/region.h"
+
+namespace ardma {
+
+// What active code did to memory; summed into the server's counters after each request.
+struct ActiveOpCounts {
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t cas = 0;
+  uint64_t fetch_adds = 0;
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+  uint64_t calls = 0;
+};
+
+struct Execution {
+  RegionTable* regions = nullptr;
+  const CodeRegistry* registry = nullptr;
+  ParkingLot* parking = nullptr;            // null: Park fails
+  std::shared_ptr<Responder> responder;     // how a parked request is answered later
+  absl::Time deadline = absl::InfiniteFuture();
+  const std::atomic<bool>* cancelled = nullptr;  // set by the server on shutdown
+  // Set by Park; the server calls parking->FunctionReturned(parked, status) afterwards.
+  std::shared_ptr<ParkingLot::Entry> parked;
+  ActiveOpCounts counts;
+  int depth = 0;  // nesting of Call
+};
+
+class LocalContext : public Context {
+ public:
+  static constexpr int kMaxCallDepth = 32;
+  static constexpr uint64_t kDeadlineCheckInterval = 64;
+
+  // Borrows `execution` for the context's lifetime.
+  explicit LocalContext(Execution* execution) : ex_(execution) {}
+
+  bool IsLocal() const override { return true; }
+
+  // Runs `fn` over a fresh LocalContext of `execution`.
+  static absl::StatusOr<std::string> Run(Execution* execution, const BoundFunction& fn,
+                                         std::string_view args);
+
+ protected:
+  absl::Status DoReadBatch(std::span<const ReadOp> ops) override;
+  absl::Status DoWriteBatch(std::span<const WriteOp> ops) override;
+  absl::StatusOr<CasResult> DoCompareAndSwap(RegionId region, uint64_t addr, uint64_t expected,
+                                             uint64_t desired) override;
+  absl::StatusOr<uint64_t> DoFetchAdd(RegionId region, uint64_t addr, uint64_t delta) override;
+  absl::StatusOr<std::string_view> DoView(RegionId region, uint64_t addr, uint64_t len) override;
+  absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) override;
+  absl::Status DoPark(std::string_view key) override;
+  absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) override;
+
+ private:
+  // Counts one operation; every kDeadlineCheckInterval checks deadline and cancellation.
+  absl::Status Tick();
+
+  Execution* const ex_;
+  uint64_t ops_ = 0;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_ACTIVE_LOCAL_CONTEXT_H_

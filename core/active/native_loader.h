@@ -1,0 +1,27 @@
+// NativeLoader: loads shipped native active-code libraries (shared objects built with
+// ardma_active_library) from their bytes.
+//
+// The bytes go into an anonymous memfd, never a file at a fixed path, and dlopen maps it through
+// /proc/self/fd/N with RTLD_LOCAL, so two versions of one library coexist. The memfd stays open as
+// long as the library is loaded, so its path is unique among loaded objects. The library's entry
+// point `ardma_active_library_v1` must return a table of this server's kActiveAbiVersion.
+// Thread-safe.
+#ifndef ARDMA_CORE_ACTIVE_NATIVE_LOADER_H_
+#define ARDMA_CORE_ACTIVE_NATIVE_LOADER_H_
+
+#include <memory>
+#include <string_view>
+
+#include "core/active/code_registry.h"
+
+namespace ardma {
+
+class NativeLoader : public CodeLoader {
+ public:
+  absl::StatusOr<std::unique_ptr<LoadedLibrary>> Load(std::string_view library_name,
+                                                      std::string_view code) override;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_ACTIVE_NATIVE_LOADER_H_

@@ -1,0 +1,257 @@
+#include "core/memory/heap.h"
+
+#include <bit>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace ardma::heap {
+namespace {
+
+constexpr uint64_t kMarkAllocated = 0x445441434f4c4c41ull;  // "ALLOCATD"
+constexpr uint64_t kMarkFree = 0x214b4c4245455246ull;       // "FREEBLK!"
+constexpr uint64_t kPhaseClaiming = 1;
+constexpr uint64_t kPhaseReady = 2;
+constexpr int kMinClass = 5;  // 32-byte blocks
+constexpr int kMaxCasRetries = 1 << 20;
+
+uint64_t FreeListHead(int cls) { return kFreeListOffset + 8 * static_cast<uint64_t>(cls); }
+uint64_t PackHead(uint64_t tag, uint64_t block) { return (tag << 48) | (block >> 4); }
+uint64_t HeadTag(uint64_t head) { return head >> 48; }
+uint64_t HeadBlock(uint64_t head) { return (head & ((1ull << 48) - 1)) << 4; }
+
+// FNV-1a folded to 48 bits; never 0 so a claimed state word is never "empty".
+uint64_t NameHash(std::string_view name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  h &= (1ull << 48) - 1;
+  return h == 0 ? 1 : h;
+}
+
+absl::Status CheckRootName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxRootName || name.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("root names are 1 to ", kMaxRootName, " bytes without NUL"));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t RootAddr(int slot) { return kRootsOffset + kRootSize * static_cast<uint64_t>(slot); }
+
+struct RootSlot {
+  uint64_t state;
+  uint64_t value;
+  std::string_view name;  // NUL padding stripped
+};
+
+RootSlot ParseSlot(const std::string& table, int slot) {
+  const char* p = table.data() + kRootSize * slot;
+  RootSlot s;
+  std::memcpy(&s.state, p, 8);
+  std::memcpy(&s.value, p + 8, 8);
+  s.name = std::string_view(p + 16, strnlen(p + 16, 48));
+  return s;
+}
+
+enum class Lookup { kFound, kAbsent, kClaimed };
+
+// Probes the root table for `name`. kFound sets *slot to the ready slot; kAbsent sets *slot to the
+// first empty slot on the probe path (or -1 if the table is full); kClaimed means a slot with this
+// name's hash is being created right now: the caller reads again.
+Lookup Probe(const std::string& table, std::string_view name, uint64_t hash, int* slot) {
+  int start = static_cast<int>(hash % kNumRoots);
+  for (int i = 0; i < kNumRoots; ++i) {
+    int s = (start + i) % kNumRoots;
+    RootSlot r = ParseSlot(table, s);
+    if (r.state == 0) {
+      *slot = s;
+      return Lookup::kAbsent;
+    }
+    if ((r.state >> 16) != hash) continue;
+    if ((r.state & 0xffff) != kPhaseReady) {
+      *slot = s;
+      return Lookup::kClaimed;
+    }
+    if (r.name == name) {
+      *slot = s;
+      return Lookup::kFound;
+    }
+  }
+  *slot = -1;
+  return Lookup::kAbsent;
+}
+
+absl::StatusOr<std::string> ReadRootTable(Context& ctx) {
+  return ctx.Read(kRootsOffset, kRootSize * kNumRoots);
+}
+
+int SizeClass(uint64_t size) {
+  uint64_t block = size + kBlockHeader;
+  int cls = std::bit_width(block - 1);
+  return cls < kMinClass ? kMinClass : cls;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
+  if (region_size < kDataStart + 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("a heap needs at least ",
+                                                   kDataStart + 4096, " bytes"));
+  }
+  ARDMA_ASSIGN_OR_RETURN(std::string header, ctx.Read(0, 24));
+  uint64_t magic, version, size;
+  std::memcpy(&magic, header.data(), 8);
+  std::memcpy(&version, header.data() + 8, 8);
+  std::memcpy(&size, header.data() + 16, 8);
+  if (magic == kMagic) {
+    if (version != kLayoutVersion || size != region_size) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "region holds a heap of layout ", version, " and ", size, " bytes; expected layout ",
+          kLayoutVersion, " and ", region_size, " bytes"));
+    }
+    return false;
+  }
+  std::string fresh(kDataStart, '\0');
+  auto put = [&fresh](uint64_t offset, uint64_t value) { std::memcpy(&fresh[offset], &value, 8); };
+  put(8, kLayoutVersion);
+  put(16, region_size);
+  put(kBumpOffset, kDataStart);
+  // The magic goes last, so a crash mid-format leaves an unformatted region.
+  ARDMA_RETURN_IF_ERROR(ctx.Write(0, fresh));
+  ARDMA_RETURN_IF_ERROR(ctx.WriteU64(0, kMagic));
+  return true;
+}
+
+absl::StatusOr<uint64_t> Allocate(Context& ctx, uint64_t size) {
+  if (size > (1ull << 46)) return absl::ResourceExhaustedError("allocation too large");
+  int cls = SizeClass(size);
+  uint64_t block_size = 1ull << cls;
+  uint64_t head_addr = FreeListHead(cls);
+  // Pop a free block of this class, if any.
+  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t head, ctx.ReadU64(head_addr));
+    uint64_t block = HeadBlock(head);
+    if (block == 0) break;
+    ARDMA_ASSIGN_OR_RETURN(uint64_t next, ctx.ReadU64(block + kBlockHeader));
+    ARDMA_ASSIGN_OR_RETURN(CasResult cas,
+                           ctx.CompareAndSwap(head_addr, head, PackHead(HeadTag(head) + 1, next)));
+    if (!cas.swapped) continue;
+    ARDMA_ASSIGN_OR_RETURN(CasResult mark, ctx.CompareAndSwap(block + 8, kMarkFree, kMarkAllocated));
+    if (!mark.swapped) return absl::DataLossError("heap free list holds a block that is not free");
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(kAllocatedBytesOffset, block_size).status());
+    return block + kBlockHeader;
+  }
+  // Otherwise carve a new block from the bump pointer. Blocks are aligned to min(size, 4096)
+  // so a block never straddles more pages than it must.
+  uint64_t align = block_size < 4096 ? block_size : 4096;
+  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t bump, ctx.ReadU64(kBumpOffset));
+    ARDMA_ASSIGN_OR_RETURN(uint64_t region_size, ctx.ReadU64(16));
+    uint64_t block = (bump + align - 1) & ~(align - 1);
+    if (block > region_size || block_size > region_size - block) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("heap full: cannot allocate ", size, " bytes"));
+    }
+    ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(kBumpOffset, bump, block + block_size));
+    if (!cas.swapped) continue;
+    char header[kBlockHeader];
+    uint64_t cls64 = static_cast<uint64_t>(cls);
+    std::memcpy(header, &cls64, 8);
+    std::memcpy(header + 8, &kMarkAllocated, 8);
+    ARDMA_RETURN_IF_ERROR(ctx.Write(block, std::string_view(header, kBlockHeader)));
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(kAllocatedBytesOffset, block_size).status());
+    return block + kBlockHeader;
+  }
+  return absl::AbortedError("heap allocation lost too many races");
+}
+
+absl::StatusOr<uint64_t> BlockCapacity(Context& ctx, uint64_t addr) {
+  if (addr < kDataStart + kBlockHeader || addr % 16 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(addr, " is not a heap block"));
+  }
+  uint64_t block = addr - kBlockHeader;
+  ARDMA_ASSIGN_OR_RETURN(std::string header, ctx.Read(block, kBlockHeader));
+  uint64_t cls, mark;
+  std::memcpy(&cls, header.data(), 8);
+  std::memcpy(&mark, header.data() + 8, 8);
+  if (mark != kMarkAllocated || cls < kMinClass || cls >= kNumClasses) {
+    return absl::InvalidArgumentError(absl::StrCat(addr, " is not an allocated heap block"));
+  }
+  return (1ull << cls) - kBlockHeader;
+}
+
+absl::Status Free(Context& ctx, uint64_t addr) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t capacity, BlockCapacity(ctx, addr));
+  uint64_t block = addr - kBlockHeader;
+  uint64_t block_size = capacity + kBlockHeader;
+  int cls = std::bit_width(block_size) - 1;
+  ARDMA_ASSIGN_OR_RETURN(CasResult mark, ctx.CompareAndSwap(block + 8, kMarkAllocated, kMarkFree));
+  if (!mark.swapped) return absl::FailedPreconditionError(absl::StrCat("double free of ", addr));
+  uint64_t head_addr = FreeListHead(cls);
+  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t head, ctx.ReadU64(head_addr));
+    ARDMA_RETURN_IF_ERROR(ctx.WriteU64(addr, HeadBlock(head)));
+    ARDMA_ASSIGN_OR_RETURN(CasResult cas,
+                           ctx.CompareAndSwap(head_addr, head, PackHead(HeadTag(head) + 1, block)));
+    if (cas.swapped) {
+      return ctx.FetchAdd(kAllocatedBytesOffset, static_cast<uint64_t>(-block_size)).status();
+    }
+  }
+  return absl::AbortedError("heap free lost too many races");
+}
+
+absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
+  ARDMA_RETURN_IF_ERROR(CheckRootName(name));
+  uint64_t hash = NameHash(name);
+  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(std::string table, ReadRootTable(ctx));
+    int slot;
+    switch (Probe(table, name, hash, &slot)) {
+      case Lookup::kFound: return RootAddr(slot) + 8;
+      case Lookup::kAbsent:
+        return absl::NotFoundError(absl::StrCat("no root named '", ToAbsl(name), "'"));
+      case Lookup::kClaimed: continue;  // being created: read again
+    }
+  }
+  return absl::AbortedError("root is stuck being created");
+}
+
+absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t addr, RootValueAddress(ctx, name));
+  return ctx.ReadU64(addr);
+}
+
+absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, uint64_t initial) {
+  ARDMA_RETURN_IF_ERROR(CheckRootName(name));
+  uint64_t hash = NameHash(name);
+  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(std::string table, ReadRootTable(ctx));
+    int slot;
+    Lookup found = Probe(table, name, hash, &slot);
+    if (found == Lookup::kFound) return ParseSlot(table, slot).value;
+    if (found == Lookup::kClaimed) continue;
+    if (slot < 0) return absl::ResourceExhaustedError("the root table is full");
+    uint64_t addr = RootAddr(slot);
+    ARDMA_ASSIGN_OR_RETURN(CasResult claim, ctx.CompareAndSwap(addr, 0, hash << 16 | kPhaseClaiming));
+    if (!claim.swapped) continue;  // someone took this slot: probe again
+    char body[kRootSize - 8] = {};
+    std::memcpy(body, &initial, 8);
+    std::memcpy(body + 8, name.data(), name.size());
+    ARDMA_RETURN_IF_ERROR(ctx.Write(addr + 8, std::string_view(body, sizeof(body))));
+    ARDMA_ASSIGN_OR_RETURN(CasResult publish, ctx.CompareAndSwap(addr, hash << 16 | kPhaseClaiming,
+                                                                 hash << 16 | kPhaseReady));
+    if (!publish.swapped) return absl::DataLossError("root slot changed while being created");
+    return initial;
+  }
+  return absl::AbortedError("root creation lost too many races");
+}
+
+absl::StatusOr<CasResult> CompareAndSetRoot(Context& ctx, std::string_view name, uint64_t expected,
+                                            uint64_t desired) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t addr, RootValueAddress(ctx, name));
+  return ctx.CompareAndSwap(addr, expected, desired);
+}
+
+}  // namespace ardma::heap

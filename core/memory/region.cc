@@ -1,0 +1,155 @@
+#include "core/memory/region.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+namespace {
+
+absl::Status ErrnoStatus(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Region>> Region::Create(const RegionOptions& options) {
+  uint64_t size = options.size;
+  bool reopened = false;
+  int fd = -1;
+  if (!options.file.empty()) {
+    fd = ::open(options.file.c_str(), (options.read_only ? O_RDONLY : O_RDWR) | O_CREAT | O_CLOEXEC,
+                0600);
+    if (fd < 0) return ErrnoStatus(absl::StrCat("open ", options.file));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      absl::Status s = ErrnoStatus(absl::StrCat("stat ", options.file));
+      ::close(fd);
+      return s;
+    }
+    uint64_t existing = static_cast<uint64_t>(st.st_size);
+    if (existing > 0) {
+      if (size != 0 && size != existing) {
+        ::close(fd);
+        return absl::FailedPreconditionError(
+            absl::StrCat("memory file ", options.file, " holds ", existing,
+                         " bytes but a region of ", size, " bytes was asked for; ",
+                         "omit the size to reuse the file, or remove the file"));
+      }
+      size = existing;
+      reopened = true;
+    } else if (size == 0) {
+      ::close(fd);
+      return absl::InvalidArgumentError("a new memory file needs a size");
+    } else if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      absl::Status s = ErrnoStatus(absl::StrCat("resize ", options.file));
+      ::close(fd);
+      return s;
+    }
+  }
+  if (size == 0) return absl::InvalidArgumentError("a region needs a non-zero size");
+
+  int prot = PROT_READ | (options.read_only && fd >= 0 ? 0 : PROT_WRITE);
+  int flags = fd >= 0 ? MAP_SHARED : (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+  void* base = ::mmap(nullptr, size, prot, flags, fd, 0);
+  if (fd >= 0) ::close(fd);
+  if (base == MAP_FAILED) return ErrnoStatus(absl::StrCat("mmap of ", size, " bytes"));
+  return std::unique_ptr<Region>(new Region(static_cast<char*>(base), size, options.read_only,
+                                            fd >= 0, reopened));
+}
+
+Region::~Region() { ::munmap(base_, size_); }
+
+absl::Status Region::CheckRange(uint64_t addr, uint64_t len) const {
+  if (addr > size_ || len > size_ - addr) {
+    return absl::OutOfRangeError(absl::StrCat("access of ", len, " bytes at ", addr,
+                                              " is outside the region of ", size_, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Region::CheckWritable(uint64_t addr, uint64_t len) const {
+  if (read_only_) return absl::PermissionDeniedError("region is read-only");
+  return CheckRange(addr, len);
+}
+
+absl::Status Region::CheckAtomic(uint64_t addr) const {
+  if (addr % 8 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("atomic access at ", addr, " is not 8-byte aligned"));
+  }
+  return CheckWritable(addr, 8);
+}
+
+absl::Status Region::Read(uint64_t addr, std::span<char> out) const {
+  ARDMA_RETURN_IF_ERROR(CheckRange(addr, out.size()));
+  std::memcpy(out.data(), base_ + addr, out.size());
+  return absl::OkStatus();
+}
+
+absl::Status Region::Write(uint64_t addr, std::string_view data) {
+  ARDMA_RETURN_IF_ERROR(CheckWritable(addr, data.size()));
+  std::memcpy(base_ + addr, data.data(), data.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CasResult> Region::CompareAndSwap(uint64_t addr, uint64_t expected,
+                                                 uint64_t desired) {
+  ARDMA_RETURN_IF_ERROR(CheckAtomic(addr));
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(base_ + addr));
+  uint64_t observed = expected;
+  bool swapped = word.compare_exchange_strong(observed, desired, std::memory_order_seq_cst);
+  return CasResult{swapped, observed};
+}
+
+absl::StatusOr<uint64_t> Region::FetchAdd(uint64_t addr, uint64_t delta) {
+  ARDMA_RETURN_IF_ERROR(CheckAtomic(addr));
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(base_ + addr));
+  return word.fetch_add(delta, std::memory_order_seq_cst);
+}
+
+absl::StatusOr<std::string_view> Region::View(uint64_t addr, uint64_t len) const {
+  ARDMA_RETURN_IF_ERROR(CheckRange(addr, len));
+  return std::string_view(base_ + addr, len);
+}
+
+RegionId RegionTable::Add(std::unique_ptr<Region> region) {
+  regions_.push_back(std::move(region));
+  return static_cast<RegionId>(regions_.size() - 1);
+}
+
+absl::StatusOr<Region*> RegionTable::Get(RegionId id) const {
+  if (id >= regions_.size()) return absl::NotFoundError(absl::StrCat("no region ", id));
+  return regions_[id].get();
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
+  if (text.empty()) return absl::InvalidArgumentError("empty size");
+  uint64_t multiplier = 1;
+  char last = text.back();
+  switch (last) {
+    case 'k': case 'K': multiplier = 1ull << 10; break;
+    case 'm': case 'M': multiplier = 1ull << 20; break;
+    case 'g': case 'G': multiplier = 1ull << 30; break;
+    case 't': case 'T': multiplier = 1ull << 40; break;
+    default: break;
+  }
+  if (multiplier != 1) text.remove_suffix(1);
+  uint64_t value;
+  if (!absl::SimpleAtoi(ToAbsl(text), &value) || value > UINT64_MAX / multiplier) {
+    return absl::InvalidArgumentError(absl::StrCat("bad size '", ToAbsl(text),
+                                                   "' (expected e.g. 4096, 64K, 512M, 1G)"));
+  }
+  return value * multiplier;
+}
+
+}  // namespace ardma

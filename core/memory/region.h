@@ -1,0 +1,94 @@
+// Region: one contiguous, mmap'd range of server memory that clients address by byte offset.
+//
+// The heap (region 0) is anonymous memory or, with a memory file, a MAP_SHARED mapping of that file,
+// so every acknowledged write is in the page cache and survives the server process being killed.
+// Every access is bounds-checked; CompareAndSwap and FetchAdd are real atomics
+// (std::atomic_ref<uint64_t>) on 8-byte aligned words, coherent across threads. Plain Read/Write are
+// memcpy and may tear under concurrent writers, exactly like RDMA.
+//
+// Thread-safe: any number of threads may access a Region concurrently. The Region owns its mapping.
+//
+//   ARDMA_ASSIGN_OR_RETURN(auto heap, Region::Create({.size = 1 << 30}));
+//   ARDMA_RETURN_IF_ERROR(heap->Write(64, "hello"));
+#ifndef ARDMA_CORE_MEMORY_REGION_H_
+#define ARDMA_CORE_MEMORY_REGION_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/active/context.h"
+
+namespace ardma {
+
+struct RegionOptions {
+  uint64_t size = 0;      // bytes; for a file that already exists, 0 means "the file's size"
+  std::string file;       // empty: anonymous memory
+  bool read_only = false; // clients may read but not write, CAS or FETCH_ADD
+};
+
+class Region {
+ public:
+  static absl::StatusOr<std::unique_ptr<Region>> Create(const RegionOptions& options);
+  ~Region();
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  uint64_t size() const { return size_; }
+  bool read_only() const { return read_only_; }
+  bool file_backed() const { return file_backed_; }
+  // True when the mapping came from an existing, non-empty file (its data was kept).
+  bool reopened() const { return reopened_; }
+
+  // OutOfRange unless [addr, addr + len) lies inside the region.
+  absl::Status CheckRange(uint64_t addr, uint64_t len) const;
+  // PermissionDenied for a read-only region, then CheckRange.
+  absl::Status CheckWritable(uint64_t addr, uint64_t len) const;
+
+  absl::Status Read(uint64_t addr, std::span<char> out) const;
+  absl::Status Write(uint64_t addr, std::string_view data);
+  absl::StatusOr<CasResult> CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired);
+  absl::StatusOr<uint64_t> FetchAdd(uint64_t addr, uint64_t delta);
+  absl::StatusOr<std::string_view> View(uint64_t addr, uint64_t len) const;
+
+  // Direct access for code that has already checked its range (the server's batch paths).
+  char* data() { return base_; }
+  const char* data() const { return base_; }
+
+ private:
+  Region(char* base, uint64_t size, bool read_only, bool file_backed, bool reopened)
+      : base_(base), size_(size), read_only_(read_only), file_backed_(file_backed),
+        reopened_(reopened) {}
+  absl::Status CheckAtomic(uint64_t addr) const;
+
+  char* const base_;
+  const uint64_t size_;
+  const bool read_only_;
+  const bool file_backed_;
+  const bool reopened_;
+};
+
+// The server's regions by id; region 0 is the heap. Regions are added before the server starts
+// serving and never removed, so lookups need no lock.
+class RegionTable {
+ public:
+  RegionId Add(std::unique_ptr<Region> region);
+  // NotFound for an unknown id.
+  absl::StatusOr<Region*> Get(RegionId id) const;
+  size_t size() const { return regions_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<Region>> regions_;
+};
+
+// Parses sizes like "4096", "64K", "512M", "1G" (binary multiples).
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_MEMORY_REGION_H_

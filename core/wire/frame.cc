@@ -1,0 +1,115 @@
+#include "core/wire/frame.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "core/wire/byte_io.h"
+
+// Header grammar (all integers little-endian):
+//
+//   header := magic:u32  version:u8  op:u8  flags:u16  status:u16  reserved:u16
+//             payload_len:u32  request_id:u64  client_id:u64                    ; 32 bytes
+//   frame  := header payload[payload_len]
+//
+// magic is 0x314D4452 ("RDM1" on the wire), version 1, reserved 0. flags bit 0 marks a response.
+
+namespace ardma::wire {
+
+bool IsKnownOp(uint8_t op) { return op >= 1 && op < kNumOps; }
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kPing: return "PING";
+    case Op::kRead: return "READ";
+    case Op::kWrite: return "WRITE";
+    case Op::kCas: return "CAS";
+    case Op::kFetchAdd: return "FETCH_ADD";
+    case Op::kLoad: return "LOAD";
+    case Op::kHasCode: return "HAS_CODE";
+    case Op::kExecute: return "EXECUTE";
+    case Op::kStats: return "STATS";
+  }
+  return "UNKNOWN";
+}
+
+void EncodeHeader(const FrameHeader& h, char* out) {
+  std::string buf;
+  buf.reserve(kHeaderSize);
+  ByteWriter w(&buf);
+  w.U32(kMagic);
+  w.U8(kVersion);
+  w.U8(static_cast<uint8_t>(h.op));
+  w.U16(h.flags);
+  w.U16(h.status);
+  w.U16(0);
+  w.U32(h.payload_len);
+  w.U64(h.request_id);
+  w.U64(h.client_id);
+  std::memcpy(out, buf.data(), kHeaderSize);
+}
+
+absl::StatusOr<FrameHeader> DecodeHeader(std::string_view bytes, const WireLimits& limits) {
+  if (bytes.size() < kHeaderSize) return absl::InvalidArgumentError("truncated frame header");
+  ByteReader r(bytes.substr(0, kHeaderSize));
+  uint32_t magic;
+  uint8_t version, op;
+  uint16_t reserved;
+  FrameHeader h;
+  r.U32(&magic);
+  r.U8(&version);
+  r.U8(&op);
+  r.U16(&h.flags);
+  r.U16(&h.status);
+  r.U16(&reserved);
+  r.U32(&h.payload_len);
+  r.U64(&h.request_id);
+  r.U64(&h.client_id);
+  if (magic != kMagic) return absl::InvalidArgumentError("bad frame magic");
+  if (version != kVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported protocol version ", version));
+  }
+  if (!IsKnownOp(op)) return absl::InvalidArgumentError(absl::StrCat("unknown op ", op));
+  if (h.payload_len > limits.max_payload_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("frame payload of ", h.payload_len,
+                                                     " bytes exceeds the limit of ",
+                                                     limits.max_payload_bytes));
+  }
+  h.op = static_cast<Op>(op);
+  return h;
+}
+
+size_t BeginFrame(std::string* out) {
+  size_t start = out->size();
+  out->resize(start + kHeaderSize);
+  return start;
+}
+
+void FinishFrame(FrameHeader header, size_t start, std::string* out) {
+  header.payload_len = static_cast<uint32_t>(out->size() - start - kHeaderSize);
+  EncodeHeader(header, out->data() + start);
+}
+
+std::string EncodeErrorResponse(const FrameHeader& request, const absl::Status& status) {
+  std::string out;
+  size_t start = BeginFrame(&out);
+  absl::string_view message = status.message();
+  out.append(message.data(), message.size());
+  FrameHeader h = request;
+  h.flags = kFlagResponse;
+  h.status = StatusToWire(status.code());
+  FinishFrame(h, start, &out);
+  return out;
+}
+
+uint16_t StatusToWire(absl::StatusCode code) { return static_cast<uint16_t>(code); }
+
+absl::Status StatusFromWire(uint16_t status, std::string_view message) {
+  absl::StatusCode code = status <= static_cast<uint16_t>(absl::StatusCode::kUnauthenticated)
+                              ? static_cast<absl::StatusCode>(status)
+                              : absl::StatusCode::kUnknown;
+  if (code == absl::StatusCode::kOk) return absl::OkStatus();
+  return absl::Status(code, ToAbsl(message));
+}
+
+}  // namespace ardma::wire

@@ -1,0 +1,89 @@
+// The frame of the Active RDMA wire protocol: a fixed 32-byte little-endian header followed by an
+// op-specific payload (see core/wire/messages.h for the payloads and docs/PROTOCOL.md for the whole
+// grammar). Pure functions and value types; no I/O, no Asio, safe to call from any thread.
+//
+//   std::string frame;
+//   size_t start = BeginFrame(&frame);
+//   EncodePingRequest("hello", &frame);
+//   FinishFrame({.op = Op::kPing, .request_id = 7, .client_id = 1}, start, &frame);
+//
+//   absl::StatusOr<FrameHeader> h = DecodeHeader(bytes, limits);   // validates magic/version/op/length
+#ifndef ARDMA_CORE_WIRE_FRAME_H_
+#define ARDMA_CORE_WIRE_FRAME_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ardma::wire {
+
+inline constexpr uint32_t kMagic = 0x314D4452;  // "RDM1" read as little-endian bytes
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kHeaderSize = 32;
+inline constexpr uint16_t kDefaultPort = 15712;
+
+enum class Op : uint8_t {
+  kPing = 1,
+  kRead = 2,
+  kWrite = 3,
+  kCas = 4,
+  kFetchAdd = 5,
+  kLoad = 6,
+  kHasCode = 7,
+  kExecute = 8,
+  kStats = 9,
+};
+inline constexpr int kNumOps = 10;  // op values are < kNumOps
+bool IsKnownOp(uint8_t op);
+const char* OpName(Op op);
+
+// Header flag bits.
+inline constexpr uint16_t kFlagResponse = 1u << 0;
+
+struct FrameHeader {
+  Op op = Op::kPing;
+  uint16_t flags = 0;
+  // In responses: an absl::StatusCode value; the payload of a non-OK response is the message.
+  uint16_t status = 0;
+  uint32_t payload_len = 0;
+  // Chosen by the client; echoed in the response. Responses may arrive in any order.
+  uint64_t request_id = 0;
+  // A client's random, stable identity; with request_id it names a request for de-duplication.
+  uint64_t client_id = 0;
+
+  bool is_response() const { return (flags & kFlagResponse) != 0; }
+};
+
+// Explicit, configurable limits. Everything that sizes a buffer from the wire is checked
+// against these first.
+struct WireLimits {
+  uint32_t max_payload_bytes = 64u << 20;   // one frame's payload
+  uint32_t max_batch_entries = 65536;       // READ / WRITE entries per frame
+  uint32_t max_inflight_per_connection = 1024;  // server stops reading a connection beyond this
+};
+
+// Serialises `header` into exactly kHeaderSize bytes at `out`.
+void EncodeHeader(const FrameHeader& header, char* out);
+
+// Parses and validates a header: magic, version, known op, payload within limits.
+// Errors: InvalidArgument (bad magic/version/op), ResourceExhausted (payload too large).
+absl::StatusOr<FrameHeader> DecodeHeader(std::string_view bytes, const WireLimits& limits);
+
+// Frame building in place: BeginFrame reserves the header at the end of *out and returns its
+// offset; append the payload; FinishFrame fills the header in (payload_len is computed).
+size_t BeginFrame(std::string* out);
+void FinishFrame(FrameHeader header, size_t start, std::string* out);
+
+// A complete error response for the given request.
+std::string EncodeErrorResponse(const FrameHeader& request, const absl::Status& status);
+
+// Status <-> wire. The wire carries absl::StatusCode values; unknown ones decode as kUnknown.
+uint16_t StatusToWire(absl::StatusCode code);
+absl::Status StatusFromWire(uint16_t status, std::string_view message);
+
+}  // namespace ardma::wire
+
+#endif  // ARDMA_CORE_WIRE_FRAME_H_

@@ -1,0 +1,123 @@
+// Payload encoding and decoding for every op of the Active RDMA protocol. The grammar is at the top
+// of messages.cc and in docs/PROTOCOL.md.
+//
+// Encoders append to a std::string (usually after BeginFrame). Decoders take a payload and the
+// limits, validate every length against the payload and the limits before using it, and return
+// InvalidArgument for anything malformed (truncated, trailing bytes, zero-entry batches, ...).
+// Decoded values borrow from the payload (std::string_view members): keep the payload alive.
+// Pure functions; safe from any thread.
+#ifndef ARDMA_CORE_WIRE_MESSAGES_H_
+#define ARDMA_CORE_WIRE_MESSAGES_H_
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/wire/frame.h"
+
+namespace ardma::wire {
+
+using RegionId = uint32_t;
+inline constexpr RegionId kHeapRegion = 0;
+
+// What kind of code a LOAD ships.
+enum class CodeKind : uint8_t { kNative = 1, kJvm = 2 };
+bool IsKnownCodeKind(uint8_t kind);
+const char* CodeKindName(CodeKind kind);
+
+// SHA-256 of the shipped bytes.
+using CodeHash = std::array<uint8_t, 32>;
+std::string HashToHex(const CodeHash& hash);
+absl::StatusOr<CodeHash> HashFromHex(std::string_view hex);
+
+inline constexpr size_t kMaxNameLength = 1024;  // library and function names
+
+struct ReadEntry {
+  RegionId region = kHeapRegion;
+  uint64_t addr = 0;
+  uint32_t len = 0;
+};
+
+struct WriteEntry {
+  RegionId region = kHeapRegion;
+  uint64_t addr = 0;
+  std::string_view data;
+};
+
+struct CasRequest {
+  RegionId region = kHeapRegion;
+  uint64_t addr = 0;
+  uint64_t expected = 0;
+  uint64_t desired = 0;
+};
+
+struct FetchAddRequest {
+  RegionId region = kHeapRegion;
+  uint64_t addr = 0;
+  uint64_t delta = 0;
+};
+
+struct LoadRequest {
+  CodeKind kind = CodeKind::kNative;
+  std::string_view library_name;  // may be empty: then the code names itself
+  std::string_view code;
+};
+
+struct ExecuteRequest {
+  bool by_hash = false;  // false: `function` resolves to the newest library exporting it
+  CodeHash hash{};       // by_hash: the exact library version
+  std::string_view function;
+  uint64_t timeout_us = 0;  // 0: the server's default deadline
+  std::string_view args;
+};
+
+using StatsEntry = std::pair<std::string, uint64_t>;
+
+// PING: the payload is echoed; no encoding beyond the raw bytes.
+
+void EncodeReadRequest(std::span<const ReadEntry> entries, std::string* out);
+absl::StatusOr<std::vector<ReadEntry>> DecodeReadRequest(std::string_view payload,
+                                                         const WireLimits& limits);
+// The READ response payload is the requested bytes, entry after entry; its size is the sum of the
+// entries' lengths. This checks that sum against the frame limit.
+absl::Status CheckReadResponseSize(std::span<const ReadEntry> entries, const WireLimits& limits);
+
+void EncodeWriteRequest(std::span<const WriteEntry> entries, std::string* out);
+absl::StatusOr<std::vector<WriteEntry>> DecodeWriteRequest(std::string_view payload,
+                                                           const WireLimits& limits);
+
+void EncodeCasRequest(const CasRequest& req, std::string* out);
+absl::StatusOr<CasRequest> DecodeCasRequest(std::string_view payload);
+
+void EncodeFetchAddRequest(const FetchAddRequest& req, std::string* out);
+absl::StatusOr<FetchAddRequest> DecodeFetchAddRequest(std::string_view payload);
+
+// CAS and FETCH_ADD respond with the word's old value.
+void EncodeU64Response(uint64_t value, std::string* out);
+absl::StatusOr<uint64_t> DecodeU64Response(std::string_view payload);
+
+void EncodeLoadRequest(const LoadRequest& req, std::string* out);
+absl::StatusOr<LoadRequest> DecodeLoadRequest(std::string_view payload);
+// LOAD responds with the hash; HAS_CODE asks with one.
+void EncodeHash(const CodeHash& hash, std::string* out);
+absl::StatusOr<CodeHash> DecodeHash(std::string_view payload);
+
+void EncodeHasCodeResponse(bool present, std::string* out);
+absl::StatusOr<bool> DecodeHasCodeResponse(std::string_view payload);
+
+void EncodeExecuteRequest(const ExecuteRequest& req, std::string* out);
+absl::StatusOr<ExecuteRequest> DecodeExecuteRequest(std::string_view payload);
+// EXECUTE responds with the function's result bytes as the whole payload.
+
+void EncodeStatsResponse(std::span<const StatsEntry> entries, std::string* out);
+absl::StatusOr<std::vector<StatsEntry>> DecodeStatsResponse(std::string_view payload,
+                                                            const WireLimits& limits);
+
+}  // namespace ardma::wire
+
+#endif  // ARDMA_CORE_WIRE_MESSAGES_H_

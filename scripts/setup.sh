@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the tests and the benchmarks need, when missing.
+# Safe to run repeatedly; does nothing when everything is present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libboost-dev            # Boost.Asio (header-only in 1.74)
+  libabsl-dev             # Abseil: Status, Mutex, flags, strings
+  libre2-dev              # RE2 (grep)
+  libssl-dev              # libcrypto: SHA-256 of shipped code
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  openjdk-17-jdk-headless # embedded JVM for jvm active code
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
