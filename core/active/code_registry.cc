@@ -61,7 +61,9 @@ void CodeRegistry::AddLinked(const FunctionTable& table, const CodeHash& hash) {
 
 void CodeRegistry::InsertLocked(const CodeHash& hash, CodeKind kind,
                                 std::unique_ptr<LoadedLibrary> library) {
-  Slot slot{kind, std::shared_ptr<LoadedLibrary>(std::move(library)), {}, next_sequence_++};
+  size_t n = library->num_functions();
+  Slot slot{kind, std::shared_ptr<LoadedLibrary>(std::move(library)), {},
+            std::make_unique<FunctionStats[]>(n), next_sequence_++};
   for (size_t i = 0; i < slot.library->num_functions(); ++i) {
     std::string fn(slot.library->function_name(i));
     slot.functions.emplace(fn, i);
@@ -84,7 +86,8 @@ absl::StatusOr<BoundFunction> CodeRegistry::Resolve(std::string_view function) c
         absl::StrCat("no loaded library exports '", ToAbsl(function), "'"));
   }
   const Slot& slot = by_hash_.at(it->second);
-  return BoundFunction(slot.library, slot.functions.at(ToAbsl(function)));
+  size_t index = slot.functions.at(ToAbsl(function));
+  return BoundFunction(slot.library, index, &slot.stats[index]);
 }
 
 absl::StatusOr<BoundFunction> CodeRegistry::Resolve(const CodeHash& hash,
@@ -99,7 +102,7 @@ absl::StatusOr<BoundFunction> CodeRegistry::Resolve(const CodeHash& hash,
     return absl::NotFoundError(absl::StrCat("library '", ToAbsl(it->second.library->name()),
                                             "' does not export '", ToAbsl(function), "'"));
   }
-  return BoundFunction(it->second.library, fn->second);
+  return BoundFunction(it->second.library, fn->second, &it->second.stats[fn->second]);
 }
 
 std::vector<LibraryInfo> CodeRegistry::List() const {

@@ -11,6 +11,7 @@
 #ifndef ARDMA_CORE_ACTIVE_CODE_REGISTRY_H_
 #define ARDMA_CORE_ACTIVE_CODE_REGISTRY_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,12 +49,25 @@ class CodeLoader {
 // A LoadedLibrary over a FunctionTable linked into this process (built-ins, tests).
 std::unique_ptr<LoadedLibrary> LibraryFromTable(const FunctionTable& table);
 
+// Running statistics of one function, used by the server to decide whether an EXECUTE is short
+// enough to run on an I/O thread. Relaxed atomics: an approximate average is all that is needed.
+struct FunctionStats {
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> average_ns{0};  // exponentially weighted, 1/8 per sample
+  void Record(uint64_t ns) {
+    uint64_t n = calls.fetch_add(1, std::memory_order_relaxed);
+    uint64_t avg = average_ns.load(std::memory_order_relaxed);
+    average_ns.store(n == 0 ? ns : avg - avg / 8 + ns / 8, std::memory_order_relaxed);
+  }
+};
+
 // A resolved function: keeps its library alive.
 class BoundFunction {
  public:
-  BoundFunction(std::shared_ptr<LoadedLibrary> library, size_t index)
-      : library_(std::move(library)), index_(index) {}
+  BoundFunction(std::shared_ptr<LoadedLibrary> library, size_t index, FunctionStats* stats)
+      : library_(std::move(library)), index_(index), stats_(stats) {}
   std::string_view name() const { return library_->function_name(index_); }
+  FunctionStats& stats() const { return *stats_; }
   absl::StatusOr<std::string> Run(Context& ctx, std::string_view args) const {
     return library_->Run(index_, ctx, args);
   }
@@ -61,6 +75,7 @@ class BoundFunction {
  private:
   std::shared_ptr<LoadedLibrary> library_;
   size_t index_;
+  FunctionStats* stats_;  // owned by the registry, which outlives every BoundFunction use
 };
 
 struct LibraryInfo {
@@ -100,6 +115,7 @@ class CodeRegistry {
     CodeKind kind;
     std::shared_ptr<LoadedLibrary> library;
     absl::flat_hash_map<std::string, size_t> functions;
+    std::unique_ptr<FunctionStats[]> stats;  // one per function
     uint64_t sequence;  // load order; higher is newer
   };
   void InsertLocked(const CodeHash& hash, CodeKind kind, std::unique_ptr<LoadedLibrary> library)

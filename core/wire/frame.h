@@ -68,8 +68,9 @@ struct WireLimits {
 // Serialises `header` into exactly kHeaderSize bytes at `out`.
 void EncodeHeader(const FrameHeader& header, char* out);
 
-// Parses and validates a header: magic, version, known op, payload within limits.
-// Errors: InvalidArgument (bad magic/version/op), ResourceExhausted (payload too large).
+// Parses and validates a header: magic, version, payload within limits. The op is not checked
+// here (an unknown op still has a well-formed frame and gets an error response); see IsKnownOp.
+// Errors: InvalidArgument (bad magic/version), ResourceExhausted (payload too large).
 absl::StatusOr<FrameHeader> DecodeHeader(std::string_view bytes, const WireLimits& limits);
 
 // Frame building in place: BeginFrame reserves the header at the end of *out and returns its

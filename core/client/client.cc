@@ -1,0 +1,336 @@
+#include "core/client/client.h"
+
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+
+using wire::Op;
+
+namespace {
+
+uint64_t RandomClientId() {
+  std::random_device rd;
+  uint64_t id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return id == 0 ? 1 : id;
+}
+
+}  // namespace
+
+Client::Client(std::string address, const ClientOptions& options)
+    : address_(std::move(address)),
+      options_(options),
+      client_id_(options.client_id != 0 ? options.client_id : RandomClientId()) {}
+
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string_view address,
+                                                        const ClientOptions& options) {
+  std::unique_ptr<Client> client(new Client(std::string(address), options));
+  ARDMA_RETURN_IF_ERROR(client->CurrentConnection().status());
+  return client;
+}
+
+absl::StatusOr<std::shared_ptr<Connection>> Client::CurrentConnection() {
+  absl::MutexLock lock(&mu_);
+  if (connection_ != nullptr && !connection_->broken()) return connection_;
+  absl::Duration backoff = options_.backoff_initial;
+  absl::Status last;
+  for (int attempt = 0; attempt < std::max(1, options_.connect_attempts); ++attempt) {
+    if (attempt > 0) {
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, options_.backoff_max);
+    }
+    absl::StatusOr<std::unique_ptr<Connection>> c =
+        Connection::Open(address_, options_.connect_timeout, options_.limits, &counters_);
+    if (c.ok()) {
+      if (connected_once_) counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
+      connected_once_ = true;
+      connection_ = std::move(*c);
+      loaded_.clear();  // the server may have restarted
+      return connection_;
+    }
+    last = c.status();
+    if (last.code() == absl::StatusCode::kInvalidArgument) return last;  // bad address
+  }
+  return absl::UnavailableError(absl::StrCat("ardmad at ", address_, " is unreachable after ",
+                                             options_.connect_attempts,
+                                             " attempts: ", last.message()));
+}
+
+absl::Time Client::DeadlineFor(const CallOptions& options) const {
+  absl::Duration timeout =
+      options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
+  return absl::Now() + timeout;
+}
+
+absl::StatusOr<std::vector<ResponsePayload>> Client::Flight(std::vector<OutgoingRequest> requests,
+                                                            const CallOptions& options,
+                                                            bool retryable) {
+  absl::Time deadline = DeadlineFor(options);
+  // Ids are fixed before the first attempt: a retry reuses them, so the server can recognise it.
+  std::vector<uint64_t> ids(requests.size());
+  uint64_t first = next_request_id_.fetch_add(requests.size(), std::memory_order_relaxed);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + i;
+  for (int attempt = 0;; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Connection> conn, CurrentConnection());
+    absl::StatusOr<std::vector<ResponsePayload>> r =
+        conn->RoundTrip(requests, ids, client_id_, deadline);
+    if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable || !retryable ||
+        absl::Now() >= deadline || attempt + 1 >= std::max(1, options_.connect_attempts)) {
+      return r;
+    }
+    counters_.retries.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+absl::StatusOr<std::string> Client::Call(Op op, std::string payload, const CallOptions& options,
+                                         bool retryable) {
+  std::vector<OutgoingRequest> requests;
+  requests.push_back({op, std::move(payload)});
+  ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> responses,
+                         Flight(std::move(requests), options, retryable));
+  return std::move(responses[0]);
+}
+
+absl::Status Client::Ping(const CallOptions& options) {
+  return Call(Op::kPing, "", options, true).status();
+}
+
+absl::StatusOr<std::string> Client::Echo(std::string_view payload, const CallOptions& options) {
+  return Call(Op::kPing, std::string(payload), options, true);
+}
+
+absl::StatusOr<std::string> Client::Read(uint64_t addr, uint32_t len, RegionId region,
+                                         const CallOptions& options) {
+  std::string payload;
+  wire::ReadEntry e{region, addr, len};
+  wire::EncodeReadRequest({&e, 1}, &payload);
+  ARDMA_ASSIGN_OR_RETURN(std::string data, Call(Op::kRead, std::move(payload), options, true));
+  if (data.size() != len) return absl::InternalError("READ response of the wrong size");
+  return data;
+}
+
+absl::Status Client::Write(uint64_t addr, std::string_view data, RegionId region,
+                           const CallOptions& options) {
+  std::string payload;
+  wire::WriteEntry e{region, addr, data};
+  wire::EncodeWriteRequest({&e, 1}, &payload);
+  return Call(Op::kWrite, std::move(payload), options, true).status();
+}
+
+absl::StatusOr<CasResult> Client::CompareAndSwap(uint64_t addr, uint64_t expected,
+                                                 uint64_t desired, RegionId region,
+                                                 const CallOptions& options) {
+  std::string payload;
+  wire::EncodeCasRequest({region, addr, expected, desired}, &payload);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kCas, std::move(payload), options, false));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t old, wire::DecodeU64Response(r));
+  return CasResult{old == expected, old};
+}
+
+absl::StatusOr<uint64_t> Client::FetchAdd(uint64_t addr, uint64_t delta, RegionId region,
+                                          const CallOptions& options) {
+  std::string payload;
+  wire::EncodeFetchAddRequest({region, addr, delta}, &payload);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kFetchAdd, std::move(payload), options, false));
+  return wire::DecodeU64Response(r);
+}
+
+absl::StatusOr<wire::CodeHash> Client::Load(wire::CodeKind kind, std::string_view library_name,
+                                            std::string_view code, const CallOptions& options) {
+  if (library_name.size() > wire::kMaxNameLength) {
+    return absl::InvalidArgumentError("library name too long");
+  }
+  std::string payload;
+  wire::EncodeLoadRequest({kind, library_name, code}, &payload);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kLoad, std::move(payload), options, true));
+  return wire::DecodeHash(r);
+}
+
+absl::StatusOr<bool> Client::HasCode(const wire::CodeHash& hash, const CallOptions& options) {
+  std::string payload;
+  wire::EncodeHash(hash, &payload);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kHasCode, std::move(payload), options, true));
+  return wire::DecodeHasCodeResponse(r);
+}
+
+namespace {
+
+absl::StatusOr<std::string> EncodeExecute(bool by_hash, const wire::CodeHash& hash,
+                                          std::string_view function, std::string_view args,
+                                          absl::Duration timeout) {
+  if (function.empty() || function.size() > wire::kMaxNameLength) {
+    return absl::InvalidArgumentError("bad function name");
+  }
+  wire::ExecuteRequest req;
+  req.by_hash = by_hash;
+  req.hash = hash;
+  req.function = function;
+  req.timeout_us = static_cast<uint64_t>(absl::ToInt64Microseconds(timeout));
+  req.args = args;
+  std::string payload;
+  wire::EncodeExecuteRequest(req, &payload);
+  return payload;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Client::Execute(std::string_view function, std::string_view args,
+                                            const CallOptions& options) {
+  absl::Duration timeout =
+      options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
+  ARDMA_ASSIGN_OR_RETURN(std::string payload, EncodeExecute(false, {}, function, args, timeout));
+  return Call(Op::kExecute, std::move(payload), options, true);
+}
+
+absl::StatusOr<std::string> Client::Execute(const wire::CodeHash& library,
+                                            std::string_view function, std::string_view args,
+                                            const CallOptions& options) {
+  absl::Duration timeout =
+      options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
+  ARDMA_ASSIGN_OR_RETURN(std::string payload, EncodeExecute(true, library, function, args, timeout));
+  return Call(Op::kExecute, std::move(payload), options, true);
+}
+
+std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view function,
+                                                              std::string_view args,
+                                                              const CallOptions& options) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
+  std::future<absl::StatusOr<std::string>> future = promise->get_future();
+  absl::Duration timeout =
+      options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
+  absl::StatusOr<std::string> payload = EncodeExecute(false, {}, function, args, timeout);
+  if (!payload.ok()) {
+    promise->set_value(payload.status());
+    return future;
+  }
+  CallAsync(Op::kExecute, std::move(*payload),
+            [promise](ResponsePayload r) { promise->set_value(std::move(r)); }, options);
+  return future;
+}
+
+absl::StatusOr<std::vector<wire::StatsEntry>> Client::Stats(const CallOptions& options) {
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kStats, "", options, true));
+  return wire::DecodeStatsResponse(r, options_.limits);
+}
+
+void Client::CallAsync(Op op, std::string payload, ResponseCallback done,
+                       const CallOptions& options) {
+  absl::StatusOr<std::shared_ptr<Connection>> conn = CurrentConnection();
+  if (!conn.ok()) {
+    done(conn.status());
+    return;
+  }
+  uint64_t id = next_request_id_.fetch_add(1, std::memory_order_relaxed);
+  (*conn)->Async({op, std::move(payload)}, id, client_id_, DeadlineFor(options), std::move(done));
+}
+
+bool Client::KnownLoaded(const wire::CodeHash& hash) {
+  absl::MutexLock lock(&mu_);
+  return loaded_.contains(hash);
+}
+
+void Client::MarkLoaded(const wire::CodeHash& hash) {
+  absl::MutexLock lock(&mu_);
+  loaded_.insert(hash);
+}
+
+void Client::ForgetLoaded() {
+  absl::MutexLock lock(&mu_);
+  loaded_.clear();
+}
+
+// Batch.
+
+Batch& Batch::Read(uint64_t addr, uint32_t len, RegionId region) {
+  ops_.push_back({Kind::kRead, region, addr, len, {}});
+  return *this;
+}
+
+Batch& Batch::Write(uint64_t addr, std::string_view data, RegionId region) {
+  ops_.push_back({Kind::kWrite, region, addr, 0, std::string(data)});
+  return *this;
+}
+
+Batch& Batch::CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired,
+                             RegionId region) {
+  ops_.push_back({Kind::kCas, region, addr, 0, {}, expected, desired});
+  return *this;
+}
+
+Batch& Batch::FetchAdd(uint64_t addr, uint64_t delta, RegionId region) {
+  ops_.push_back({Kind::kFetchAdd, region, addr, 0, {}, delta});
+  return *this;
+}
+
+absl::StatusOr<Batch::Result> Batch::Send(const CallOptions& options) {
+  Result result;
+  if (ops_.empty()) return result;
+  // Group runs of reads and of writes into one frame each; atomics are a frame apiece.
+  std::vector<OutgoingRequest> requests;
+  std::vector<std::pair<Kind, size_t>> frames;  // kind, number of ops in the frame
+  bool retryable = true;
+  for (size_t i = 0; i < ops_.size();) {
+    const Op& op = ops_[i];
+    std::string payload;
+    size_t j = i;
+    if (op.kind == Kind::kRead) {
+      std::vector<wire::ReadEntry> entries;
+      for (; j < ops_.size() && ops_[j].kind == Kind::kRead; ++j) {
+        entries.push_back({ops_[j].region, ops_[j].addr, ops_[j].len});
+      }
+      wire::EncodeReadRequest(entries, &payload);
+      requests.push_back({wire::Op::kRead, std::move(payload)});
+    } else if (op.kind == Kind::kWrite) {
+      std::vector<wire::WriteEntry> entries;
+      for (; j < ops_.size() && ops_[j].kind == Kind::kWrite; ++j) {
+        entries.push_back({ops_[j].region, ops_[j].addr, ops_[j].data});
+      }
+      wire::EncodeWriteRequest(entries, &payload);
+      requests.push_back({wire::Op::kWrite, std::move(payload)});
+    } else if (op.kind == Kind::kCas) {
+      wire::EncodeCasRequest({op.region, op.addr, op.a, op.b}, &payload);
+      requests.push_back({wire::Op::kCas, std::move(payload)});
+      retryable = false;
+      j = i + 1;
+    } else {
+      wire::EncodeFetchAddRequest({op.region, op.addr, op.a}, &payload);
+      requests.push_back({wire::Op::kFetchAdd, std::move(payload)});
+      retryable = false;
+      j = i + 1;
+    }
+    frames.emplace_back(op.kind, j - i);
+    i = j;
+  }
+  ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> responses,
+                         client_->Flight(std::move(requests), options, retryable));
+  size_t op_index = 0;
+  for (size_t f = 0; f < frames.size(); ++f) {
+    ARDMA_RETURN_IF_ERROR(responses[f].status());
+    const std::string& payload = *responses[f];
+    auto [kind, count] = frames[f];
+    if (kind == Kind::kRead) {
+      size_t pos = 0;
+      for (size_t k = 0; k < count; ++k) {
+        uint32_t len = ops_[op_index + k].len;
+        if (pos + len > payload.size()) return absl::InternalError("short READ response");
+        result.reads.push_back(payload.substr(pos, len));
+        pos += len;
+      }
+    } else if (kind == Kind::kCas) {
+      ARDMA_ASSIGN_OR_RETURN(uint64_t old, wire::DecodeU64Response(payload));
+      result.cas.push_back({old == ops_[op_index].a, old});
+    } else if (kind == Kind::kFetchAdd) {
+      ARDMA_ASSIGN_OR_RETURN(uint64_t old, wire::DecodeU64Response(payload));
+      result.fetch_adds.push_back(old);
+    }
+    op_index += count;
+  }
+  return result;
+}
+
+}  // namespace ardma

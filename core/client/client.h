@@ -1,0 +1,169 @@
+// Client: the application's handle on one ardmad. Typed synchronous calls, asynchronous calls,
+// batches (several operations, one round trip) and pipelining over a managed connection.
+//
+//   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<ardma::Client> client,
+//                          ardma::Client::Connect("127.0.0.1:15712"));
+//   ARDMA_RETURN_IF_ERROR(client->Write(addr, "hello"));
+//   ARDMA_ASSIGN_OR_RETURN(std::string bytes, client->Read(addr, 5));
+//   ARDMA_ASSIGN_OR_RETURN(auto result, client->Batch().Read(a, 8).Read(b, 8).Send());
+//
+// Connection management (seed 001): the connection is kept open and reused; when it breaks the
+// next call reconnects with exponential backoff. Calls that are safe to repeat (PING, READ, WRITE,
+// LOAD, HAS_CODE, STATS, and EXECUTE, which the server de-duplicates by (client id, request id))
+// are retried on a new connection within their timeout; CAS and FETCH_ADD are not (they may have
+// been applied) and fail with UNAVAILABLE. UNAVAILABLE otherwise means the server is really gone.
+//
+// Thread-safe: any number of threads may share one Client; their calls are pipelined on one
+// connection. Asynchronous callbacks run on a client thread and must not block on further
+// synchronous calls of the same Client.
+#ifndef ARDMA_CORE_CLIENT_CLIENT_H_
+#define ARDMA_CORE_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/active/context.h"
+#include "core/client/connection.h"
+#include "core/wire/messages.h"
+
+namespace ardma {
+
+struct ClientOptions {
+  absl::Duration timeout = absl::Seconds(30);         // default per-call timeout
+  absl::Duration connect_timeout = absl::Seconds(5);  // per connection attempt
+  int connect_attempts = 5;                           // before UNAVAILABLE
+  absl::Duration backoff_initial = absl::Milliseconds(10);
+  absl::Duration backoff_max = absl::Seconds(1);
+  wire::WireLimits limits;
+  uint64_t client_id = 0;  // 0: a random id (identifies retries to the server)
+};
+
+struct CallOptions {
+  absl::Duration timeout = absl::ZeroDuration();  // zero: the client's default
+};
+
+class Client;
+
+// Operations collected and sent as one flight: one round trip. Runs of consecutive reads and of
+// consecutive writes become one READ / WRITE frame each; the server applies the frames in order.
+class Batch {
+ public:
+  struct Result {
+    std::vector<std::string> reads;     // one per Read, in order
+    std::vector<CasResult> cas;         // one per CompareAndSwap, in order
+    std::vector<uint64_t> fetch_adds;   // old values, one per FetchAdd, in order
+  };
+
+  Batch& Read(uint64_t addr, uint32_t len, RegionId region = kHeapRegion);
+  Batch& Write(uint64_t addr, std::string_view data, RegionId region = kHeapRegion);
+  Batch& CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired,
+                        RegionId region = kHeapRegion);
+  Batch& FetchAdd(uint64_t addr, uint64_t delta, RegionId region = kHeapRegion);
+  // Sends everything and waits. The first failing frame's status is returned.
+  absl::StatusOr<Result> Send(const CallOptions& options = {});
+
+ private:
+  friend class Client;
+  explicit Batch(Client* client) : client_(client) {}
+  enum class Kind { kRead, kWrite, kCas, kFetchAdd };
+  struct Op {
+    Kind kind;
+    RegionId region;
+    uint64_t addr;
+    uint32_t len = 0;
+    std::string data;
+    uint64_t a = 0, b = 0;
+  };
+  Client* client_;
+  std::vector<Op> ops_;
+};
+
+class Client {
+ public:
+  // Connects to "host:port". UNAVAILABLE if no connection can be made.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(std::string_view address,
+                                                         const ClientOptions& options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  absl::Status Ping(const CallOptions& options = {});
+  // PING with a payload; returns the echo.
+  absl::StatusOr<std::string> Echo(std::string_view payload, const CallOptions& options = {});
+
+  absl::StatusOr<std::string> Read(uint64_t addr, uint32_t len, RegionId region = kHeapRegion,
+                                   const CallOptions& options = {});
+  absl::Status Write(uint64_t addr, std::string_view data, RegionId region = kHeapRegion,
+                     const CallOptions& options = {});
+  absl::StatusOr<CasResult> CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired,
+                                           RegionId region = kHeapRegion,
+                                           const CallOptions& options = {});
+  absl::StatusOr<uint64_t> FetchAdd(uint64_t addr, uint64_t delta, RegionId region = kHeapRegion,
+                                    const CallOptions& options = {});
+
+  // Ships code; returns its hash. A no-op on the server if the hash is known.
+  absl::StatusOr<wire::CodeHash> Load(wire::CodeKind kind, std::string_view library_name,
+                                      std::string_view code, const CallOptions& options = {});
+  absl::StatusOr<bool> HasCode(const wire::CodeHash& hash, const CallOptions& options = {});
+  // Runs a function by name (the newest library exporting it) or by library hash + name.
+  absl::StatusOr<std::string> Execute(std::string_view function, std::string_view args,
+                                      const CallOptions& options = {});
+  absl::StatusOr<std::string> Execute(const wire::CodeHash& library, std::string_view function,
+                                      std::string_view args, const CallOptions& options = {});
+  std::future<absl::StatusOr<std::string>> ExecuteAsync(std::string_view function,
+                                                        std::string_view args,
+                                                        const CallOptions& options = {});
+  absl::StatusOr<std::vector<wire::StatsEntry>> Stats(const CallOptions& options = {});
+
+  // Sends one request without waiting; `done` gets the response payload or status.
+  void CallAsync(wire::Op op, std::string payload, ResponseCallback done,
+                 const CallOptions& options = {});
+
+  class Batch Batch() { return ::ardma::Batch(this); }
+
+  ClientCounters& counters() { return counters_; }
+  uint64_t client_id() const { return client_id_; }
+  const std::string& address() const { return address_; }
+
+  // Remembers that a library's code is on the server (used by EnsureLoaded); forgotten when the
+  // client reconnects, since the server may have restarted.
+  bool KnownLoaded(const wire::CodeHash& hash);
+  void MarkLoaded(const wire::CodeHash& hash);
+  void ForgetLoaded();
+
+ private:
+  friend class ::ardma::Batch;
+  Client(std::string address, const ClientOptions& options);
+
+  // One flight with retries on a new connection when `retryable`.
+  absl::StatusOr<std::vector<ResponsePayload>> Flight(std::vector<OutgoingRequest> requests,
+                                                      const CallOptions& options, bool retryable);
+  absl::StatusOr<std::string> Call(wire::Op op, std::string payload, const CallOptions& options,
+                                   bool retryable);
+  absl::StatusOr<std::shared_ptr<Connection>> CurrentConnection();
+  absl::Time DeadlineFor(const CallOptions& options) const;
+
+  const std::string address_;
+  const ClientOptions options_;
+  const uint64_t client_id_;
+  std::atomic<uint64_t> next_request_id_{1};
+  ClientCounters counters_;
+
+  absl::Mutex mu_;
+  std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
+  bool connected_once_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_set<wire::CodeHash> loaded_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_CLIENT_CLIENT_H_

@@ -1,0 +1,349 @@
+#include "core/client/connection.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/host_port.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+namespace {
+
+// A reader blocked in recv(2) wakes this often to check deadlines.
+constexpr int kReadTickMs = 100;
+constexpr size_t kInitialReadBuffer = 64 << 10;
+
+absl::Status ErrnoUnavailable(const std::string& what, int err) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+}  // namespace
+
+struct Connection::Pending {
+  bool done = false;
+  ResponsePayload result = absl::UnknownError("no response");
+  ResponseCallback callback;  // set for asynchronous calls
+  absl::Time deadline;
+};
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(std::string_view address,
+                                                             absl::Duration timeout,
+                                                             const wire::WireLimits& limits,
+                                                             ClientCounters* counters) {
+  ARDMA_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* results = nullptr;
+  std::string port = std::to_string(hp.port);
+  int gai = ::getaddrinfo(hp.host.c_str(), port.c_str(), &hints, &results);
+  if (gai != 0) {
+    return absl::UnavailableError(absl::StrCat("resolve ", hp.host, ": ", ::gai_strerror(gai)));
+  }
+  absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", hp.host));
+  int fd = -1;
+  for (addrinfo* ai = results; ai != nullptr && fd < 0; ai = ai->ai_next) {
+    int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (s < 0) {
+      last = ErrnoUnavailable("socket", errno);
+      continue;
+    }
+    int rc = ::connect(s, ai->ai_addr, ai->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{s, POLLOUT, 0};
+      int ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
+      rc = ::poll(&p, 1, ms > 0 ? ms : 1);
+      if (rc == 1) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        ::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+        rc = err == 0 ? 0 : -1;
+        errno = err;
+      } else {
+        rc = -1;
+        errno = rc == 0 ? ETIMEDOUT : errno;
+        if (errno == 0) errno = ETIMEDOUT;
+      }
+    }
+    if (rc != 0) {
+      last = ErrnoUnavailable(absl::StrCat("connect to ", ToAbsl(address)), errno);
+      ::close(s);
+      continue;
+    }
+    fd = s;
+  }
+  ::freeaddrinfo(results);
+  if (fd < 0) return last;
+  // Blocking from here on, with a receive timeout so a reader can check deadlines.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  timeval tick{0, kReadTickMs * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
+  return std::unique_ptr<Connection>(new Connection(fd, limits, counters));
+}
+
+Connection::Connection(int fd, const wire::WireLimits& limits, ClientCounters* counters)
+    : fd_(fd), limits_(limits), counters_(counters), rbuf_(kInitialReadBuffer, '\0') {}
+
+Connection::~Connection() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  ::shutdown(fd_, SHUT_RDWR);
+  if (background_.joinable()) background_.join();
+  Break(absl::UnavailableError("connection closed"));
+  ::close(fd_);
+}
+
+bool Connection::broken() const {
+  absl::MutexLock lock(&mu_);
+  return !broken_.ok();
+}
+
+absl::Status Connection::Send(std::string_view bytes) {
+  absl::MutexLock lock(&write_mu_);
+  while (!bytes.empty()) {
+    ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoUnavailable("send", errno);
+    counters_->bytes_sent.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ResponsePayload>> Connection::RoundTrip(
+    const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
+    uint64_t client_id, absl::Time deadline) {
+  std::vector<std::shared_ptr<Pending>> pendings;
+  pendings.reserve(requests.size());
+  std::string out;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    size_t start = wire::BeginFrame(&out);
+    out.append(requests[i].payload);
+    wire::FinishFrame({.op = requests[i].op, .request_id = request_ids[i], .client_id = client_id},
+                      start, &out);
+    pendings.push_back(std::make_shared<Pending>());
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+    for (size_t i = 0; i < requests.size(); ++i) pending_[request_ids[i]] = pendings[i];
+  }
+  counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
+  counters_->requests.fetch_add(requests.size(), std::memory_order_relaxed);
+  if (absl::Status s = Send(out); !s.ok()) {
+    Break(s);
+    return s;
+  }
+
+  std::vector<std::pair<ResponseCallback, ResponsePayload>> ready;
+  mu_.Lock();
+  for (const std::shared_ptr<Pending>& p : pendings) {
+    while (!p->done) {
+      if (!broken_.ok()) break;
+      if (absl::Now() >= deadline) break;
+      if (!reader_active_) {
+        reader_active_ = true;
+        mu_.Unlock();
+        ReadOnce();
+        mu_.Lock();
+        reader_active_ = false;
+        changed_.SignalAll();
+      } else {
+        changed_.WaitWithDeadline(&mu_, deadline);
+      }
+    }
+    if (!p->done) {
+      absl::Status failure = !broken_.ok() ? broken_
+                                           : absl::DeadlineExceededError("no response in time");
+      for (uint64_t id : request_ids) pending_.erase(id);
+      mu_.Unlock();
+      return failure;
+    }
+  }
+  mu_.Unlock();
+  std::vector<ResponsePayload> results;
+  results.reserve(pendings.size());
+  for (auto& p : pendings) results.push_back(std::move(p->result));
+  return results;
+}
+
+void Connection::Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+                       absl::Time deadline, ResponseCallback done) {
+  std::string out;
+  size_t start = wire::BeginFrame(&out);
+  out.append(request.payload);
+  wire::FinishFrame({.op = request.op, .request_id = request_id, .client_id = client_id}, start,
+                    &out);
+  auto pending = std::make_shared<Pending>();
+  pending->callback = std::move(done);
+  pending->deadline = deadline;
+  absl::Status broken;
+  {
+    absl::MutexLock lock(&mu_);
+    broken = broken_;
+    if (broken.ok()) {
+      pending_[request_id] = pending;
+      ++async_pending_;
+      if (!background_.joinable()) background_ = std::thread([this] { BackgroundReader(); });
+    }
+  }
+  if (!broken.ok()) {
+    pending->callback(broken);
+    return;
+  }
+  counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
+  counters_->requests.fetch_add(1, std::memory_order_relaxed);
+  if (absl::Status s = Send(out); !s.ok()) Break(s);
+}
+
+void Connection::ReadOnce() {
+  if (rend_ == rbuf_.size()) {
+    // Full: compact, or grow for a frame larger than the buffer (bounded by the frame limit,
+    // which the header was checked against before we got here).
+    if (rbegin_ > 0) {
+      std::memmove(rbuf_.data(), rbuf_.data() + rbegin_, rend_ - rbegin_);
+      rend_ -= rbegin_;
+      rbegin_ = 0;
+    } else {
+      rbuf_.resize(rbuf_.size() * 2);
+    }
+  }
+  ssize_t n = ::recv(fd_, rbuf_.data() + rend_, rbuf_.size() - rend_, 0);
+  if (n == 0) {
+    Break(absl::UnavailableError("server closed the connection"));
+    return;
+  }
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;  // tick
+    Break(ErrnoUnavailable("recv", errno));
+    return;
+  }
+  counters_->bytes_received.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  rend_ += static_cast<size_t>(n);
+  while (rend_ - rbegin_ >= wire::kHeaderSize) {
+    absl::StatusOr<wire::FrameHeader> header =
+        wire::DecodeHeader(std::string_view(rbuf_.data() + rbegin_, wire::kHeaderSize), limits_);
+    if (!header.ok()) {
+      Break(absl::UnavailableError(absl::StrCat("bad response frame: ", header.status().message())));
+      return;
+    }
+    size_t frame_size = wire::kHeaderSize + header->payload_len;
+    if (rend_ - rbegin_ < frame_size) {
+      if (rbuf_.size() - rbegin_ < frame_size) {
+        std::memmove(rbuf_.data(), rbuf_.data() + rbegin_, rend_ - rbegin_);
+        rend_ -= rbegin_;
+        rbegin_ = 0;
+        if (rbuf_.size() < frame_size) rbuf_.resize(frame_size);
+      }
+      break;
+    }
+    Dispatch(*header,
+             std::string_view(rbuf_.data() + rbegin_ + wire::kHeaderSize, header->payload_len));
+    rbegin_ += frame_size;
+  }
+  if (rbegin_ == rend_) rbegin_ = rend_ = 0;
+}
+
+void Connection::Dispatch(const wire::FrameHeader& header, std::string_view payload) {
+  ResponsePayload result = header.status == 0
+                               ? ResponsePayload(std::string(payload))
+                               : ResponsePayload(wire::StatusFromWire(header.status, payload));
+  ResponseCallback callback;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(header.request_id);
+    if (it == pending_.end()) return;  // answered after its caller gave up
+    std::shared_ptr<Pending> p = std::move(it->second);
+    pending_.erase(it);
+    if (!p->callback) {
+      p->result = std::move(result);
+      p->done = true;
+      changed_.SignalAll();
+      return;
+    }
+    --async_pending_;
+    callback = std::move(p->callback);
+  }
+  // Outside the lock; a callback may issue further asynchronous calls.
+  callback(std::move(result));
+}
+
+void Connection::Break(const absl::Status& status) {
+  std::vector<std::shared_ptr<Pending>> async;
+  {
+    absl::MutexLock lock(&mu_);
+    if (broken_.ok()) broken_ = absl::UnavailableError(status.message());
+    for (auto& [id, p] : pending_) {
+      if (p->callback) {
+        async.push_back(std::move(p));
+      } else {
+        p->result = broken_;
+        p->done = true;
+      }
+    }
+    pending_.clear();
+    async_pending_ = 0;
+    changed_.SignalAll();
+  }
+  ::shutdown(fd_, SHUT_RDWR);
+  for (auto& p : async) p->callback(absl::UnavailableError(status.message()));
+}
+
+void Connection::ExpireAsync(absl::Time now) {
+  std::vector<ResponseCallback> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second->callback && it->second->deadline < now) {
+        expired.push_back(std::move(it->second->callback));
+        --async_pending_;
+        pending_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& cb : expired) cb(absl::DeadlineExceededError("no response in time"));
+}
+
+void Connection::BackgroundReader() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto can_read = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return closing_ || !broken_.ok() || (async_pending_ > 0 && !reader_active_);
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&can_read), absl::Milliseconds(kReadTickMs));
+      if (closing_ || !broken_.ok()) return;
+      if (!can_read()) {
+        mu_.Unlock();
+        ExpireAsync(absl::Now());
+        mu_.Lock();
+        continue;
+      }
+      reader_active_ = true;
+    }
+    ReadOnce();
+    {
+      absl::MutexLock lock(&mu_);
+      reader_active_ = false;
+      changed_.SignalAll();
+    }
+    ExpireAsync(absl::Now());
+  }
+}
+
+}  // namespace ardma

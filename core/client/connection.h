@@ -1,0 +1,113 @@
+// Connection: one TCP connection to ardmad, shared by any number of threads, with pipelining.
+//
+// Requests are written whole under a write lock; responses may come back in any order and are
+// matched by request id. Whoever waits reads: a thread waiting for its response takes the reader
+// role if nobody has it, reads and dispatches every response that arrives (its own and others'),
+// and hands the role on when its own has come. A synchronous call on an idle connection therefore
+// costs one send(2) and one recv(2) on the caller's thread, with no thread hand-off. Asynchronous
+// calls are completed by whichever thread reads; when no caller is waiting, a background reader
+// thread (started on the first asynchronous call) reads for them.
+//
+// Once broken (peer closed, I/O error, protocol error) a Connection stays broken: every pending and
+// later call fails with UNAVAILABLE and the owner makes a new one.
+// Thread-safe. The header is free of socket types on purpose.
+#ifndef ARDMA_CORE_CLIENT_CONNECTION_H_
+#define ARDMA_CORE_CLIENT_CONNECTION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/wire/frame.h"
+
+namespace ardma {
+
+// Counted by the client, per Client; tests assert on them.
+struct ClientCounters {
+  std::atomic<uint64_t> round_trips{0};     // flights: a call or a batch sent, then awaited
+  std::atomic<uint64_t> requests{0};        // request frames sent
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
+  std::atomic<uint64_t> reconnects{0};
+  std::atomic<uint64_t> retries{0};
+};
+
+// One request of a flight.
+struct OutgoingRequest {
+  wire::Op op;
+  std::string payload;
+};
+
+// A response payload, or the error status the server answered with.
+using ResponsePayload = absl::StatusOr<std::string>;
+using ResponseCallback = std::function<void(ResponsePayload)>;
+
+class Connection {
+ public:
+  // Connects with a timeout. UNAVAILABLE if the server cannot be reached.
+  static absl::StatusOr<std::unique_ptr<Connection>> Open(std::string_view address,
+                                                          absl::Duration timeout,
+                                                          const wire::WireLimits& limits,
+                                                          ClientCounters* counters);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends all requests in one write, with the given request ids, then waits until every response
+  // has arrived or the deadline passes. The outer status is the transport's (UNAVAILABLE: the
+  // connection broke; DEADLINE_EXCEEDED: no answer in time); the inner ones are the server's.
+  absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(const std::vector<OutgoingRequest>& requests,
+                                                         const std::vector<uint64_t>& request_ids,
+                                                         uint64_t client_id, absl::Time deadline);
+
+  // Sends one request; `done` runs on some client thread when the response arrives, the deadline
+  // passes or the connection breaks. Never blocks on the response.
+  void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+             absl::Time deadline, ResponseCallback done);
+
+  bool broken() const;
+
+ private:
+  struct Pending;
+  explicit Connection(int fd, const wire::WireLimits& limits, ClientCounters* counters);
+
+  absl::Status Send(std::string_view bytes);
+  // Reader role: one recv and dispatch of every complete response. Called without mu_.
+  void ReadOnce();
+  void Dispatch(const wire::FrameHeader& header, std::string_view payload);
+  void Break(const absl::Status& status);
+  void ExpireAsync(absl::Time now);
+  void BackgroundReader();
+
+  const int fd_;
+  const wire::WireLimits limits_;
+  ClientCounters* const counters_;
+  absl::Mutex write_mu_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
+  bool reader_active_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  size_t async_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar changed_;  // a response arrived, the reader role was released, or it broke
+  std::thread background_;  // started on the first Async call
+
+  // Owned by whoever holds the reader role.
+  std::string rbuf_;
+  size_t rbegin_ = 0, rend_ = 0;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_CLIENT_CONNECTION_H_

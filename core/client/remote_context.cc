@@ -1,0 +1,76 @@
+#include "core/client/remote_context.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+namespace {
+
+constexpr int kMaxCallDepth = 32;  // as on the server
+
+}  // namespace
+
+absl::Status RemoteContext::DoReadBatch(std::span<const ReadOp> ops) {
+  if (ops.empty()) return absl::OkStatus();
+  class Batch batch = client_->Batch();
+  for (const ReadOp& op : ops) {
+    if (op.out.size() > UINT32_MAX) return absl::InvalidArgumentError("read too large");
+    batch.Read(op.addr, static_cast<uint32_t>(op.out.size()), op.region);
+  }
+  ARDMA_ASSIGN_OR_RETURN(Batch::Result result, batch.Send(options_));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::memcpy(ops[i].out.data(), result.reads[i].data(), ops[i].out.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RemoteContext::DoWriteBatch(std::span<const WriteOp> ops) {
+  if (ops.empty()) return absl::OkStatus();
+  class Batch batch = client_->Batch();
+  for (const WriteOp& op : ops) batch.Write(op.addr, op.data, op.region);
+  return batch.Send(options_).status();
+}
+
+absl::StatusOr<CasResult> RemoteContext::DoCompareAndSwap(RegionId region, uint64_t addr,
+                                                          uint64_t expected, uint64_t desired) {
+  return client_->CompareAndSwap(addr, expected, desired, region, options_);
+}
+
+absl::StatusOr<uint64_t> RemoteContext::DoFetchAdd(RegionId region, uint64_t addr,
+                                                   uint64_t delta) {
+  return client_->FetchAdd(addr, delta, region, options_);
+}
+
+absl::StatusOr<std::string_view> RemoteContext::DoView(RegionId, uint64_t, uint64_t) {
+  return absl::FailedPreconditionError("View needs server-local memory (active mode); use Read");
+}
+
+absl::StatusOr<std::string> RemoteContext::DoCall(std::string_view function,
+                                                  std::string_view args) {
+  if (depth_ >= kMaxCallDepth) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("active calls nested deeper than ", kMaxCallDepth));
+  }
+  for (const ActiveLibrary* library : libraries_) {
+    if (ActiveFunction fn = library->Find(function)) {
+      ++depth_;
+      absl::StatusOr<std::string> result = fn(*this, args);
+      --depth_;
+      return result;
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no linked library exports '", ToAbsl(function), "'"));
+}
+
+absl::Status RemoteContext::DoPark(std::string_view) {
+  return absl::FailedPreconditionError("Park needs active mode");
+}
+
+absl::StatusOr<bool> RemoteContext::DoWake(std::string_view, std::string_view) {
+  return absl::FailedPreconditionError("Wake needs active mode");
+}
+
+}  // namespace ardma

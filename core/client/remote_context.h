@@ -1,0 +1,47 @@
+// RemoteContext: Context on a client. Every operation is a round trip to ardmad (a batch of reads
+// or of writes is one), and Call runs the called function right here, over this same context, from
+// the libraries the client links: in RDMA mode all logic stays on the client. View, Park and Wake
+// need the data to be local and fail with FAILED_PRECONDITION.
+//
+// Borrows the Client and the libraries for its lifetime. One thread at a time.
+#ifndef ARDMA_CORE_CLIENT_REMOTE_CONTEXT_H_
+#define ARDMA_CORE_CLIENT_REMOTE_CONTEXT_H_
+
+#include <vector>
+
+#include "core/active/active_library.h"
+#include "core/active/context.h"
+#include "core/client/client.h"
+
+namespace ardma {
+
+class RemoteContext : public Context {
+ public:
+  // `libraries` resolve Call; each library's dependencies are searched too.
+  RemoteContext(Client* client, std::vector<const ActiveLibrary*> libraries,
+                CallOptions options = {})
+      : client_(client), libraries_(std::move(libraries)), options_(options) {}
+
+  bool IsLocal() const override { return false; }
+
+ protected:
+  absl::Status DoReadBatch(std::span<const ReadOp> ops) override;
+  absl::Status DoWriteBatch(std::span<const WriteOp> ops) override;
+  absl::StatusOr<CasResult> DoCompareAndSwap(RegionId region, uint64_t addr, uint64_t expected,
+                                             uint64_t desired) override;
+  absl::StatusOr<uint64_t> DoFetchAdd(RegionId region, uint64_t addr, uint64_t delta) override;
+  absl::StatusOr<std::string_view> DoView(RegionId region, uint64_t addr, uint64_t len) override;
+  absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) override;
+  absl::Status DoPark(std::string_view key) override;
+  absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) override;
+
+ private:
+  Client* const client_;
+  const std::vector<const ActiveLibrary*> libraries_;
+  const CallOptions options_;
+  int depth_ = 0;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_CLIENT_REMOTE_CONTEXT_H_

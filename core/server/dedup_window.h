@@ -1,0 +1,76 @@
+// DedupWindow: remembers recent EXECUTEs by (client id, request id) so a retried request is
+// answered with the first attempt's result instead of running twice.
+//
+// A client retries an EXECUTE (same client id and request id) after its connection broke. The
+// window then either replays the stored result, or, if the first attempt is still running (or
+// parked), attaches the retry as a second waiter. The window is bounded in entries and result
+// bytes; the oldest finished entries are evicted first. Each client's highest evicted request id is
+// kept, and a retry at or below it is refused (FAILED_PRECONDITION) rather than run again: a request
+// never runs twice. Client id 0 opts out.
+// Thread-safe.
+#ifndef ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
+#define ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/active/parking_lot.h"
+
+namespace ardma {
+
+struct DedupLimits {
+  size_t max_entries = 1 << 16;
+  size_t max_result_bytes = 64u << 20;
+};
+
+class DedupWindow {
+ public:
+  enum class Admission {
+    kRun,       // first time: run it, then call Finish
+    kAnswered,  // already finished: `responder` was answered with the stored result
+    kAttached,  // still running: `responder` will be answered by Finish
+    kTooOld,    // evicted: `responder` was answered FAILED_PRECONDITION
+  };
+
+  explicit DedupWindow(DedupLimits limits) : limits_(limits) {}
+  DedupWindow(const DedupWindow&) = delete;
+  DedupWindow& operator=(const DedupWindow&) = delete;
+
+  Admission Admit(uint64_t client_id, uint64_t request_id, std::shared_ptr<Responder> responder);
+  // Stores the result of a request admitted with kRun and answers every waiter attached to it
+  // (the original's own responder is the caller's business).
+  void Finish(uint64_t client_id, uint64_t request_id, const absl::StatusOr<std::string>& result);
+
+  uint64_t replays() const;
+  size_t size() const;
+
+ private:
+  using Key = std::pair<uint64_t, uint64_t>;
+  struct Record {
+    bool done = false;
+    absl::StatusOr<std::string> result = absl::UnknownError("still running");
+    std::vector<std::shared_ptr<Responder>> waiters;
+  };
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const DedupLimits limits_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<Key, Record> records_ ABSL_GUARDED_BY(mu_);
+  std::deque<Key> finished_order_ ABSL_GUARDED_BY(mu_);  // eviction order
+  absl::flat_hash_map<uint64_t, uint64_t> evicted_up_to_ ABSL_GUARDED_BY(mu_);
+  size_t result_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t replays_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_SERVER_DEDUP_WINDOW_H_

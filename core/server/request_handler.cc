@@ -1,0 +1,354 @@
+#include "core/server/request_handler.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/active/local_context.h"
+#include "core/log.h"
+#include "core/memory/heap.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+
+using wire::FrameHeader;
+using wire::Op;
+
+namespace {
+
+std::string OkFrame(const FrameHeader& request, std::string_view payload) {
+  std::string out;
+  out.reserve(wire::kHeaderSize + payload.size());
+  size_t start = wire::BeginFrame(&out);
+  out.append(payload.data(), payload.size());
+  FrameHeader h = request;
+  h.flags = wire::kFlagResponse;
+  h.status = 0;
+  wire::FinishFrame(h, start, &out);
+  return out;
+}
+
+}  // namespace
+
+// Answers one EXECUTE, now or later (parked), records it in the de-duplication window, and tells
+// whether its connection still listens.
+class RequestHandler::ExecuteResponder : public Responder {
+ public:
+  ExecuteResponder(RequestHandler* handler, std::shared_ptr<ResponseSink> sink,
+                   const FrameHeader& header, bool deduplicated)
+      : handler_(handler), sink_(std::move(sink)), header_(header), deduplicated_(deduplicated) {}
+
+  void Respond(absl::StatusOr<std::string> result) override {
+    if (deduplicated_) handler_->dedup_.Finish(header_.client_id, header_.request_id, result);
+    if (!sink_->Open()) return;
+    if (result.ok()) {
+      handler_->Reply(sink_, OkFrame(header_, *result));
+    } else {
+      handler_->ReplyError(sink_, header_, result.status());
+    }
+  }
+  bool Alive() const override { return sink_->Open(); }
+
+ private:
+  RequestHandler* const handler_;
+  const std::shared_ptr<ResponseSink> sink_;
+  const FrameHeader header_;
+  const bool deduplicated_;
+};
+
+// Answers a retry (or the original, if it was attached) with whatever the window holds.
+class SinkResponder : public Responder {
+ public:
+  using ReplyFn = std::function<void(absl::StatusOr<std::string>)>;
+  SinkResponder(std::shared_ptr<ResponseSink> sink, ReplyFn reply)
+      : sink_(std::move(sink)), reply_(std::move(reply)) {}
+  void Respond(absl::StatusOr<std::string> result) override { reply_(std::move(result)); }
+  bool Alive() const override { return sink_->Open(); }
+
+ private:
+  std::shared_ptr<ResponseSink> sink_;
+  ReplyFn reply_;
+};
+
+RequestHandler::RequestHandler(const HandlerOptions& options, RegionTable* regions,
+                               CodeRegistry* registry)
+    : options_(options), regions_(regions), registry_(registry), dedup_(options.dedup) {
+  if (options_.workers > 0) {
+    workers_ = std::make_unique<WorkerPool>(options_.workers, options_.worker_queue);
+  }
+}
+
+RequestHandler::~RequestHandler() { Stop(); }
+
+void RequestHandler::Stop() {
+  cancelled_.store(true);
+  if (workers_ != nullptr) workers_->Stop();
+}
+
+void RequestHandler::Reply(const std::shared_ptr<ResponseSink>& sink, std::string frame) {
+  ServerCounters::Add(counters_.bytes_out, frame.size());
+  sink->Send(std::move(frame));
+}
+
+void RequestHandler::ReplyError(const std::shared_ptr<ResponseSink>& sink,
+                                const FrameHeader& header, const absl::Status& status) {
+  ServerCounters::Add(counters_.errors, 1);
+  Reply(sink, wire::EncodeErrorResponse(header, status));
+}
+
+void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
+                            const std::shared_ptr<ResponseSink>& sink) {
+  ServerCounters::Add(counters_.bytes_in, wire::kHeaderSize + payload.size());
+  uint8_t op = static_cast<uint8_t>(header.op);
+  if (!wire::IsKnownOp(op)) {
+    ReplyError(sink, header, absl::InvalidArgumentError(absl::StrCat("unknown op ", op)));
+    return;
+  }
+  ServerCounters::Add(counters_.requests[op], 1);
+  if (header.is_response()) {
+    ReplyError(sink, header, absl::InvalidArgumentError("server received a response frame"));
+    return;
+  }
+
+  std::string out;
+  size_t start = wire::BeginFrame(&out);
+  absl::Status status;
+  switch (header.op) {
+    case Op::kPing:
+      out.append(payload.data(), payload.size());
+      break;
+    case Op::kRead:
+      status = HandleRead(payload, &out);
+      break;
+    case Op::kWrite:
+      status = HandleWrite(payload);
+      break;
+    case Op::kCas:
+      status = HandleCas(payload, &out);
+      break;
+    case Op::kFetchAdd:
+      status = HandleFetchAdd(payload, &out);
+      break;
+    case Op::kHasCode: {
+      absl::StatusOr<wire::CodeHash> hash = wire::DecodeHash(payload);
+      status = hash.status();
+      if (hash.ok()) wire::EncodeHasCodeResponse(registry_->Has(*hash), &out);
+      break;
+    }
+    case Op::kStats:
+      if (!payload.empty()) {
+        status = absl::InvalidArgumentError("STATS takes no payload");
+      } else {
+        wire::EncodeStatsResponse(Stats(), &out);
+      }
+      break;
+    case Op::kLoad:
+      HandleLoad(header, payload, sink);
+      return;
+    case Op::kExecute:
+      HandleExecute(header, payload, sink);
+      return;
+  }
+  if (!status.ok()) {
+    ReplyError(sink, header, status);
+    return;
+  }
+  FrameHeader h = header;
+  h.flags = wire::kFlagResponse;
+  h.status = 0;
+  wire::FinishFrame(h, start, &out);
+  Reply(sink, std::move(out));
+}
+
+absl::Status RequestHandler::HandleRead(std::string_view payload, std::string* out) {
+  ARDMA_ASSIGN_OR_RETURN(std::vector<wire::ReadEntry> entries,
+                         wire::DecodeReadRequest(payload, options_.limits));
+  // Validate everything before sizing the response.
+  size_t total = 0;
+  for (const wire::ReadEntry& e : entries) {
+    ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(e.region));
+    ARDMA_RETURN_IF_ERROR(region->CheckRange(e.addr, e.len));
+    total += e.len;
+  }
+  size_t pos = out->size();
+  out->resize(pos + total);
+  for (const wire::ReadEntry& e : entries) {
+    Region* region = *regions_->Get(e.region);
+    std::memcpy(out->data() + pos, region->data() + e.addr, e.len);
+    pos += e.len;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequestHandler::HandleWrite(std::string_view payload) {
+  ARDMA_ASSIGN_OR_RETURN(std::vector<wire::WriteEntry> entries,
+                         wire::DecodeWriteRequest(payload, options_.limits));
+  for (const wire::WriteEntry& e : entries) {
+    ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(e.region));
+    ARDMA_RETURN_IF_ERROR(region->CheckWritable(e.addr, e.data.size()));
+  }
+  for (const wire::WriteEntry& e : entries) {
+    Region* region = *regions_->Get(e.region);
+    std::memcpy(region->data() + e.addr, e.data.data(), e.data.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequestHandler::HandleCas(std::string_view payload, std::string* out) {
+  ARDMA_ASSIGN_OR_RETURN(wire::CasRequest req, wire::DecodeCasRequest(payload));
+  ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(req.region));
+  ARDMA_ASSIGN_OR_RETURN(CasResult r, region->CompareAndSwap(req.addr, req.expected, req.desired));
+  wire::EncodeU64Response(r.observed, out);
+  return absl::OkStatus();
+}
+
+absl::Status RequestHandler::HandleFetchAdd(std::string_view payload, std::string* out) {
+  ARDMA_ASSIGN_OR_RETURN(wire::FetchAddRequest req, wire::DecodeFetchAddRequest(payload));
+  ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(req.region));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t old, region->FetchAdd(req.addr, req.delta));
+  wire::EncodeU64Response(old, out);
+  return absl::OkStatus();
+}
+
+void RequestHandler::HandleLoad(const FrameHeader& header, std::string_view payload,
+                                const std::shared_ptr<ResponseSink>& sink) {
+  absl::StatusOr<wire::LoadRequest> req = wire::DecodeLoadRequest(payload);
+  if (!req.ok()) {
+    ReplyError(sink, header, req.status());
+    return;
+  }
+  auto load = [this, header, sink](wire::CodeKind kind, std::string_view name,
+                                   std::string_view code) {
+    absl::StatusOr<wire::CodeHash> hash = registry_->Load(kind, name, code);
+    if (!hash.ok()) {
+      ARDMA_LOG(kWarning, "LOAD of %u bytes failed: %s", code.size(), hash.status().ToString());
+      ReplyError(sink, header, hash.status());
+      return;
+    }
+    std::string out;
+    wire::EncodeHash(*hash, &out);
+    Reply(sink, OkFrame(header, out));
+  };
+  // Known code, or no pool: answer here. New code is loaded on a worker (dlopen can be slow).
+  if (workers_ == nullptr || registry_->Has(Sha256(req->code))) {
+    load(req->kind, req->library_name, req->code);
+    return;
+  }
+  auto owned = std::make_shared<std::string>(payload);
+  WorkerPool::Job job;
+  job.run = [owned, load] {
+    wire::LoadRequest r = *wire::DecodeLoadRequest(*owned);
+    load(r.kind, r.library_name, r.code);
+  };
+  job.expired = [this, header, sink] {
+    ReplyError(sink, header, absl::UnavailableError("server is shutting down"));
+  };
+  if (!workers_->Submit(std::move(job))) {
+    ReplyError(sink, header, absl::ResourceExhaustedError("worker queue is full"));
+  }
+}
+
+void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view payload,
+                                   const std::shared_ptr<ResponseSink>& sink) {
+  absl::StatusOr<wire::ExecuteRequest> req = wire::DecodeExecuteRequest(payload);
+  if (!req.ok()) {
+    ReplyError(sink, header, req.status());
+    return;
+  }
+  bool deduplicate = header.client_id != 0;
+  auto responder = std::make_shared<ExecuteResponder>(this, sink, header, deduplicate);
+  if (deduplicate) {
+    // A retry is answered through a responder that only sends; the window keeps the result.
+    auto replay = std::make_shared<SinkResponder>(sink, [this, sink, header](auto result) {
+      if (!sink->Open()) return;
+      if (result.ok()) {
+        Reply(sink, OkFrame(header, *result));
+      } else {
+        ReplyError(sink, header, result.status());
+      }
+    });
+    if (dedup_.Admit(header.client_id, header.request_id, replay) !=
+        DedupWindow::Admission::kRun) {
+      return;
+    }
+  }
+  absl::StatusOr<BoundFunction> fn = req->by_hash ? registry_->Resolve(req->hash, req->function)
+                                                  : registry_->Resolve(req->function);
+  if (!fn.ok()) {
+    responder->Respond(fn.status());
+    return;
+  }
+  absl::Time now = absl::Now();
+  absl::Time deadline = req->timeout_us == 0
+                            ? now + options_.default_deadline
+                            : now + absl::Microseconds(static_cast<int64_t>(
+                                        std::min<uint64_t>(req->timeout_us, INT64_MAX / 2)));
+  FunctionStats& stats = fn->stats();
+  bool run_inline =
+      workers_ == nullptr || (stats.calls.load(std::memory_order_relaxed) > 0 &&
+                              absl::Nanoseconds(stats.average_ns.load(std::memory_order_relaxed)) <
+                                  options_.inline_threshold);
+  if (run_inline) {
+    ServerCounters::Add(counters_.executes_inline, 1);
+    RunExecute(*fn, req->args, deadline, responder);
+    return;
+  }
+  ServerCounters::Add(counters_.executes_pooled, 1);
+  WorkerPool::Job job;
+  job.deadline = deadline;
+  job.run = [this, fn = *fn, args = std::string(req->args), deadline, responder] {
+    RunExecute(fn, args, deadline, responder);
+  };
+  job.expired = [this, responder] {
+    ServerCounters::Add(counters_.executes_expired, 1);
+    responder->Respond(absl::DeadlineExceededError("deadline passed before the function started"));
+  };
+  if (!workers_->Submit(std::move(job))) {
+    ServerCounters::Add(counters_.executes_rejected, 1);
+    responder->Respond(absl::ResourceExhaustedError("worker queue is full"));
+  }
+}
+
+void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args,
+                                absl::Time deadline,
+                                const std::shared_ptr<ExecuteResponder>& responder) {
+  Execution ex;
+  ex.regions = regions_;
+  ex.registry = registry_;
+  ex.parking = &parking_;
+  ex.responder = responder;
+  ex.deadline = deadline;
+  ex.cancelled = &cancelled_;
+  absl::Time start = absl::Now();
+  absl::StatusOr<std::string> result = LocalContext::Run(&ex, fn, args);
+  uint64_t ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start));
+  fn.stats().Record(ns);
+  ServerCounters::Add(counters_.execute_ns, ns);
+  counters_.AddActive(ex.counts);
+  if (ex.parked != nullptr) {
+    ServerCounters::Add(counters_.parked_total, 1);
+    parking_.FunctionReturned(ex.parked, result.status());
+    return;
+  }
+  responder->Respond(std::move(result));
+}
+
+void RequestHandler::ExpireParked() { parking_.Expire(absl::Now()); }
+
+std::vector<wire::StatsEntry> RequestHandler::Stats() const {
+  std::vector<wire::StatsEntry> out = counters_.Snapshot();
+  out.emplace_back("parked.now", parking_.size());
+  out.emplace_back("code.libraries", registry_->size());
+  out.emplace_back("workers.queued", workers_ != nullptr ? workers_->queued() : 0);
+  out.emplace_back("dedup.entries", dedup_.size());
+  out.emplace_back("dedup.replays", dedup_.replays());
+  if (absl::StatusOr<Region*> heap = regions_->Get(kHeapRegion); heap.ok()) {
+    out.emplace_back("heap.size", (*heap)->size());
+    uint64_t magic = 0, allocated = 0;
+    std::memcpy(&magic, (*heap)->data(), 8);
+    std::memcpy(&allocated, (*heap)->data() + heap::kAllocatedBytesOffset, 8);
+    out.emplace_back("heap.allocated", magic == heap::kMagic ? allocated : 0);
+  }
+  return out;
+}
+
+}  // namespace ardma

@@ -1,0 +1,102 @@
+// RequestHandler: everything the server does with a request frame, without any I/O.
+//
+// One-sided ops (READ, WRITE, CAS, FETCH_ADD), PING, HAS_CODE and STATS are answered before Handle
+// returns, on the calling (I/O) thread. EXECUTE runs inline when its function is known to be short
+// (its running average is under `inline_threshold`), otherwise on the worker pool; LOAD of new code
+// runs on the pool. A parked EXECUTE is answered when woken. Retried EXECUTEs are de-duplicated.
+// Connections appear here only as ResponseSinks, so tests and other transports can drive it.
+//
+// Thread-safe: Handle may be called from any number of I/O threads at once.
+#ifndef ARDMA_CORE_SERVER_REQUEST_HANDLER_H_
+#define ARDMA_CORE_SERVER_REQUEST_HANDLER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "core/active/code_registry.h"
+#include "core/active/parking_lot.h"
+#include "core/memory/region.h"
+#include "core/server/dedup_window.h"
+#include "core/server/server_counters.h"
+#include "core/server/worker_pool.h"
+#include "core/wire/frame.h"
+#include "core/wire/messages.h"
+
+namespace ardma {
+
+// A connection, as the handler sees it.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  // Queues one complete response frame. Callable from any thread.
+  virtual void Send(std::string frame) = 0;
+  // False once the connection is closed.
+  virtual bool Open() const = 0;
+};
+
+struct HandlerOptions {
+  wire::WireLimits limits;
+  absl::Duration default_deadline = absl::Seconds(30);  // EXECUTE without a timeout
+  absl::Duration inline_threshold = absl::Microseconds(50);
+  int workers = 2;  // 0: every EXECUTE and LOAD runs inline
+  size_t worker_queue = 4096;
+  DedupLimits dedup;
+};
+
+class RequestHandler {
+ public:
+  // Borrows `regions` (region 0 is the heap) and `registry` for the handler's lifetime.
+  RequestHandler(const HandlerOptions& options, RegionTable* regions, CodeRegistry* registry);
+  ~RequestHandler();  // Stop()
+  RequestHandler(const RequestHandler&) = delete;
+  RequestHandler& operator=(const RequestHandler&) = delete;
+
+  // Handles one request. `payload` need only live until Handle returns.
+  void Handle(const wire::FrameHeader& header, std::string_view payload,
+              const std::shared_ptr<ResponseSink>& sink);
+
+  // Answers parked requests whose deadline passed. Call periodically.
+  void ExpireParked();
+  // Cancels running functions (their next memory access fails), drains the worker pool.
+  void Stop();
+
+  ServerCounters& counters() { return counters_; }
+  const wire::WireLimits& limits() const { return options_.limits; }
+  // Counters plus gauges: parked now, libraries, worker queue depth, heap bytes allocated, ...
+  std::vector<wire::StatsEntry> Stats() const;
+
+ private:
+  class ExecuteResponder;
+
+  void Reply(const std::shared_ptr<ResponseSink>& sink, std::string frame);
+  void ReplyError(const std::shared_ptr<ResponseSink>& sink, const wire::FrameHeader& header,
+                  const absl::Status& status);
+  absl::Status HandleRead(std::string_view payload, std::string* out);
+  absl::Status HandleWrite(std::string_view payload);
+  absl::Status HandleCas(std::string_view payload, std::string* out);
+  absl::Status HandleFetchAdd(std::string_view payload, std::string* out);
+  void HandleLoad(const wire::FrameHeader& header, std::string_view payload,
+                  const std::shared_ptr<ResponseSink>& sink);
+  void HandleExecute(const wire::FrameHeader& header, std::string_view payload,
+                     const std::shared_ptr<ResponseSink>& sink);
+  void RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
+                  const std::shared_ptr<ExecuteResponder>& responder);
+
+  const HandlerOptions options_;
+  RegionTable* const regions_;
+  CodeRegistry* const registry_;
+  ServerCounters counters_;
+  ParkingLot parking_;
+  DedupWindow dedup_;
+  // Read by running functions on every kDeadlineCheckInterval-th memory access.
+  std::atomic<bool> cancelled_{false};
+  std::unique_ptr<WorkerPool> workers_;  // null when options_.workers == 0
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_SERVER_REQUEST_HANDLER_H_

@@ -1,0 +1,395 @@
+#include "core/server/server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <list>
+#include <thread>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "core/active/local_context.h"
+#include "core/active/native_loader.h"
+#include "core/host_port.h"
+#include "core/log.h"
+#include "core/memory/heap.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+constexpr size_t kInitialReadBuffer = 64 << 10;
+constexpr auto kExpiryPeriod = std::chrono::milliseconds(20);
+
+// One connection. Lives on one io_context (one thread), so its members need no lock; Send from
+// other threads posts itself over.
+class Session : public ResponseSink, public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, asio::io_context& io, RequestHandler& handler)
+      : socket_(std::move(socket)),
+        executor_(io.get_executor()),
+        handler_(handler),
+        resume_(executor_) {}
+
+  void Start() {
+    handler_.counters().connections_open.fetch_add(1, std::memory_order_relaxed);
+    asio::co_spawn(executor_, ReadLoop(shared_from_this()), asio::detached);
+  }
+
+  void Send(std::string frame) override {
+    if (executor_.running_in_this_thread()) {
+      Enqueue(std::move(frame));
+      Flush();
+      return;
+    }
+    asio::post(executor_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
+      self->Enqueue(std::move(frame));
+      self->Flush();
+    });
+  }
+
+  bool Open() const override { return open_.load(std::memory_order_acquire); }
+
+  // Closes from any thread.
+  void Shutdown() {
+    asio::post(executor_, [self = shared_from_this()] { self->Close(); });
+  }
+
+ private:
+  static asio::awaitable<void> ReadLoop(std::shared_ptr<Session> self) {
+    co_await self->Read();
+    self->Close();
+  }
+
+  asio::awaitable<void> Read() {
+    const wire::WireLimits& limits = handler_.limits();
+    std::vector<char> buf(kInitialReadBuffer);
+    size_t begin = 0, end = 0;
+    for (;;) {
+      // Handle every complete frame in the buffer; their responses go out in one write.
+      while (end - begin >= wire::kHeaderSize) {
+        absl::StatusOr<wire::FrameHeader> header =
+            wire::DecodeHeader(std::string_view(buf.data() + begin, wire::kHeaderSize), limits);
+        if (!header.ok()) {
+          co_await ProtocolError(std::string_view(buf.data() + begin, wire::kHeaderSize),
+                                 header.status());
+          co_return;
+        }
+        size_t frame_size = wire::kHeaderSize + header->payload_len;
+        if (end - begin < frame_size) {
+          // Make room for the whole frame (its size was checked against the limits).
+          if (buf.size() - begin < frame_size) {
+            std::copy(buf.begin() + begin, buf.begin() + end, buf.begin());
+            end -= begin;
+            begin = 0;
+            if (buf.size() < frame_size) buf.resize(frame_size);
+          }
+          break;
+        }
+        ++inflight_;
+        handler_.Handle(*header,
+                        std::string_view(buf.data() + begin + wire::kHeaderSize,
+                                         header->payload_len),
+                        shared_from_this());
+        begin += frame_size;
+      }
+      Flush();
+      if (begin == end) {
+        begin = end = 0;
+        // Give back a buffer grown for one large frame.
+        if (buf.size() > 4 * kInitialReadBuffer) {
+          buf.resize(kInitialReadBuffer);
+          buf.shrink_to_fit();
+        }
+      } else if (buf.size() - end < 4096 && begin > 0) {
+        std::copy(buf.begin() + begin, buf.begin() + end, buf.begin());
+        end -= begin;
+        begin = 0;
+      }
+      // Back-pressure: stop reading while too many requests are unanswered.
+      while (inflight_ >= limits.max_inflight_per_connection && Open()) {
+        boost::system::error_code ignored;
+        resume_.expires_at(asio::steady_timer::time_point::max());
+        co_await resume_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+      }
+      if (!Open()) co_return;
+      boost::system::error_code ec;
+      size_t n = co_await socket_.async_read_some(asio::buffer(buf.data() + end, buf.size() - end),
+                                                  asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
+      end += n;
+    }
+  }
+
+  // The frame cannot be parsed: answer if the header names a request, then close.
+  asio::awaitable<void> ProtocolError(std::string_view raw, const absl::Status& status) {
+    handler_.counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    ARDMA_LOG(kDebug, "closing connection: %s", status.ToString());
+    uint32_t magic;
+    std::memcpy(&magic, raw.data(), 4);
+    if (magic == wire::kMagic) {
+      wire::FrameHeader h;
+      std::memcpy(&h.request_id, raw.data() + 16, 8);
+      std::memcpy(&h.client_id, raw.data() + 24, 8);
+      h.op = static_cast<wire::Op>(raw[5]);
+      handler_.counters().errors.fetch_add(1, std::memory_order_relaxed);
+      Enqueue(wire::EncodeErrorResponse(h, status));
+      ++inflight_;
+      std::vector<asio::const_buffer> buffers;
+      for (const std::string& f : queue_) buffers.push_back(asio::buffer(f));
+      if (!writing_) {
+        boost::system::error_code ec;
+        co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
+      }
+    }
+    co_return;
+  }
+
+  void Enqueue(std::string frame) {
+    if (inflight_ > 0) --inflight_;
+    if (inflight_ + 1 == handler_.limits().max_inflight_per_connection) resume_.cancel();
+    if (!Open()) return;
+    queue_.push_back(std::move(frame));
+  }
+
+  void Flush() {
+    if (writing_ || queue_.empty() || !Open()) return;
+    writing_ = true;
+    writing_frames_.swap(queue_);
+    write_buffers_.clear();
+    for (const std::string& f : writing_frames_) write_buffers_.push_back(asio::buffer(f));
+    asio::async_write(socket_, write_buffers_,
+                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                        self->writing_ = false;
+                        self->writing_frames_.clear();
+                        if (ec) {
+                          self->Close();
+                          return;
+                        }
+                        self->Flush();
+                      });
+  }
+
+  void Close() {
+    if (!open_.exchange(false)) return;
+    handler_.counters().connections_open.fetch_sub(1, std::memory_order_relaxed);
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    resume_.cancel();
+    queue_.clear();
+  }
+
+  tcp::socket socket_;
+  asio::io_context::executor_type executor_;
+  RequestHandler& handler_;
+  asio::steady_timer resume_;  // wakes the reader when in-flight requests drop below the limit
+  // Written on the session's thread; read by worker threads deciding whether to answer.
+  std::atomic<bool> open_{true};
+  uint32_t inflight_ = 0;
+  std::vector<std::string> queue_;
+  std::vector<std::string> writing_frames_;
+  std::vector<asio::const_buffer> write_buffers_;
+  bool writing_ = false;
+};
+
+absl::Status Preload(CodeRegistry& registry, const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--preload ", dir, ": ", ec.message()));
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files) {
+    wire::CodeKind kind;
+    std::string ext = path.extension().string();
+    if (ext == ".so") {
+      kind = wire::CodeKind::kNative;
+    } else if (ext == ".class" || ext == ".jar") {
+      kind = wire::CodeKind::kJvm;
+    } else {
+      ARDMA_LOG(kWarning, "preload: skipping %s (not .so, .class or .jar)", path.string());
+      continue;
+    }
+    std::ifstream in(path, std::ios::binary);
+    std::string code((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      return absl::InternalError(absl::StrCat("preload: cannot read ", path.string()));
+    }
+    absl::StatusOr<wire::CodeHash> hash = registry.Load(kind, "", code);
+    if (!hash.ok()) {
+      return absl::Status(hash.status().code(), absl::StrCat("preload ", path.string(), ": ",
+                                                             hash.status().message()));
+    }
+    ARDMA_LOG(kInfo, "preloaded %s (%s)", path.string(), wire::HashToHex(*hash).substr(0, 16));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  RegionTable regions;
+  CodeRegistry registry;
+  std::unique_ptr<RequestHandler> handler;
+
+  std::vector<std::unique_ptr<asio::io_context>> ios;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
+  std::vector<std::thread> threads;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<asio::steady_timer> expiry;
+  size_t next_io = 0;
+  HostPort bound;
+
+  absl::Mutex mu;
+  std::list<std::weak_ptr<Session>> sessions ABSL_GUARDED_BY(mu);
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+  absl::Notification done;
+
+  void Accept() {
+    asio::io_context& io = *ios[next_io];
+    acceptor->async_accept(io, [this, &io](boost::system::error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
+        ARDMA_LOG(kWarning, "accept: %s", ec.message());
+        Accept();
+        return;
+      }
+      next_io = (next_io + 1) % ios.size();
+      boost::system::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      handler->counters().connections_accepted.fetch_add(1, std::memory_order_relaxed);
+      auto session = std::make_shared<Session>(std::move(socket), io, *handler);
+      {
+        absl::MutexLock lock(&mu);
+        sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+        sessions.push_back(session);
+      }
+      session->Start();
+      Accept();
+    });
+  }
+
+  void ScheduleExpiry() {
+    expiry->expires_after(kExpiryPeriod);
+    expiry->async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      handler->ExpireParked();
+      ScheduleExpiry();
+    });
+  }
+};
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  if (options.io_threads < 1) return absl::InvalidArgumentError("--io_threads must be at least 1");
+  ARDMA_ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(options.listen));
+
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Region> heap,
+                         Region::Create({.size = options.memory_size, .file = options.memory_file}));
+  bool reopened = heap->reopened();
+  uint64_t heap_size = heap->size();
+  impl->regions.Add(std::move(heap));
+  {
+    Execution ex;
+    ex.regions = &impl->regions;
+    LocalContext ctx(&ex);
+    ARDMA_ASSIGN_OR_RETURN(bool formatted, heap::FormatIfNeeded(ctx, heap_size));
+    if (reopened && !formatted) {
+      ARDMA_LOG(kInfo, "reopened memory file %s (%u bytes), data kept", options.memory_file,
+                heap_size);
+    }
+  }
+
+  impl->registry.SetLoader(wire::CodeKind::kNative, std::make_unique<NativeLoader>());
+  if (!options.preload_dir.empty()) {
+    ARDMA_RETURN_IF_ERROR(Preload(impl->registry, options.preload_dir));
+  }
+  impl->handler = std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);
+
+  for (int i = 0; i < options.io_threads; ++i) {
+    impl->ios.push_back(std::make_unique<asio::io_context>(1));
+    impl->guards.push_back(asio::make_work_guard(*impl->ios.back()));
+  }
+  try {
+    asio::io_context& io0 = *impl->ios[0];
+    tcp::resolver resolver(io0);
+    auto endpoints = resolver.resolve(listen.host, std::to_string(listen.port));
+    tcp::endpoint endpoint = endpoints.begin()->endpoint();
+    impl->acceptor = std::make_unique<tcp::acceptor>(io0);
+    impl->acceptor->open(endpoint.protocol());
+    impl->acceptor->set_option(tcp::acceptor::reuse_address(true));
+    impl->acceptor->bind(endpoint);
+    impl->acceptor->listen(asio::socket_base::max_listen_connections);
+    tcp::endpoint local = impl->acceptor->local_endpoint();
+    impl->bound = HostPort{local.address().to_string(), local.port()};
+  } catch (const boost::system::system_error& e) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen, ": ",
+                                               e.code().message()));
+  }
+  impl->expiry = std::make_unique<asio::steady_timer>(*impl->ios[0]);
+  impl->Accept();
+  impl->ScheduleExpiry();
+  for (auto& io : impl->ios) {
+    impl->threads.emplace_back([io = io.get()] { io->run(); });
+  }
+  ARDMA_LOG(kInfo, "ardmad listening on %s, heap %u bytes%s, %d I/O threads, %d workers",
+            impl->bound.ToString(), heap_size,
+            options.memory_file.empty() ? "" : absl::StrCat(" in ", options.memory_file),
+            options.io_threads, options.handler.workers);
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { Stop(); }
+
+uint16_t Server::port() const { return impl_->bound.port; }
+std::string Server::address() const { return impl_->bound.ToString(); }
+RegionTable& Server::regions() { return impl_->regions; }
+CodeRegistry& Server::registry() { return impl_->registry; }
+RequestHandler& Server::handler() { return *impl_->handler; }
+
+void Server::Stop() {
+  std::list<std::weak_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+    sessions = impl_->sessions;
+  }
+  asio::post(*impl_->ios[0], [impl = impl_.get()] {
+    boost::system::error_code ignored;
+    impl->acceptor->close(ignored);
+    impl->expiry->cancel();
+  });
+  impl_->handler->Stop();
+  for (auto& weak : sessions) {
+    if (auto session = weak.lock()) session->Shutdown();
+  }
+  impl_->guards.clear();
+  // Let the close handlers run, then stop whatever is left (sessions blocked in reads).
+  for (auto& io : impl_->ios) {
+    asio::post(*io, [io = io.get()] { io->stop(); });
+  }
+  for (auto& t : impl_->threads) t.join();
+  impl_->done.Notify();
+  ARDMA_LOG(kInfo, "ardmad stopped");
+}
+
+void Server::Wait() { impl_->done.WaitForNotification(); }
+
+}  // namespace ardma

@@ -1,0 +1,61 @@
+// Server: ardmad as a library. Owns the heap region, the code registry, the request handler and
+// the Asio machinery: one io_context per I/O thread, a session coroutine per connection, and the
+// acceptor. Tests start one on 127.0.0.1:0 and read back port().
+//
+//   ServerOptions options;
+//   options.listen = "127.0.0.1:0";
+//   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::Start(options));
+//   ... connect to server->address() ...
+//   server->Stop();
+//
+// Start returns once the server accepts connections. Stop is graceful and idempotent: it stops
+// accepting, cancels running functions, answers queued jobs, closes connections and joins all
+// threads. Any thread may call Stop and Wait; the destructor calls Stop.
+#ifndef ARDMA_CORE_SERVER_SERVER_H_
+#define ARDMA_CORE_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/active/code_registry.h"
+#include "core/memory/region.h"
+#include "core/server/request_handler.h"
+
+namespace ardma {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:15712";  // HOST:PORT; port 0 picks a free port
+  uint64_t memory_size = 1ull << 30;       // heap bytes; 0 with an existing memory file: its size
+  std::string memory_file;                 // empty: anonymous memory (lost at exit)
+  int io_threads = 1;
+  std::string preload_dir;                 // *.so files in it are loaded at start
+  HandlerOptions handler;
+};
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  uint16_t port() const;
+  std::string address() const;  // "host:port" actually bound
+  void Stop();
+  void Wait();  // until Stop has completed
+
+  RegionTable& regions();
+  CodeRegistry& registry();
+  RequestHandler& handler();
+
+ private:
+  struct Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_SERVER_SERVER_H_

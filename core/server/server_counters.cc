@@ -1,0 +1,50 @@
+#include "core/server/server_counters.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace ardma {
+
+void ServerCounters::AddActive(const ActiveOpCounts& c) {
+  Add(active_reads, c.reads);
+  Add(active_writes, c.writes);
+  Add(active_cas, c.cas);
+  Add(active_fetch_adds, c.fetch_adds);
+  Add(active_bytes_read, c.bytes_read);
+  Add(active_bytes_written, c.bytes_written);
+  Add(active_calls, c.calls);
+}
+
+std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
+  std::vector<wire::StatsEntry> out;
+  auto put = [&out](const char* name, const Counter& c) {
+    out.emplace_back(name, c.load(std::memory_order_relaxed));
+  };
+  for (int op = 1; op < wire::kNumOps; ++op) {
+    out.emplace_back(
+        absl::StrCat("requests.", absl::AsciiStrToLower(wire::OpName(static_cast<wire::Op>(op)))),
+        requests[op].load(std::memory_order_relaxed));
+  }
+  put("bytes_in", bytes_in);
+  put("bytes_out", bytes_out);
+  put("errors", errors);
+  put("connections.accepted", connections_accepted);
+  put("connections.open", connections_open);
+  put("connections.protocol_errors", protocol_errors);
+  put("execute.ns", execute_ns);
+  put("execute.inline", executes_inline);
+  put("execute.pooled", executes_pooled);
+  put("execute.expired", executes_expired);
+  put("execute.rejected", executes_rejected);
+  put("parked.total", parked_total);
+  put("active.reads", active_reads);
+  put("active.writes", active_writes);
+  put("active.cas", active_cas);
+  put("active.fetch_adds", active_fetch_adds);
+  put("active.bytes_read", active_bytes_read);
+  put("active.bytes_written", active_bytes_written);
+  put("active.calls", active_calls);
+  return out;
+}
+
+}  // namespace ardma

@@ -1,0 +1,50 @@
+// ServerCounters: the seed paper's evaluation counters, kept by the server and served by STATS.
+// Relaxed atomics: each counter is independent and only read for reporting.
+// Thread-safe.
+#ifndef ARDMA_CORE_SERVER_SERVER_COUNTERS_H_
+#define ARDMA_CORE_SERVER_SERVER_COUNTERS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "core/active/local_context.h"
+#include "core/wire/messages.h"
+
+namespace ardma {
+
+struct ServerCounters {
+  using Counter = std::atomic<uint64_t>;
+
+  std::array<Counter, wire::kNumOps> requests{};  // by op
+  Counter bytes_in{0};                            // frames received, headers included
+  Counter bytes_out{0};                           // frames sent
+  Counter errors{0};                              // non-OK responses
+  Counter connections_accepted{0};
+  Counter connections_open{0};
+  Counter protocol_errors{0};                     // connections closed for unparseable frames
+  Counter execute_ns{0};                          // time spent running active functions
+  Counter executes_inline{0};
+  Counter executes_pooled{0};
+  Counter executes_expired{0};                    // dropped: deadline passed before start
+  Counter executes_rejected{0};                   // worker queue full
+  Counter parked_total{0};
+  // Memory operations performed by active code (not by one-sided ops).
+  Counter active_reads{0};
+  Counter active_writes{0};
+  Counter active_cas{0};
+  Counter active_fetch_adds{0};
+  Counter active_bytes_read{0};
+  Counter active_bytes_written{0};
+  Counter active_calls{0};
+
+  static void Add(Counter& c, uint64_t v) { c.fetch_add(v, std::memory_order_relaxed); }
+  void AddActive(const ActiveOpCounts& counts);
+  // Snapshot as (name, value) pairs, in a stable order.
+  std::vector<wire::StatsEntry> Snapshot() const;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_SERVER_SERVER_COUNTERS_H_
