@@ -77,7 +77,8 @@ function(ardma_active_library name)
   _ardma_common_options(${name}_module)
   target_compile_definitions(${name}_module PRIVATE ARDMA_ACTIVE_MODULE=1)
   target_link_libraries(${name}_module PRIVATE ardma::active_api ${ARG_DEPS})
-  target_link_options(${name}_module PRIVATE -Wl,-z,defs)
+  # -z defs: every symbol must resolve at build time; -S: ship without debug sections.
+  target_link_options(${name}_module PRIVATE -Wl,-z,defs -Wl,-S)
   set_target_properties(${name}_module PROPERTIES
     PREFIX "" OUTPUT_NAME "ardma_${ARG_ID}" SUFFIX ".so"
     CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
@@ -124,7 +125,7 @@ const ::ardma::ActiveLibrary& ${ARG_ID}() {
 ")
   add_library(${name} STATIC ${ARG_SRCS} ${embed})
   _ardma_common_options(${name})
-  target_link_libraries(${name} PUBLIC ardma::active_api ${ARG_DEPS} ${ARG_LIBRARY_DEPS})
+  target_link_libraries(${name} PUBLIC ardma::active_library ${ARG_DEPS} ${ARG_LIBRARY_DEPS})
   set_source_files_properties(${embed} PROPERTIES OBJECT_DEPENDS ${PROJECT_BINARY_DIR}/active/ardma_${ARG_ID}.so)
   add_dependencies(${name} ${name}_module)
   set_target_properties(${name} PROPERTIES ARDMA_ACTIVE_ID ${ARG_ID})

@@ -1,0 +1,100 @@
+// The "test" active-code library (see test_library.h for each function's contract).
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/active/function_table.h"
+#include "core/active/testdata/test_library.h"
+#include "core/memory/heap.h"
+#include "core/status_macros.h"
+
+namespace {
+
+using ardma::Context;
+using ardma::testing::U64At;
+using ardma::testing::U64s;
+
+absl::Status NeedArgs(std::string_view args, size_t n) {
+  if (args.size() < 8 * n) {
+    return absl::InvalidArgumentError(absl::StrCat("expected ", n, " u64 arguments"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Noop(Context&, std::string_view) { return std::string(); }
+
+absl::StatusOr<std::string> Echo(Context&, std::string_view args) { return std::string(args); }
+
+absl::StatusOr<std::string> Add(Context& ctx, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 2));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t old, ctx.FetchAdd(U64At(args, 0), U64At(args, 1)));
+  return U64s({old});
+}
+
+absl::StatusOr<std::string> CallDouble(Context& ctx, std::string_view args) {
+  return ctx.Call("test2.double", args);
+}
+
+absl::StatusOr<std::string> Fail(Context&, std::string_view) {
+  return absl::InvalidArgumentError("test.fail asked to fail");
+}
+
+absl::StatusOr<std::string> Spin(Context& ctx, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 1));
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(U64At(args, 0));
+  uint64_t reads = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    ARDMA_RETURN_IF_ERROR(ctx.ReadU64(ardma::heap::kDataStart).status());
+    ++reads;
+  }
+  return U64s({reads});
+}
+
+absl::StatusOr<std::string> Sleep(Context&, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(U64At(args, 0)));
+  return std::string();
+}
+
+absl::StatusOr<std::string> Park(Context& ctx, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(ctx.Park(args));
+  return std::string("not the answer: a parked request is answered by its waker");
+}
+
+absl::StatusOr<std::string> Wake(Context& ctx, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 1));
+  uint64_t key_len = U64At(args, 0);
+  if (args.size() < 8 + key_len) return absl::InvalidArgumentError("key longer than the args");
+  ARDMA_ASSIGN_OR_RETURN(bool woke, ctx.Wake(args.substr(8, key_len), args.substr(8 + key_len)));
+  return U64s({woke ? 1u : 0u});
+}
+
+absl::StatusOr<std::string> ViewSum(Context& ctx, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 2));
+  uint64_t addr = U64At(args, 0), len = U64At(args, 1);
+  std::string copy;
+  std::string_view bytes;
+  if (ctx.IsLocal()) {
+    ARDMA_ASSIGN_OR_RETURN(bytes, ctx.View(addr, len));
+  } else {
+    ARDMA_ASSIGN_OR_RETURN(copy, ctx.Read(addr, len));
+    bytes = copy;
+  }
+  uint64_t sum = 0;
+  for (unsigned char c : bytes) sum += c;
+  return U64s({sum});
+}
+
+}  // namespace
+
+ARDMA_ACTIVE_LIBRARY(test,
+                     {"test.noop", &Noop},
+                     {"test.echo", &Echo},
+                     {"test.add", &Add},
+                     {"test.call_double", &CallDouble},
+                     {"test.fail", &Fail},
+                     {"test.spin", &Spin},
+                     {"test.sleep", &Sleep},
+                     {"test.park", &Park},
+                     {"test.wake", &Wake},
+                     {"test.view_sum", &ViewSum});

@@ -1,0 +1,45 @@
+// Active-code libraries used by the core tests: "test" (which Calls into "test2") and "test2".
+//
+// Arguments and results are little-endian u64s unless a function says otherwise:
+//   test.noop        ()                   -> ""
+//   test.echo        bytes                -> the same bytes
+//   test.add         addr, delta          -> old value (FETCH_ADD on addr)
+//   test.call_double x                    -> 2x, computed by Call("test2.double")
+//   test.fail        ()                   -> INVALID_ARGUMENT
+//   test.spin        ms                   -> reads memory in a loop for ms milliseconds
+//   test.sleep       ms                   -> sleeps ms milliseconds without touching memory
+//   test.park        key bytes            -> parks on key; answered by a wake
+//   test.wake        key_len:u64, key, result -> 1 if a request was woken, else 0
+//   test.view_sum    addr, len            -> sum of the bytes (View when local, else Read)
+//   test2.double     x                    -> 2x
+#ifndef ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
+#define ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "core/active/active_library.h"
+
+ARDMA_DECLARE_ACTIVE_LIBRARY(test);
+ARDMA_DECLARE_ACTIVE_LIBRARY(test2);
+
+namespace ardma::testing {
+
+inline std::string U64s(std::initializer_list<uint64_t> values) {
+  std::string out;
+  for (uint64_t v : values) out.append(reinterpret_cast<const char*>(&v), 8);
+  return out;
+}
+
+inline uint64_t U64At(std::string_view bytes, size_t index) {
+  uint64_t v = 0;
+  if (bytes.size() >= 8 * (index + 1)) std::memcpy(&v, bytes.data() + 8 * index, 8);
+  return v;
+}
+
+}  // namespace ardma::testing
+
+#endif  // ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_

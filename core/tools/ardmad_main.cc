@@ -1,0 +1,106 @@
+// ardmad: the Active RDMA server. Parses flags, starts a Server, waits for SIGINT/SIGTERM, stops.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "core/log.h"
+#include "core/server/server.h"
+#include "core/tools/flag_set.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "Usage: ardmad [flags]\n"
+    "\n"
+    "The Active RDMA server: exposes a byte-addressable memory region to clients, which either\n"
+    "operate on it one-sidedly (READ, WRITE, CAS, FETCH_ADD) or ship code to it (LOAD) and run\n"
+    "that code next to the data (EXECUTE). Stops cleanly on SIGINT or SIGTERM.";
+
+int Main(int argc, char** argv) {
+  ardma::ServerOptions options;
+  int64_t io_threads = options.io_threads;
+  int64_t workers = options.handler.workers;
+  int64_t worker_queue = static_cast<int64_t>(options.handler.worker_queue);
+  uint64_t memory = 0;
+  uint64_t max_frame = options.handler.limits.max_payload_bytes;
+  int64_t max_batch = options.handler.limits.max_batch_entries;
+  int64_t max_inflight = options.handler.limits.max_inflight_per_connection;
+  std::string port_file;
+  bool quiet = false;
+
+  ardma::FlagSet flags("ardmad", kUsage);
+  flags.String("listen", &options.listen, "HOST:PORT", "address to listen on; port 0 picks one");
+  flags.Bytes("memory", &memory,
+              "heap size, e.g. 1G (default 1G; with an existing --memory-file, the file's size)");
+  flags.String("memory-file", &options.memory_file, "PATH",
+               "back the heap with this file (e.g. /dev/shm/ardma.heap) so data survives a restart");
+  flags.Int("io-threads", &io_threads, "N", "I/O threads (each runs one-sided ops inline)");
+  flags.Int("workers", &workers, "N", "worker threads for long EXECUTEs and LOADs; 0 runs all inline");
+  flags.Int("worker-queue", &worker_queue, "N", "EXECUTEs that may wait for a worker");
+  flags.Duration("inline-threshold", &options.handler.inline_threshold,
+                 "EXECUTEs whose average run time is below this run on the I/O thread");
+  flags.Duration("default-deadline", &options.handler.default_deadline,
+                 "deadline of an EXECUTE that names none");
+  flags.Bytes("max-frame", &max_frame, "largest frame payload accepted");
+  flags.Int("max-batch", &max_batch, "N", "most entries in one READ or WRITE");
+  flags.Int("max-inflight", &max_inflight, "N", "unanswered requests per connection before reading pauses");
+  flags.String("preload", &options.preload_dir, "DIR", "load every .so in DIR at start");
+  flags.String("port-file", &port_file, "PATH", "write the bound HOST:PORT here once listening");
+  flags.Bool("quiet", &quiet, "log warnings and errors only");
+
+  absl::StatusOr<std::vector<std::string>> args = flags.Parse(argc, argv);
+  if (!args.ok()) {
+    std::cerr << "ardmad: " << args.status().message() << "\n";
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return 0;
+  }
+  if (!args->empty()) {
+    std::cerr << "ardmad: unexpected argument '" << (*args)[0] << "' (see --help)\n";
+    return 2;
+  }
+  if (io_threads < 1 || io_threads > 256 || workers < 0 || workers > 1024 || worker_queue < 1 ||
+      max_batch < 1 || max_inflight < 1 || max_frame < 64 || max_frame > (1ull << 31)) {
+    std::cerr << "ardmad: a thread count, queue or limit is out of range (see --help)\n";
+    return 2;
+  }
+  if (quiet) ardma::SetMinLogLevel(ardma::LogLevel::kWarning);
+  options.io_threads = static_cast<int>(io_threads);
+  options.handler.workers = static_cast<int>(workers);
+  options.handler.worker_queue = static_cast<size_t>(worker_queue);
+  options.handler.limits.max_payload_bytes = static_cast<uint32_t>(max_frame);
+  options.handler.limits.max_batch_entries = static_cast<uint32_t>(max_batch);
+  options.handler.limits.max_inflight_per_connection = static_cast<uint32_t>(max_inflight);
+  options.memory_size = memory != 0 ? memory : (options.memory_file.empty() ? 1ull << 30 : 0);
+
+  // Block the stop signals in every thread; the main thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<ardma::Server>> server = ardma::Server::Start(options);
+  if (!server.ok()) {
+    std::cerr << "ardmad: " << server.status().message() << "\n";
+    return 1;
+  }
+  if (!port_file.empty()) {
+    std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << (*server)->address() << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  ARDMA_LOG(kInfo, "received %s, stopping", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }
