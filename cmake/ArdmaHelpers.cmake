@@ -14,7 +14,8 @@
 #       LIBRARY_DEPS names other active libraries (by target) whose functions this one Calls.
 
 function(_ardma_common_options target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter
+                         -Wno-missing-field-initializers)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
 endfunction()
 

@@ -176,6 +176,9 @@ absl::StatusOr<uint64_t> BlockCapacity(Context& ctx, uint64_t addr) {
   uint64_t cls, mark;
   std::memcpy(&cls, header.data(), 8);
   std::memcpy(&mark, header.data() + 8, 8);
+  if (mark == kMarkFree && cls >= kMinClass && cls < kNumClasses) {
+    return absl::FailedPreconditionError(absl::StrCat(addr, " is a freed heap block"));
+  }
   if (mark != kMarkAllocated || cls < kMinClass || cls >= kNumClasses) {
     return absl::InvalidArgumentError(absl::StrCat(addr, " is not an allocated heap block"));
   }

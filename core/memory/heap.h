@@ -62,7 +62,8 @@ absl::StatusOr<uint64_t> Allocate(Context& ctx, uint64_t size);
 // Frees a block returned by Allocate. InvalidArgument for an address that is not an allocated
 // block's payload; FailedPrecondition for a double free.
 absl::Status Free(Context& ctx, uint64_t addr);
-// The payload capacity of an allocated block (at least the size asked for).
+// The payload capacity of an allocated block (at least the size asked for). InvalidArgument for an
+// address that is no block's payload; FailedPrecondition for a freed block.
 absl::StatusOr<uint64_t> BlockCapacity(Context& ctx, uint64_t addr);
 
 // Named roots: the well-known entry points of data structures ("dht", "lock", ...).

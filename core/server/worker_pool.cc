@@ -22,6 +22,10 @@ void WorkerPool::Stop() {
     if (stopping_) return;
     stopping_ = true;
     leftover.swap(queue_);
+    absl::Time now = absl::Now();
+    for (const Job& job : leftover) {
+      if (now > job.deadline) ++expired_;
+    }
   }
   for (Job& job : leftover) {
     if (job.expired) job.expired();

@@ -1,1 +1,64 @@
+#include "core/tools/flag_set.h"
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+namespace ardma {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(FlagSetTest, ParsesAllKindsAndSpellings) {
+  FlagSet flags("t", "usage");
+  std::string file;
+  int64_t n = 1;
+  bool b = false, c = true;
+  uint64_t size = 0;
+  absl::Duration d = absl::Seconds(1);
+  flags.String("memory-file", &file, "PATH", "file");
+  flags.Int("workers", &n, "N", "workers");
+  flags.Bool("quiet", &b, "quiet");
+  flags.Bool("color", &c, "color");
+  flags.Bytes("memory", &size, "size");
+  flags.Duration("deadline", &d, "deadline");
+  absl::StatusOr<std::vector<std::string>> args = flags.Parse(
+      {"pos1", "--memory-file", "/dev/shm/x", "--workers=4", "--quiet", "--no-color",
+       "--memory=2G", "--deadline", "250ms", "--", "--not-a-flag"});
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("pos1", "--not-a-flag"));
+  EXPECT_EQ(file, "/dev/shm/x");
+  EXPECT_EQ(n, 4);
+  EXPECT_TRUE(b);
+  EXPECT_FALSE(c);
+  EXPECT_EQ(size, 2ull << 30);
+  EXPECT_EQ(d, absl::Milliseconds(250));
+}
+
+TEST(FlagSetTest, ErrorsNameTheFlag) {
+  FlagSet flags("t", "usage");
+  int64_t n = 0;
+  uint64_t size = 0;
+  flags.Int("workers", &n, "N", "workers");
+  flags.Bytes("memory", &size, "size");
+  EXPECT_THAT(flags.Parse({"--bogus"}).status().message(), HasSubstr("--bogus"));
+  EXPECT_THAT(flags.Parse({"--workers=x"}).status().message(), HasSubstr("--workers"));
+  EXPECT_THAT(flags.Parse({"--workers"}).status().message(), HasSubstr("needs a value"));
+  EXPECT_FALSE(flags.Parse({"--memory=12Q"}).ok());
+}
+
+TEST(FlagSetTest, HelpListsFlagsAndStopAtPositionalLeavesSubcommandArgs) {
+  FlagSet flags("t", "Usage: t");
+  std::string server = "127.0.0.1:15712";
+  flags.String("server", &server, "HOST:PORT", "where");
+  absl::StatusOr<std::vector<std::string>> args =
+      flags.Parse({"--help", "read", "--raw", "0", "8"}, /*stop_at_positional=*/true);
+  ASSERT_TRUE(args.ok());
+  EXPECT_TRUE(flags.help_requested());
+  EXPECT_THAT(*args, ElementsAre("read", "--raw", "0", "8"));
+  EXPECT_THAT(flags.Help(), HasSubstr("--server HOST:PORT"));
+  EXPECT_THAT(flags.Help(), HasSubstr("127.0.0.1:15712"));
+}
+
+}  // namespace
+}  // namespace ardma

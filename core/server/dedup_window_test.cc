@@ -1,0 +1,61 @@
+#include "core/server/dedup_window.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ardma {
+namespace {
+
+using ::testing::ElementsAre;
+
+class LogResponder : public Responder {
+ public:
+  explicit LogResponder(std::vector<std::string>* log) : log_(log) {}
+  void Respond(absl::StatusOr<std::string> r) override {
+    log_->push_back(r.ok() ? *r : std::string(absl::StatusCodeToString(r.status().code())));
+  }
+  bool Alive() const override { return true; }
+
+ private:
+  std::vector<std::string>* log_;
+};
+
+TEST(DedupWindowTest, RetryOfFinishedRequestReplaysResult) {
+  DedupWindow window({});
+  std::vector<std::string> log;
+  auto r = std::make_shared<LogResponder>(&log);
+  EXPECT_EQ(window.Admit(1, 10, r), DedupWindow::Admission::kRun);
+  window.Finish(1, 10, std::string("result"));
+  EXPECT_EQ(window.Admit(1, 10, r), DedupWindow::Admission::kAnswered);
+  EXPECT_EQ(window.Admit(2, 10, r), DedupWindow::Admission::kRun);  // another client
+  EXPECT_THAT(log, ElementsAre("result"));
+  EXPECT_EQ(window.replays(), 1u);
+}
+
+TEST(DedupWindowTest, RetryWhileRunningWaitsForTheOriginal) {
+  DedupWindow window({});
+  std::vector<std::string> log;
+  auto r = std::make_shared<LogResponder>(&log);
+  EXPECT_EQ(window.Admit(1, 10, r), DedupWindow::Admission::kRun);
+  EXPECT_EQ(window.Admit(1, 10, r), DedupWindow::Admission::kAttached);
+  EXPECT_TRUE(log.empty());
+  window.Finish(1, 10, absl::NotFoundError("x"));
+  EXPECT_THAT(log, ElementsAre("NOT_FOUND"));
+}
+
+TEST(DedupWindowTest, EvictedRequestsAreRefusedNotRerun) {
+  DedupWindow window({.max_entries = 2});
+  std::vector<std::string> log;
+  auto r = std::make_shared<LogResponder>(&log);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_EQ(window.Admit(7, id, r), DedupWindow::Admission::kRun);
+    window.Finish(7, id, std::string("ok"));
+  }
+  EXPECT_EQ(window.size(), 2u);
+  EXPECT_EQ(window.Admit(7, 1, r), DedupWindow::Admission::kTooOld);
+  EXPECT_THAT(log, ElementsAre("FAILED_PRECONDITION"));
+  EXPECT_EQ(window.Admit(7, 3, r), DedupWindow::Admission::kAnswered);
+}
+
+}  // namespace
+}  // namespace ardma
