@@ -1,6 +1,7 @@
 #include "core/active/native_loader.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -45,6 +46,47 @@ bool WriteAll(int fd, std::string_view bytes) {
   return true;
 }
 
+bool Within(uint64_t offset, uint64_t length, uint64_t size) {
+  return offset <= size && length <= size - offset;
+}
+
+// dlopen trusts the file: a segment that reaches past the end of the bytes is mapped anyway and
+// faults (SIGBUS) when touched. So check the structure first.
+absl::Status CheckElf(std::string_view code) {
+  auto bad = [](const char* why) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot load shared object: ", why));
+  };
+  if (code.size() < sizeof(Elf64_Ehdr)) return bad("truncated ELF header");
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, code.data(), sizeof(eh));
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    return bad("not a 64-bit little-endian ELF object");
+  }
+#if defined(__x86_64__)
+  if (eh.e_machine != EM_X86_64) return bad("built for another machine");
+#elif defined(__aarch64__)
+  if (eh.e_machine != EM_AARCH64) return bad("built for another machine");
+#endif
+  if (eh.e_type != ET_DYN) return bad("not a shared object");
+  uint64_t size = code.size();
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) ||
+      !Within(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), size)) {
+    return bad("program headers outside the file (truncated?)");
+  }
+  if (eh.e_shnum != 0 && (eh.e_shentsize != sizeof(Elf64_Shdr) ||
+                          !Within(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), size))) {
+    return bad("section headers outside the file (truncated?)");
+  }
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, code.data() + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof(ph));
+    if (ph.p_type != PT_NULL && !Within(ph.p_offset, ph.p_filesz, size)) {
+      return bad("a segment reaches past the end of the file (truncated?)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_view library_name,
@@ -52,6 +94,7 @@ absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_vi
   if (code.size() < 4 || std::memcmp(code.data(), "\x7f" "ELF", 4) != 0) {
     return absl::InvalidArgumentError("native code must be an ELF shared object");
   }
+  if (absl::Status s = CheckElf(code); !s.ok()) return s;
   int fd = ::memfd_create("ardma-active-code", MFD_CLOEXEC);
   if (fd < 0) return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
   if (!WriteAll(fd, code)) {

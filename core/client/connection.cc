@@ -30,6 +30,7 @@ absl::Status ErrnoUnavailable(const std::string& what, int err) {
 
 struct Connection::Pending {
   bool done = false;
+  bool transport_failed = false;  // done because the connection broke, not because of an answer
   ResponsePayload result = absl::UnknownError("no response");
   ResponseCallback callback;  // set for asynchronous calls
   absl::Time deadline;
@@ -165,7 +166,7 @@ absl::StatusOr<std::vector<ResponsePayload>> Connection::RoundTrip(
         changed_.WaitWithDeadline(&mu_, deadline);
       }
     }
-    if (!p->done) {
+    if (!p->done || p->transport_failed) {
       absl::Status failure = !broken_.ok() ? broken_
                                            : absl::DeadlineExceededError("no response in time");
       for (uint64_t id : request_ids) pending_.erase(id);
@@ -291,6 +292,7 @@ void Connection::Break(const absl::Status& status) {
         async.push_back(std::move(p));
       } else {
         p->result = broken_;
+        p->transport_failed = true;
         p->done = true;
       }
     }

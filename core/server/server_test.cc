@@ -1,0 +1,414 @@
+// End-to-end tests of ardmad's core: a real Server on 127.0.0.1:0, real Clients.
+#include "core/server/server.h"
+
+#include <future>
+#include <random>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "core/active/testdata/test_library.h"
+#include "core/client/client.h"
+#include "core/client/invoke.h"
+#include "core/client/remote_context.h"
+#include "core/memory/heap.h"
+#include "core/testing/raw_socket.h"
+#include "core/tools/demo_library.h"
+
+namespace ardma {
+namespace {
+
+using testing::RawSocket;
+using testing::U64At;
+using testing::U64s;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kScratch = heap::kDataStart + (1 << 20);  // free of heap blocks in these tests
+
+ServerOptions TestOptions() {
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.memory_size = 64 << 20;
+  o.handler.workers = 2;
+  return o;
+}
+
+uint64_t Stat(Client& client, const std::string& name) {
+  absl::StatusOr<std::vector<wire::StatsEntry>> stats = client.Stats();
+  EXPECT_TRUE(stats.ok()) << stats.status();
+  if (!stats.ok()) return 0;
+  for (const auto& [n, v] : *stats) {
+    if (n == name) return v;
+  }
+  ADD_FAILURE() << "no stat " << name;
+  return 0;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer(TestOptions()); }
+  void StartServer(const ServerOptions& options) {
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = NewClient();
+  }
+  std::unique_ptr<Client> NewClient(ClientOptions options = {}) {
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(server_->address(), options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ServerTest, PingEchoesAndStatsCount) {
+  ASSERT_TRUE(client_->Ping().ok());
+  EXPECT_EQ(*client_->Echo("hello"), "hello");
+  std::string big(1 << 20, 'z');
+  EXPECT_EQ(*client_->Echo(big), big);
+  EXPECT_EQ(Stat(*client_, "requests.ping"), 3u);
+  EXPECT_GE(Stat(*client_, "connections.open"), 1u);
+}
+
+TEST_F(ServerTest, ReadWriteAndBatchesAreOneRoundTrip) {
+  ASSERT_TRUE(client_->Write(kScratch, "0123456789").ok());
+  EXPECT_EQ(*client_->Read(kScratch + 2, 5), "23456");
+
+  uint64_t before = client_->counters().round_trips.load();
+  absl::StatusOr<Batch::Result> r = client_->Batch()
+                                        .Write(kScratch + 100, "abc")
+                                        .Write(kScratch + 200, "def")
+                                        .Read(kScratch + 100, 3)
+                                        .Read(kScratch + 200, 3)
+                                        .FetchAdd(kScratch + 304, 5)
+                                        .CompareAndSwap(kScratch + 304, 5, 9)
+                                        .Read(kScratch + 304, 8)
+                                        .Send();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(client_->counters().round_trips.load() - before, 1u);
+  ASSERT_EQ(r->reads.size(), 3u);
+  EXPECT_EQ(r->reads[0], "abc");  // the writes, earlier in the batch, are visible
+  EXPECT_EQ(r->reads[1], "def");
+  EXPECT_EQ(U64At(r->reads[2], 0), 9u);
+  EXPECT_EQ(r->fetch_adds[0], 0u);
+  EXPECT_TRUE(r->cas[0].swapped);
+}
+
+TEST_F(ServerTest, BoundsAlignmentAndLimitErrors) {
+  EXPECT_EQ(client_->Read((64 << 20) - 4, 8).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(client_->Write(~0ull - 1, "xy").code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(client_->CompareAndSwap(kScratch + 3, 0, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->FetchAdd(kScratch + 4, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Read(0, 8, /*region=*/5).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Read(0, 100 << 20).status().code(), absl::StatusCode::kResourceExhausted);
+  // A batch with one bad entry changes nothing.
+  ASSERT_TRUE(client_->Write(kScratch, "keep").ok());
+  EXPECT_FALSE(client_->Batch().Write(kScratch, "lost").Write(~0ull - 8, "bad").Send().ok());
+  EXPECT_EQ(*client_->Read(kScratch, 4), "keep");
+  EXPECT_GE(Stat(*client_, "errors"), 7u);
+  EXPECT_TRUE(client_->Ping().ok());
+}
+
+TEST_F(ServerTest, ConcurrentFetchAddFromSeveralClientsSumsExactly) {
+  constexpr int kClients = 4, kAdds = 1000;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&] {
+      std::unique_ptr<Client> client = NewClient();
+      for (int i = 0; i < kAdds; ++i) ASSERT_TRUE(client->FetchAdd(kScratch + 8, 3).ok());
+    });
+  }
+  // And several threads sharing one client (pipelined on one connection).
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kAdds; ++i) ASSERT_TRUE(client_->FetchAdd(kScratch + 8, 3).ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(U64At(*client_->Read(kScratch + 8, 8), 0), 3u * kAdds * (kClients + 2));
+}
+
+TEST_F(ServerTest, LoadHasCodeAndExecute) {
+  const ActiveLibrary& test2 = active_libraries::test2();
+  EXPECT_FALSE(*client_->HasCode(test2.hash()));
+  absl::StatusOr<wire::CodeHash> hash = client_->Load(CodeKind::kNative, "test2", test2.code());
+  ASSERT_TRUE(hash.ok()) << hash.status();
+  EXPECT_EQ(*hash, test2.hash());
+  EXPECT_TRUE(*client_->HasCode(test2.hash()));
+  EXPECT_EQ(*client_->Load(CodeKind::kNative, "", test2.code()), *hash);  // no-op
+  EXPECT_EQ(Stat(*client_, "code.libraries"), 1u);
+
+  EXPECT_EQ(U64At(*client_->Execute("test2.double", U64s({21})), 0), 42u);
+  EXPECT_EQ(U64At(*client_->Execute(*hash, "test2.double", U64s({4})), 0), 8u);
+  EXPECT_EQ(client_->Execute("nope.nothing", "").status().code(), absl::StatusCode::kNotFound);
+  absl::Status bad_args = client_->Execute("test2.double", "x").status();
+  EXPECT_EQ(bad_args.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_args.message(), HasSubstr("takes one u64"));
+}
+
+TEST_F(ServerTest, BadCodeGetsAClearErrorAndTheServerKeepsServing) {
+  absl::Status s = client_->Load(CodeKind::kNative, "", "definitely not ELF").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  std::string truncated(active_libraries::test2().code().substr(0, 4096));
+  s = client_->Load(CodeKind::kNative, "", truncated).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("cannot load shared object"));
+  EXPECT_EQ(client_->Load(CodeKind::kJvm, "", "cafebabe").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(client_->Ping().ok());
+}
+
+TEST_F(ServerTest, FunctionErrorsBecomeErrorResponses) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  absl::Status s = client_->Execute("test.fail", "").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "test.fail asked to fail");
+  // Out-of-bounds access inside active code surfaces as OUT_OF_RANGE.
+  EXPECT_EQ(client_->Execute("test.add", U64s({1ull << 40, 1})).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(ServerTest, CallGoesFromOneLibraryIntoAnotherOnTheServer) {
+  // EnsureLoaded ships the dependency (test2) first.
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  EXPECT_TRUE(*client_->HasCode(active_libraries::test2().hash()));
+  uint64_t calls = Stat(*client_, "active.calls");
+  EXPECT_EQ(U64At(*client_->Execute("test.call_double", U64s({50})), 0), 100u);
+  EXPECT_EQ(Stat(*client_, "active.calls"), calls + 1);
+}
+
+TEST_F(ServerTest, ParkedRequestIsAnsweredByWake) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  std::unique_ptr<Client> waiter = NewClient();
+  std::future<absl::StatusOr<std::string>> parked = waiter->ExecuteAsync("test.park", "lock-7");
+  while (Stat(*client_, "parked.now") < 1) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(parked.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+
+  std::string key = "lock-7";
+  std::string wake_args = U64s({key.size()}) + key + "granted";
+  EXPECT_EQ(U64At(*client_->Execute("test.wake", wake_args), 0), 1u);
+  absl::StatusOr<std::string> result = parked.get();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(*result, "granted");
+  EXPECT_EQ(U64At(*client_->Execute("test.wake", wake_args), 0), 0u);  // nobody left
+  EXPECT_EQ(Stat(*client_, "parked.now"), 0u);
+}
+
+TEST_F(ServerTest, ParkedRequestsAreWokenInArrivalOrder) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::future<absl::StatusOr<std::string>>> futures;
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(NewClient());
+    futures.push_back(clients.back()->ExecuteAsync("test.park", "q"));
+    while (Stat(*client_, "parked.now") < static_cast<uint64_t>(i + 1)) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    std::string args = U64s({1}) + "q" + std::to_string(i);
+    ASSERT_EQ(U64At(*client_->Execute("test.wake", args), 0), 1u);
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(*futures[i].get(), std::to_string(i));
+}
+
+TEST_F(ServerTest, ParkedRequestPastItsDeadlineIsAnsweredDeadlineExceeded) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  absl::Time start = absl::Now();
+  absl::Status s =
+      client_->Execute("test.park", "never", {.timeout = absl::Milliseconds(100)}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_F(ServerTest, JobWhoseDeadlinePassesInTheQueueIsDropped) {
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.handler.workers = 1;
+  StartServer(options);
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  // The only worker sleeps; a job queued behind it with a short deadline must not run.
+  std::unique_ptr<Client> sleeper = NewClient();
+  std::future<absl::StatusOr<std::string>> sleep = sleeper->ExecuteAsync("test.sleep", U64s({400}));
+  while (Stat(*client_, "execute.pooled") < 1) absl::SleepFor(absl::Milliseconds(1));
+  absl::Status s = client_->Execute("test.add", U64s({kScratch + 16, 1}),
+                                    {.timeout = absl::Milliseconds(50)})
+                       .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(sleep.get().ok());
+  // The server answers DEADLINE_EXCEEDED once the worker gets to it; the add never ran.
+  while (Stat(*client_, "execute.expired") < 1) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(U64At(*client_->Read(kScratch + 16, 8), 0), 0u);
+}
+
+TEST_F(ServerTest, RunawayFunctionIsStoppedAtItsDeadline) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  absl::Time start = absl::Now();
+  absl::Status s =
+      client_->Execute("test.spin", U64s({10000}), {.timeout = absl::Milliseconds(100)}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_TRUE(client_->Ping().ok());
+}
+
+TEST_F(ServerTest, RetriedExecuteRunsOnce) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  wire::ExecuteRequest req;
+  req.function = "test.add";
+  std::string args = U64s({kScratch + 24, 1});
+  req.args = args;
+  std::string payload;
+  wire::EncodeExecuteRequest(req, &payload);
+  std::string first_result;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    // Each attempt on a new connection, as after a broken one: same client id, same request id.
+    RawSocket socket(server_->port());
+    ASSERT_TRUE(socket.ok());
+    ASSERT_TRUE(socket.SendFrame(wire::Op::kExecute, payload, /*request_id=*/5, /*client_id=*/77));
+    std::optional<testing::RawResponse> r = socket.Receive();
+    ASSERT_TRUE(r.has_value());
+    ASSERT_EQ(r->header.status, 0) << r->payload;
+    if (attempt == 0) first_result = r->payload;
+    EXPECT_EQ(r->payload, first_result);
+  }
+  EXPECT_EQ(U64At(*client_->Read(kScratch + 24, 8), 0), 1u);
+  EXPECT_EQ(Stat(*client_, "dedup.replays"), 2u);
+}
+
+TEST_F(ServerTest, GarbageFromOneClientDoesNotDisturbAnother) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> good_ops{0};
+  std::thread worker([&] {
+    std::unique_ptr<Client> client = NewClient();
+    uint64_t i = 0;
+    while (!stop.load()) {
+      ASSERT_TRUE(client->Write(kScratch + 64, U64s({i})).ok());
+      ASSERT_EQ(U64At(*client->Read(kScratch + 64, 8), 0), i);
+      ++i;
+      ++good_ops;
+    }
+  });
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20; ++i) {
+    RawSocket junk(server_->port());
+    ASSERT_TRUE(junk.ok());
+    std::string bytes(64 + rng() % 4096, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    junk.SendBytes(bytes);
+    EXPECT_TRUE(junk.WaitClosed());
+  }
+  // A well-formed frame with an unknown op gets an error and the connection stays usable.
+  RawSocket odd(server_->port());
+  ASSERT_TRUE(odd.SendFrame(static_cast<wire::Op>(99), "", 1, 0));
+  std::optional<testing::RawResponse> r = odd.Receive();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->header.status, static_cast<uint16_t>(absl::StatusCode::kInvalidArgument));
+  ASSERT_TRUE(odd.SendFrame(wire::Op::kPing, "still here", 2, 0));
+  r = odd.Receive();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->payload, "still here");
+  // A malformed payload in a valid frame is an error response, not a crash.
+  ASSERT_TRUE(odd.SendFrame(wire::Op::kRead, "\1\0\0\0short", 3, 0));
+  r = odd.Receive();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->header.status, static_cast<uint16_t>(absl::StatusCode::kInvalidArgument));
+  // An oversized frame is refused (with an answer) and the connection closed, without allocating.
+  std::string huge;
+  size_t start = wire::BeginFrame(&huge);
+  wire::FinishFrame({.op = wire::Op::kWrite, .request_id = 4}, start, &huge);
+  uint32_t len = 0xfffffff0u;
+  std::memcpy(&huge[12], &len, 4);
+  ASSERT_TRUE(odd.SendBytes(huge));
+  r = odd.Receive();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->header.status, static_cast<uint16_t>(absl::StatusCode::kResourceExhausted));
+  EXPECT_TRUE(odd.WaitClosed());
+
+  stop = true;
+  worker.join();
+  EXPECT_GT(good_ops.load(), 0);
+  EXPECT_GE(Stat(*client_, "connections.protocol_errors"), 20u);
+}
+
+TEST_F(ServerTest, SameFunctionSameResultInBothModesWithExpectedRoundTrips) {
+  const ActiveLibrary& demo = active_libraries::demo();
+  constexpr uint64_t kLength = 50;
+  absl::StatusOr<std::string> head =
+      Invoke(*client_, Mode::kActive, demo, "demo.build_list", U64s({kLength}));
+  ASSERT_TRUE(head.ok()) << head.status();
+  std::string head_arg = head->substr(0, 8);
+
+  uint64_t before = client_->counters().round_trips.load();
+  absl::StatusOr<std::string> active = Invoke(*client_, Mode::kActive, demo, "demo.sum_list", head_arg);
+  uint64_t active_rts = client_->counters().round_trips.load() - before;
+  before = client_->counters().round_trips.load();
+  absl::StatusOr<std::string> rdma = Invoke(*client_, Mode::kRdma, demo, "demo.sum_list", head_arg);
+  uint64_t rdma_rts = client_->counters().round_trips.load() - before;
+
+  ASSERT_TRUE(active.ok()) << active.status();
+  ASSERT_TRUE(rdma.ok()) << rdma.status();
+  EXPECT_EQ(*active, *rdma);
+  EXPECT_EQ(U64At(*active, 0), kLength * (kLength + 1) / 2);
+  EXPECT_EQ(U64At(*active, 1), kLength);
+  EXPECT_EQ(active_rts, 1u);
+  EXPECT_EQ(rdma_rts, kLength);  // one READ per node
+
+  // Building in RDMA mode gives the same list shape, allocated with CAS from the client.
+  absl::StatusOr<std::string> rdma_head =
+      Invoke(*client_, Mode::kRdma, demo, "demo.build_list", U64s({10}));
+  ASSERT_TRUE(rdma_head.ok()) << rdma_head.status();
+  EXPECT_EQ(U64At(*Invoke(*client_, Mode::kActive, demo, "demo.sum_list", rdma_head->substr(0, 8)), 0),
+            55u);
+}
+
+TEST_F(ServerTest, ViewIsLocalOnlyAndGivesTheSameAnswer) {
+  ASSERT_TRUE(client_->Write(kScratch + 512, "\x01\x02\x03\x04").ok());
+  const ActiveLibrary& test = active_libraries::test();
+  std::string args = U64s({kScratch + 512, 4});
+  EXPECT_EQ(U64At(*Invoke(*client_, Mode::kActive, test, "test.view_sum", args), 0), 10u);
+  EXPECT_EQ(U64At(*Invoke(*client_, Mode::kRdma, test, "test.view_sum", args), 0), 10u);
+  // Park needs the server.
+  EXPECT_EQ(Invoke(*client_, Mode::kRdma, test, "test.park", "k").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ServerTest, ClientReconnectsToARestartedServerAndReshipsCode) {
+  const ActiveLibrary& test2 = active_libraries::test2();
+  ASSERT_TRUE(Invoke(*client_, Mode::kActive, test2, "test2.double", U64s({1})).ok());
+  uint16_t port = server_->port();
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.listen = "127.0.0.1:" + std::to_string(port);
+  absl::StatusOr<std::unique_ptr<Server>> again = Server::Start(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  server_ = std::move(*again);
+  // The old connection is dead; the next call reconnects and, the code being gone, reships it.
+  absl::StatusOr<std::string> r = Invoke(*client_, Mode::kActive, test2, "test2.double", U64s({8}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(U64At(*r, 0), 16u);
+  EXPECT_GE(client_->counters().reconnects.load(), 1u);
+}
+
+TEST_F(ServerTest, CallTimeoutAndUnreachableServer) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  EXPECT_EQ(client_->Execute("test.sleep", U64s({300}), {.timeout = absl::Milliseconds(50)})
+                .status()
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(client_->Ping().ok());  // the late answer is dropped, the connection is fine
+
+  uint16_t port = server_->port();
+  server_.reset();
+  ClientOptions options;
+  options.connect_attempts = 2;
+  absl::StatusOr<std::unique_ptr<Client>> none =
+      Client::Connect("127.0.0.1:" + std::to_string(port), options);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Client::Connect("not-an-address").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ardma

@@ -1,0 +1,42 @@
+// RawSocket: a blocking TCP connection for tests that must speak (or mangle) the wire protocol
+// directly, below the Client: garbage bytes, hand-made frames, fixed client and request ids.
+#ifndef ARDMA_CORE_TESTING_RAW_SOCKET_H_
+#define ARDMA_CORE_TESTING_RAW_SOCKET_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/wire/frame.h"
+
+namespace ardma::testing {
+
+struct RawResponse {
+  wire::FrameHeader header;
+  std::string payload;
+};
+
+class RawSocket {
+ public:
+  explicit RawSocket(uint16_t port);  // connects to 127.0.0.1:port; check ok()
+  ~RawSocket();
+  RawSocket(const RawSocket&) = delete;
+  RawSocket& operator=(const RawSocket&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  bool SendBytes(std::string_view bytes);
+  bool SendFrame(wire::Op op, std::string_view payload, uint64_t request_id, uint64_t client_id);
+  // The next response, or nullopt if the server closed the connection (or 5 s passed).
+  std::optional<RawResponse> Receive();
+  // True if the server closed the connection within 5 s.
+  bool WaitClosed();
+
+ private:
+  bool RecvExactly(char* out, size_t n);
+  int fd_ = -1;
+};
+
+}  // namespace ardma::testing
+
+#endif  // ARDMA_CORE_TESTING_RAW_SOCKET_H_
