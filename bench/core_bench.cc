@@ -1,0 +1,228 @@
+// Core latency benchmarks: every op of the protocol against an in-process ardmad on 127.0.0.1:0,
+// beside a raw TCP ping-pong (blocking send/recv against an echo thread) of the same sizes in the
+// same binary: the floor on this machine. Each benchmark thread has its own connection, so
+// ->Threads(n) measures n concurrent connections.
+//
+// Counters: round_trips/op and bytes/op (request + response bytes on the wire, headers included),
+// taken from the client's own counters.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "core/active/testdata/test_library.h"
+#include "core/client/client.h"
+#include "core/client/invoke.h"
+#include "core/memory/heap.h"
+#include "core/server/server.h"
+#include "core/wire/frame.h"
+
+namespace ardma {
+namespace {
+
+constexpr uint64_t kBenchAddr = heap::kDataStart + (1 << 20);
+
+Server& SharedServer() {
+  static Server* server = [] {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.memory_size = 256 << 20;
+    options.handler.workers = 2;
+    absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
+    if (!s.ok()) {
+      std::fprintf(stderr, "cannot start ardmad: %s\n", s.status().ToString().c_str());
+      std::abort();
+    }
+    return s->release();
+  }();
+  return *server;
+}
+
+std::unique_ptr<Client> NewClient(benchmark::State& state) {
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(SharedServer().address());
+  if (!c.ok()) {
+    state.SkipWithError(c.status().ToString().c_str());
+    return nullptr;
+  }
+  return std::move(*c);
+}
+
+// Sets round_trips/op and bytes/op from the client's counters since `rt0`/`bytes0`.
+void ReportCounters(benchmark::State& state, Client& client, uint64_t rt0, uint64_t bytes0) {
+  double n = static_cast<double>(state.iterations());
+  uint64_t bytes = client.counters().bytes_sent + client.counters().bytes_received;
+  state.counters["round_trips/op"] = static_cast<double>(client.counters().round_trips - rt0) / n;
+  state.counters["bytes/op"] = static_cast<double>(bytes - bytes0) / n;
+}
+
+template <typename Op>
+void RunClientBenchmark(benchmark::State& state, Op op) {
+  std::unique_ptr<Client> client = NewClient(state);
+  if (client == nullptr) return;
+  uint64_t rt0 = client->counters().round_trips;
+  uint64_t bytes0 = client->counters().bytes_sent + client->counters().bytes_received;
+  for (auto _ : state) {
+    if (!op(*client)) {
+      state.SkipWithError("operation failed");
+      break;
+    }
+  }
+  ReportCounters(state, *client, rt0, bytes0);
+}
+
+// --- The floor: a blocking TCP echo of exactly `size` bytes each way. ---
+
+class EchoServer {
+ public:
+  EchoServer() {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    ::listen(listen_fd_, 128);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    std::thread([this] { AcceptLoop(); }).detach();
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  void AcceptLoop() {
+    for (;;) {
+      int fd = ::accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) continue;
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      std::thread([fd] {
+        char buf[1 << 16];
+        for (;;) {
+          ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+          if (n <= 0) break;
+          if (::send(fd, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+        }
+        ::close(fd);
+      }).detach();
+    }
+  }
+  int listen_fd_;
+  uint16_t port_;
+};
+
+EchoServer& SharedEcho() {
+  static EchoServer* echo = new EchoServer();
+  return *echo;
+}
+
+bool RecvExactly(int fd, char* out, size_t n) {
+  while (n > 0) {
+    ssize_t got = ::recv(fd, out, n, 0);
+    if (got <= 0) return false;
+    out += got;
+    n -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+void BM_RawTcpPingPong(benchmark::State& state) {
+  size_t size = static_cast<size_t>(state.range(0));
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(SharedEcho().port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    state.SkipWithError("connect failed");
+    return;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  std::string out(size, 'x'), in(size, '\0');
+  for (auto _ : state) {
+    if (::send(fd, out.data(), size, MSG_NOSIGNAL) != static_cast<ssize_t>(size) ||
+        !RecvExactly(fd, in.data(), size)) {
+      state.SkipWithError("echo failed");
+      break;
+    }
+  }
+  ::close(fd);
+  state.counters["round_trips/op"] = 1;
+  state.counters["bytes/op"] = static_cast<double>(2 * size);
+}
+// 32: a PING; 52: a no-op EXECUTE request (its response is a 32-byte header); 4128: READ 4 KiB.
+BENCHMARK(BM_RawTcpPingPong)->Arg(32)->Arg(52)->Arg(4128)->Threads(1)->Threads(4)->UseRealTime();
+
+// --- ardmad ops. ---
+
+void BM_Ping(benchmark::State& state) {
+  RunClientBenchmark(state, [](Client& c) { return c.Ping().ok(); });
+}
+BENCHMARK(BM_Ping)->Threads(1)->Threads(4)->UseRealTime();
+
+void BM_Read(benchmark::State& state) {
+  uint32_t len = static_cast<uint32_t>(state.range(0));
+  RunClientBenchmark(state, [len](Client& c) { return c.Read(kBenchAddr, len).ok(); });
+}
+BENCHMARK(BM_Read)->Arg(8)->Arg(4096)->Threads(1)->Threads(4)->UseRealTime();
+
+void BM_Write(benchmark::State& state) {
+  std::string data(static_cast<size_t>(state.range(0)), 'w');
+  RunClientBenchmark(state, [&data](Client& c) { return c.Write(kBenchAddr, data).ok(); });
+}
+BENCHMARK(BM_Write)->Arg(8)->Arg(4096)->Threads(1)->Threads(4)->UseRealTime();
+
+void BM_Cas(benchmark::State& state) {
+  uint64_t addr = kBenchAddr + 4096 + 8 * static_cast<uint64_t>(state.thread_index());
+  RunClientBenchmark(state, [addr](Client& c) { return c.CompareAndSwap(addr, 0, 0).ok(); });
+}
+BENCHMARK(BM_Cas)->Threads(1)->Threads(4)->UseRealTime();
+
+void BM_FetchAdd(benchmark::State& state) {
+  RunClientBenchmark(state, [](Client& c) { return c.FetchAdd(kBenchAddr + 8192, 1).ok(); });
+}
+BENCHMARK(BM_FetchAdd)->Threads(1)->Threads(4)->UseRealTime();
+
+void BM_ExecuteNoop(benchmark::State& state) {
+  std::unique_ptr<Client> client = NewClient(state);
+  if (client == nullptr) return;
+  const ActiveLibrary& test = active_libraries::test();
+  if (!EnsureLoaded(*client, test).ok()) {
+    state.SkipWithError("cannot load the test library");
+    return;
+  }
+  // Warm up: the server runs a function inline once it has seen that it is short.
+  for (int i = 0; i < 10; ++i) (void)client->Execute(test.hash(), "test.noop", "");
+  uint64_t rt0 = client->counters().round_trips;
+  uint64_t bytes0 = client->counters().bytes_sent + client->counters().bytes_received;
+  for (auto _ : state) {
+    if (!client->Execute(test.hash(), "test.noop", "").ok()) {
+      state.SkipWithError("EXECUTE failed");
+      break;
+    }
+  }
+  ReportCounters(state, *client, rt0, bytes0);
+}
+BENCHMARK(BM_ExecuteNoop)->Threads(1)->Threads(4)->UseRealTime();
+
+// Pipelined: 16 READs of 8 bytes in one batch (one flight).
+void BM_ReadBatch16(benchmark::State& state) {
+  RunClientBenchmark(state, [](Client& c) {
+    class Batch b = c.Batch();
+    for (int i = 0; i < 16; ++i) b.Read(kBenchAddr + 64 * i, 8);
+    return b.Send().ok();
+  });
+}
+BENCHMARK(BM_ReadBatch16)->Threads(1)->UseRealTime();
+
+}  // namespace
+}  // namespace ardma
+
+BENCHMARK_MAIN();

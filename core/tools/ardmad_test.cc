@@ -1,0 +1,180 @@
+// Tests of the ardmad and ardma binaries as a user runs them: flags, exit codes, and data in a
+// --memory-file surviving a SIGKILL.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "absl/time/clock.h"
+#include "core/client/client.h"
+#include "core/memory/heap.h"
+
+namespace ardma {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string BinDir() {
+  const char* dir = std::getenv("ARDMA_BIN_DIR");
+  return dir != nullptr ? dir : "build/bin";
+}
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          (name + "." + std::to_string(::getpid()) + "." +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+      .string();
+}
+
+// Runs a command line, returns its exit code and captures stdout+stderr.
+int RunCommand(const std::string& command, std::string* output) {
+  std::string out_path = TempPath("cmd_out");
+  int status = std::system((command + " > " + out_path + " 2>&1").c_str());
+  std::ifstream in(out_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *output = ss.str();
+  std::filesystem::remove(out_path);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// An ardmad child process on 127.0.0.1:0.
+class Daemon {
+ public:
+  explicit Daemon(std::vector<std::string> extra) {
+    port_file_ = TempPath("ardmad_port");
+    std::filesystem::remove(port_file_);
+    std::vector<std::string> args = {BinDir() + "/ardmad", "--listen", "127.0.0.1:0",
+                                     "--port-file", port_file_, "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < deadline) {
+      std::ifstream in(port_file_);
+      if (in >> address_) break;
+      int status;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  ~Daemon() { Kill(SIGKILL); }
+  const std::string& address() const { return address_; }
+  // Sends `signal` and returns the exit status.
+  int Kill(int signal) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, signal);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    std::filesystem::remove(port_file_);
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string port_file_;
+  std::string address_;
+};
+
+TEST(ArdmadTest, DataInAMemoryFileSurvivesSigkill) {
+  std::string heap_file = TempPath("ardma_heap");
+  std::filesystem::remove(heap_file);
+  uint64_t addr = heap::kDataStart + 4096;
+  {
+    Daemon d({"--memory", "16M", "--memory-file", heap_file});
+    ASSERT_FALSE(d.address().empty()) << "ardmad did not start";
+    auto client = Client::Connect(d.address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->Write(addr, "acknowledged before the crash").ok());
+    ASSERT_TRUE((*client)->FetchAdd(addr + 64, 41).ok());
+    d.Kill(SIGKILL);
+  }
+  {
+    Daemon d({"--memory-file", heap_file});  // size taken from the file
+    ASSERT_FALSE(d.address().empty()) << "ardmad did not restart";
+    auto client = Client::Connect(d.address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_EQ(*(*client)->Read(addr, 29), "acknowledged before the crash");
+    EXPECT_EQ(*(*client)->FetchAdd(addr + 64, 1), 41u);
+    EXPECT_EQ(WEXITSTATUS(d.Kill(SIGTERM)), 0);  // graceful stop exits 0
+  }
+  std::filesystem::remove(heap_file);
+}
+
+TEST(ArdmadTest, HelpAndBadFlags) {
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --help", &out), 0);
+  EXPECT_THAT(out, HasSubstr("--memory-file PATH"));
+  EXPECT_THAT(out, HasSubstr("--preload DIR"));
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --no-such-flag", &out), 2);
+  EXPECT_THAT(out, HasSubstr("unknown flag --no-such-flag"));
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --memory 12Q", &out), 2);
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen nonsense", &out), 1);
+  EXPECT_THAT(out, HasSubstr("bad address"));
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --preload /nonexistent", &out), 1);
+}
+
+TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
+  Daemon d({"--memory", "16M"});
+  ASSERT_FALSE(d.address().empty());
+  std::string ardma = BinDir() + "/ardma --server " + d.address() + " ";
+  std::string out;
+  EXPECT_EQ(RunCommand(ardma + "ping 2", &out), 0);
+  EXPECT_THAT(out, HasSubstr("seq=1"));
+  EXPECT_EQ(RunCommand(ardma + "write 20000 hello", &out), 0);
+  EXPECT_EQ(RunCommand(ardma + "read --raw 20000 5", &out), 0);
+  EXPECT_EQ(out, "hello");
+  EXPECT_EQ(RunCommand(ardma + "fetch-add 20008 5", &out), 0);
+  EXPECT_EQ(RunCommand(ardma + "cas 20008 5 7", &out), 0);
+  EXPECT_THAT(out, HasSubstr("swapped old=5"));
+  EXPECT_EQ(RunCommand(ardma + "cas 20009 5 7", &out), 1);
+  EXPECT_THAT(out, HasSubstr("not 8-byte aligned"));
+  EXPECT_EQ(RunCommand(ardma + "read 99999999999 4", &out), 1);
+  EXPECT_THAT(out, HasSubstr("OUT_OF_RANGE"));
+  EXPECT_EQ(RunCommand(ardma + "exec no.such", &out), 1);
+  EXPECT_THAT(out, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(RunCommand(ardma + "load " + BinDir() + "/../active/ardma_test2.so", &out), 0);
+  std::string hash = out.substr(0, 64);
+  EXPECT_EQ(RunCommand(ardma + "has " + hash, &out), 0);
+  EXPECT_EQ(RunCommand(ardma + "--hex exec test2.double 0500000000000000", &out), 0);
+  EXPECT_EQ(out, "0a00000000000000\n");
+  EXPECT_EQ(RunCommand(ardma + "stats", &out), 0);
+  EXPECT_THAT(out, HasSubstr("requests.execute"));
+  EXPECT_EQ(RunCommand(ardma + "frobnicate", &out), 2);
+  EXPECT_EQ(RunCommand(ardma + "read 1", &out), 2);
+  EXPECT_THAT(out, HasSubstr("usage: ardma read ADDR LEN"));
+}
+
+TEST(ArdmaCliTest, PreloadedLibraryIsCallableAtOnce) {
+  std::string dir = TempPath("preload");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(BinDir() + "/../active/ardma_test2.so", dir + "/ardma_test2.so");
+  Daemon d({"--memory", "16M", "--preload", dir});
+  ASSERT_FALSE(d.address().empty());
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma --server " + d.address() +
+                           " --hex exec test2.double 0200000000000000",
+                       &out),
+            0);
+  EXPECT_EQ(out, "0400000000000000\n");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ardma
