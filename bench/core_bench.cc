@@ -22,6 +22,7 @@
 #include "core/client/invoke.h"
 #include "core/memory/heap.h"
 #include "core/server/server.h"
+#include "core/testing/raw_socket.h"
 #include "core/wire/frame.h"
 
 namespace ardma {
@@ -122,15 +123,7 @@ EchoServer& SharedEcho() {
   return *echo;
 }
 
-bool RecvExactly(int fd, char* out, size_t n) {
-  while (n > 0) {
-    ssize_t got = ::recv(fd, out, n, 0);
-    if (got <= 0) return false;
-    out += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
+using testing::RecvExactly;
 
 void BM_RawTcpPingPong(benchmark::State& state) {
   size_t size = static_cast<size_t>(state.range(0));

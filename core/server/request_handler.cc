@@ -39,12 +39,7 @@ class RequestHandler::ExecuteResponder : public Responder {
 
   void Respond(absl::StatusOr<std::string> result) override {
     if (deduplicated_) handler_->dedup_.Finish(header_.client_id, header_.request_id, result);
-    if (!sink_->Open()) return;
-    if (result.ok()) {
-      handler_->Reply(sink_, OkFrame(header_, *result));
-    } else {
-      handler_->ReplyError(sink_, header_, result.status());
-    }
+    handler_->ReplyResult(sink_, header_, result);
   }
   bool Alive() const override { return sink_->Open(); }
 
@@ -93,6 +88,17 @@ void RequestHandler::ReplyError(const std::shared_ptr<ResponseSink>& sink,
                                 const FrameHeader& header, const absl::Status& status) {
   ServerCounters::Add(counters_.errors, 1);
   Reply(sink, wire::EncodeErrorResponse(header, status));
+}
+
+void RequestHandler::ReplyResult(const std::shared_ptr<ResponseSink>& sink,
+                                 const FrameHeader& header,
+                                 const absl::StatusOr<std::string>& result) {
+  if (!sink->Open()) return;
+  if (result.ok()) {
+    Reply(sink, OkFrame(header, *result));
+  } else {
+    ReplyError(sink, header, result.status());
+  }
 }
 
 void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
@@ -258,14 +264,8 @@ void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view p
   auto responder = std::make_shared<ExecuteResponder>(this, sink, header, deduplicate);
   if (deduplicate) {
     // A retry is answered through a responder that only sends; the window keeps the result.
-    auto replay = std::make_shared<SinkResponder>(sink, [this, sink, header](auto result) {
-      if (!sink->Open()) return;
-      if (result.ok()) {
-        Reply(sink, OkFrame(header, *result));
-      } else {
-        ReplyError(sink, header, result.status());
-      }
-    });
+    auto replay = std::make_shared<SinkResponder>(
+        sink, [this, sink, header](auto result) { ReplyResult(sink, header, result); });
     if (dedup_.Admit(header.client_id, header.request_id, replay) !=
         DedupWindow::Admission::kRun) {
       return;

@@ -75,6 +75,9 @@ class RequestHandler {
   void Reply(const std::shared_ptr<ResponseSink>& sink, std::string frame);
   void ReplyError(const std::shared_ptr<ResponseSink>& sink, const wire::FrameHeader& header,
                   const absl::Status& status);
+  // The answer to an EXECUTE: its result bytes or its error; dropped if the connection is gone.
+  void ReplyResult(const std::shared_ptr<ResponseSink>& sink, const wire::FrameHeader& header,
+                   const absl::StatusOr<std::string>& result);
   absl::Status HandleRead(std::string_view payload, std::string* out);
   absl::Status HandleWrite(std::string_view payload);
   absl::Status HandleCas(std::string_view payload, std::string* out);

@@ -44,9 +44,9 @@ bool RawSocket::SendFrame(wire::Op op, std::string_view payload, uint64_t reques
   return SendBytes(frame);
 }
 
-bool RawSocket::RecvExactly(char* out, size_t n) {
+bool RecvExactly(int fd, char* out, size_t n) {
   while (n > 0) {
-    ssize_t got = ::recv(fd_, out, n, 0);
+    ssize_t got = ::recv(fd, out, n, 0);
     if (got <= 0) return false;
     out += got;
     n -= static_cast<size_t>(got);
@@ -56,12 +56,12 @@ bool RawSocket::RecvExactly(char* out, size_t n) {
 
 std::optional<RawResponse> RawSocket::Receive() {
   char header[wire::kHeaderSize];
-  if (!RecvExactly(header, sizeof(header))) return std::nullopt;
+  if (!RecvExactly(fd_, header, sizeof(header))) return std::nullopt;
   absl::StatusOr<wire::FrameHeader> h =
       wire::DecodeHeader(std::string_view(header, sizeof(header)), wire::WireLimits{});
   if (!h.ok()) return std::nullopt;
   RawResponse r{*h, std::string(h->payload_len, '\0')};
-  if (!RecvExactly(r.payload.data(), r.payload.size())) return std::nullopt;
+  if (!RecvExactly(fd_, r.payload.data(), r.payload.size())) return std::nullopt;
   return r;
 }
 

@@ -17,6 +17,9 @@ struct RawResponse {
   std::string payload;
 };
 
+// Blocking receive of exactly n bytes; false if the peer closed or the receive failed.
+bool RecvExactly(int fd, char* out, size_t n);
+
 class RawSocket {
  public:
   explicit RawSocket(uint16_t port);  // connects to 127.0.0.1:port; check ok()
@@ -33,7 +36,6 @@ class RawSocket {
   bool WaitClosed();
 
  private:
-  bool RecvExactly(char* out, size_t n);
   int fd_ = -1;
 };
 
