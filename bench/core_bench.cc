@@ -32,6 +32,7 @@ constexpr uint64_t kBenchAddr = heap::kDataStart + (1 << 20);
 
 Server& SharedServer() {
   static Server* server = [] {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as ardmad does
     ServerOptions options;
     options.listen = "127.0.0.1:0";
     options.memory_size = 256 << 20;

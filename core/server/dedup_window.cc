@@ -17,23 +17,28 @@ DedupWindow::Admission DedupWindow::Admit(uint64_t client_id, uint64_t request_i
   Admission admission;
   {
     absl::MutexLock lock(&mu_);
-    auto it = records_.find(Key{client_id, request_id});
-    if (it != records_.end()) {
+    if (!clients_.contains(client_id) && clients_.size() >= limits_.max_clients) {
+      ForgetIdlestClientLocked();
+    }
+    ClientWindow& window = clients_[client_id];
+    window.last_seen = ++clock_;
+    auto it = window.records.find(request_id);
+    if (it != window.records.end()) {
       ++replays_;
-      if (it->second.done) {
-        answer = it->second.result;
-        admission = Admission::kAnswered;
-      } else {
+      if (!it->second.done) {
         it->second.waiters.push_back(std::move(responder));
         return Admission::kAttached;
       }
-    } else if (auto ev = evicted_up_to_.find(client_id);
-               ev != evicted_up_to_.end() && request_id <= ev->second) {
+      answer = it->second.result;
+      admission = Admission::kAnswered;
+    } else if (request_id <= window.evicted_up_to) {
       answer = absl::FailedPreconditionError(absl::StrCat(
           "request ", request_id, " is older than the de-duplication window; not run again"));
       admission = Admission::kTooOld;
     } else {
-      records_.emplace(Key{client_id, request_id}, Record{});
+      window.records.emplace(request_id, Record{});
+      ++window.running;
+      ++entries_;
       return Admission::kRun;
     }
   }
@@ -46,29 +51,45 @@ void DedupWindow::Finish(uint64_t client_id, uint64_t request_id,
   std::vector<std::shared_ptr<Responder>> waiters;
   {
     absl::MutexLock lock(&mu_);
-    auto it = records_.find(Key{client_id, request_id});
-    if (it == records_.end()) return;
+    auto client = clients_.find(client_id);
+    if (client == clients_.end()) return;
+    ClientWindow& window = client->second;
+    auto it = window.records.find(request_id);
+    if (it == window.records.end() || it->second.done) return;
     it->second.done = true;
     it->second.result = result;
     waiters.swap(it->second.waiters);
+    --window.running;
     result_bytes_ += ResultBytes(result);
-    finished_order_.push_back(Key{client_id, request_id});
-    EvictLocked();
+    window.finished.push_back(request_id);
+    while (window.finished.size() > limits_.max_entries_per_client ||
+           (result_bytes_ > limits_.max_result_bytes && !window.finished.empty())) {
+      EvictOldestLocked(window);
+    }
   }
   for (auto& w : waiters) w->Respond(result);
 }
 
-void DedupWindow::EvictLocked() {
-  while (!finished_order_.empty() &&
-         (records_.size() > limits_.max_entries || result_bytes_ > limits_.max_result_bytes)) {
-    Key key = finished_order_.front();
-    finished_order_.pop_front();
-    auto it = records_.find(key);
-    result_bytes_ -= ResultBytes(it->second.result);
-    records_.erase(it);
-    uint64_t& up_to = evicted_up_to_[key.first];
-    if (key.second > up_to) up_to = key.second;
+void DedupWindow::EvictOldestLocked(ClientWindow& window) {
+  uint64_t id = window.finished.front();
+  window.finished.pop_front();
+  auto it = window.records.find(id);
+  result_bytes_ -= ResultBytes(it->second.result);
+  window.records.erase(it);
+  --entries_;
+  if (id > window.evicted_up_to) window.evicted_up_to = id;
+}
+
+void DedupWindow::ForgetIdlestClientLocked() {
+  auto idlest = clients_.end();
+  for (auto it = clients_.begin(); it != clients_.end(); ++it) {
+    if (it->second.running > 0) continue;  // its waiters still need the result
+    if (idlest == clients_.end() || it->second.last_seen < idlest->second.last_seen) idlest = it;
   }
+  if (idlest == clients_.end()) return;
+  for (const auto& [id, record] : idlest->second.records) result_bytes_ -= ResultBytes(record.result);
+  entries_ -= idlest->second.records.size();
+  clients_.erase(idlest);
 }
 
 uint64_t DedupWindow::replays() const {
@@ -78,7 +99,7 @@ uint64_t DedupWindow::replays() const {
 
 size_t DedupWindow::size() const {
   absl::MutexLock lock(&mu_);
-  return records_.size();
+  return entries_;
 }
 
 }  // namespace ardma

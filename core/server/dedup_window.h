@@ -3,10 +3,13 @@
 //
 // A client retries an EXECUTE (same client id and request id) after its connection broke. The
 // window then either replays the stored result, or, if the first attempt is still running (or
-// parked), attaches the retry as a second waiter. The window is bounded in entries and result
-// bytes; the oldest finished entries are evicted first. Each client's highest evicted request id is
-// kept, and a retry at or below it is refused (FAILED_PRECONDITION) rather than run again: a request
-// never runs twice. Client id 0 opts out.
+// parked), attaches the retry as a second waiter. Each client has its own window of its most recent
+// finished requests (at least the in-flight limit of a connection, so every request a client can
+// still be waiting for is covered); a client's highest evicted request id is kept, and a retry at or
+// below it is refused (FAILED_PRECONDITION) rather than run again. Results are bounded in bytes over
+// all clients, and the number of clients remembered is bounded: beyond it the least recently seen
+// client's window is dropped (a retry from that client of a request older than its last
+// `max_clients` other clients' activity would then run again). Client id 0 opts out.
 // Thread-safe.
 #ifndef ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
 #define ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
@@ -16,7 +19,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -28,7 +30,8 @@
 namespace ardma {
 
 struct DedupLimits {
-  size_t max_entries = 1 << 16;
+  size_t max_entries_per_client = 1024;
+  size_t max_clients = 4096;
   size_t max_result_bytes = 64u << 20;
 };
 
@@ -51,22 +54,29 @@ class DedupWindow {
   void Finish(uint64_t client_id, uint64_t request_id, const absl::StatusOr<std::string>& result);
 
   uint64_t replays() const;
-  size_t size() const;
+  size_t size() const;  // requests remembered, over all clients
 
  private:
-  using Key = std::pair<uint64_t, uint64_t>;
   struct Record {
     bool done = false;
     absl::StatusOr<std::string> result = absl::UnknownError("still running");
     std::vector<std::shared_ptr<Responder>> waiters;
   };
-  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct ClientWindow {
+    absl::flat_hash_map<uint64_t, Record> records;
+    std::deque<uint64_t> finished;  // eviction order
+    uint64_t evicted_up_to = 0;
+    uint64_t last_seen = 0;
+    size_t running = 0;
+  };
+  void EvictOldestLocked(ClientWindow& window) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetIdlestClientLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const DedupLimits limits_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<Key, Record> records_ ABSL_GUARDED_BY(mu_);
-  std::deque<Key> finished_order_ ABSL_GUARDED_BY(mu_);  // eviction order
-  absl::flat_hash_map<uint64_t, uint64_t> evicted_up_to_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, ClientWindow> clients_ ABSL_GUARDED_BY(mu_);
+  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;  // counts admissions; orders clients by last use
+  size_t entries_ ABSL_GUARDED_BY(mu_) = 0;
   size_t result_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t replays_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -44,7 +44,7 @@ TEST(DedupWindowTest, RetryWhileRunningWaitsForTheOriginal) {
 }
 
 TEST(DedupWindowTest, EvictedRequestsAreRefusedNotRerun) {
-  DedupWindow window({.max_entries = 2});
+  DedupWindow window({.max_entries_per_client = 2});
   std::vector<std::string> log;
   auto r = std::make_shared<LogResponder>(&log);
   for (uint64_t id = 1; id <= 3; ++id) {
@@ -55,6 +55,22 @@ TEST(DedupWindowTest, EvictedRequestsAreRefusedNotRerun) {
   EXPECT_EQ(window.Admit(7, 1, r), DedupWindow::Admission::kTooOld);
   EXPECT_THAT(log, ElementsAre("FAILED_PRECONDITION"));
   EXPECT_EQ(window.Admit(7, 3, r), DedupWindow::Admission::kAnswered);
+  // Another client's window is its own.
+  EXPECT_EQ(window.Admit(8, 1, r), DedupWindow::Admission::kRun);
+}
+
+TEST(DedupWindowTest, BoundedNumberOfClientsForgetsTheIdlest) {
+  DedupWindow window({.max_clients = 2});
+  std::vector<std::string> log;
+  auto r = std::make_shared<LogResponder>(&log);
+  for (uint64_t client : {1, 2}) {
+    ASSERT_EQ(window.Admit(client, 1, r), DedupWindow::Admission::kRun);
+    window.Finish(client, 1, std::string("ok"));
+  }
+  EXPECT_EQ(window.Admit(2, 1, r), DedupWindow::Admission::kAnswered);  // 2 is now the freshest
+  EXPECT_EQ(window.Admit(3, 1, r), DedupWindow::Admission::kRun);       // forgets client 1
+  EXPECT_EQ(window.Admit(2, 1, r), DedupWindow::Admission::kAnswered);
+  EXPECT_EQ(window.size(), 2u);
 }
 
 }  // namespace
