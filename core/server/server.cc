@@ -239,17 +239,20 @@ absl::Status Preload(CodeRegistry& registry, const std::string& dir) {
 
 }  // namespace
 
+// Members are destroyed in reverse order: the handler (whose parked requests and de-dup waiters
+// may own sessions, and so sockets) goes first, while the io_contexts still exist; the regions and
+// the registry last, after everything that runs code against them.
 struct Server::Impl {
   ServerOptions options;
   RegionTable regions;
   CodeRegistry registry;
-  std::unique_ptr<RequestHandler> handler;
 
   std::vector<std::unique_ptr<asio::io_context>> ios;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
   std::vector<std::thread> threads;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::unique_ptr<asio::steady_timer> expiry;
+  std::unique_ptr<RequestHandler> handler;
   size_t next_io = 0;
   HostPort bound;
 

@@ -392,6 +392,20 @@ TEST_F(ServerTest, ClientReconnectsToARestartedServerAndReshipsCode) {
   EXPECT_GE(client_->counters().reconnects.load(), 1u);
 }
 
+TEST_F(ServerTest, StopsCleanlyWithParkedRequestsQueuedJobsAndOpenConnections) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  std::unique_ptr<Client> parked_client = NewClient();
+  std::future<absl::StatusOr<std::string>> parked = parked_client->ExecuteAsync("test.park", "z");
+  std::unique_ptr<Client> sleeper = NewClient();
+  std::future<absl::StatusOr<std::string>> sleeping = sleeper->ExecuteAsync("test.sleep", U64s({200}));
+  while (Stat(*client_, "parked.now") < 1) absl::SleepFor(absl::Milliseconds(1));
+  server_.reset();  // must neither hang nor crash
+  absl::StatusOr<std::string> p = parked.get();
+  EXPECT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnavailable) << p.status();
+  (void)sleeping.get();
+}
+
 TEST_F(ServerTest, CallTimeoutAndUnreachableServer) {
   ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
   EXPECT_EQ(client_->Execute("test.sleep", U64s({300}), {.timeout = absl::Milliseconds(50)})
