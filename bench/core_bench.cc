@@ -61,8 +61,9 @@ void ReportCounters(benchmark::State& state, Client& client, uint64_t rt0, uint6
   double n = static_cast<double>(state.iterations());
   uint64_t bytes = client.counters().bytes_sent + client.counters().bytes_received;
   // kAvgThreads: with ->Threads(n), show the per-connection figure, not the sum over threads.
-  state.counters["round_trips/op"] = benchmark::Counter(
-      static_cast<double>(client.counters().round_trips - rt0) / n, benchmark::Counter::kAvgThreads);
+  state.counters["round_trips/op"] =
+      benchmark::Counter(static_cast<double>(client.counters().round_trips - rt0) / n,
+                         benchmark::Counter::kAvgThreads);
   state.counters["bytes/op"] =
       benchmark::Counter(static_cast<double>(bytes - bytes0) / n, benchmark::Counter::kAvgThreads);
 }
@@ -211,10 +212,10 @@ void BM_ExecuteNoop(benchmark::State& state) {
   }
   ReportCounters(state, *client, rt0, bytes0);
   // Share of EXECUTEs the server ran on its I/O thread (all threads' calls count here).
-  state.counters["inline/op"] = benchmark::Counter(
-      static_cast<double>(server.executes_inline - inline0) /
-          static_cast<double>(state.iterations() * state.threads()),
-      benchmark::Counter::kAvgThreads);
+  state.counters["inline/op"] =
+      benchmark::Counter(static_cast<double>(server.executes_inline - inline0) /
+                             static_cast<double>(state.iterations() * state.threads()),
+                         benchmark::Counter::kAvgThreads);
 }
 BENCHMARK(BM_ExecuteNoop)->Threads(1)->Threads(4)->UseRealTime();
 

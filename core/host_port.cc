@@ -15,8 +15,8 @@ std::string HostPort::ToString() const {
 
 absl::StatusOr<HostPort> ParseHostPort(std::string_view text) {
   auto bad = [&] {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad address '", ToAbsl(text), "' (expected HOST:PORT, e.g. 127.0.0.1:15712)"));
+    return absl::InvalidArgumentError(absl::StrCat("bad address '", ToAbsl(text),
+                                                   "' (expected HOST:PORT, e.g. 127.0.0.1:15712)"));
   };
   size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return bad();

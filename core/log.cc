@@ -27,10 +27,14 @@ std::atomic<int> min_level{static_cast<int>(LevelFromEnvironment())};
 
 const char* LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "D";
-    case LogLevel::kInfo: return "I";
-    case LogLevel::kWarning: return "W";
-    case LogLevel::kError: return "E";
+    case LogLevel::kDebug:
+      return "D";
+    case LogLevel::kInfo:
+      return "I";
+    case LogLevel::kWarning:
+      return "W";
+    case LogLevel::kError:
+      return "E";
   }
   return "?";
 }
@@ -44,9 +48,10 @@ bool LogEnabled(LogLevel level) {
 }
 
 void LogLine(LogLevel level, const std::string& message) {
-  std::string line = absl::StrCat(
-      LevelName(level), " ", absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone()),
-      " ", message, "\n");
+  std::string line =
+      absl::StrCat(LevelName(level), " ",
+                   absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone()), " ",
+                   message, "\n");
   // One write per line so lines from different threads do not interleave.
   [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
 }

@@ -21,9 +21,9 @@ void LogLine(LogLevel level, const std::string& message);
 
 }  // namespace ardma
 
-#define ARDMA_LOG(level, ...)                                                 \
-  do {                                                                        \
-    if (::ardma::LogEnabled(::ardma::LogLevel::level))                        \
+#define ARDMA_LOG(level, ...)                                                     \
+  do {                                                                            \
+    if (::ardma::LogEnabled(::ardma::LogLevel::level))                            \
       ::ardma::LogLine(::ardma::LogLevel::level, ::absl::StrFormat(__VA_ARGS__)); \
   } while (0)
 

@@ -11,9 +11,7 @@ class TableLibrary : public LoadedLibrary {
   explicit TableLibrary(const FunctionTable& table) : table_(table) {}
   std::string_view name() const override { return table_.library; }
   size_t num_functions() const override { return table_.count; }
-  std::string_view function_name(size_t index) const override {
-    return table_.entries[index].name;
-  }
+  std::string_view function_name(size_t index) const override { return table_.entries[index].name; }
   absl::StatusOr<std::string> Run(size_t index, Context& ctx, std::string_view args) override {
     return table_.entries[index].fn(ctx, args);
   }
@@ -62,8 +60,11 @@ void CodeRegistry::AddLinked(const FunctionTable& table, const CodeHash& hash) {
 void CodeRegistry::InsertLocked(const CodeHash& hash, CodeKind kind,
                                 std::unique_ptr<LoadedLibrary> library) {
   size_t n = library->num_functions();
-  Slot slot{kind, std::shared_ptr<LoadedLibrary>(std::move(library)), {},
-            std::make_unique<FunctionStats[]>(n), next_sequence_++};
+  Slot slot{kind,
+            std::shared_ptr<LoadedLibrary>(std::move(library)),
+            {},
+            std::make_unique<FunctionStats[]>(n),
+            next_sequence_++};
   for (size_t i = 0; i < slot.library->num_functions(); ++i) {
     std::string fn(slot.library->function_name(i));
     slot.functions.emplace(fn, i);
@@ -82,8 +83,7 @@ absl::StatusOr<BoundFunction> CodeRegistry::Resolve(std::string_view function) c
   absl::MutexLock lock(&mu_);
   auto it = by_function_.find(ToAbsl(function));
   if (it == by_function_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("no loaded library exports '", ToAbsl(function), "'"));
+    return absl::NotFoundError(absl::StrCat("no loaded library exports '", ToAbsl(function), "'"));
   }
   const Slot& slot = by_hash_.at(it->second);
   size_t index = slot.functions.at(ToAbsl(function));

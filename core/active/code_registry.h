@@ -54,7 +54,9 @@ std::unique_ptr<LoadedLibrary> LibraryFromTable(const FunctionTable& table);
 struct FunctionStats {
   std::atomic<uint64_t> calls{0};
   std::atomic<uint64_t> average_ns{0};  // exponentially weighted, 1/8 per sample
+  std::atomic<uint64_t> last_ns{0};     // the most recent run, so a sudden slow run counts at once
   void Record(uint64_t ns) {
+    last_ns.store(ns, std::memory_order_relaxed);
     uint64_t n = calls.fetch_add(1, std::memory_order_relaxed);
     uint64_t avg = average_ns.load(std::memory_order_relaxed);
     average_ns.store(n == 0 ? ns : avg - avg / 8 + ns / 8, std::memory_order_relaxed);
@@ -116,7 +118,7 @@ class CodeRegistry {
     std::shared_ptr<LoadedLibrary> library;
     absl::flat_hash_map<std::string, size_t> functions;
     std::unique_ptr<FunctionStats[]> stats;  // one per function
-    uint64_t sequence;  // load order; higher is newer
+    uint64_t sequence;                       // load order; higher is newer
   };
   void InsertLocked(const CodeHash& hash, CodeKind kind, std::unique_ptr<LoadedLibrary> library)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,9 +1,9 @@
 #include "core/active/code_registry.h"
 
-#include "gtest/gtest.h"
 #include "core/active/local_context.h"
 #include "core/active/native_loader.h"
 #include "core/active/testdata/test_library.h"
+#include "gtest/gtest.h"
 
 namespace ardma {
 namespace {

@@ -1,8 +1,8 @@
 // Context: the interface active code is written against (the seed paper's ActiveRDMA).
 //
 // The same function runs over a LocalContext (on the server, next to the data: every operation is a
-// memory access) or a RemoteContext (on a client: every operation is a round trip, batched where the
-// caller batches). Addresses are byte offsets into a region; region 0 is the heap.
+// memory access) or a RemoteContext (on a client: every operation is a round trip, batched where
+// the caller batches). Addresses are byte offsets into a region; region 0 is the heap.
 //
 //   absl::StatusOr<std::string> Sum(ardma::Context& ctx, std::string_view args) {
 //     ARDMA_ASSIGN_OR_RETURN(uint64_t head, ctx.ReadU64(8));
@@ -12,7 +12,8 @@
 // Semantics shared by all implementations:
 //  - Every access is bounds-checked (OutOfRange); CAS and FETCH_ADD need 8-byte alignment
 //    (InvalidArgument) and are atomic with respect to every other client and active function.
-//  - Plain reads and writes may tear, as with real RDMA; use lock words or versions for consistency.
+//  - Plain reads and writes may tear, as with real RDMA; use lock words or versions for
+//  consistency.
 //  - A batch is validated whole before any entry is applied.
 //  - A CAS that loses is a result ({swapped = false, observed}), not an error.
 // A Context is used by one thread at a time (the one running the function).
@@ -75,7 +76,8 @@ class Context {
 
   // A zero-copy view of server memory, valid until the function returns. Only where the
   // implementation is local (IsLocal()); elsewhere FailedPrecondition: use Read.
-  absl::StatusOr<std::string_view> View(uint64_t addr, uint64_t len, RegionId region = kHeapRegion) {
+  absl::StatusOr<std::string_view> View(uint64_t addr, uint64_t len,
+                                        RegionId region = kHeapRegion) {
     return DoView(region, addr, len);
   }
 
@@ -105,10 +107,8 @@ class Context {
   virtual absl::StatusOr<CasResult> DoCompareAndSwap(RegionId region, uint64_t addr,
                                                      uint64_t expected, uint64_t desired) = 0;
   virtual absl::StatusOr<uint64_t> DoFetchAdd(RegionId region, uint64_t addr, uint64_t delta) = 0;
-  virtual absl::StatusOr<std::string_view> DoView(RegionId region, uint64_t addr,
-                                                  uint64_t len) = 0;
-  virtual absl::StatusOr<std::string> DoCall(std::string_view function,
-                                             std::string_view args) = 0;
+  virtual absl::StatusOr<std::string_view> DoView(RegionId region, uint64_t addr, uint64_t len) = 0;
+  virtual absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) = 0;
   virtual absl::Status DoPark(std::string_view key) = 0;
   virtual absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) = 0;
 };

@@ -54,26 +54,25 @@ struct FunctionTable {
 }  // namespace ardma
 
 #if defined(ARDMA_ACTIVE_MODULE)
-#define ARDMA_ACTIVE_MODULE_ENTRY_(id)                                                      \
-  extern "C" __attribute__((visibility("default"))) const ::ardma::FunctionTable*         \
-  ardma_active_library_v1() {                                                               \
-    return &ardma_table_##id();                                                             \
+#define ARDMA_ACTIVE_MODULE_ENTRY_(id)                                            \
+  extern "C" __attribute__((visibility("default"))) const ::ardma::FunctionTable* \
+  ardma_active_library_v1() {                                                     \
+    return &ardma_table_##id();                                                   \
   }
 #else
 #define ARDMA_ACTIVE_MODULE_ENTRY_(id)
 #endif
 
 // Defines the function table of library `id` (a C identifier, also the library's name).
-#define ARDMA_ACTIVE_LIBRARY(id, ...)                                                       \
-  namespace {                                                                               \
-  const ::ardma::FunctionEntry ardma_entries_##id[] = {__VA_ARGS__};                       \
-  }                                                                                         \
-  const ::ardma::FunctionTable& ardma_table_##id() {                                        \
-    static const ::ardma::FunctionTable table{::ardma::kActiveAbiVersion, #id,              \
-                                              ardma_entries_##id,                           \
-                                              std::size(ardma_entries_##id)};               \
-    return table;                                                                           \
-  }                                                                                         \
+#define ARDMA_ACTIVE_LIBRARY(id, ...)                                                              \
+  namespace {                                                                                      \
+  const ::ardma::FunctionEntry ardma_entries_##id[] = {__VA_ARGS__};                               \
+  }                                                                                                \
+  const ::ardma::FunctionTable& ardma_table_##id() {                                               \
+    static const ::ardma::FunctionTable table{::ardma::kActiveAbiVersion, #id, ardma_entries_##id, \
+                                              std::size(ardma_entries_##id)};                      \
+    return table;                                                                                  \
+  }                                                                                                \
   ARDMA_ACTIVE_MODULE_ENTRY_(id)
 
 #endif  // ARDMA_CORE_ACTIVE_FUNCTION_TABLE_H_

@@ -74,8 +74,7 @@ absl::StatusOr<std::string_view> LocalContext::DoView(RegionId region_id, uint64
   return region->View(addr, len);
 }
 
-absl::StatusOr<std::string> LocalContext::DoCall(std::string_view function,
-                                                 std::string_view args) {
+absl::StatusOr<std::string> LocalContext::DoCall(std::string_view function, std::string_view args) {
   ARDMA_RETURN_IF_ERROR(Tick());
   if (ex_->depth >= kMaxCallDepth) {
     return absl::ResourceExhaustedError(

@@ -37,8 +37,8 @@ struct ActiveOpCounts {
 struct Execution {
   RegionTable* regions = nullptr;
   const CodeRegistry* registry = nullptr;
-  ParkingLot* parking = nullptr;            // null: Park fails
-  std::shared_ptr<Responder> responder;     // how a parked request is answered later
+  ParkingLot* parking = nullptr;         // null: Park fails
+  std::shared_ptr<Responder> responder;  // how a parked request is answered later
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;  // set by the server on shutdown
   // Set by Park; the server calls parking->FunctionReturned(parked, status) afterwards.

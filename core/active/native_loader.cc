@@ -91,7 +91,10 @@ absl::Status CheckElf(std::string_view code) {
 
 absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_view library_name,
                                                                   std::string_view code) {
-  if (code.size() < 4 || std::memcmp(code.data(), "\x7f" "ELF", 4) != 0) {
+  if (code.size() < 4 || std::memcmp(code.data(),
+                                     "\x7f"
+                                     "ELF",
+                                     4) != 0) {
     return absl::InvalidArgumentError("native code must be an ELF shared object");
   }
   if (absl::Status s = CheckElf(code); !s.ok()) return s;
@@ -118,9 +121,9 @@ absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_vi
         "shared object has no ardma_active_library_v1 entry point (build it with "
         "ardma_active_library)");
   } else if (table->abi_version != kActiveAbiVersion) {
-    problem = absl::InvalidArgumentError(absl::StrCat("library built for active ABI ",
-                                                      table->abi_version, ", server speaks ",
-                                                      kActiveAbiVersion));
+    problem =
+        absl::InvalidArgumentError(absl::StrCat("library built for active ABI ", table->abi_version,
+                                                ", server speaks ", kActiveAbiVersion));
   } else if (table->library == nullptr || table->library[0] == '\0') {
     problem = absl::InvalidArgumentError("library has no name");
   }

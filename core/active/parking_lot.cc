@@ -70,7 +70,8 @@ bool ParkingLot::Wake(std::string_view key, std::string_view result) {
     }
     if (queue.empty()) queues_.erase(it);
   }
-  for (auto& e : expired) e->responder->Respond(absl::DeadlineExceededError("parked request expired"));
+  for (auto& e : expired)
+    e->responder->Respond(absl::DeadlineExceededError("parked request expired"));
   if (woken != nullptr) woken->responder->Respond(std::string(result));
   return delivered;
 }
@@ -97,7 +98,8 @@ int ParkingLot::Expire(absl::Time now) {
       }
     }
   }
-  for (auto& e : expired) e->responder->Respond(absl::DeadlineExceededError("parked request expired"));
+  for (auto& e : expired)
+    e->responder->Respond(absl::DeadlineExceededError("parked request expired"));
   return static_cast<int>(expired.size());
 }
 

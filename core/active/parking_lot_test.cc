@@ -47,7 +47,8 @@ TEST(ParkingLotTest, WakesInArrivalOrder) {
 TEST(ParkingLotTest, WakeBeforeFunctionReturnsIsDeliveredAfter) {
   ParkingLot lot;
   std::vector<std::string> log;
-  auto entry = lot.Park("k", std::make_shared<RecordingResponder>("a", &log), absl::InfiniteFuture());
+  auto entry =
+      lot.Park("k", std::make_shared<RecordingResponder>("a", &log), absl::InfiniteFuture());
   EXPECT_TRUE(lot.Wake("k", "early"));
   EXPECT_TRUE(log.empty());  // the function is still running
   lot.FunctionReturned(entry, absl::OkStatus());
@@ -57,7 +58,8 @@ TEST(ParkingLotTest, WakeBeforeFunctionReturnsIsDeliveredAfter) {
 TEST(ParkingLotTest, FailingFunctionIsUnparkedWithItsError) {
   ParkingLot lot;
   std::vector<std::string> log;
-  auto entry = lot.Park("k", std::make_shared<RecordingResponder>("a", &log), absl::InfiniteFuture());
+  auto entry =
+      lot.Park("k", std::make_shared<RecordingResponder>("a", &log), absl::InfiniteFuture());
   lot.FunctionReturned(entry, absl::InternalError("boom"));
   EXPECT_THAT(log, ElementsAre("a=INTERNAL: boom"));
   EXPECT_FALSE(lot.Wake("k", "late"));
@@ -74,7 +76,8 @@ TEST(ParkingLotTest, WakeSkipsDeadAndExpiredWaiters) {
   auto e2 = lot.Park("k", std::make_shared<RecordingResponder>("expired", &log),
                      absl::Now() - absl::Seconds(1));
   lot.FunctionReturned(e2, absl::OkStatus());
-  auto e3 = lot.Park("k", std::make_shared<RecordingResponder>("live", &log), absl::InfiniteFuture());
+  auto e3 =
+      lot.Park("k", std::make_shared<RecordingResponder>("live", &log), absl::InfiniteFuture());
   lot.FunctionReturned(e3, absl::OkStatus());
   EXPECT_TRUE(lot.Wake("k", "go"));
   EXPECT_THAT(log, ElementsAre("expired=DEADLINE_EXCEEDED: parked request expired", "live=go"));
@@ -84,7 +87,8 @@ TEST(ParkingLotTest, ExpireAnswersOverdueRequests) {
   ParkingLot lot;
   std::vector<std::string> log;
   absl::Time now = absl::Now();
-  auto e1 = lot.Park("k", std::make_shared<RecordingResponder>("old", &log), now - absl::Seconds(1));
+  auto e1 =
+      lot.Park("k", std::make_shared<RecordingResponder>("old", &log), now - absl::Seconds(1));
   lot.FunctionReturned(e1, absl::OkStatus());
   auto e2 = lot.Park("k", std::make_shared<RecordingResponder>("new", &log), now + absl::Hours(1));
   lot.FunctionReturned(e2, absl::OkStatus());

@@ -122,9 +122,8 @@ absl::Status Client::Write(uint64_t addr, std::string_view data, RegionId region
   return Call(Op::kWrite, std::move(payload), options, true).status();
 }
 
-absl::StatusOr<CasResult> Client::CompareAndSwap(uint64_t addr, uint64_t expected,
-                                                 uint64_t desired, RegionId region,
-                                                 const CallOptions& options) {
+absl::StatusOr<CasResult> Client::CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired,
+                                                 RegionId region, const CallOptions& options) {
   std::string payload;
   wire::EncodeCasRequest({region, addr, expected, desired}, &payload);
   ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kCas, std::move(payload), options, false));
@@ -192,7 +191,8 @@ absl::StatusOr<std::string> Client::Execute(const wire::CodeHash& library,
                                             const CallOptions& options) {
   absl::Duration timeout =
       options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
-  ARDMA_ASSIGN_OR_RETURN(std::string payload, EncodeExecute(true, library, function, args, timeout));
+  ARDMA_ASSIGN_OR_RETURN(std::string payload,
+                         EncodeExecute(true, library, function, args, timeout));
   return Call(Op::kExecute, std::move(payload), options, true);
 }
 
@@ -208,8 +208,9 @@ std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view f
     promise->set_value(payload.status());
     return future;
   }
-  CallAsync(Op::kExecute, std::move(*payload),
-            [promise](ResponsePayload r) { promise->set_value(std::move(r)); }, options);
+  CallAsync(
+      Op::kExecute, std::move(*payload),
+      [promise](ResponsePayload r) { promise->set_value(std::move(r)); }, options);
   return future;
 }
 
@@ -256,8 +257,7 @@ Batch& Batch::Write(uint64_t addr, std::string_view data, RegionId region) {
   return *this;
 }
 
-Batch& Batch::CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired,
-                             RegionId region) {
+Batch& Batch::CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired, RegionId region) {
   ops_.push_back({Kind::kCas, region, addr, 0, {}, expected, desired});
   return *this;
 }

@@ -58,9 +58,9 @@ class Client;
 class Batch {
  public:
   struct Result {
-    std::vector<std::string> reads;     // one per Read, in order
-    std::vector<CasResult> cas;         // one per CompareAndSwap, in order
-    std::vector<uint64_t> fetch_adds;   // old values, one per FetchAdd, in order
+    std::vector<std::string> reads;    // one per Read, in order
+    std::vector<CasResult> cas;        // one per CompareAndSwap, in order
+    std::vector<uint64_t> fetch_adds;  // old values, one per FetchAdd, in order
   };
 
   Batch& Read(uint64_t addr, uint32_t len, RegionId region = kHeapRegion);
@@ -128,7 +128,9 @@ class Client {
   void CallAsync(wire::Op op, std::string payload, ResponseCallback done,
                  const CallOptions& options = {});
 
-  class Batch Batch() { return ::ardma::Batch(this); }
+  class Batch Batch() {
+    return ::ardma::Batch(this);
+  }
 
   ClientCounters& counters() { return counters_; }
   uint64_t client_id() const { return client_id_; }

@@ -1,5 +1,6 @@
 #include "core/client/connection.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,7 +10,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/host_port.h"
@@ -53,7 +53,8 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(std::string_view ad
   absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", hp.host));
   int fd = -1;
   for (addrinfo* ai = results; ai != nullptr && fd < 0; ai = ai->ai_next) {
-    int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    int s =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (s < 0) {
       last = ErrnoUnavailable("socket", errno);
       continue;
@@ -167,8 +168,8 @@ absl::StatusOr<std::vector<ResponsePayload>> Connection::RoundTrip(
       }
     }
     if (!p->done || p->transport_failed) {
-      absl::Status failure = !broken_.ok() ? broken_
-                                           : absl::DeadlineExceededError("no response in time");
+      absl::Status failure =
+          !broken_.ok() ? broken_ : absl::DeadlineExceededError("no response in time");
       for (uint64_t id : request_ids) pending_.erase(id);
       mu_.Unlock();
       return failure;
@@ -238,7 +239,8 @@ void Connection::ReadOnce() {
     absl::StatusOr<wire::FrameHeader> header =
         wire::DecodeHeader(std::string_view(rbuf_.data() + rbegin_, wire::kHeaderSize), limits_);
     if (!header.ok()) {
-      Break(absl::UnavailableError(absl::StrCat("bad response frame: ", header.status().message())));
+      Break(
+          absl::UnavailableError(absl::StrCat("bad response frame: ", header.status().message())));
       return;
     }
     size_t frame_size = wire::kHeaderSize + header->payload_len;

@@ -34,8 +34,8 @@ namespace ardma {
 
 // Counted by the client, per Client; tests assert on them.
 struct ClientCounters {
-  std::atomic<uint64_t> round_trips{0};     // flights: a call or a batch sent, then awaited
-  std::atomic<uint64_t> requests{0};        // request frames sent
+  std::atomic<uint64_t> round_trips{0};  // flights: a call or a batch sent, then awaited
+  std::atomic<uint64_t> requests{0};     // request frames sent
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> reconnects{0};
@@ -66,9 +66,9 @@ class Connection {
   // Sends all requests in one write, with the given request ids, then waits until every response
   // has arrived or the deadline passes. The outer status is the transport's (UNAVAILABLE: the
   // connection broke; DEADLINE_EXCEEDED: no answer in time); the inner ones are the server's.
-  absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(const std::vector<OutgoingRequest>& requests,
-                                                         const std::vector<uint64_t>& request_ids,
-                                                         uint64_t client_id, absl::Time deadline);
+  absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(
+      const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
+      uint64_t client_id, absl::Time deadline);
 
   // Sends one request; `done` runs on some client thread when the response arrives, the deadline
   // passes or the connection breaks. Never blocks on the response.
@@ -100,7 +100,7 @@ class Connection {
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   size_t async_pending_ ABSL_GUARDED_BY(mu_) = 0;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  absl::CondVar changed_;  // a response arrived, the reader role was released, or it broke
+  absl::CondVar changed_;   // a response arrived, the reader role was released, or it broke
   std::thread background_;  // started on the first Async call
 
   // Owned by whoever holds the reader role.

@@ -38,8 +38,7 @@ absl::StatusOr<CasResult> RemoteContext::DoCompareAndSwap(RegionId region, uint6
   return client_->CompareAndSwap(addr, expected, desired, region, options_);
 }
 
-absl::StatusOr<uint64_t> RemoteContext::DoFetchAdd(RegionId region, uint64_t addr,
-                                                   uint64_t delta) {
+absl::StatusOr<uint64_t> RemoteContext::DoFetchAdd(RegionId region, uint64_t addr, uint64_t delta) {
   return client_->FetchAdd(addr, delta, region, options_);
 }
 
@@ -61,8 +60,7 @@ absl::StatusOr<std::string> RemoteContext::DoCall(std::string_view function,
       return result;
     }
   }
-  return absl::NotFoundError(
-      absl::StrCat("no linked library exports '", ToAbsl(function), "'"));
+  return absl::NotFoundError(absl::StrCat("no linked library exports '", ToAbsl(function), "'"));
 }
 
 absl::Status RemoteContext::DoPark(std::string_view) {

@@ -97,8 +97,8 @@ int SizeClass(uint64_t size) {
 
 absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
   if (region_size < kDataStart + 4096) {
-    return absl::InvalidArgumentError(absl::StrCat("a heap needs at least ",
-                                                   kDataStart + 4096, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a heap needs at least ", kDataStart + 4096, " bytes"));
   }
   ARDMA_ASSIGN_OR_RETURN(std::string header, ctx.Read(0, 24));
   uint64_t magic, version, size;
@@ -107,9 +107,9 @@ absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
   std::memcpy(&size, header.data() + 16, 8);
   if (magic == kMagic) {
     if (version != kLayoutVersion || size != region_size) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "region holds a heap of layout ", version, " and ", size, " bytes; expected layout ",
-          kLayoutVersion, " and ", region_size, " bytes"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("region holds a heap of layout ", version, " and ", size,
+                       " bytes; expected layout ", kLayoutVersion, " and ", region_size, " bytes"));
     }
     return false;
   }
@@ -138,7 +138,8 @@ absl::StatusOr<uint64_t> Allocate(Context& ctx, uint64_t size) {
     ARDMA_ASSIGN_OR_RETURN(CasResult cas,
                            ctx.CompareAndSwap(head_addr, head, PackHead(HeadTag(head) + 1, next)));
     if (!cas.swapped) continue;
-    ARDMA_ASSIGN_OR_RETURN(CasResult mark, ctx.CompareAndSwap(block + 8, kMarkFree, kMarkAllocated));
+    ARDMA_ASSIGN_OR_RETURN(CasResult mark,
+                           ctx.CompareAndSwap(block + 8, kMarkFree, kMarkAllocated));
     if (!mark.swapped) return absl::DataLossError("heap free list holds a block that is not free");
     ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(kAllocatedBytesOffset, block_size).status());
     return block + kBlockHeader;
@@ -154,7 +155,8 @@ absl::StatusOr<uint64_t> Allocate(Context& ctx, uint64_t size) {
       return absl::ResourceExhaustedError(
           absl::StrCat("heap full: cannot allocate ", size, " bytes"));
     }
-    ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(kBumpOffset, bump, block + block_size));
+    ARDMA_ASSIGN_OR_RETURN(CasResult cas,
+                           ctx.CompareAndSwap(kBumpOffset, bump, block + block_size));
     if (!cas.swapped) continue;
     char header[kBlockHeader];
     uint64_t cls64 = static_cast<uint64_t>(cls);
@@ -212,10 +214,12 @@ absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
     ARDMA_ASSIGN_OR_RETURN(std::string table, ReadRootTable(ctx));
     int slot;
     switch (Probe(table, name, hash, &slot)) {
-      case Lookup::kFound: return RootAddr(slot) + 8;
+      case Lookup::kFound:
+        return RootAddr(slot) + 8;
       case Lookup::kAbsent:
         return absl::NotFoundError(absl::StrCat("no root named '", ToAbsl(name), "'"));
-      case Lookup::kClaimed: continue;  // being created: read again
+      case Lookup::kClaimed:
+        continue;  // being created: read again
     }
   }
   return absl::AbortedError("root is stuck being created");
@@ -237,7 +241,8 @@ absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, ui
     if (found == Lookup::kClaimed) continue;
     if (slot < 0) return absl::ResourceExhaustedError("the root table is full");
     uint64_t addr = RootAddr(slot);
-    ARDMA_ASSIGN_OR_RETURN(CasResult claim, ctx.CompareAndSwap(addr, 0, hash << 16 | kPhaseClaiming));
+    ARDMA_ASSIGN_OR_RETURN(CasResult claim,
+                           ctx.CompareAndSwap(addr, 0, hash << 16 | kPhaseClaiming));
     if (!claim.swapped) continue;  // someone took this slot: probe again
     char body[kRootSize - 8] = {};
     std::memcpy(body, &initial, 8);

@@ -72,8 +72,8 @@ absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name);  // NotFo
 // callers race, exactly one creates it and all return the same value.
 absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, uint64_t initial);
 // Atomically replaces the value if it equals `expected`. NotFound if there is no such root.
-absl::StatusOr<CasResult> CompareAndSetRoot(Context& ctx, std::string_view name,
-                                            uint64_t expected, uint64_t desired);
+absl::StatusOr<CasResult> CompareAndSetRoot(Context& ctx, std::string_view name, uint64_t expected,
+                                            uint64_t desired);
 
 // The address of the root's value word (8-byte aligned), for CAS/FETCH_ADD on it directly.
 absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name);

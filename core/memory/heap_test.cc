@@ -4,8 +4,8 @@
 #include <thread>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "core/active/local_context.h"
+#include "gtest/gtest.h"
 
 namespace ardma {
 namespace {

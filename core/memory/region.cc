@@ -40,10 +40,9 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Create(const RegionOptions& opti
     if (existing > 0) {
       if (size != 0 && size != existing) {
         ::close(fd);
-        return absl::FailedPreconditionError(
-            absl::StrCat("memory file ", options.file, " holds ", existing,
-                         " bytes but a region of ", size, " bytes was asked for; ",
-                         "omit the size to reuse the file, or remove the file"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "memory file ", options.file, " holds ", existing, " bytes but a region of ", size,
+            " bytes was asked for; ", "omit the size to reuse the file, or remove the file"));
       }
       size = existing;
       reopened = true;
@@ -63,8 +62,8 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Create(const RegionOptions& opti
   void* base = ::mmap(nullptr, size, prot, flags, fd, 0);
   if (fd >= 0) ::close(fd);
   if (base == MAP_FAILED) return ErrnoStatus(absl::StrCat("mmap of ", size, " bytes"));
-  return std::unique_ptr<Region>(new Region(static_cast<char*>(base), size, options.read_only,
-                                            fd >= 0, reopened));
+  return std::unique_ptr<Region>(
+      new Region(static_cast<char*>(base), size, options.read_only, fd >= 0, reopened));
 }
 
 Region::~Region() { ::munmap(base_, size_); }
@@ -137,17 +136,30 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   uint64_t multiplier = 1;
   char last = text.back();
   switch (last) {
-    case 'k': case 'K': multiplier = 1ull << 10; break;
-    case 'm': case 'M': multiplier = 1ull << 20; break;
-    case 'g': case 'G': multiplier = 1ull << 30; break;
-    case 't': case 'T': multiplier = 1ull << 40; break;
-    default: break;
+    case 'k':
+    case 'K':
+      multiplier = 1ull << 10;
+      break;
+    case 'm':
+    case 'M':
+      multiplier = 1ull << 20;
+      break;
+    case 'g':
+    case 'G':
+      multiplier = 1ull << 30;
+      break;
+    case 't':
+    case 'T':
+      multiplier = 1ull << 40;
+      break;
+    default:
+      break;
   }
   if (multiplier != 1) text.remove_suffix(1);
   uint64_t value;
   if (!absl::SimpleAtoi(ToAbsl(text), &value) || value > UINT64_MAX / multiplier) {
-    return absl::InvalidArgumentError(absl::StrCat("bad size '", ToAbsl(text),
-                                                   "' (expected e.g. 4096, 64K, 512M, 1G)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad size '", ToAbsl(text), "' (expected e.g. 4096, 64K, 512M, 1G)"));
   }
   return value * multiplier;
 }

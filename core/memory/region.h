@@ -1,10 +1,10 @@
 // Region: one contiguous, mmap'd range of server memory that clients address by byte offset.
 //
-// The heap (region 0) is anonymous memory or, with a memory file, a MAP_SHARED mapping of that file,
-// so every acknowledged write is in the page cache and survives the server process being killed.
-// Every access is bounds-checked; CompareAndSwap and FetchAdd are real atomics
-// (std::atomic_ref<uint64_t>) on 8-byte aligned words, coherent across threads. Plain Read/Write are
-// memcpy and may tear under concurrent writers, exactly like RDMA.
+// The heap (region 0) is anonymous memory or, with a memory file, a MAP_SHARED mapping of that
+// file, so every acknowledged write is in the page cache and survives the server process being
+// killed. Every access is bounds-checked; CompareAndSwap and FetchAdd are real atomics
+// (std::atomic_ref<uint64_t>) on 8-byte aligned words, coherent across threads. Plain Read/Write
+// are memcpy and may tear under concurrent writers, exactly like RDMA.
 //
 // Thread-safe: any number of threads may access a Region concurrently. The Region owns its mapping.
 //
@@ -27,9 +27,9 @@
 namespace ardma {
 
 struct RegionOptions {
-  uint64_t size = 0;      // bytes; for a file that already exists, 0 means "the file's size"
-  std::string file;       // empty: anonymous memory
-  bool read_only = false; // clients may read but not write, CAS or FETCH_ADD
+  uint64_t size = 0;       // bytes; for a file that already exists, 0 means "the file's size"
+  std::string file;        // empty: anonymous memory
+  bool read_only = false;  // clients may read but not write, CAS or FETCH_ADD
 };
 
 class Region {
@@ -62,7 +62,10 @@ class Region {
 
  private:
   Region(char* base, uint64_t size, bool read_only, bool file_backed, bool reopened)
-      : base_(base), size_(size), read_only_(read_only), file_backed_(file_backed),
+      : base_(base),
+        size_(size),
+        read_only_(read_only),
+        file_backed_(file_backed),
         reopened_(reopened) {}
   absl::Status CheckAtomic(uint64_t addr) const;
 

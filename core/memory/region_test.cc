@@ -71,7 +71,8 @@ TEST(RegionTest, ReadOnlyRefusesWrites) {
   auto region = Region::Create({.size = 4096, .read_only = true});
   ASSERT_TRUE(region.ok());
   EXPECT_EQ((*region)->Write(0, "x").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ((*region)->CompareAndSwap(0, 0, 1).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ((*region)->CompareAndSwap(0, 0, 1).status().code(),
+            absl::StatusCode::kPermissionDenied);
   char c;
   EXPECT_TRUE((*region)->Read(0, std::span<char>(&c, 1)).ok());
 }

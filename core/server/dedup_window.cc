@@ -87,7 +87,8 @@ void DedupWindow::ForgetIdlestClientLocked() {
     if (idlest == clients_.end() || it->second.last_seen < idlest->second.last_seen) idlest = it;
   }
   if (idlest == clients_.end()) return;
-  for (const auto& [id, record] : idlest->second.records) result_bytes_ -= ResultBytes(record.result);
+  for (const auto& [id, record] : idlest->second.records)
+    result_bytes_ -= ResultBytes(record.result);
   entries_ -= idlest->second.records.size();
   clients_.erase(idlest);
 }

@@ -5,10 +5,10 @@
 // window then either replays the stored result, or, if the first attempt is still running (or
 // parked), attaches the retry as a second waiter. Each client has its own window of its most recent
 // finished requests (at least the in-flight limit of a connection, so every request a client can
-// still be waiting for is covered); a client's highest evicted request id is kept, and a retry at or
-// below it is refused (FAILED_PRECONDITION) rather than run again. Results are bounded in bytes over
-// all clients, and the number of clients remembered is bounded: beyond it the least recently seen
-// client's window is dropped (a retry from that client of a request older than its last
+// still be waiting for is covered); a client's highest evicted request id is kept, and a retry at
+// or below it is refused (FAILED_PRECONDITION) rather than run again. Results are bounded in bytes
+// over all clients, and the number of clients remembered is bounded: beyond it the least recently
+// seen client's window is dropped (a retry from that client of a request older than its last
 // `max_clients` other clients' activity would then run again). Client id 0 opts out.
 // Thread-safe.
 #ifndef ARDMA_CORE_SERVER_DEDUP_WINDOW_H_

@@ -266,8 +266,7 @@ void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view p
     // A retry is answered through a responder that only sends; the window keeps the result.
     auto replay = std::make_shared<SinkResponder>(
         sink, [this, sink, header](auto result) { ReplyResult(sink, header, result); });
-    if (dedup_.Admit(header.client_id, header.request_id, replay) !=
-        DedupWindow::Admission::kRun) {
+    if (dedup_.Admit(header.client_id, header.request_id, replay) != DedupWindow::Admission::kRun) {
       return;
     }
   }
@@ -283,10 +282,13 @@ void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view p
                             : now + absl::Microseconds(static_cast<int64_t>(
                                         std::min<uint64_t>(req->timeout_us, INT64_MAX / 2)));
   FunctionStats& stats = fn->stats();
+  // Inline only a function known to be short: seen before, short on average and last time.
+  auto short_run = [this](const std::atomic<uint64_t>& ns) {
+    return absl::Nanoseconds(ns.load(std::memory_order_relaxed)) < options_.inline_threshold;
+  };
   bool run_inline =
       workers_ == nullptr || (stats.calls.load(std::memory_order_relaxed) > 0 &&
-                              absl::Nanoseconds(stats.average_ns.load(std::memory_order_relaxed)) <
-                                  options_.inline_threshold);
+                              short_run(stats.average_ns) && short_run(stats.last_ns));
   if (run_inline) {
     ServerCounters::Add(counters_.executes_inline, 1);
     RunExecute(*fn, req->args, deadline, responder);
@@ -308,8 +310,7 @@ void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view p
   }
 }
 
-void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args,
-                                absl::Time deadline,
+void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
                                 const std::shared_ptr<ExecuteResponder>& responder) {
   Execution ex;
   ex.regions = regions_;

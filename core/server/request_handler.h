@@ -2,9 +2,10 @@
 //
 // One-sided ops (READ, WRITE, CAS, FETCH_ADD), PING, HAS_CODE and STATS are answered before Handle
 // returns, on the calling (I/O) thread. EXECUTE runs inline when its function is known to be short
-// (its running average is under `inline_threshold`), otherwise on the worker pool; LOAD of new code
-// runs on the pool. A parked EXECUTE is answered when woken. Retried EXECUTEs are de-duplicated.
-// Connections appear here only as ResponseSinks, so tests and other transports can drive it.
+// (its running average and its last run are under `inline_threshold`), otherwise on the worker
+// pool; LOAD of new code runs on the pool. A parked EXECUTE is answered when woken. Retried
+// EXECUTEs are de-duplicated. Connections appear here only as ResponseSinks, so tests and other
+// transports can drive it.
 //
 // Thread-safe: Handle may be called from any number of I/O threads at once.
 #ifndef ARDMA_CORE_SERVER_REQUEST_HANDLER_H_

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio.hpp>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -9,8 +10,6 @@
 #include <list>
 #include <thread>
 #include <vector>
-
-#include <boost/asio.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -97,10 +96,9 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
           break;
         }
         ++inflight_;
-        handler_.Handle(*header,
-                        std::string_view(buf.data() + begin + wire::kHeaderSize,
-                                         header->payload_len),
-                        shared_from_this());
+        handler_.Handle(
+            *header, std::string_view(buf.data() + begin + wire::kHeaderSize, header->payload_len),
+            shared_from_this());
         begin += frame_size;
       }
       Flush();
@@ -229,8 +227,8 @@ absl::Status Preload(CodeRegistry& registry, const std::string& dir) {
     }
     absl::StatusOr<wire::CodeHash> hash = registry.Load(kind, "", code);
     if (!hash.ok()) {
-      return absl::Status(hash.status().code(), absl::StrCat("preload ", path.string(), ": ",
-                                                             hash.status().message()));
+      return absl::Status(hash.status().code(),
+                          absl::StrCat("preload ", path.string(), ": ", hash.status().message()));
     }
     ARDMA_LOG(kInfo, "preloaded %s (%s)", path.string(), wire::HashToHex(*hash).substr(0, 16));
   }
@@ -301,8 +299,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (options.io_threads < 1) return absl::InvalidArgumentError("--io_threads must be at least 1");
   ARDMA_ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(options.listen));
 
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Region> heap,
-                         Region::Create({.size = options.memory_size, .file = options.memory_file}));
+  ARDMA_ASSIGN_OR_RETURN(
+      std::unique_ptr<Region> heap,
+      Region::Create({.size = options.memory_size, .file = options.memory_file}));
   bool reopened = heap->reopened();
   uint64_t heap_size = heap->size();
   impl->regions.Add(std::move(heap));
@@ -321,7 +320,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!options.preload_dir.empty()) {
     ARDMA_RETURN_IF_ERROR(Preload(impl->registry, options.preload_dir));
   }
-  impl->handler = std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);
+  impl->handler =
+      std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);
 
   for (int i = 0; i < options.io_threads; ++i) {
     impl->ios.push_back(std::make_unique<asio::io_context>(1));
@@ -340,8 +340,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     tcp::endpoint local = impl->acceptor->local_endpoint();
     impl->bound = HostPort{local.address().to_string(), local.port()};
   } catch (const boost::system::system_error& e) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen, ": ",
-                                               e.code().message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen, ": ", e.code().message()));
   }
   impl->expiry = std::make_unique<asio::steady_timer>(*impl->ios[0]);
   impl->Accept();

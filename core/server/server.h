@@ -30,7 +30,7 @@ struct ServerOptions {
   uint64_t memory_size = 1ull << 30;       // heap bytes; 0 with an existing memory file: its size
   std::string memory_file;                 // empty: anonymous memory (lost at exit)
   int io_threads = 1;
-  std::string preload_dir;                 // *.so files in it are loaded at start
+  std::string preload_dir;  // *.so files in it are loaded at start
   HandlerOptions handler;
 };
 

@@ -23,12 +23,12 @@ struct ServerCounters {
   Counter errors{0};                              // non-OK responses
   Counter connections_accepted{0};
   Counter connections_open{0};
-  Counter protocol_errors{0};                     // connections closed for unparseable frames
-  Counter execute_ns{0};                          // time spent running active functions
+  Counter protocol_errors{0};  // connections closed for unparseable frames
+  Counter execute_ns{0};       // time spent running active functions
   Counter executes_inline{0};
   Counter executes_pooled{0};
-  Counter executes_expired{0};                    // dropped: deadline passed before start
-  Counter executes_rejected{0};                   // worker queue full
+  Counter executes_expired{0};   // dropped: deadline passed before start
+  Counter executes_rejected{0};  // worker queue full
   Counter parked_total{0};
   // Memory operations performed by active code (not by one-sided ops).
   Counter active_reads{0};

@@ -5,8 +5,6 @@
 #include <random>
 #include <thread>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "core/active/testdata/test_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
@@ -14,14 +12,16 @@
 #include "core/memory/heap.h"
 #include "core/testing/raw_socket.h"
 #include "core/tools/demo_library.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace ardma {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::RawSocket;
 using testing::U64At;
 using testing::U64s;
-using ::testing::HasSubstr;
 
 constexpr uint64_t kScratch = heap::kDataStart + (1 << 20);  // free of heap blocks in these tests
 
@@ -234,14 +234,26 @@ TEST_F(ServerTest, JobWhoseDeadlinePassesInTheQueueIsDropped) {
   std::unique_ptr<Client> sleeper = NewClient();
   std::future<absl::StatusOr<std::string>> sleep = sleeper->ExecuteAsync("test.sleep", U64s({400}));
   while (Stat(*client_, "execute.pooled") < 1) absl::SleepFor(absl::Milliseconds(1));
-  absl::Status s = client_->Execute("test.add", U64s({kScratch + 16, 1}),
-                                    {.timeout = absl::Milliseconds(50)})
-                       .status();
+  absl::Status s =
+      client_->Execute("test.add", U64s({kScratch + 16, 1}), {.timeout = absl::Milliseconds(50)})
+          .status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(sleep.get().ok());
   // The server answers DEADLINE_EXCEEDED once the worker gets to it; the add never ran.
   while (Stat(*client_, "execute.expired") < 1) absl::SleepFor(absl::Milliseconds(5));
   EXPECT_EQ(U64At(*client_->Read(kScratch + 16, 8), 0), 0u);
+}
+
+TEST_F(ServerTest, ShortFunctionsRunInlineUntilARunIsSlow) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  ASSERT_TRUE(client_->Execute("test.sleep", U64s({0})).ok());  // unknown yet: pooled
+  uint64_t pooled = Stat(*client_, "execute.pooled");
+  uint64_t inlined = Stat(*client_, "execute.inline");
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client_->Execute("test.sleep", U64s({0})).ok());
+  EXPECT_EQ(Stat(*client_, "execute.inline"), inlined + 5);
+  ASSERT_TRUE(client_->Execute("test.sleep", U64s({20})).ok());  // known short: inline, but slow
+  ASSERT_TRUE(client_->Execute("test.sleep", U64s({0})).ok());   // so this one goes to a worker
+  EXPECT_EQ(Stat(*client_, "execute.pooled"), pooled + 1);
 }
 
 TEST_F(ServerTest, RunawayFunctionIsStoppedAtItsDeadline) {
@@ -342,7 +354,8 @@ TEST_F(ServerTest, SameFunctionSameResultInBothModesWithExpectedRoundTrips) {
   std::string head_arg = head->substr(0, 8);
 
   uint64_t before = client_->counters().round_trips.load();
-  absl::StatusOr<std::string> active = Invoke(*client_, Mode::kActive, demo, "demo.sum_list", head_arg);
+  absl::StatusOr<std::string> active =
+      Invoke(*client_, Mode::kActive, demo, "demo.sum_list", head_arg);
   uint64_t active_rts = client_->counters().round_trips.load() - before;
   before = client_->counters().round_trips.load();
   absl::StatusOr<std::string> rdma = Invoke(*client_, Mode::kRdma, demo, "demo.sum_list", head_arg);
@@ -360,8 +373,9 @@ TEST_F(ServerTest, SameFunctionSameResultInBothModesWithExpectedRoundTrips) {
   absl::StatusOr<std::string> rdma_head =
       Invoke(*client_, Mode::kRdma, demo, "demo.build_list", U64s({10}));
   ASSERT_TRUE(rdma_head.ok()) << rdma_head.status();
-  EXPECT_EQ(U64At(*Invoke(*client_, Mode::kActive, demo, "demo.sum_list", rdma_head->substr(0, 8)), 0),
-            55u);
+  EXPECT_EQ(
+      U64At(*Invoke(*client_, Mode::kActive, demo, "demo.sum_list", rdma_head->substr(0, 8)), 0),
+      55u);
 }
 
 TEST_F(ServerTest, ViewIsLocalOnlyAndGivesTheSameAnswer) {
@@ -397,7 +411,8 @@ TEST_F(ServerTest, StopsCleanlyWithParkedRequestsQueuedJobsAndOpenConnections) {
   std::unique_ptr<Client> parked_client = NewClient();
   std::future<absl::StatusOr<std::string>> parked = parked_client->ExecuteAsync("test.park", "z");
   std::unique_ptr<Client> sleeper = NewClient();
-  std::future<absl::StatusOr<std::string>> sleeping = sleeper->ExecuteAsync("test.sleep", U64s({200}));
+  std::future<absl::StatusOr<std::string>> sleeping =
+      sleeper->ExecuteAsync("test.sleep", U64s({200}));
   while (Stat(*client_, "parked.now") < 1) absl::SleepFor(absl::Milliseconds(1));
   server_.reset();  // must neither hang nor crash
   absl::StatusOr<std::string> p = parked.get();

@@ -50,9 +50,8 @@ void WorkerPool::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->queue_.empty();
-          },
+          +[](WorkerPool* p)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->queue_.empty(); },
           this));
       if (queue_.empty()) return;  // stopping
       job = std::move(queue_.front());

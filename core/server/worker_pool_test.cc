@@ -13,8 +13,14 @@ TEST(WorkerPoolTest, RunsJobsAndExpiresLateOnes) {
   absl::Notification release;
   std::atomic<int> ran{0}, expired{0};
   // Occupy the only worker, so the next job waits past its deadline.
-  ASSERT_TRUE(pool.Submit({absl::InfiniteFuture(), [&] { release.WaitForNotification(); ++ran; }, {}}));
-  ASSERT_TRUE(pool.Submit({absl::Now() + absl::Milliseconds(1), [&] { ++ran; }, [&] { ++expired; }}));
+  ASSERT_TRUE(pool.Submit({absl::InfiniteFuture(),
+                           [&] {
+                             release.WaitForNotification();
+                             ++ran;
+                           },
+                           {}}));
+  ASSERT_TRUE(
+      pool.Submit({absl::Now() + absl::Milliseconds(1), [&] { ++ran; }, [&] { ++expired; }}));
   absl::SleepFor(absl::Milliseconds(20));
   release.Notify();
   pool.Stop();
@@ -27,7 +33,12 @@ TEST(WorkerPoolTest, FullQueueRefusesAndStopAnswersQueuedJobs) {
   WorkerPool pool(1, 1);
   absl::Notification release, started;
   std::atomic<int> expired{0};
-  ASSERT_TRUE(pool.Submit({absl::InfiniteFuture(), [&] { started.Notify(); release.WaitForNotification(); }, {}}));
+  ASSERT_TRUE(pool.Submit({absl::InfiniteFuture(),
+                           [&] {
+                             started.Notify();
+                             release.WaitForNotification();
+                           },
+                           {}}));
   started.WaitForNotification();
   ASSERT_TRUE(pool.Submit({absl::InfiniteFuture(), [] {}, [&] { ++expired; }}));
   EXPECT_FALSE(pool.Submit({absl::InfiniteFuture(), [] {}, {}}));  // queue of one is full

@@ -27,7 +27,8 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  ping [COUNT]                  round trips, with their latency\n"
     "  stats                         the server's counters\n"
-    "  load FILE [KIND [NAME]]       ship code (KIND native or jvm; default native); prints its hash\n"
+    "  load FILE [KIND [NAME]]       ship code (KIND native or jvm; default native); prints its "
+    "hash\n"
     "  has HASH                      is the code with this hash loaded?\n"
     "  exec FUNCTION [ARGS]          run an active function; ARGS are bytes (see --hex)\n"
     "  read ADDR LEN                 read LEN bytes (hex dump; raw with --raw)\n"
@@ -113,8 +114,8 @@ absl::Status Run(const Options& opt, const std::vector<std::string>& args) {
     }
     return absl::OkStatus();
   };
-  static const std::vector<std::string> kCommands = {"ping", "stats", "load", "has", "exec",
-                                                     "read", "write", "cas", "fetch-add"};
+  static const std::vector<std::string> kCommands = {"ping", "stats", "load", "has",      "exec",
+                                                     "read", "write", "cas",  "fetch-add"};
   if (std::find(kCommands.begin(), kCommands.end(), cmd) == kCommands.end()) {
     return Usage(absl::StrCat("unknown command '", cmd, "' (see --help)"));
   }

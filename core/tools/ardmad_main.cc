@@ -35,10 +35,12 @@ int Main(int argc, char** argv) {
   flags.String("listen", &options.listen, "HOST:PORT", "address to listen on; port 0 picks one");
   flags.Bytes("memory", &memory,
               "heap size, e.g. 1G (default 1G; with an existing --memory-file, the file's size)");
-  flags.String("memory-file", &options.memory_file, "PATH",
-               "back the heap with this file (e.g. /dev/shm/ardma.heap) so data survives a restart");
+  flags.String(
+      "memory-file", &options.memory_file, "PATH",
+      "back the heap with this file (e.g. /dev/shm/ardma.heap) so data survives a restart");
   flags.Int("io-threads", &io_threads, "N", "I/O threads (each runs one-sided ops inline)");
-  flags.Int("workers", &workers, "N", "worker threads for long EXECUTEs and LOADs; 0 runs all inline");
+  flags.Int("workers", &workers, "N",
+            "worker threads for long EXECUTEs and LOADs; 0 runs all inline");
   flags.Int("worker-queue", &worker_queue, "N", "EXECUTEs that may wait for a worker");
   flags.Duration("inline-threshold", &options.handler.inline_threshold,
                  "EXECUTEs whose average run time is below this run on the I/O thread");
@@ -46,7 +48,8 @@ int Main(int argc, char** argv) {
                  "deadline of an EXECUTE that names none");
   flags.Bytes("max-frame", &max_frame, "largest frame payload accepted");
   flags.Int("max-batch", &max_batch, "N", "most entries in one READ or WRITE");
-  flags.Int("max-inflight", &max_inflight, "N", "unanswered requests per connection before reading pauses");
+  flags.Int("max-inflight", &max_inflight, "N",
+            "unanswered requests per connection before reading pauses");
   flags.String("preload", &options.preload_dir, "DIR", "load every .so in DIR at start");
   flags.String("port-file", &port_file, "PATH", "write the bound HOST:PORT here once listening");
   flags.Bool("quiet", &quiet, "log warnings and errors only");

@@ -9,11 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "absl/time/clock.h"
 #include "core/client/client.h"
 #include "core/memory/heap.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace ardma {
 namespace {
@@ -51,7 +51,7 @@ class Daemon {
     port_file_ = TempPath("ardmad_port");
     std::filesystem::remove(port_file_);
     std::vector<std::string> args = {BinDir() + "/ardmad", "--listen", "127.0.0.1:0",
-                                     "--port-file", port_file_, "--quiet"};
+                                     "--port-file",        port_file_, "--quiet"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = ::fork();
     if (pid_ == 0) {

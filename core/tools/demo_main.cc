@@ -32,7 +32,8 @@ absl::Status Demo(const std::string& server, int64_t length, int64_t repeats) {
 
   absl::Time start = absl::Now();
   ARDMA_RETURN_IF_ERROR(client->Ping());
-  std::printf("PING                      %8.1f us\n", absl::ToDoubleMicroseconds(absl::Now() - start));
+  std::printf("PING                      %8.1f us\n",
+              absl::ToDoubleMicroseconds(absl::Now() - start));
 
   // A word of our own, from the heap's named roots: everything one-sided.
   ardma::RemoteContext ctx(client.get(), {});
@@ -68,7 +69,8 @@ absl::Status Demo(const std::string& server, int64_t length, int64_t repeats) {
     absl::Time t0 = absl::Now();
     std::string result;
     for (int64_t i = 0; i < repeats; ++i) {
-      ARDMA_ASSIGN_OR_RETURN(result, ardma::Invoke(*client, mode, demo, "demo.sum_list", AsArg(head)));
+      ARDMA_ASSIGN_OR_RETURN(result,
+                             ardma::Invoke(*client, mode, demo, "demo.sum_list", AsArg(head)));
     }
     double us = absl::ToDoubleMicroseconds(absl::Now() - t0) / static_cast<double>(repeats);
     latency[mode == ardma::Mode::kActive] = us;
@@ -90,7 +92,8 @@ int main(int argc, char** argv) {
   ardma::FlagSet flags("ardma-demo",
                        "Usage: ardma-demo [flags]\n\nA short tour of a running ardmad: one-sided "
                        "operations, then a linked-list walk\nin RDMA mode and in active mode.");
-  flags.String("server", &server, "HOST:PORT", "the ardmad to use ($ARDMA_SERVER, else 127.0.0.1:15712)");
+  flags.String("server", &server, "HOST:PORT",
+               "the ardmad to use ($ARDMA_SERVER, else 127.0.0.1:15712)");
   flags.Int("length", &length, "N", "nodes in the list");
   flags.Int("repeats", &repeats, "N", "walks per mode");
   absl::StatusOr<std::vector<std::string>> args = flags.Parse(argc, argv);

@@ -10,11 +10,11 @@ namespace ardma {
 
 void FlagSet::String(std::string name, std::string* value, std::string metavar, std::string help) {
   std::string def = value->empty() ? "" : *value;
-  flags_.push_back({std::move(name), std::move(metavar), std::move(help), def,
-                    [value](std::string_view v) {
-                      *value = std::string(v);
-                      return absl::OkStatus();
-                    }});
+  flags_.push_back(
+      {std::move(name), std::move(metavar), std::move(help), def, [value](std::string_view v) {
+         *value = std::string(v);
+         return absl::OkStatus();
+       }});
 }
 
 void FlagSet::Int(std::string name, int64_t* value, std::string metavar, std::string help) {
@@ -56,7 +56,8 @@ void FlagSet::Duration(std::string name, absl::Duration* value, std::string help
   flags_.push_back({std::move(name), "DURATION", std::move(help), absl::FormatDuration(*value),
                     [value](std::string_view v) {
                       if (!absl::ParseDuration(ToAbsl(v), value) || *value < absl::ZeroDuration()) {
-                        return absl::InvalidArgumentError("expected a duration such as 10ms or 30s");
+                        return absl::InvalidArgumentError(
+                            "expected a duration such as 10ms or 30s");
                       }
                       return absl::OkStatus();
                     }});
@@ -126,8 +127,8 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
       value = args[++i];
     }
     if (absl::Status s = flag->set(value); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--", ToAbsl(name), "=", ToAbsl(value), ": ",
-                                                     s.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", ToAbsl(name), "=", ToAbsl(value), ": ", s.message()));
     }
   }
   return positional;

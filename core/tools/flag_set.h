@@ -26,7 +26,8 @@ namespace ardma {
 
 class FlagSet {
  public:
-  FlagSet(std::string program, std::string usage) : program_(std::move(program)), usage_(std::move(usage)) {}
+  FlagSet(std::string program, std::string usage)
+      : program_(std::move(program)), usage_(std::move(usage)) {}
 
   void String(std::string name, std::string* value, std::string metavar, std::string help);
   void Int(std::string name, int64_t* value, std::string metavar, std::string help);

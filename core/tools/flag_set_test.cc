@@ -22,9 +22,9 @@ TEST(FlagSetTest, ParsesAllKindsAndSpellings) {
   flags.Bool("color", &c, "color");
   flags.Bytes("memory", &size, "size");
   flags.Duration("deadline", &d, "deadline");
-  absl::StatusOr<std::vector<std::string>> args = flags.Parse(
-      {"pos1", "--memory-file", "/dev/shm/x", "--workers=4", "--quiet", "--no-color",
-       "--memory=2G", "--deadline", "250ms", "--", "--not-a-flag"});
+  absl::StatusOr<std::vector<std::string>> args =
+      flags.Parse({"pos1", "--memory-file", "/dev/shm/x", "--workers=4", "--quiet", "--no-color",
+                   "--memory=2G", "--deadline", "250ms", "--", "--not-a-flag"});
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_THAT(*args, ElementsAre("pos1", "--not-a-flag"));
   EXPECT_EQ(file, "/dev/shm/x");

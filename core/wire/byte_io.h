@@ -39,7 +39,8 @@ class ByteWriter {
  private:
   template <typename T>
   void Fixed(T v) {
-    static_assert(std::endian::native == std::endian::little, "wire encoding assumes little-endian");
+    static_assert(std::endian::native == std::endian::little,
+                  "wire encoding assumes little-endian");
     char buf[sizeof(T)];
     std::memcpy(buf, &v, sizeof(T));
     out_->append(buf, sizeof(T));

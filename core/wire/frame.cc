@@ -20,15 +20,24 @@ bool IsKnownOp(uint8_t op) { return op >= 1 && op < kNumOps; }
 
 const char* OpName(Op op) {
   switch (op) {
-    case Op::kPing: return "PING";
-    case Op::kRead: return "READ";
-    case Op::kWrite: return "WRITE";
-    case Op::kCas: return "CAS";
-    case Op::kFetchAdd: return "FETCH_ADD";
-    case Op::kLoad: return "LOAD";
-    case Op::kHasCode: return "HAS_CODE";
-    case Op::kExecute: return "EXECUTE";
-    case Op::kStats: return "STATS";
+    case Op::kPing:
+      return "PING";
+    case Op::kRead:
+      return "READ";
+    case Op::kWrite:
+      return "WRITE";
+    case Op::kCas:
+      return "CAS";
+    case Op::kFetchAdd:
+      return "FETCH_ADD";
+    case Op::kLoad:
+      return "LOAD";
+    case Op::kHasCode:
+      return "HAS_CODE";
+    case Op::kExecute:
+      return "EXECUTE";
+    case Op::kStats:
+      return "STATS";
   }
   return "UNKNOWN";
 }

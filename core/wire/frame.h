@@ -7,7 +7,8 @@
 //   EncodePingRequest("hello", &frame);
 //   FinishFrame({.op = Op::kPing, .request_id = 7, .client_id = 1}, start, &frame);
 //
-//   absl::StatusOr<FrameHeader> h = DecodeHeader(bytes, limits);   // validates magic/version/op/length
+//   absl::StatusOr<FrameHeader> h = DecodeHeader(bytes, limits);   // validates
+//   magic/version/op/length
 #ifndef ARDMA_CORE_WIRE_FRAME_H_
 #define ARDMA_CORE_WIRE_FRAME_H_
 
@@ -60,8 +61,8 @@ struct FrameHeader {
 // Explicit, configurable limits. Everything that sizes a buffer from the wire is checked
 // against these first.
 struct WireLimits {
-  uint32_t max_payload_bytes = 64u << 20;   // one frame's payload
-  uint32_t max_batch_entries = 65536;       // READ / WRITE entries per frame
+  uint32_t max_payload_bytes = 64u << 20;       // one frame's payload
+  uint32_t max_batch_entries = 65536;           // READ / WRITE entries per frame
   uint32_t max_inflight_per_connection = 1024;  // server stops reading a connection beyond this
 };
 

@@ -39,9 +39,8 @@ absl::Status CheckBatchCount(uint32_t count, size_t min_entry_bytes, const ByteR
                              const WireLimits& limits, const char* what) {
   if (count == 0) return absl::InvalidArgumentError(absl::StrCat("empty ", what, " batch"));
   if (count > limits.max_batch_entries) {
-    return absl::ResourceExhaustedError(absl::StrCat(what, " batch of ", count,
-                                                     " entries exceeds the limit of ",
-                                                     limits.max_batch_entries));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " batch of ", count, " entries exceeds the limit of ", limits.max_batch_entries));
   }
   // Every entry needs at least min_entry_bytes: reject counts the payload cannot hold before
   // reserving anything.
@@ -55,8 +54,10 @@ bool IsKnownCodeKind(uint8_t kind) { return kind == 1 || kind == 2; }
 
 const char* CodeKindName(CodeKind kind) {
   switch (kind) {
-    case CodeKind::kNative: return "native";
-    case CodeKind::kJvm: return "jvm";
+    case CodeKind::kNative:
+      return "native";
+    case CodeKind::kJvm:
+      return "jvm";
   }
   return "unknown";
 }
@@ -120,9 +121,8 @@ absl::Status CheckReadResponseSize(std::span<const ReadEntry> entries, const Wir
   uint64_t total = 0;
   for (const ReadEntry& e : entries) total += e.len;
   if (total > limits.max_payload_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("READ batch of ", total,
-                                                     " bytes exceeds the frame limit of ",
-                                                     limits.max_payload_bytes));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "READ batch of ", total, " bytes exceeds the frame limit of ", limits.max_payload_bytes));
   }
   return absl::OkStatus();
 }

@@ -1,10 +1,10 @@
 #include <random>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "core/wire/byte_io.h"
 #include "core/wire/frame.h"
 #include "core/wire/messages.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace ardma::wire {
 namespace {
@@ -15,7 +15,10 @@ TEST(FrameTest, HeaderRoundTrip) {
   std::string frame;
   size_t start = BeginFrame(&frame);
   frame += "payload";
-  FinishFrame({.op = Op::kExecute, .flags = kFlagResponse, .status = 5, .request_id = 0x1122334455,
+  FinishFrame({.op = Op::kExecute,
+               .flags = kFlagResponse,
+               .status = 5,
+               .request_id = 0x1122334455,
                .client_id = 0xabcdef},
               start, &frame);
   ASSERT_EQ(frame.size(), kHeaderSize + 7);
@@ -163,12 +166,17 @@ TEST(MessagesTest, AtomicsRoundTrip) {
 
 TEST(MessagesTest, LoadHasCodeExecuteStatsRoundTrip) {
   std::string p;
-  EncodeLoadRequest({CodeKind::kJvm, "dht", "\x7f" "ELFbytes"}, &p);
+  EncodeLoadRequest({CodeKind::kJvm, "dht",
+                     "\x7f"
+                     "ELFbytes"},
+                    &p);
   absl::StatusOr<LoadRequest> load = DecodeLoadRequest(p);
   ASSERT_TRUE(load.ok()) << load.status();
   EXPECT_EQ(load->kind, CodeKind::kJvm);
   EXPECT_EQ(load->library_name, "dht");
-  EXPECT_EQ(load->code, "\x7f" "ELFbytes");
+  EXPECT_EQ(load->code,
+            "\x7f"
+            "ELFbytes");
   std::string bad_kind = p;
   bad_kind[0] = 7;
   EXPECT_FALSE(DecodeLoadRequest(bad_kind).ok());

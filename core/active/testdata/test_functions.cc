@@ -87,14 +87,7 @@ absl::StatusOr<std::string> ViewSum(Context& ctx, std::string_view args) {
 
 }  // namespace
 
-ARDMA_ACTIVE_LIBRARY(test,
-                     {"test.noop", &Noop},
-                     {"test.echo", &Echo},
-                     {"test.add", &Add},
-                     {"test.call_double", &CallDouble},
-                     {"test.fail", &Fail},
-                     {"test.spin", &Spin},
-                     {"test.sleep", &Sleep},
-                     {"test.park", &Park},
-                     {"test.wake", &Wake},
+ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.add", &Add},
+                     {"test.call_double", &CallDouble}, {"test.fail", &Fail}, {"test.spin", &Spin},
+                     {"test.sleep", &Sleep}, {"test.park", &Park}, {"test.wake", &Wake},
                      {"test.view_sum", &ViewSum});
