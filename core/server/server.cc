@@ -77,6 +77,14 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
     for (;;) {
       // Handle every complete frame in the buffer; their responses go out in one write.
       while (end - begin >= wire::kHeaderSize) {
+        // Back-pressure: no more than the limit of unanswered requests, even when more frames
+        // are already buffered.
+        if (inflight_ >= limits.max_inflight_per_connection) {
+          Flush();
+          co_await WaitForRoom();
+          if (!Open()) co_return;
+          continue;
+        }
         absl::StatusOr<wire::FrameHeader> header =
             wire::DecodeHeader(std::string_view(buf.data() + begin, wire::kHeaderSize), limits);
         if (!header.ok()) {
@@ -115,17 +123,23 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
         begin = 0;
       }
       // Back-pressure: stop reading while too many requests are unanswered.
-      while (inflight_ >= limits.max_inflight_per_connection && Open()) {
-        boost::system::error_code ignored;
-        resume_.expires_at(asio::steady_timer::time_point::max());
-        co_await resume_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
-      }
+      co_await WaitForRoom();
       if (!Open()) co_return;
       boost::system::error_code ec;
       size_t n = co_await socket_.async_read_some(asio::buffer(buf.data() + end, buf.size() - end),
                                                   asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
       end += n;
+    }
+  }
+
+  // Returns once fewer than the limit of requests are unanswered (Enqueue wakes it) or the
+  // connection closed.
+  asio::awaitable<void> WaitForRoom() {
+    while (inflight_ >= handler_.limits().max_inflight_per_connection && Open()) {
+      boost::system::error_code ignored;
+      resume_.expires_at(asio::steady_timer::time_point::max());
+      co_await resume_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
     }
   }
 

@@ -3,6 +3,7 @@
 
 #include <future>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "core/active/testdata/test_library.h"
@@ -288,6 +289,60 @@ TEST_F(ServerTest, RetriedExecuteRunsOnce) {
   }
   EXPECT_EQ(U64At(*client_->Read(kScratch + 24, 8), 0), 1u);
   EXPECT_EQ(Stat(*client_, "dedup.replays"), 2u);
+}
+
+TEST_F(ServerTest, ResponsesComeBackOutOfOrder) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  wire::ExecuteRequest req;
+  req.function = "test.sleep";
+  std::string args = U64s({200});
+  req.args = args;
+  std::string payload;
+  wire::EncodeExecuteRequest(req, &payload);
+  RawSocket socket(server_->port());
+  ASSERT_TRUE(socket.SendFrame(wire::Op::kExecute, payload, /*request_id=*/1, 0));
+  ASSERT_TRUE(socket.SendFrame(wire::Op::kPing, "fast", /*request_id=*/2, 0));
+  std::optional<testing::RawResponse> first = socket.Receive();
+  std::optional<testing::RawResponse> second = socket.Receive();
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  EXPECT_EQ(first->header.request_id, 2u);  // the PING overtook the sleeping EXECUTE
+  EXPECT_EQ(first->payload, "fast");
+  EXPECT_EQ(second->header.request_id, 1u);
+  EXPECT_EQ(second->header.status, 0);
+}
+
+TEST_F(ServerTest, InflightLimitPausesReadingWithoutLosingRequests) {
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.handler.limits.max_inflight_per_connection = 4;
+  options.handler.inline_threshold = absl::ZeroDuration();  // every EXECUTE waits for a worker
+  options.handler.worker_queue = 8;  // without the pause, 300 pipelined requests would overflow it
+  StartServer(options);
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  RawSocket socket(server_->port());
+  std::string burst;
+  constexpr uint64_t kRequests = 300;
+  for (uint64_t id = 1; id <= kRequests; ++id) {
+    wire::ExecuteRequest req;
+    req.function = "test.echo";
+    std::string args = std::to_string(id);
+    req.args = args;
+    size_t start = wire::BeginFrame(&burst);
+    wire::EncodeExecuteRequest(req, &burst);
+    wire::FinishFrame({.op = wire::Op::kExecute, .request_id = id}, start, &burst);
+  }
+  ASSERT_TRUE(socket.SendBytes(burst));  // all pipelined in one write
+  std::set<uint64_t> answered;
+  for (uint64_t i = 1; i <= kRequests; ++i) {
+    std::optional<testing::RawResponse> r = socket.Receive();
+    ASSERT_TRUE(r.has_value()) << i;
+    ASSERT_EQ(r->header.status, 0) << r->payload;
+    EXPECT_EQ(r->payload, std::to_string(r->header.request_id));
+    answered.insert(r->header.request_id);
+  }
+  EXPECT_EQ(answered.size(), kRequests);
+  EXPECT_EQ(Stat(*client_, "execute.pooled"), kRequests);
+  EXPECT_EQ(Stat(*client_, "execute.rejected"), 0u);  // never more than 4 queued from it
 }
 
 TEST_F(ServerTest, GarbageFromOneClientDoesNotDisturbAnother) {
