@@ -25,7 +25,10 @@ Client::Client(std::string address, const ClientOptions& options)
       options_(options),
       client_id_(options.client_id != 0 ? options.client_id : RandomClientId()) {}
 
-Client::~Client() = default;
+Client::~Client() {
+  absl::MutexLock lock(&mu_);
+  if (connection_ != nullptr) connection_->Close();
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string_view address,
                                                         const ClientOptions& options) {
@@ -44,11 +47,12 @@ absl::StatusOr<std::shared_ptr<Connection>> Client::CurrentConnection() {
       absl::SleepFor(backoff);
       backoff = std::min(backoff * 2, options_.backoff_max);
     }
-    absl::StatusOr<std::unique_ptr<Connection>> c =
+    absl::StatusOr<std::shared_ptr<Connection>> c =
         Connection::Open(address_, options_.connect_timeout, options_.limits, &counters_);
     if (c.ok()) {
       if (connected_once_) counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
       connected_once_ = true;
+      if (connection_ != nullptr) connection_->Close();
       connection_ = std::move(*c);
       loaded_.clear();  // the server may have restarted
       return connection_;

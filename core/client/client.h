@@ -12,6 +12,7 @@
 // LOAD, HAS_CODE, STATS, and EXECUTE, which the server de-duplicates by (client id, request id))
 // are retried on a new connection within their timeout; CAS and FETCH_ADD are not (they may have
 // been applied) and fail with UNAVAILABLE. UNAVAILABLE otherwise means the server is really gone.
+// Asynchronous calls (CallAsync, ExecuteAsync) are not retried: their callback gets UNAVAILABLE.
 //
 // Thread-safe: any number of threads may share one Client; their calls are pipelined on one
 // connection. Asynchronous callbacks run on a client thread and must not block on further

@@ -36,7 +36,7 @@ struct Connection::Pending {
   absl::Time deadline;
 };
 
-absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(std::string_view address,
+absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(std::string_view address,
                                                              absl::Duration timeout,
                                                              const wire::WireLimits& limits,
                                                              ClientCounters* counters) {
@@ -63,8 +63,8 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(std::string_view ad
     if (rc != 0 && errno == EINPROGRESS) {
       pollfd p{s, POLLOUT, 0};
       int ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
-      rc = ::poll(&p, 1, ms > 0 ? ms : 1);
-      if (rc == 1) {
+      int polled = ::poll(&p, 1, ms > 0 ? ms : 1);
+      if (polled == 1) {
         int err = 0;
         socklen_t len = sizeof(err);
         ::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -72,8 +72,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(std::string_view ad
         errno = err;
       } else {
         rc = -1;
-        errno = rc == 0 ? ETIMEDOUT : errno;
-        if (errno == 0) errno = ETIMEDOUT;
+        if (polled == 0) errno = ETIMEDOUT;  // else poll set errno
       }
     }
     if (rc != 0) {
@@ -91,21 +90,32 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(std::string_view ad
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   timeval tick{0, kReadTickMs * 1000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
-  return std::unique_ptr<Connection>(new Connection(fd, limits, counters));
+  return std::shared_ptr<Connection>(new Connection(fd, limits, counters));
 }
 
 Connection::Connection(int fd, const wire::WireLimits& limits, ClientCounters* counters)
     : fd_(fd), limits_(limits), counters_(counters), rbuf_(kInitialReadBuffer, '\0') {}
 
 Connection::~Connection() {
+  Close();
+  if (background_.joinable()) {
+    // The reader holds a reference while it runs, so if it is still around this destructor is
+    // its last act (it dropped the last reference): let the thread end by itself.
+    if (background_.get_id() == std::this_thread::get_id()) {
+      background_.detach();
+    } else {
+      background_.join();
+    }
+  }
+  ::close(fd_);
+}
+
+void Connection::Close() {
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
   }
-  ::shutdown(fd_, SHUT_RDWR);
-  if (background_.joinable()) background_.join();
   Break(absl::UnavailableError("connection closed"));
-  ::close(fd_);
 }
 
 bool Connection::broken() const {
@@ -199,7 +209,9 @@ void Connection::Async(const OutgoingRequest& request, uint64_t request_id, uint
     if (broken.ok()) {
       pending_[request_id] = pending;
       ++async_pending_;
-      if (!background_.joinable()) background_ = std::thread([this] { BackgroundReader(); });
+      if (!background_.joinable()) {
+        background_ = std::thread([self = shared_from_this()] { self->BackgroundReader(); });
+      }
     }
   }
   if (!broken.ok()) {

@@ -10,6 +10,10 @@
 //
 // Once broken (peer closed, I/O error, protocol error) a Connection stays broken: every pending and
 // later call fails with UNAVAILABLE and the owner makes a new one.
+//
+// Ownership: shared. The background reader holds a reference while it runs, so a callback may drop
+// every other reference safely; it stops once the connection is broken or Close()d, so an owner
+// that is done with a connection calls Close().
 // Thread-safe. The header is free of socket types on purpose.
 #ifndef ARDMA_CORE_CLIENT_CONNECTION_H_
 #define ARDMA_CORE_CLIENT_CONNECTION_H_
@@ -52,10 +56,10 @@ struct OutgoingRequest {
 using ResponsePayload = absl::StatusOr<std::string>;
 using ResponseCallback = std::function<void(ResponsePayload)>;
 
-class Connection {
+class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // Connects with a timeout. UNAVAILABLE if the server cannot be reached.
-  static absl::StatusOr<std::unique_ptr<Connection>> Open(std::string_view address,
+  static absl::StatusOr<std::shared_ptr<Connection>> Open(std::string_view address,
                                                           absl::Duration timeout,
                                                           const wire::WireLimits& limits,
                                                           ClientCounters* counters);
@@ -76,6 +80,8 @@ class Connection {
              absl::Time deadline, ResponseCallback done);
 
   bool broken() const;
+  // Fails pending calls with UNAVAILABLE and lets the background reader finish.
+  void Close();
 
  private:
   struct Pending;

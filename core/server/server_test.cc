@@ -476,6 +476,35 @@ TEST_F(ServerTest, StopsCleanlyWithParkedRequestsQueuedJobsAndOpenConnections) {
   (void)sleeping.get();
 }
 
+TEST_F(ServerTest, AsyncCallbackMayReconnectAfterItsConnectionBroke) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  uint16_t port = server_->port();
+  std::promise<absl::Status> nested;
+  std::string parked_request;
+  wire::ExecuteRequest req;
+  req.function = "test.park";  // never answered: it ends when the connection breaks
+  req.args = "forever";
+  wire::EncodeExecuteRequest(req, &parked_request);
+  client_->CallAsync(wire::Op::kExecute, parked_request, [this, &nested](ResponsePayload first) {
+    // Runs on the broken connection's reader; this call replaces that connection.
+    EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable);
+    client_->CallAsync(wire::Op::kPing, "again", [&nested](ResponsePayload second) {
+      nested.set_value(second.status());
+    });
+  });
+  while (Stat(*client_, "parked.now") < 1) absl::SleepFor(absl::Milliseconds(1));
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.listen = "127.0.0.1:" + std::to_string(port);
+  absl::StatusOr<std::unique_ptr<Server>> again = Server::Start(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  server_ = std::move(*again);
+  std::future<absl::Status> done = nested.get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(done.get().ok());
+  EXPECT_TRUE(client_->Ping().ok());
+}
+
 TEST_F(ServerTest, CallTimeoutAndUnreachableServer) {
   ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
   EXPECT_EQ(client_->Execute("test.sleep", U64s({300}), {.timeout = absl::Milliseconds(50)})
