@@ -54,6 +54,17 @@ class ServerTest : public ::testing::Test {
     server_ = std::move(*server);
     client_ = NewClient();
   }
+  // Stops the server and starts a fresh one (empty memory, no code) on the same port; clients
+  // keep their broken connections until their next call.
+  void RestartOnSamePort() {
+    uint16_t port = server_->port();
+    server_.reset();
+    ServerOptions options = TestOptions();
+    options.listen = "127.0.0.1:" + std::to_string(port);
+    absl::StatusOr<std::unique_ptr<Server>> again = Server::Start(options);
+    ASSERT_TRUE(again.ok()) << again.status();
+    server_ = std::move(*again);
+  }
   std::unique_ptr<Client> NewClient(ClientOptions options = {}) {
     absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(server_->address(), options);
     EXPECT_TRUE(c.ok()) << c.status();
@@ -462,13 +473,7 @@ TEST_F(ServerTest, ViewIsLocalOnlyAndGivesTheSameAnswer) {
 TEST_F(ServerTest, ClientReconnectsToARestartedServerAndReshipsCode) {
   const ActiveLibrary& test2 = active_libraries::test2();
   ASSERT_TRUE(Invoke(*client_, Mode::kActive, test2, "test2.double", U64s({1})).ok());
-  uint16_t port = server_->port();
-  server_.reset();
-  ServerOptions options = TestOptions();
-  options.listen = "127.0.0.1:" + std::to_string(port);
-  absl::StatusOr<std::unique_ptr<Server>> again = Server::Start(options);
-  ASSERT_TRUE(again.ok()) << again.status();
-  server_ = std::move(*again);
+  ASSERT_NO_FATAL_FAILURE(RestartOnSamePort());
   // The old connection is dead; the next call reconnects and, the code being gone, reships it.
   absl::StatusOr<std::string> r = Invoke(*client_, Mode::kActive, test2, "test2.double", U64s({8}));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -493,7 +498,6 @@ TEST_F(ServerTest, StopsCleanlyWithParkedRequestsQueuedJobsAndOpenConnections) {
 
 TEST_F(ServerTest, AsyncCallbackMayReconnectAfterItsConnectionBroke) {
   ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
-  uint16_t port = server_->port();
   std::promise<absl::Status> nested;
   std::string parked_request;
   wire::ExecuteRequest req;
@@ -508,12 +512,7 @@ TEST_F(ServerTest, AsyncCallbackMayReconnectAfterItsConnectionBroke) {
     });
   });
   while (Stat(*client_, "parked.now") < 1) absl::SleepFor(absl::Milliseconds(1));
-  server_.reset();
-  ServerOptions options = TestOptions();
-  options.listen = "127.0.0.1:" + std::to_string(port);
-  absl::StatusOr<std::unique_ptr<Server>> again = Server::Start(options);
-  ASSERT_TRUE(again.ok()) << again.status();
-  server_ = std::move(*again);
+  ASSERT_NO_FATAL_FAILURE(RestartOnSamePort());
   std::future<absl::Status> done = nested.get_future();
   ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_TRUE(done.get().ok());
