@@ -225,8 +225,8 @@ void Connection::Async(const OutgoingRequest& request, uint64_t request_id, uint
 
 void Connection::ReadOnce() {
   if (rend_ == rbuf_.size()) {
-    // Full: compact, or grow for a frame larger than the buffer (bounded by the frame limit,
-    // which the header was checked against before we got here).
+    // Full: compact, or double for a frame larger than the buffer. Only an incomplete frame whose
+    // header passed the limits can fill it, so the buffer stays under twice the frame limit.
     if (rbegin_ > 0) {
       std::memmove(rbuf_.data(), rbuf_.data() + rbegin_, rend_ - rbegin_);
       rend_ -= rbegin_;
@@ -257,12 +257,7 @@ void Connection::ReadOnce() {
     }
     size_t frame_size = wire::kHeaderSize + header->payload_len;
     if (rend_ - rbegin_ < frame_size) {
-      if (rbuf_.size() - rbegin_ < frame_size) {
-        std::memmove(rbuf_.data(), rbuf_.data() + rbegin_, rend_ - rbegin_);
-        rend_ -= rbegin_;
-        rbegin_ = 0;
-        if (rbuf_.size() < frame_size) rbuf_.resize(frame_size);
-      }
+      // Incomplete: the next ReadOnce compacts or doubles the buffer once it is full.
       break;
     }
     Dispatch(*header,

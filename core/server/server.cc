@@ -94,12 +94,13 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
         }
         size_t frame_size = wire::kHeaderSize + header->payload_len;
         if (end - begin < frame_size) {
-          // Make room for the whole frame (its size was checked against the limits).
+          // Incomplete: move it to the front; if the buffer is then full, double it (never past
+          // the frame). Memory follows the bytes that actually arrived, not the claimed length.
           if (buf.size() - begin < frame_size) {
             std::copy(buf.begin() + begin, buf.begin() + end, buf.begin());
             end -= begin;
             begin = 0;
-            if (buf.size() < frame_size) buf.resize(frame_size);
+            if (end == buf.size()) buf.resize(std::min(frame_size, 2 * buf.size()));
           }
           break;
         }

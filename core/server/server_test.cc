@@ -1,6 +1,9 @@
 // End-to-end tests of ardmad's core: a real Server on 127.0.0.1:0, real Clients.
 #include "core/server/server.h"
 
+#include <unistd.h>
+
+#include <fstream>
 #include <future>
 #include <random>
 #include <set>
@@ -424,6 +427,34 @@ TEST_F(ServerTest, GarbageFromOneClientDoesNotDisturbAnother) {
   stop = true;
   worker.join();
   EXPECT_GE(Stat(*client_, "connections.protocol_errors"), 20u);
+}
+
+// Resident memory of this process (the server runs in it), from /proc.
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST_F(ServerTest, ClaimedFrameLengthsDoNotAllocateMemoryBeforeTheBytesArrive) {
+  uint64_t before = ResidentBytes();
+  std::vector<std::unique_ptr<RawSocket>> sockets;
+  for (int i = 0; i < 20; ++i) {
+    auto socket = std::make_unique<RawSocket>(server_->port());
+    std::string frame;
+    size_t start = wire::BeginFrame(&frame);
+    frame += "abc";
+    wire::FinishFrame({.op = wire::Op::kWrite, .request_id = 1}, start, &frame);
+    uint32_t claimed = 60u << 20;  // within the 64 MiB limit, but only 3 bytes follow
+    std::memcpy(&frame[12], &claimed, 4);
+    ASSERT_TRUE(socket->SendBytes(frame));
+    sockets.push_back(std::move(socket));
+  }
+  ASSERT_TRUE(client_->Ping().ok());  // the server has read what was sent
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_LT(ResidentBytes() - before, 100u << 20)
+      << "20 connections claiming 60 MiB each must not cost 1.2 GB";
 }
 
 TEST_F(ServerTest, SameFunctionSameResultInBothModesWithExpectedRoundTrips) {
