@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -37,6 +38,8 @@ Server& SharedServer() {
     options.listen = "127.0.0.1:0";
     options.memory_size = 256 << 20;
     options.handler.workers = 2;
+    // ARDMA_BENCH_IO_THREADS: ardmad's --io-threads for this run (default: ardmad's default).
+    if (const char* io = std::getenv("ARDMA_BENCH_IO_THREADS")) options.io_threads = std::atoi(io);
     absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
     if (!s.ok()) {
       std::fprintf(stderr, "cannot start ardmad: %s\n", s.status().ToString().c_str());

@@ -255,6 +255,11 @@ absl::Status Preload(CodeRegistry& registry, const std::string& dir) {
 // Members are destroyed in reverse order: the handler (whose parked requests and de-dup waiters
 // may own sessions, and so sockets) goes first, while the io_contexts still exist; the regions and
 // the registry last, after everything that runs code against them.
+int DefaultIoThreads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(n, 1u, 8u));
+}
+
 struct Server::Impl {
   ServerOptions options;
   RegionTable regions;

@@ -25,11 +25,14 @@
 
 namespace ardma {
 
+// One I/O thread per hardware thread, at least 1 and at most 8.
+int DefaultIoThreads();
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:15712";  // HOST:PORT; port 0 picks a free port
   uint64_t memory_size = 1ull << 30;       // heap bytes; 0 with an existing memory file: its size
   std::string memory_file;                 // empty: anonymous memory (lost at exit)
-  int io_threads = 1;
+  int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8
   std::string preload_dir;  // *.so files in it are loaded at start
   HandlerOptions handler;
 };
