@@ -38,6 +38,7 @@ Server& SharedServer() {
     options.listen = "127.0.0.1:0";
     options.memory_size = 256 << 20;
     options.handler.workers = 2;
+    options.unix_socket = "/tmp/ardma_core_bench." + std::to_string(::getpid()) + ".sock";
     // ARDMA_BENCH_IO_THREADS: ardmad's --io-threads for this run (default: ardmad's default).
     if (const char* io = std::getenv("ARDMA_BENCH_IO_THREADS")) options.io_threads = std::atoi(io);
     absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
@@ -45,13 +46,20 @@ Server& SharedServer() {
       std::fprintf(stderr, "cannot start ardmad: %s\n", s.status().ToString().c_str());
       std::abort();
     }
-    return s->release();
+    // The server lives until exit; stop it then, which also removes its socket file.
+    static std::unique_ptr<Server> owner = std::move(*s);
+    std::atexit([] { owner->Stop(); });
+    return owner.get();
   }();
   return *server;
 }
 
-std::unique_ptr<Client> NewClient(benchmark::State& state) {
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(SharedServer().address());
+enum class Transport { kTcp, kUnix };
+
+std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport = Transport::kTcp) {
+  std::string address = transport == Transport::kTcp ? SharedServer().address()
+                                                     : "unix:" + SharedServer().unix_socket();
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(address);
   if (!c.ok()) {
     state.SkipWithError(c.status().ToString().c_str());
     return nullptr;
@@ -72,8 +80,8 @@ void ReportCounters(benchmark::State& state, Client& client, uint64_t rt0, uint6
 }
 
 template <typename Op>
-void RunClientBenchmark(benchmark::State& state, Op op) {
-  std::unique_ptr<Client> client = NewClient(state);
+void RunClientBenchmark(benchmark::State& state, Op op, Transport transport = Transport::kTcp) {
+  std::unique_ptr<Client> client = NewClient(state, transport);
   if (client == nullptr) return;
   uint64_t rt0 = client->counters().round_trips;
   uint64_t bytes0 = client->counters().bytes_sent + client->counters().bytes_received;
@@ -170,6 +178,13 @@ void BM_Ping(benchmark::State& state) {
 }
 BENCHMARK(BM_Ping)->Threads(1)->Threads(4)->UseRealTime();
 
+// Same-host clients over the server's --unix-socket.
+void BM_PingUnix(benchmark::State& state) {
+  RunClientBenchmark(
+      state, [](Client& c) { return c.Ping().ok(); }, Transport::kUnix);
+}
+BENCHMARK(BM_PingUnix)->Threads(1)->UseRealTime();
+
 void BM_Read(benchmark::State& state) {
   uint32_t len = static_cast<uint32_t>(state.range(0));
   RunClientBenchmark(state, [len](Client& c) { return c.Read(kBenchAddr, len).ok(); });
@@ -193,8 +208,8 @@ void BM_FetchAdd(benchmark::State& state) {
 }
 BENCHMARK(BM_FetchAdd)->Threads(1)->Threads(4)->UseRealTime();
 
-void BM_ExecuteNoop(benchmark::State& state) {
-  std::unique_ptr<Client> client = NewClient(state);
+void ExecuteNoop(benchmark::State& state, Transport transport) {
+  std::unique_ptr<Client> client = NewClient(state, transport);
   if (client == nullptr) return;
   const ActiveLibrary& test = active_libraries::test();
   if (!EnsureLoaded(*client, test).ok()) {
@@ -220,7 +235,11 @@ void BM_ExecuteNoop(benchmark::State& state) {
                              static_cast<double>(state.iterations() * state.threads()),
                          benchmark::Counter::kAvgThreads);
 }
+void BM_ExecuteNoop(benchmark::State& state) { ExecuteNoop(state, Transport::kTcp); }
 BENCHMARK(BM_ExecuteNoop)->Threads(1)->Threads(4)->UseRealTime();
+
+void BM_ExecuteNoopUnix(benchmark::State& state) { ExecuteNoop(state, Transport::kUnix); }
+BENCHMARK(BM_ExecuteNoopUnix)->Threads(1)->UseRealTime();
 
 // Pipelined: 16 READs of 8 bytes in one batch (one flight).
 void BM_ReadBatch16(benchmark::State& state) {

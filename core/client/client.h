@@ -90,7 +90,8 @@ class Batch {
 
 class Client {
  public:
-  // Connects to "host:port". UNAVAILABLE if no connection can be made.
+  // Connects to "host:port", or to "unix:/path" for a server's --unix-socket on this host.
+  // UNAVAILABLE if no connection can be made.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(std::string_view address,
                                                          const ClientOptions& options = {});
   ~Client();

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +22,7 @@ namespace {
 // A reader blocked in recv(2) wakes this often to check deadlines.
 constexpr int kReadTickMs = 100;
 constexpr size_t kInitialReadBuffer = 64 << 10;
+constexpr std::string_view kUnixPrefix = "unix:";
 
 absl::Status ErrnoUnavailable(const std::string& what, int err) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
@@ -36,10 +38,33 @@ struct Connection::Pending {
   absl::Time deadline;
 };
 
+absl::StatusOr<int> ConnectUnix(std::string_view path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad unix socket path '", ToAbsl(path), "'"));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoUnavailable("socket", errno);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    absl::Status s = ErrnoUnavailable(absl::StrCat("connect to unix:", ToAbsl(path)), errno);
+    ::close(fd);
+    return s;
+  }
+  return fd;
+}
+
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(std::string_view address,
                                                              absl::Duration timeout,
                                                              const wire::WireLimits& limits,
                                                              ClientCounters* counters) {
+  if (address.substr(0, 5) == kUnixPrefix) {
+    ARDMA_ASSIGN_OR_RETURN(int fd, ConnectUnix(address.substr(5)));
+    timeval tick{0, kReadTickMs * 1000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
+    return std::shared_ptr<Connection>(new Connection(fd, limits, counters));
+  }
   ARDMA_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -58,7 +58,8 @@ using ResponseCallback = std::function<void(ResponsePayload)>;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  // Connects with a timeout. UNAVAILABLE if the server cannot be reached.
+  // Connects to "host:port" (TCP, with a timeout) or "unix:/path" (a Unix-domain socket).
+  // UNAVAILABLE if the server cannot be reached; INVALID_ARGUMENT for a malformed address.
   static absl::StatusOr<std::shared_ptr<Connection>> Open(std::string_view address,
                                                           absl::Duration timeout,
                                                           const wire::WireLimits& limits,

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <list>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -26,15 +27,26 @@ namespace {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using local = asio::local::stream_protocol;
 
 constexpr size_t kInitialReadBuffer = 64 << 10;
 constexpr auto kExpiryPeriod = std::chrono::milliseconds(20);
 
-// One connection. Lives on one io_context (one thread), so its members need no lock; Send from
-// other threads posts itself over.
-class Session : public ResponseSink, public std::enable_shared_from_this<Session> {
+// What the server keeps of a connection, whatever its socket type.
+class SessionBase : public ResponseSink {
  public:
-  Session(tcp::socket socket, asio::io_context& io, RequestHandler& handler)
+  // Closes from any thread.
+  virtual void Shutdown() = 0;
+};
+
+// One connection over a TCP or Unix-domain stream socket. Lives on one io_context (one thread),
+// so its members need no lock; Send from other threads posts itself over.
+template <typename Socket>
+class Session : public SessionBase, public std::enable_shared_from_this<Session<Socket>> {
+ public:
+  using std::enable_shared_from_this<Session<Socket>>::shared_from_this;
+
+  Session(Socket socket, asio::io_context& io, RequestHandler& handler)
       : socket_(std::move(socket)),
         executor_(io.get_executor()),
         handler_(handler),
@@ -59,8 +71,7 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
 
   bool Open() const override { return open_.load(std::memory_order_acquire); }
 
-  // Closes from any thread.
-  void Shutdown() {
+  void Shutdown() override {
     asio::post(executor_, [self = shared_from_this()] { self->Close(); });
   }
 
@@ -197,13 +208,13 @@ class Session : public ResponseSink, public std::enable_shared_from_this<Session
     if (!open_.exchange(false)) return;
     handler_.counters().connections_open.fetch_sub(1, std::memory_order_relaxed);
     boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.shutdown(Socket::shutdown_both, ignored);
     socket_.close(ignored);
     resume_.cancel();
     queue_.clear();
   }
 
-  tcp::socket socket_;
+  Socket socket_;
   asio::io_context::executor_type executor_;
   RequestHandler& handler_;
   asio::steady_timer resume_;  // wakes the reader when in-flight requests drop below the limit
@@ -269,38 +280,63 @@ struct Server::Impl {
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
   std::vector<std::thread> threads;
   std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<local::acceptor> unix_acceptor;  // with --unix-socket
   std::unique_ptr<asio::steady_timer> expiry;
   std::unique_ptr<RequestHandler> handler;
   size_t next_io = 0;
   HostPort bound;
 
   absl::Mutex mu;
-  std::list<std::weak_ptr<Session>> sessions ABSL_GUARDED_BY(mu);
+  std::list<std::weak_ptr<SessionBase>> sessions ABSL_GUARDED_BY(mu);
   bool stopped ABSL_GUARDED_BY(mu) = false;
   absl::Notification done;
 
-  void Accept() {
+  // Accepts connections forever, handing them to the I/O threads in turn.
+  template <typename Acceptor>
+  void Accept(Acceptor* acceptor) {
+    using Socket = typename Acceptor::protocol_type::socket;
     asio::io_context& io = *ios[next_io];
-    acceptor->async_accept(io, [this, &io](boost::system::error_code ec, tcp::socket socket) {
+    acceptor->async_accept(io, [this, acceptor, &io](boost::system::error_code ec, Socket socket) {
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
         ARDMA_LOG(kWarning, "accept: %s", ec.message());
-        Accept();
+        Accept(acceptor);
         return;
       }
       next_io = (next_io + 1) % ios.size();
-      boost::system::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
+      if constexpr (std::is_same_v<Socket, tcp::socket>) {
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+      }
       handler->counters().connections_accepted.fetch_add(1, std::memory_order_relaxed);
-      auto session = std::make_shared<Session>(std::move(socket), io, *handler);
+      auto session = std::make_shared<Session<Socket>>(std::move(socket), io, *handler);
       {
         absl::MutexLock lock(&mu);
-        sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+        sessions.remove_if([](const std::weak_ptr<SessionBase>& w) { return w.expired(); });
         sessions.push_back(session);
       }
       session->Start();
-      Accept();
+      Accept(acceptor);
     });
+  }
+
+  absl::Status ListenUnix(const std::string& path) {
+    // A socket file left by a server that died is replaced; one that answers is in use.
+    std::error_code fs_ec;
+    if (std::filesystem::is_socket(path, fs_ec)) {
+      local::socket probe(*ios[0]);
+      boost::system::error_code ec;
+      probe.connect(local::endpoint(path), ec);
+      if (!ec) return absl::UnavailableError(absl::StrCat("unix socket ", path, " is in use"));
+      std::filesystem::remove(path, fs_ec);
+    }
+    try {
+      unix_acceptor = std::make_unique<local::acceptor>(*ios[0], local::endpoint(path));
+    } catch (const boost::system::system_error& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on unix socket ", path, ": ", e.code().message()));
+    }
+    return absl::OkStatus();
   }
 
   void ScheduleExpiry() {
@@ -363,15 +399,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen, ": ", e.code().message()));
   }
+  if (!options.unix_socket.empty()) ARDMA_RETURN_IF_ERROR(impl->ListenUnix(options.unix_socket));
   impl->expiry = std::make_unique<asio::steady_timer>(*impl->ios[0]);
-  impl->Accept();
+  impl->Accept(impl->acceptor.get());
+  if (impl->unix_acceptor != nullptr) impl->Accept(impl->unix_acceptor.get());
   impl->ScheduleExpiry();
   for (auto& io : impl->ios) {
     impl->threads.emplace_back([io = io.get()] { io->run(); });
   }
-  ARDMA_LOG(kInfo, "ardmad listening on %s, heap %u bytes%s, %d I/O threads, %d workers",
-            impl->bound.ToString(), heap_size,
-            options.memory_file.empty() ? "" : absl::StrCat(" in ", options.memory_file),
+  ARDMA_LOG(kInfo, "ardmad listening on %s%s, heap %u bytes%s, %d I/O threads, %d workers",
+            impl->bound.ToString(),
+            options.unix_socket.empty() ? "" : absl::StrCat(" and unix:", options.unix_socket),
+            heap_size, options.memory_file.empty() ? "" : absl::StrCat(" in ", options.memory_file),
             options.io_threads, options.handler.workers);
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -382,12 +421,13 @@ Server::~Server() { Stop(); }
 
 uint16_t Server::port() const { return impl_->bound.port; }
 std::string Server::address() const { return impl_->bound.ToString(); }
+const std::string& Server::unix_socket() const { return impl_->options.unix_socket; }
 RegionTable& Server::regions() { return impl_->regions; }
 CodeRegistry& Server::registry() { return impl_->registry; }
 RequestHandler& Server::handler() { return *impl_->handler; }
 
 void Server::Stop() {
-  std::list<std::weak_ptr<Session>> sessions;
+  std::list<std::weak_ptr<SessionBase>> sessions;
   {
     absl::MutexLock lock(&impl_->mu);
     if (impl_->stopped) return;
@@ -397,6 +437,7 @@ void Server::Stop() {
   asio::post(*impl_->ios[0], [impl = impl_.get()] {
     boost::system::error_code ignored;
     impl->acceptor->close(ignored);
+    if (impl->unix_acceptor != nullptr) impl->unix_acceptor->close(ignored);
     impl->expiry->cancel();
   });
   impl_->handler->Stop();
@@ -409,6 +450,10 @@ void Server::Stop() {
     asio::post(*io, [io = io.get()] { io->stop(); });
   }
   for (auto& t : impl_->threads) t.join();
+  if (!impl_->options.unix_socket.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(impl_->options.unix_socket, ignored);
+  }
   impl_->done.Notify();
   ARDMA_LOG(kInfo, "ardmad stopped");
 }

@@ -30,10 +30,11 @@ int DefaultIoThreads();
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:15712";  // HOST:PORT; port 0 picks a free port
-  uint64_t memory_size = 1ull << 30;       // heap bytes; 0 with an existing memory file: its size
-  std::string memory_file;                 // empty: anonymous memory (lost at exit)
+  std::string unix_socket;  // also listen on this Unix-domain socket (clients: "unix:PATH")
+  uint64_t memory_size = 1ull << 30;    // heap bytes; 0 with an existing memory file: its size
+  std::string memory_file;              // empty: anonymous memory (lost at exit)
   int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8
-  std::string preload_dir;  // *.so files in it are loaded at start
+  std::string preload_dir;              // *.so files in it are loaded at start
   HandlerOptions handler;
 };
 
@@ -45,7 +46,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   uint16_t port() const;
-  std::string address() const;  // "host:port" actually bound
+  std::string address() const;             // "host:port" actually bound
+  const std::string& unix_socket() const;  // empty if none; removed again by Stop
   void Stop();
   void Wait();  // until Stop has completed
 

@@ -1,8 +1,11 @@
 // End-to-end tests of ardmad's core: a real Server on 127.0.0.1:0, real Clients.
 #include "core/server/server.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <random>
@@ -538,9 +541,8 @@ TEST_F(ServerTest, AsyncCallbackMayReconnectAfterItsConnectionBroke) {
   client_->CallAsync(wire::Op::kExecute, parked_request, [this, &nested](ResponsePayload first) {
     // Runs on the broken connection's reader; this call replaces that connection.
     EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable);
-    client_->CallAsync(wire::Op::kPing, "again", [&nested](ResponsePayload second) {
-      nested.set_value(second.status());
-    });
+    client_->CallAsync(wire::Op::kPing, "again",
+                       [&nested](ResponsePayload second) { nested.set_value(second.status()); });
   });
   while (Stat(*client_, "parked.now") < 1) absl::SleepFor(absl::Milliseconds(1));
   ASSERT_NO_FATAL_FAILURE(RestartOnSamePort());
@@ -548,6 +550,54 @@ TEST_F(ServerTest, AsyncCallbackMayReconnectAfterItsConnectionBroke) {
   ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_TRUE(done.get().ok());
   EXPECT_TRUE(client_->Ping().ok());
+}
+
+TEST_F(ServerTest, UnixDomainSocketServesTheSameProtocol) {
+  std::string path = ::testing::TempDir() + "ardmad." + std::to_string(::getpid()) + ".sock";
+  std::filesystem::remove(path);
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.unix_socket = path;
+  StartServer(options);
+  EXPECT_TRUE(std::filesystem::is_socket(path));
+
+  std::unique_ptr<Client> local = *Client::Connect("unix:" + path);
+  ASSERT_TRUE(local->Write(kScratch, "over a unix socket").ok());
+  EXPECT_EQ(*client_->Read(kScratch, 18), "over a unix socket");  // same memory as over TCP
+  const ActiveLibrary& test2 = active_libraries::test2();
+  EXPECT_EQ(U64At(*Invoke(*local, Mode::kActive, test2, "test2.double", U64s({7})), 0), 14u);
+
+  // A second server cannot take a socket that answers ...
+  ServerOptions clash = TestOptions();
+  clash.unix_socket = path;
+  EXPECT_EQ(Server::Start(clash).status().code(), absl::StatusCode::kUnavailable);
+  // ... and the socket file goes away with the server.
+  local.reset();
+  server_.reset();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(Client::Connect("unix:" + path, {.connect_attempts = 1}).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Client::Connect("unix:").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ServerTest, StaleUnixSocketFileIsReplaced) {
+  std::string path = ::testing::TempDir() + "ardmad-stale." + std::to_string(::getpid()) + ".sock";
+  std::filesystem::remove(path);
+  {
+    // A socket file nobody listens on, as a killed server leaves behind.
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);
+  }
+  ASSERT_TRUE(std::filesystem::is_socket(path));
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.unix_socket = path;
+  StartServer(options);
+  EXPECT_TRUE((*Client::Connect("unix:" + path))->Ping().ok());
 }
 
 TEST_F(ServerTest, CallTimeoutAndUnreachableServer) {

@@ -33,6 +33,8 @@ int Main(int argc, char** argv) {
 
   ardma::FlagSet flags("ardmad", kUsage);
   flags.String("listen", &options.listen, "HOST:PORT", "address to listen on; port 0 picks one");
+  flags.String("unix-socket", &options.unix_socket, "PATH",
+               "also listen on this Unix-domain socket (clients use --server unix:PATH)");
   flags.Bytes("memory", &memory,
               "heap size, e.g. 1G (default 1G; with an existing --memory-file, the file's size)");
   flags.String(

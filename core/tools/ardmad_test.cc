@@ -161,6 +161,17 @@ TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
   EXPECT_THAT(out, HasSubstr("usage: ardma read ADDR LEN"));
 }
 
+TEST(ArdmaCliTest, UnixSocketAddress) {
+  std::string sock = TempPath("ardmad_sock");
+  Daemon d({"--memory", "16M", "--unix-socket", sock});
+  ASSERT_FALSE(d.address().empty());
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma --server unix:" + sock + " ping", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("reply from unix:" + sock));
+  EXPECT_EQ(WEXITSTATUS(d.Kill(SIGTERM)), 0);
+  EXPECT_FALSE(std::filesystem::exists(sock));  // removed on a clean stop
+}
+
 TEST(ArdmaCliTest, PreloadedLibraryIsCallableAtOnce) {
   std::string dir = TempPath("preload");
   std::filesystem::create_directories(dir);
