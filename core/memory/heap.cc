@@ -1,10 +1,12 @@
 #include "core/memory/heap.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/status_macros.h"
 
 namespace ardma::heap {
@@ -16,6 +18,20 @@ constexpr uint64_t kPhaseClaiming = 1;
 constexpr uint64_t kPhaseReady = 2;
 constexpr int kMinClass = 5;  // 32-byte blocks
 constexpr int kMaxCasRetries = 1 << 20;
+// A root being created is normally published a few operations later. Waiting for it backs off
+// from 1 us to 1 ms, for about a second in all, then gives up: its creator may have died between
+// claiming the slot and publishing it.
+constexpr int kMaxClaimedWaits = 1000;
+
+absl::Status WaitForClaimedRoot(std::string_view name, int* waits) {
+  if (++*waits > kMaxClaimedWaits) {
+    return absl::UnavailableError(absl::StrCat("root '", ToAbsl(name),
+                                               "' is still being created by a client that has "
+                                               "not finished (it may have died)"));
+  }
+  absl::SleepFor(absl::Microseconds(std::min(1 << std::min(*waits, 10), 1000)));
+  return absl::OkStatus();
+}
 
 uint64_t FreeListHead(int cls) { return kFreeListOffset + 8 * static_cast<uint64_t>(cls); }
 uint64_t PackHead(uint64_t tag, uint64_t block) { return (tag << 48) | (block >> 4); }
@@ -210,7 +226,7 @@ absl::Status Free(Context& ctx, uint64_t addr) {
 absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
   ARDMA_RETURN_IF_ERROR(CheckRootName(name));
   uint64_t hash = NameHash(name);
-  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
+  for (int waits = 0;;) {
     ARDMA_ASSIGN_OR_RETURN(std::string table, ReadRootTable(ctx));
     int slot;
     switch (Probe(table, name, hash, &slot)) {
@@ -219,10 +235,10 @@ absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
       case Lookup::kAbsent:
         return absl::NotFoundError(absl::StrCat("no root named '", ToAbsl(name), "'"));
       case Lookup::kClaimed:
-        continue;  // being created: read again
+        ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(name, &waits));  // then read again
+        break;
     }
   }
-  return absl::AbortedError("root is stuck being created");
 }
 
 absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name) {
@@ -233,12 +249,16 @@ absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name) {
 absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, uint64_t initial) {
   ARDMA_RETURN_IF_ERROR(CheckRootName(name));
   uint64_t hash = NameHash(name);
+  int waits = 0;
   for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(std::string table, ReadRootTable(ctx));
     int slot;
     Lookup found = Probe(table, name, hash, &slot);
     if (found == Lookup::kFound) return ParseSlot(table, slot).value;
-    if (found == Lookup::kClaimed) continue;
+    if (found == Lookup::kClaimed) {
+      ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(name, &waits));
+      continue;
+    }
     if (slot < 0) return absl::ResourceExhaustedError("the root table is full");
     uint64_t addr = RootAddr(slot);
     ARDMA_ASSIGN_OR_RETURN(CasResult claim,

@@ -66,7 +66,9 @@ absl::Status Free(Context& ctx, uint64_t addr);
 // address that is no block's payload; FailedPrecondition for a freed block.
 absl::StatusOr<uint64_t> BlockCapacity(Context& ctx, uint64_t addr);
 
-// Named roots: the well-known entry points of data structures ("dht", "lock", ...).
+// Named roots: the well-known entry points of data structures ("dht", "lock", ...). A root being
+// created by someone else is waited for; if it stays unpublished for about a second (its creator
+// died between claiming and publishing it) these fail with UNAVAILABLE.
 absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name);  // NotFound
 // Returns the root's value, creating it with `initial` if it does not exist yet. When several
 // callers race, exactly one creates it and all return the same value.

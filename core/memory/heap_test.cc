@@ -72,6 +72,20 @@ TEST_F(HeapTest, RootsCreateGetAndCompareAndSet) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(HeapTest, RootLeftHalfCreatedByADeadCreatorFailsInsteadOfSpinning) {
+  ASSERT_TRUE(heap::GetOrCreateRoot(ctx_, "orphan", 5).ok());
+  // Put its slot back into the "claiming" phase, as a creator that died mid-way leaves it.
+  uint64_t state_addr = *heap::RootValueAddress(ctx_, "orphan") - 8;
+  uint64_t state = *ctx_.ReadU64(state_addr);
+  ASSERT_TRUE(ctx_.WriteU64(state_addr, (state & ~0xffffull) | 1).ok());
+  absl::Time start = absl::Now();
+  EXPECT_EQ(heap::GetRoot(ctx_, "orphan").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(heap::GetOrCreateRoot(ctx_, "orphan", 6).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(heap::GetOrCreateRoot(ctx_, "other", 1).ok());  // the rest of the table works
+}
+
 TEST_F(HeapTest, RootTableFillsUp) {
   for (int i = 0; i < heap::kNumRoots; ++i) {
     ASSERT_TRUE(heap::GetOrCreateRoot(ctx_, "root" + std::to_string(i), i).ok()) << i;
