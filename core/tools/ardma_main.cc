@@ -248,20 +248,15 @@ int main(int argc, char** argv) {
   flags.Bool("hex", &opt.hex, "ARGS/DATA are given, and results printed, as hex");
   flags.Bool("raw", &opt.raw, "read prints raw bytes instead of a hex dump");
   flags.Duration("timeout", &opt.timeout, "per-call timeout");
-  absl::StatusOr<std::vector<std::string>> args = flags.Parse(argc, argv);
-  if (!args.ok()) {
-    std::cerr << "ardma: " << args.status().message() << "\n";
-    return 2;
+  std::vector<std::string> positional;
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &positional)) {
+    return *exit_code;
   }
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return 0;
-  }
-  if (args->empty()) {
+  if (positional.empty()) {
     std::cerr << "ardma: missing COMMAND (see --help)\n";
     return 2;
   }
-  absl::Status status = Run(opt, *args);
+  absl::Status status = Run(opt, positional);
   if (!status.ok()) {
     bool usage = status.GetPayload(kUsagePayload).has_value();
     std::cerr << "ardma: "

@@ -56,17 +56,12 @@ int Main(int argc, char** argv) {
   flags.String("port-file", &port_file, "PATH", "write the bound HOST:PORT here once listening");
   flags.Bool("quiet", &quiet, "log warnings and errors only");
 
-  absl::StatusOr<std::vector<std::string>> args = flags.Parse(argc, argv);
-  if (!args.ok()) {
-    std::cerr << "ardmad: " << args.status().message() << "\n";
-    return 2;
+  std::vector<std::string> positional;
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &positional)) {
+    return *exit_code;
   }
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return 0;
-  }
-  if (!args->empty()) {
-    std::cerr << "ardmad: unexpected argument '" << (*args)[0] << "' (see --help)\n";
+  if (!positional.empty()) {
+    std::cerr << "ardmad: unexpected argument '" << positional[0] << "' (see --help)\n";
     return 2;
   }
   if (io_threads < 1 || io_threads > 256 || workers < 0 || workers > 1024 || worker_queue < 1 ||

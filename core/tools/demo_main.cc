@@ -96,15 +96,11 @@ int main(int argc, char** argv) {
                "the ardmad to use ($ARDMA_SERVER, else 127.0.0.1:15712)");
   flags.Int("length", &length, "N", "nodes in the list");
   flags.Int("repeats", &repeats, "N", "walks per mode");
-  absl::StatusOr<std::vector<std::string>> args = flags.Parse(argc, argv);
-  if (!args.ok() || (!flags.help_requested() && !args->empty())) {
-    std::cerr << "ardma-demo: "
-              << (args.ok() ? "unexpected argument (see --help)" : args.status().message()) << "\n";
+  std::vector<std::string> args;
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &args)) return *exit_code;
+  if (!args.empty()) {
+    std::cerr << "ardma-demo: unexpected argument '" << args[0] << "' (see --help)\n";
     return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return 0;
   }
   if (length < 1 || repeats < 1) {
     std::cerr << "ardma-demo: --length and --repeats must be positive\n";

@@ -1,5 +1,7 @@
 #include "core/tools/flag_set.h"
 
+#include <iostream>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -132,6 +134,20 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
     }
   }
   return positional;
+}
+
+std::optional<int> FlagSet::ParseForMain(int argc, char** argv, std::vector<std::string>* args) {
+  absl::StatusOr<std::vector<std::string>> parsed = Parse(argc, argv);
+  if (!parsed.ok()) {
+    std::cerr << program_ << ": " << parsed.status().message() << "\n";
+    return 2;
+  }
+  if (help_requested_) {
+    std::cout << Help();
+    return 0;
+  }
+  *args = std::move(*parsed);
+  return std::nullopt;
 }
 
 std::string FlagSet::Help() const {

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,11 @@ class FlagSet {
   absl::StatusOr<std::vector<std::string>> Parse(const std::vector<std::string>& args,
                                                  bool stop_at_positional = false);
   bool help_requested() const { return help_requested_; }
+
+  // For main(): parses into *args; on a bad flag prints "<program>: <error>" to stderr and
+  // returns 2, on --help prints Help() to stdout and returns 0; otherwise returns nullopt and
+  // main carries on.
+  std::optional<int> ParseForMain(int argc, char** argv, std::vector<std::string>* args);
   std::string Help() const;
 
  private:

@@ -60,5 +60,31 @@ TEST(FlagSetTest, HelpListsFlagsAndStopAtPositionalLeavesSubcommandArgs) {
   EXPECT_THAT(flags.Help(), HasSubstr("127.0.0.1:15712"));
 }
 
+TEST(FlagSetTest, ParseForMainGivesExitCodesForBadFlagsAndHelp) {
+  std::string server;
+  std::vector<std::string> args;
+  FlagSet bad("t", "usage");
+  bad.String("server", &server, "HOST:PORT", "where");
+  std::vector<std::string> bad_argv = {"t", "--bogus"};
+  std::vector<char*> bad_ptrs;
+  for (auto& a : bad_argv) bad_ptrs.push_back(a.data());
+  EXPECT_EQ(bad.ParseForMain(2, bad_ptrs.data(), &args), 2);
+
+  FlagSet help("t", "usage");
+  std::vector<std::string> help_argv = {"t", "--help"};
+  std::vector<char*> help_ptrs;
+  for (auto& a : help_argv) help_ptrs.push_back(a.data());
+  EXPECT_EQ(help.ParseForMain(2, help_ptrs.data(), &args), 0);
+
+  FlagSet ok("t", "usage");
+  ok.String("server", &server, "HOST:PORT", "where");
+  std::vector<std::string> ok_argv = {"t", "--server", "h:1", "cmd"};
+  std::vector<char*> ok_ptrs;
+  for (auto& a : ok_argv) ok_ptrs.push_back(a.data());
+  EXPECT_EQ(ok.ParseForMain(4, ok_ptrs.data(), &args), std::nullopt);
+  EXPECT_THAT(args, ElementsAre("cmd"));
+  EXPECT_EQ(server, "h:1");
+}
+
 }  // namespace
 }  // namespace ardma
