@@ -103,13 +103,13 @@ absl::StatusOr<std::string> ReadRootTable(Context& ctx) {
   return ctx.Read(kRootsOffset, kRootSize * kNumRoots);
 }
 
+}  // namespace
+
 int SizeClass(uint64_t size) {
   uint64_t block = size + kBlockHeader;
   int cls = std::bit_width(block - 1);
   return cls < kMinClass ? kMinClass : cls;
 }
-
-}  // namespace
 
 absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
   if (region_size < kDataStart + 4096) {

@@ -56,6 +56,9 @@ inline constexpr uint64_t kBlockHeader = 16;
 // FailedPrecondition if the region holds a heap of another layout or size.
 absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size);
 
+// The class c of the block Allocate(size) returns: the block is 2^c bytes, its payload 2^c - 16.
+int SizeClass(uint64_t size);
+
 // Allocates `size` payload bytes; returns the payload address (16-byte aligned, not zeroed).
 // ResourceExhausted when the region is full.
 absl::StatusOr<uint64_t> Allocate(Context& ctx, uint64_t size);

@@ -1,0 +1,77 @@
+// DhtClient: what an application embeds to use named hash tables (byte-string keys to byte-string
+// values) in an ardmad's memory.
+//
+//   ARDMA_ASSIGN_OR_RETURN(auto client, ardma::Client::Connect("127.0.0.1:15712"));
+//   ardma::dht::DhtClient dht(client.get(), ardma::Mode::kActive);
+//   ARDMA_RETURN_IF_ERROR(dht.Put("sessions", "alice", "token-1"));
+//   ARDMA_ASSIGN_OR_RETURN(std::string token, dht.Get("sessions", "alice"));  // "token-1"
+//   ARDMA_ASSIGN_OR_RETURN(bool gone, dht.Remove("sessions", "alice"));        // true
+//
+// Mode::kActive: every call is one EXECUTE (one round trip); the "dht" library is shipped on first
+// use. Mode::kRdma: the same functions run here over one-sided operations; a GET costs 2 round
+// trips (read the key's bucket neighbourhood, then its entry) once the table's geometry is cached,
+// and torn or recycled entries are detected by their checksum, never returned. Clients in both
+// modes may use one table at once (dht_format.h has the protocol).
+//
+// Errors: InvalidArgument (bad table name, key over kMaxKeyBytes, value over kMaxValueBytes),
+// NotFound (Get of a missing key; any read of a table never written), ResourceExhausted (server
+// memory full: the table stays usable), and the Client's transport errors.
+//
+// Borrows the Client for its lifetime. Thread-safe.
+#ifndef ARDMA_SERVICES_DHT_DHT_CLIENT_H_
+#define ARDMA_SERVICES_DHT_DHT_CLIENT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/active/active_library.h"
+#include "core/client/client.h"
+#include "core/client/invoke.h"
+#include "services/dht/dht_format.h"
+
+ARDMA_DECLARE_ACTIVE_LIBRARY(dht);
+
+namespace ardma::dht {
+
+class DhtClient {
+ public:
+  DhtClient(Client* client, Mode mode, CallOptions options = {})
+      : client_(client), mode_(mode), options_(options) {}
+
+  // Inserts or replaces. Returns true if the key was new. Creates the table.
+  absl::StatusOr<bool> Put(std::string_view table, std::string_view key, std::string_view value);
+  // The value; NotFound if the key is absent.
+  absl::StatusOr<std::string> Get(std::string_view table, std::string_view key);
+  absl::StatusOr<bool> Contains(std::string_view table, std::string_view key);
+  // Returns true if the key was there.
+  absl::StatusOr<bool> Remove(std::string_view table, std::string_view key);
+  // Keys in the table.
+  absl::StatusOr<uint64_t> Size(std::string_view table);
+
+  Mode mode() const { return mode_; }
+
+ private:
+  struct Cached {
+    uint64_t header = 0, id = 0, geometry = 0;
+  };
+  absl::StatusOr<Reply> Run(std::string_view function, std::string_view table,
+                            std::string_view rest, ReplyKind kind, bool create);
+  absl::StatusOr<Reply> RunOnce(std::string_view function, std::string_view table,
+                                std::string_view rest, ReplyKind kind, bool create, bool* stale);
+  absl::StatusOr<Cached> Resolve(std::string_view table, bool create);
+
+  Client* const client_;
+  const Mode mode_;
+  const CallOptions options_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Cached> tables_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ardma::dht
+
+#endif  // ARDMA_SERVICES_DHT_DHT_CLIENT_H_

@@ -1,0 +1,67 @@
+#include "services/dht/dht_format.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/wire/byte_io.h"
+
+namespace ardma::dht {
+
+using wire::ByteReader;
+using wire::ByteWriter;
+
+absl::Status CheckName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes || name.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table names are 1 to ", kMaxNameBytes, " bytes without NUL"));
+  }
+  return absl::OkStatus();
+}
+
+void EncodeTarget(const Target& target, std::string* out) {
+  ByteWriter w(out);
+  if (target.header != 0) {
+    w.U8(1);
+    w.U64(target.header);
+    w.U64(target.id);
+    w.U64(target.geometry);
+  } else {
+    w.U8(0);
+    w.Str16(target.name.substr(0, 0xffff));
+  }
+}
+
+std::string EncodeKeyArgs(std::string_view key) {
+  std::string out;
+  ByteWriter(&out).Bytes32(key);
+  return out;
+}
+
+std::string EncodePutArgs(std::string_view key, std::string_view value) {
+  std::string out;
+  out.reserve(8 + key.size() + value.size());
+  ByteWriter w(&out);
+  w.Bytes32(key);
+  w.Bytes32(value);
+  return out;
+}
+
+absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind) {
+  ByteReader r(bytes);
+  Reply reply;
+  bool ok = r.U64(&reply.geometry);
+  if (kind == ReplyKind::kCount) {
+    ok = ok && r.U64(&reply.count);
+  } else {
+    uint8_t flag = 0;
+    ok = ok && r.U8(&flag);
+    reply.flag = flag != 0;
+    if (ok && kind == ReplyKind::kFlagAndValue && reply.flag) {
+      std::string_view value;
+      ok = r.Bytes32(&value);
+      reply.value = std::string(value);
+    }
+  }
+  if (!ok || !r.AtEnd()) return absl::DataLossError("malformed dht reply");
+  return reply;
+}
+
+}  // namespace ardma::dht

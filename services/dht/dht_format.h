@@ -1,0 +1,96 @@
+// The hash table service (DHT): its memory layout and the argument/result encoding of its active
+// functions, shared by the functions (dht_functions.cc), DhtClient and services that Call it.
+//
+// Memory (region 0; words little-endian u64):
+//
+//   root "dht:<name>" -> table header address
+//   table header (a heap block, 40 bytes):
+//     0   magic "ARDMADH1"
+//     8   table id (random, 32 bits, never 0): seeds entry checksums and tags buckets
+//     16  geometry: bucket array address | log2(buckets) << 48 | generation << 54 (10 bits)
+//     24  count of live keys (FETCH_ADD)
+//     32  resize claim: 0, or the resizer's nonce (CAS)
+//   bucket array: buckets + 1 buckets of 64 bytes (the last only extends the neighbourhood of
+//   the one before it). A key with hash h lives in bucket (h mod buckets) or the next one: its
+//   neighbourhood, 128 contiguous bytes that one READ fetches.
+//     bucket := control:u64 slot:u64 * 7
+//     control := table id << 32 | generation << 22 | lock sequence << 2 | state
+//                state 0 unlocked, 1 locked (a writer owns the keys homed here), 2 moved
+//     slot := 0 (empty) | entry address | block class << 48 | fingerprint bits
+//             (fingerprint: 14 bits of the key's hash; 10 in bits 54..63, 4 in bits 0..3)
+//   entry (a heap block, immutable once published):
+//     0   checksum = StableHash(bytes 8.., seed = table id)
+//     8   hash of the key
+//     16  key length:u32  value length:u32
+//     24  key, value
+//
+// Protocol. Readers take no locks: read the neighbourhood, then the entries whose fingerprint
+// matches, and accept an entry only if its checksum and key verify (an entry freed or reused
+// under the reader fails the checksum: the reader starts over). A writer locks the key's home
+// bucket (CAS on its control word; the sequence makes every acquisition distinct), so writers of
+// one key are serialized while writers of other keys only race for empty slots with CAS. Updates
+// are out of place: write a new entry, CAS the slot from the old entry to the new, unlock, free
+// the old. A resize claims the header, locks every home bucket, rehashes the slots (entries do not
+// move) into an array twice as large, publishes the new geometry and marks the old buckets moved;
+// whoever meets a moved bucket or a stale tag re-reads the geometry. A lock held for over a second
+// outside a resize, or a resize claim held for over ten seconds, belongs to a client that died
+// mid-operation and is taken over.
+//
+// Functions (u64/u32/u16 little-endian):
+//   target := 0:u8 name:str16                      ; by name (active mode)
+//           | 1:u8 header:u64 id:u64 geometry:u64  ; cached by an RDMA-mode client (geometry 0:
+//                                                  ; unknown, read the header)
+//   dht.open      name:str16                 -> header:u64 id:u64 geometry:u64  (creates it)
+//   dht.put       target key:bytes32 value:bytes32 -> geometry:u64 created:u8   (creates)
+//   dht.get       target key:bytes32         -> geometry:u64 found:u8 [value:bytes32]
+//   dht.contains  target key:bytes32         -> geometry:u64 found:u8
+//   dht.remove    target key:bytes32         -> geometry:u64 found:u8
+//   dht.size      target                     -> geometry:u64 count:u64
+// Every result starts with the geometry the function last used, so RDMA-mode clients keep their
+// cache current. A missing key is found = 0, not an error; reading a table that was never
+// written is NOT_FOUND.
+#ifndef ARDMA_SERVICES_DHT_DHT_FORMAT_H_
+#define ARDMA_SERVICES_DHT_DHT_FORMAT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ardma::dht {
+
+inline constexpr std::string_view kRootPrefix = "dht:";
+inline constexpr size_t kMaxNameBytes = 43;  // heap root names are at most 47 bytes
+inline constexpr uint64_t kMaxKeyBytes = 1u << 20;
+inline constexpr uint64_t kMaxValueBytes = 16u << 20;
+
+struct Target {
+  std::string_view name;  // used when header == 0
+  uint64_t header = 0;
+  uint64_t id = 0;
+  uint64_t geometry = 0;
+};
+
+// InvalidArgument unless 1..kMaxNameBytes bytes without NUL.
+absl::Status CheckName(std::string_view name);
+void EncodeTarget(const Target& target, std::string* out);
+
+// Arguments of put / get / contains / remove / size after the target.
+std::string EncodeKeyArgs(std::string_view key);
+std::string EncodePutArgs(std::string_view key, std::string_view value);
+
+struct Reply {
+  uint64_t geometry = 0;
+  bool flag = false;                 // created (put), found (get, contains, remove)
+  uint64_t count = 0;                // size
+  std::optional<std::string> value;  // get, when found
+};
+enum class ReplyKind { kFlag, kFlagAndValue, kCount };
+absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind);
+
+}  // namespace ardma::dht
+
+#endif  // ARDMA_SERVICES_DHT_DHT_FORMAT_H_

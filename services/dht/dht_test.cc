@@ -1,0 +1,271 @@
+// The hash table service against a real server, in both modes.
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/client/remote_context.h"
+#include "core/memory/heap.h"
+#include "core/status_macros.h"
+#include "core/testing/test_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "services/dht/dht_client.h"
+
+namespace ardma::dht {
+namespace {
+
+class DhtTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override { Start(testing::TestServerOptions()); }
+  void Start(const ServerOptions& options) {
+    auto server = testing::TestServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = NewClient();
+    dht_ = std::make_unique<DhtClient>(client_.get(), GetParam());
+  }
+  std::unique_ptr<Client> NewClient() {
+    auto c = server_->NewClient();
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  uint64_t RoundTrips() { return client_->counters().round_trips.load(); }
+  // log2 of the table's bucket count, read straight from its header.
+  int Log2Buckets(std::string_view table) {
+    RemoteContext ctx(client_.get(), {});
+    auto header = heap::GetRoot(ctx, absl::StrCat("dht:", ToAbsl(table)));
+    EXPECT_TRUE(header.ok()) << header.status();
+    auto geometry = ctx.ReadU64(*header + 16);
+    EXPECT_TRUE(geometry.ok()) << geometry.status();
+    return static_cast<int>((*geometry >> 48) & 63);
+  }
+
+  std::unique_ptr<testing::TestServer> server_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<DhtClient> dht_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, DhtTest, ::testing::Values(Mode::kActive, Mode::kRdma),
+                         [](const auto& info) { return std::string(ModeName(info.param)); });
+
+TEST_P(DhtTest, PutGetContainsRemoveSize) {
+  EXPECT_EQ(*dht_->Put("t", "alice", "1"), true);
+  EXPECT_EQ(*dht_->Put("t", "bob", "2"), true);
+  EXPECT_EQ(*dht_->Put("t", "alice", "3"), false);  // replaced
+  EXPECT_EQ(*dht_->Get("t", "alice"), "3");
+  EXPECT_EQ(*dht_->Get("t", "bob"), "2");
+  EXPECT_EQ(dht_->Get("t", "carol").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(*dht_->Contains("t", "bob"));
+  EXPECT_FALSE(*dht_->Contains("t", "carol"));
+  EXPECT_EQ(*dht_->Size("t"), 2u);
+  EXPECT_TRUE(*dht_->Remove("t", "bob"));
+  EXPECT_FALSE(*dht_->Remove("t", "bob"));
+  EXPECT_EQ(dht_->Get("t", "bob").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*dht_->Size("t"), 1u);
+  // Tables are independent.
+  EXPECT_TRUE(*dht_->Put("u", "alice", "other"));
+  EXPECT_EQ(*dht_->Get("t", "alice"), "3");
+  EXPECT_EQ(*dht_->Get("u", "alice"), "other");
+}
+
+TEST_P(DhtTest, KeysAndValuesOfZeroOneAndOneMebibyte) {
+  std::string mib(1 << 20, '\0');
+  for (size_t i = 0; i < mib.size(); ++i) mib[i] = static_cast<char>(i * 31 + i / 4099);
+  std::string mib2 = mib;
+  mib2[12345] ^= 1;
+  const std::vector<std::string> keys = {"", "k", mib, mib2};
+  const std::vector<std::string> values = {"", "v", mib};
+  for (size_t k = 0; k < keys.size(); ++k) {
+    ASSERT_TRUE(dht_->Put("s", keys[k], values[k % values.size()]).ok()) << k;
+  }
+  for (size_t k = 0; k < keys.size(); ++k) {
+    auto got = dht_->Get("s", keys[k]);
+    ASSERT_TRUE(got.ok()) << k << " " << got.status();
+    EXPECT_EQ(*got, values[k % values.size()]) << k;
+  }
+  EXPECT_EQ(*dht_->Size("s"), 4u);
+  ASSERT_TRUE(dht_->Put("s", "", mib).ok());
+  EXPECT_EQ(*dht_->Get("s", ""), mib);
+}
+
+TEST_P(DhtTest, Errors) {
+  EXPECT_EQ(dht_->Put("", "k", "v").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dht_->Put(std::string(44, 't'), "k", "v").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(dht_->Put(std::string(43, 't'), "k", "v").ok());
+  EXPECT_EQ(dht_->Put("t", std::string(kMaxKeyBytes + 1, 'k'), "v").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dht_->Put("t", "k", std::string(kMaxValueBytes + 1, 'v')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dht_->Get("never", "k").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(dht_->Size("never").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(dht_->Remove("never", "k").status().code(), absl::StatusCode::kNotFound);
+  auto raw = Invoke(*client_, GetParam(), active_libraries::dht(), "dht.get", "\x01\x02");
+  EXPECT_EQ(raw.status().code(), absl::StatusCode::kInvalidArgument) << raw.status();
+}
+
+TEST_P(DhtTest, MatchesModelUnderRandomOperationsThroughSeveralResizes) {
+  std::mt19937_64 rng(42);
+  std::map<std::string, std::string> model;
+  for (int step = 0; step < 4000; ++step) {
+    std::string key = absl::StrCat("key-", rng() % 2500);
+    int op = static_cast<int>(rng() % 10);
+    if (op < 5) {
+      std::string value = absl::StrCat("v", step, std::string(rng() % 64, 'x'));
+      auto created = dht_->Put("m", key, value);
+      ASSERT_TRUE(created.ok()) << created.status();
+      EXPECT_EQ(*created, !model.contains(key)) << step;
+      model[key] = value;
+    } else if (op < 8) {
+      auto got = dht_->Get("m", key);
+      if (model.contains(key)) {
+        ASSERT_TRUE(got.ok()) << step << " " << got.status();
+        EXPECT_EQ(*got, model[key]) << step;
+      } else {
+        EXPECT_TRUE(absl::IsNotFound(got.status())) << step << " " << got.status();
+      }
+    } else {
+      auto removed = dht_->Remove("m", key);
+      ASSERT_TRUE(removed.ok()) << removed.status();
+      EXPECT_EQ(*removed, model.erase(key) == 1) << step;
+    }
+  }
+  EXPECT_EQ(*dht_->Size("m"), model.size());
+  for (const auto& [k, v] : model) EXPECT_EQ(*dht_->Get("m", k), v);
+  EXPECT_GE(Log2Buckets("m"), 4 + 4);  // grew from 16 buckets at least four times
+}
+
+TEST_P(DhtTest, RoundTripsPerOperation) {
+  ASSERT_TRUE(dht_->Put("rt", "warm", "up").ok());  // ships the library / caches the geometry
+  auto cost = [&](auto op) {
+    uint64_t before = RoundTrips();
+    op();
+    return RoundTrips() - before;
+  };
+  uint64_t get = cost([&] { EXPECT_EQ(*dht_->Get("rt", "warm"), "up"); });
+  uint64_t miss = cost([&] { EXPECT_FALSE(dht_->Get("rt", "nope").ok()); });
+  uint64_t put = cost([&] { EXPECT_TRUE(dht_->Put("rt", "k", "v").ok()); });
+  uint64_t replace = cost([&] { EXPECT_TRUE(dht_->Put("rt", "k", "w").ok()); });
+  uint64_t contains = cost([&] { EXPECT_TRUE(*dht_->Contains("rt", "k")); });
+  uint64_t remove = cost([&] { EXPECT_TRUE(*dht_->Remove("rt", "k")); });
+  uint64_t size = cost([&] { EXPECT_EQ(*dht_->Size("rt"), 1u); });
+  if (GetParam() == Mode::kActive) {
+    for (uint64_t c : {get, miss, put, replace, contains, remove, size}) EXPECT_EQ(c, 1u);
+  } else {
+    EXPECT_EQ(get, 2u);   // neighbourhood, then entry
+    EXPECT_LE(miss, 2u);  // neighbourhood (+ an entry on a fingerprint collision)
+    EXPECT_EQ(contains, 2u);
+    EXPECT_EQ(size, 1u);
+    // Writes lock, allocate, publish and free: reported, not a target.
+    RecordProperty("rdma_put_round_trips", static_cast<int>(put));
+    RecordProperty("rdma_replace_round_trips", static_cast<int>(replace));
+    RecordProperty("rdma_remove_round_trips", static_cast<int>(remove));
+    EXPECT_LE(put, 12u);
+  }
+}
+
+TEST_P(DhtTest, OutOfMemoryLeavesTheTableUsable) {
+  ServerOptions options = testing::TestServerOptions();
+  options.memory_size = 4 << 20;
+  Start(options);
+  std::map<std::string, std::string> stored;
+  absl::Status status;
+  for (int i = 0; status.ok(); ++i) {
+    std::string key = absl::StrCat("k", i), value(i % 7 == 0 ? 100000 : 2000, 'a' + i % 26);
+    auto put = dht_->Put("oom", key, value);
+    status = put.status();
+    if (put.ok()) stored[key] = value;
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_GT(stored.size(), 100u);
+  EXPECT_EQ(*dht_->Size("oom"), stored.size());
+  for (const auto& [k, v] : stored) ASSERT_EQ(*dht_->Get("oom", k), v) << k;
+  // Freeing makes room again.
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(*dht_->Remove("oom", absl::StrCat("k", i)));
+  EXPECT_TRUE(dht_->Put("oom", "again", std::string(2000, 'z')).ok());
+  EXPECT_EQ(*dht_->Get("oom", "again"), std::string(2000, 'z'));
+}
+
+// A value that names its key and version and repeats a pattern, so a reader can tell a torn or
+// mixed-up value from one a writer put.
+std::string VersionedValue(const std::string& key, uint64_t version, size_t size) {
+  std::string v = absl::StrCat(key, "#", version, "#");
+  while (v.size() < size) v.push_back(static_cast<char>('a' + (version + v.size()) % 26));
+  return v;
+}
+bool IsVersionedValue(const std::string& key, const std::string& v) {
+  size_t first = v.find('#'), second = v.find('#', first + 1);
+  if (first == std::string::npos || second == std::string::npos) return false;
+  if (v.substr(0, first) != key) return false;
+  uint64_t version = std::stoull(v.substr(first + 1, second - first - 1));
+  return v == VersionedValue(key, version, v.size());
+}
+
+// Clients in both modes at once: writers with their own keys (checked against their own models
+// at the end), writers fighting over shared keys, and readers that must only ever see whole
+// values, while the table grows.
+TEST_P(DhtTest, ConcurrentClientsInBothModesStayCorrect) {
+  constexpr int kWriters = 4, kOps = 400;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kWriters + 2; ++i) clients.push_back(NewClient());
+  std::vector<std::map<std::string, std::string>> models(kWriters);
+  std::atomic<bool> stop{false}, failed{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      DhtClient dht(clients[w].get(), w % 2 ? Mode::kActive : Mode::kRdma);
+      std::mt19937_64 rng(w);
+      for (int i = 0; i < kOps && !failed; ++i) {
+        std::string own = absl::StrCat("w", w, "-", rng() % 200);
+        std::string shared = absl::StrCat("shared-", rng() % 8);
+        size_t size = rng() % 4 == 0 ? 20000 : 40;  // some entries take the long read path
+        if (rng() % 4 == 0) {
+          if (!dht.Remove("c", own).ok()) failed = true;
+          models[w].erase(own);
+        } else {
+          std::string v = VersionedValue(own, i, size);
+          if (!dht.Put("c", own, v).ok()) failed = true;
+          models[w][own] = v;
+        }
+        if (!dht.Put("c", shared, VersionedValue(shared, i, size)).ok()) failed = true;
+      }
+    });
+  }
+  std::atomic<int> reads{0};
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      DhtClient dht(clients[kWriters + r].get(), r == 0 ? Mode::kRdma : Mode::kActive);
+      std::mt19937_64 rng(100 + r);
+      while (!stop && !failed) {
+        std::string key = absl::StrCat("shared-", rng() % 8);
+        auto got = dht.Get("c", key);
+        if (got.ok()) {
+          if (!IsVersionedValue(key, *got)) {
+            ADD_FAILURE() << "torn value for " << key;
+            failed = true;
+          }
+          ++reads;
+        } else if (!absl::IsNotFound(got.status())) {
+          ADD_FAILURE() << got.status();
+          failed = true;
+        }
+      }
+    });
+  }
+  for (int w = 0; w < kWriters; ++w) threads[w].join();
+  stop = true;
+  for (size_t t = kWriters; t < threads.size(); ++t) threads[t].join();
+  ASSERT_FALSE(failed);
+  EXPECT_GT(reads.load(), 0);
+  size_t expected_size = 8;
+  for (int w = 0; w < kWriters; ++w) {
+    expected_size += models[w].size();
+    for (const auto& [k, v] : models[w]) ASSERT_EQ(*dht_->Get("c", k), v) << k;
+  }
+  EXPECT_EQ(*dht_->Size("c"), expected_size);
+  EXPECT_GT(Log2Buckets("c"), 4);
+}
+
+}  // namespace
+}  // namespace ardma::dht
