@@ -5,10 +5,6 @@
 //
 // Counters: round_trips/op and bytes/op (request + response bytes on the wire, headers included),
 // taken from the client's own counters.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,13 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "core/active/testdata/test_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "core/memory/heap.h"
 #include "core/server/server.h"
-#include "core/testing/raw_socket.h"
 #include "core/wire/frame.h"
 
 namespace ardma {
@@ -31,141 +27,14 @@ namespace {
 
 constexpr uint64_t kBenchAddr = heap::kDataStart + (1 << 20);
 
-Server& SharedServer() {
-  static Server* server = [] {
-    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as ardmad does
-    ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.memory_size = 256 << 20;
-    options.handler.workers = 2;
-    options.unix_socket = "/tmp/ardma_core_bench." + std::to_string(::getpid()) + ".sock";
-    // ARDMA_BENCH_IO_THREADS: ardmad's --io-threads for this run (default: ardmad's default).
-    if (const char* io = std::getenv("ARDMA_BENCH_IO_THREADS")) options.io_threads = std::atoi(io);
-    absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
-    if (!s.ok()) {
-      std::fprintf(stderr, "cannot start ardmad: %s\n", s.status().ToString().c_str());
-      std::abort();
-    }
-    // The server lives until exit; stop it then, which also removes its socket file.
-    static std::unique_ptr<Server> owner = std::move(*s);
-    std::atexit([] { owner->Stop(); });
-    return owner.get();
-  }();
-  return *server;
-}
-
-enum class Transport { kTcp, kUnix };
-
-std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport = Transport::kTcp) {
-  std::string address = transport == Transport::kTcp ? SharedServer().address()
-                                                     : "unix:" + SharedServer().unix_socket();
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(address);
-  if (!c.ok()) {
-    state.SkipWithError(c.status().ToString().c_str());
-    return nullptr;
-  }
-  return std::move(*c);
-}
-
-// Sets round_trips/op and bytes/op from the client's counters since `rt0`/`bytes0`.
-void ReportCounters(benchmark::State& state, Client& client, uint64_t rt0, uint64_t bytes0) {
-  double n = static_cast<double>(state.iterations());
-  uint64_t bytes = client.counters().bytes_sent + client.counters().bytes_received;
-  // kAvgThreads: with ->Threads(n), show the per-connection figure, not the sum over threads.
-  state.counters["round_trips/op"] =
-      benchmark::Counter(static_cast<double>(client.counters().round_trips - rt0) / n,
-                         benchmark::Counter::kAvgThreads);
-  state.counters["bytes/op"] =
-      benchmark::Counter(static_cast<double>(bytes - bytes0) / n, benchmark::Counter::kAvgThreads);
-}
-
-template <typename Op>
-void RunClientBenchmark(benchmark::State& state, Op op, Transport transport = Transport::kTcp) {
-  std::unique_ptr<Client> client = NewClient(state, transport);
-  if (client == nullptr) return;
-  uint64_t rt0 = client->counters().round_trips;
-  uint64_t bytes0 = client->counters().bytes_sent + client->counters().bytes_received;
-  for (auto _ : state) {
-    if (!op(*client)) {
-      state.SkipWithError("operation failed");
-      break;
-    }
-  }
-  ReportCounters(state, *client, rt0, bytes0);
-}
-
-// --- The floor: a blocking TCP echo of exactly `size` bytes each way. ---
-
-class EchoServer {
- public:
-  EchoServer() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::listen(listen_fd_, 128);
-    socklen_t len = sizeof(addr);
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    std::thread([this] { AcceptLoop(); }).detach();
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  void AcceptLoop() {
-    for (;;) {
-      int fd = ::accept(listen_fd_, nullptr, nullptr);
-      if (fd < 0) continue;
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      std::thread([fd] {
-        char buf[1 << 16];
-        for (;;) {
-          ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-          if (n <= 0) break;
-          if (::send(fd, buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
-        }
-        ::close(fd);
-      }).detach();
-    }
-  }
-  int listen_fd_;
-  uint16_t port_;
-};
-
-EchoServer& SharedEcho() {
-  static EchoServer* echo = new EchoServer();
-  return *echo;
-}
-
-using testing::RecvExactly;
+using bench::NewClient;
+using bench::ReportCounters;
+using bench::RunClientBenchmark;
+using bench::SharedServer;
+using bench::Transport;
 
 void BM_RawTcpPingPong(benchmark::State& state) {
-  size_t size = static_cast<size_t>(state.range(0));
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(SharedEcho().port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    state.SkipWithError("connect failed");
-    return;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  std::string out(size, 'x'), in(size, '\0');
-  for (auto _ : state) {
-    if (::send(fd, out.data(), size, MSG_NOSIGNAL) != static_cast<ssize_t>(size) ||
-        !RecvExactly(fd, in.data(), size)) {
-      state.SkipWithError("echo failed");
-      break;
-    }
-  }
-  ::close(fd);
-  state.counters["round_trips/op"] = benchmark::Counter(1, benchmark::Counter::kAvgThreads);
-  state.counters["bytes/op"] =
-      benchmark::Counter(static_cast<double>(2 * size), benchmark::Counter::kAvgThreads);
+  bench::RunRawTcpPingPong(state, static_cast<size_t>(state.range(0)));
 }
 // Sizes matched to the ops' bytes/op: 32 each way = a PING (64 B); 58 each way = a no-op EXECUTE
 // (84 B request + 32 B response = 116 B); 2090 each way = a READ of 4 KiB (4180 B).

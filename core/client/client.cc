@@ -205,17 +205,22 @@ std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view f
                                                               const CallOptions& options) {
   auto promise = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
   std::future<absl::StatusOr<std::string>> future = promise->get_future();
+  ExecuteAsync(
+      function, args, [promise](ResponsePayload r) { promise->set_value(std::move(r)); },
+      options);
+  return future;
+}
+
+void Client::ExecuteAsync(std::string_view function, std::string_view args, ResponseCallback done,
+                          const CallOptions& options) {
   absl::Duration timeout =
       options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
   absl::StatusOr<std::string> payload = EncodeExecute(false, {}, function, args, timeout);
   if (!payload.ok()) {
-    promise->set_value(payload.status());
-    return future;
+    done(payload.status());
+    return;
   }
-  CallAsync(
-      Op::kExecute, std::move(*payload),
-      [promise](ResponsePayload r) { promise->set_value(std::move(r)); }, options);
-  return future;
+  CallAsync(Op::kExecute, std::move(*payload), std::move(done), options);
 }
 
 absl::StatusOr<std::vector<wire::StatsEntry>> Client::Stats(const CallOptions& options) {

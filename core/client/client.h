@@ -124,6 +124,10 @@ class Client {
   std::future<absl::StatusOr<std::string>> ExecuteAsync(std::string_view function,
                                                         std::string_view args,
                                                         const CallOptions& options = {});
+  // The same with a callback instead of a future: `done` runs on a client thread and may issue
+  // the next asynchronous call (a closed loop with no thread hand-off).
+  void ExecuteAsync(std::string_view function, std::string_view args, ResponseCallback done,
+                    const CallOptions& options = {});
   absl::StatusOr<std::vector<wire::StatsEntry>> Stats(const CallOptions& options = {});
 
   // Sends one request without waiting; `done` gets the response payload or status.

@@ -62,7 +62,7 @@ struct RootSlot {
   std::string_view name;  // NUL padding stripped
 };
 
-RootSlot ParseSlot(const std::string& table, int slot) {
+RootSlot ParseSlot(std::string_view table, int slot) {
   const char* p = table.data() + kRootSize * slot;
   RootSlot s;
   std::memcpy(&s.state, p, 8);
@@ -76,7 +76,7 @@ enum class Lookup { kFound, kAbsent, kClaimed };
 // Probes the root table for `name`. kFound sets *slot to the ready slot; kAbsent sets *slot to the
 // first empty slot on the probe path (or -1 if the table is full); kClaimed means a slot with this
 // name's hash is being created right now: the caller reads again.
-Lookup Probe(const std::string& table, std::string_view name, uint64_t hash, int* slot) {
+Lookup Probe(std::string_view table, std::string_view name, uint64_t hash, int* slot) {
   int start = static_cast<int>(hash % kNumRoots);
   for (int i = 0; i < kNumRoots; ++i) {
     int s = (start + i) % kNumRoots;
@@ -99,8 +99,22 @@ Lookup Probe(const std::string& table, std::string_view name, uint64_t hash, int
   return Lookup::kAbsent;
 }
 
-absl::StatusOr<std::string> ReadRootTable(Context& ctx) {
-  return ctx.Read(kRootsOffset, kRootSize * kNumRoots);
+// The root table as one READ saw it. Where memory is local it is a view, not a copy: every
+// service call by name looks its root up, so this is on the hot path of active code.
+struct RootTable {
+  std::string copy;
+  std::string_view bytes;
+};
+
+absl::StatusOr<RootTable> ReadRootTable(Context& ctx) {
+  RootTable t;
+  if (ctx.IsLocal()) {
+    ARDMA_ASSIGN_OR_RETURN(t.bytes, ctx.View(kRootsOffset, kRootSize * kNumRoots));
+  } else {
+    ARDMA_ASSIGN_OR_RETURN(t.copy, ctx.Read(kRootsOffset, kRootSize * kNumRoots));
+    t.bytes = t.copy;
+  }
+  return t;
 }
 
 }  // namespace
@@ -227,7 +241,8 @@ absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
   ARDMA_RETURN_IF_ERROR(CheckRootName(name));
   uint64_t hash = NameHash(name);
   for (int waits = 0;;) {
-    ARDMA_ASSIGN_OR_RETURN(std::string table, ReadRootTable(ctx));
+    ARDMA_ASSIGN_OR_RETURN(RootTable root_table, ReadRootTable(ctx));
+    std::string_view table = root_table.bytes;
     int slot;
     switch (Probe(table, name, hash, &slot)) {
       case Lookup::kFound:
@@ -251,7 +266,8 @@ absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, ui
   uint64_t hash = NameHash(name);
   int waits = 0;
   for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(std::string table, ReadRootTable(ctx));
+    ARDMA_ASSIGN_OR_RETURN(RootTable root_table, ReadRootTable(ctx));
+    std::string_view table = root_table.bytes;
     int slot;
     Lookup found = Probe(table, name, hash, &slot);
     if (found == Lookup::kFound) return ParseSlot(table, slot).value;

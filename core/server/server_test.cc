@@ -149,6 +149,32 @@ TEST_F(ServerTest, ConcurrentFetchAddFromSeveralClientsSumsExactly) {
   EXPECT_EQ(U64At(*client_->Read(kScratch + 8, 8), 0), 3u * kAdds * (kClients + 2));
 }
 
+// A closed loop driven from callbacks: each response issues the next request from the client's
+// own thread, and every result arrives in order.
+TEST_F(ServerTest, ExecuteAsyncCallbacksCanChainCalls) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  std::promise<void> finished;
+  std::vector<std::string> results;
+  std::function<void(int)> issue = [&](int i) {
+    client_->ExecuteAsync("test.echo", std::to_string(i), [&, i](ResponsePayload r) {
+      results.push_back(r.ok() ? *r : r.status().ToString());
+      if (i < 20) {
+        issue(i + 1);
+      } else {
+        finished.set_value();
+      }
+    });
+  };
+  issue(0);
+  ASSERT_EQ(finished.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  ASSERT_EQ(results.size(), 21u);
+  for (int i = 0; i <= 20; ++i) EXPECT_EQ(results[i], std::to_string(i));
+  // A bad name fails through the callback, not by throwing or hanging.
+  std::promise<absl::Status> bad;
+  client_->ExecuteAsync("", "", [&](ResponsePayload r) { bad.set_value(r.status()); });
+  EXPECT_EQ(bad.get_future().get().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ServerTest, LoadHasCodeAndExecute) {
   const ActiveLibrary& test2 = active_libraries::test2();
   EXPECT_FALSE(*client_->HasCode(test2.hash()));

@@ -1,0 +1,49 @@
+// What the benchmark binaries share: one in-process ardmad per binary, clients on it, the
+// round-trip and byte counters every benchmark reports, and the floor they are compared with (a
+// raw TCP ping-pong of the same size against an echo thread in the same process).
+#ifndef ARDMA_BENCH_BENCH_SUPPORT_H_
+#define ARDMA_BENCH_BENCH_SUPPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "benchmark/benchmark.h"
+#include "core/client/client.h"
+#include "core/server/server.h"
+
+namespace ardma::bench {
+
+// The binary's ardmad on 127.0.0.1:0 (and a Unix socket), 256 MiB, started on first use and
+// stopped at exit. ARDMA_BENCH_IO_THREADS sets its --io-threads.
+Server& SharedServer();
+
+enum class Transport { kTcp, kUnix };
+// A new connection to SharedServer(); on failure marks `state` skipped and returns null.
+std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport = Transport::kTcp);
+
+// Sets round_trips/op and bytes/op from the client's counters since `rt0`/`bytes0`.
+void ReportCounters(benchmark::State& state, Client& client, uint64_t rt0, uint64_t bytes0);
+
+// The floor: send `size` bytes to an echo thread and read them back, blocking, TCP_NODELAY.
+void RunRawTcpPingPong(benchmark::State& state, size_t size);
+
+// Runs `op(client)` (returning false on failure) on a new connection and reports the counters.
+template <typename Op>
+void RunClientBenchmark(benchmark::State& state, Op op, Transport transport = Transport::kTcp) {
+  std::unique_ptr<Client> client = NewClient(state, transport);
+  if (client == nullptr) return;
+  uint64_t rt0 = client->counters().round_trips;
+  uint64_t bytes0 = client->counters().bytes_sent + client->counters().bytes_received;
+  for (auto _ : state) {
+    if (!op(*client)) {
+      state.SkipWithError("operation failed");
+      break;
+    }
+  }
+  ReportCounters(state, *client, rt0, bytes0);
+}
+
+}  // namespace ardma::bench
+
+#endif  // ARDMA_BENCH_BENCH_SUPPORT_H_
