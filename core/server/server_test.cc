@@ -18,6 +18,7 @@
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/testing/raw_socket.h"
+#include "core/testing/test_server.h"
 #include "core/tools/demo_library.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -32,13 +33,7 @@ using testing::U64s;
 
 constexpr uint64_t kScratch = heap::kDataStart + (1 << 20);  // free of heap blocks in these tests
 
-ServerOptions TestOptions() {
-  ServerOptions o;
-  o.listen = "127.0.0.1:0";
-  o.memory_size = 64 << 20;
-  o.handler.workers = 2;
-  return o;
-}
+ServerOptions TestOptions() { return testing::TestServerOptions(); }
 
 uint64_t Stat(Client& client, const std::string& name) {
   absl::StatusOr<std::vector<wire::StatsEntry>> stats = client.Stats();

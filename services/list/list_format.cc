@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/wire/byte_io.h"
+#include "services/service_name.h"
 
 namespace ardma::list {
 
@@ -11,11 +12,7 @@ using wire::ByteReader;
 using wire::ByteWriter;
 
 absl::Status CheckName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameBytes || name.find('\0') != std::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("list names are 1 to ", kMaxNameBytes, " bytes without NUL"));
-  }
-  return absl::OkStatus();
+  return CheckServiceName(name, kMaxNameBytes, "list");
 }
 
 void EncodeTarget(const Target& target, std::string* out) {
