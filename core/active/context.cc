@@ -1,6 +1,9 @@
 #include "core/active/context.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "absl/strings/cord.h"
 
 namespace ardma {
 
@@ -32,6 +35,26 @@ absl::Status Context::WriteU64(uint64_t addr, uint64_t value, RegionId region) {
   char bytes[8];
   std::memcpy(bytes, &value, 8);
   return Write(addr, std::string_view(bytes, 8), region);
+}
+
+absl::Duration Context::BackoffDelay(int round) {
+  return absl::Microseconds(std::min(1 << std::clamp(round, 0, 10), 1000));
+}
+
+namespace {
+constexpr char kRescheduledPayload[] = "ardma.rescheduled";
+}  // namespace
+
+absl::Status RescheduledError() {
+  absl::Status status = absl::UnavailableError(
+      "active function must wait: run it again on a worker thread (Context::Backoff)");
+  status.SetPayload(kRescheduledPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsRescheduled(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable &&
+         status.GetPayload(kRescheduledPayload).has_value();
 }
 
 }  // namespace ardma

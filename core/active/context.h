@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/wire/messages.h"
 
 namespace ardma {
@@ -98,6 +99,16 @@ class Context {
     return DoWake(key, result);
   }
 
+  // Waits before retrying something another party holds (a lock word, a half-created root): about
+  // 2^round microseconds, at most 1 ms. Remotely, and on the server's worker threads, it sleeps.
+  // A function run inline on a server I/O thread must not sleep there (it would stall that
+  // thread's connections, maybe the very holder it waits for), so Backoff returns a Rescheduled
+  // status instead (IsRescheduled): return it, after undoing anything that is not safe to do
+  // twice; the server then runs the request again from the start on a worker thread, where
+  // Backoff sleeps. Past the request's deadline it fails with DEADLINE_EXCEEDED.
+  absl::Status Backoff(int round) { return DoBackoff(BackoffDelay(round)); }
+  static absl::Duration BackoffDelay(int round);
+
   // True when operations are local memory accesses (active mode).
   virtual bool IsLocal() const = 0;
 
@@ -111,7 +122,12 @@ class Context {
   virtual absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) = 0;
   virtual absl::Status DoPark(std::string_view key) = 0;
   virtual absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) = 0;
+  virtual absl::Status DoBackoff(absl::Duration delay) = 0;
 };
+
+// The status Backoff returns when the request must move to a worker thread.
+absl::Status RescheduledError();
+bool IsRescheduled(const absl::Status& status);
 
 }  // namespace ardma
 

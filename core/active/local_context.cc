@@ -1,6 +1,7 @@
 #include "core/active/local_context.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -100,6 +101,25 @@ absl::Status LocalContext::DoPark(std::string_view key) {
 absl::StatusOr<bool> LocalContext::DoWake(std::string_view key, std::string_view result) {
   if (ex_->parking == nullptr) return absl::FailedPreconditionError("no parking lot");
   return ex_->parking->Wake(key, result);
+}
+
+absl::Status LocalContext::DoBackoff(absl::Duration delay) {
+  if (ex_->parked != nullptr) {
+    return absl::FailedPreconditionError("a parked request cannot back off: it waits already");
+  }
+  if (!ex_->may_block) {
+    ex_->rescheduled = true;
+    return RescheduledError();
+  }
+  if (ex_->cancelled != nullptr && ex_->cancelled->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("server is shutting down");
+  }
+  absl::Time now = absl::Now();
+  if (now + delay > ex_->deadline) {
+    return absl::DeadlineExceededError("active function would wait past its deadline");
+  }
+  absl::SleepFor(delay);
+  return absl::OkStatus();
 }
 
 }  // namespace ardma

@@ -43,6 +43,10 @@ struct Execution {
   const std::atomic<bool>* cancelled = nullptr;  // set by the server on shutdown
   // Set by Park; the server calls parking->FunctionReturned(parked, status) afterwards.
   std::shared_ptr<ParkingLot::Entry> parked;
+  // False while the request runs inline on an I/O thread: Backoff then asks to be rescheduled
+  // (sets rescheduled) instead of sleeping.
+  bool may_block = true;
+  bool rescheduled = false;
   ActiveOpCounts counts;
   int depth = 0;  // nesting of Call
 };
@@ -71,6 +75,7 @@ class LocalContext : public Context {
   absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) override;
   absl::Status DoPark(std::string_view key) override;
   absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) override;
+  absl::Status DoBackoff(absl::Duration delay) override;
 
  private:
   // Counts one operation; every kDeadlineCheckInterval checks deadline and cancellation.

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -69,6 +70,11 @@ absl::Status RemoteContext::DoPark(std::string_view) {
 
 absl::StatusOr<bool> RemoteContext::DoWake(std::string_view, std::string_view) {
   return absl::FailedPreconditionError("Wake needs active mode");
+}
+
+absl::Status RemoteContext::DoBackoff(absl::Duration delay) {
+  absl::SleepFor(delay);
+  return absl::OkStatus();
 }
 
 }  // namespace ardma

@@ -34,6 +34,7 @@ class RemoteContext : public Context {
   absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) override;
   absl::Status DoPark(std::string_view key) override;
   absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) override;
+  absl::Status DoBackoff(absl::Duration delay) override;  // sleeps on the calling thread
 
  private:
   Client* const client_;

@@ -23,14 +23,13 @@ constexpr int kMaxCasRetries = 1 << 20;
 // claiming the slot and publishing it.
 constexpr int kMaxClaimedWaits = 1000;
 
-absl::Status WaitForClaimedRoot(std::string_view name, int* waits) {
+absl::Status WaitForClaimedRoot(Context& ctx, std::string_view name, int* waits) {
   if (++*waits > kMaxClaimedWaits) {
     return absl::UnavailableError(absl::StrCat("root '", ToAbsl(name),
                                                "' is still being created by a client that has "
                                                "not finished (it may have died)"));
   }
-  absl::SleepFor(absl::Microseconds(std::min(1 << std::min(*waits, 10), 1000)));
-  return absl::OkStatus();
+  return ctx.Backoff(*waits);
 }
 
 uint64_t FreeListHead(int cls) { return kFreeListOffset + 8 * static_cast<uint64_t>(cls); }
@@ -250,7 +249,7 @@ absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
       case Lookup::kAbsent:
         return absl::NotFoundError(absl::StrCat("no root named '", ToAbsl(name), "'"));
       case Lookup::kClaimed:
-        ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(name, &waits));  // then read again
+        ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(ctx, name, &waits));  // then read again
         break;
     }
   }
@@ -272,7 +271,7 @@ absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, ui
     Lookup found = Probe(table, name, hash, &slot);
     if (found == Lookup::kFound) return ParseSlot(table, slot).value;
     if (found == Lookup::kClaimed) {
-      ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(name, &waits));
+      ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(ctx, name, &waits));
       continue;
     }
     if (slot < 0) return absl::ResourceExhaustedError("the root table is full");

@@ -291,14 +291,20 @@ void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view p
                               short_run(stats.average_ns) && short_run(stats.last_ns));
   if (run_inline) {
     ServerCounters::Add(counters_.executes_inline, 1);
-    RunExecute(*fn, req->args, deadline, responder);
+    RunExecute(*fn, req->args, deadline, /*on_worker=*/workers_ == nullptr, responder);
     return;
   }
   ServerCounters::Add(counters_.executes_pooled, 1);
+  SubmitExecute(*fn, req->args, deadline, responder);
+}
+
+void RequestHandler::SubmitExecute(const BoundFunction& fn, std::string_view args,
+                                   absl::Time deadline,
+                                   const std::shared_ptr<ExecuteResponder>& responder) {
   WorkerPool::Job job;
   job.deadline = deadline;
-  job.run = [this, fn = *fn, args = std::string(req->args), deadline, responder] {
-    RunExecute(fn, args, deadline, responder);
+  job.run = [this, fn, args = std::string(args), deadline, responder] {
+    RunExecute(fn, args, deadline, /*on_worker=*/true, responder);
   };
   job.expired = [this, responder] {
     ServerCounters::Add(counters_.executes_expired, 1);
@@ -311,6 +317,7 @@ void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view p
 }
 
 void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
+                                bool on_worker,
                                 const std::shared_ptr<ExecuteResponder>& responder) {
   Execution ex;
   ex.regions = regions_;
@@ -319,6 +326,7 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
   ex.responder = responder;
   ex.deadline = deadline;
   ex.cancelled = &cancelled_;
+  ex.may_block = on_worker;
   absl::Time start = absl::Now();
   absl::StatusOr<std::string> result = LocalContext::Run(&ex, fn, args);
   uint64_t ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start));
@@ -328,6 +336,12 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
   if (ex.parked != nullptr) {
     ServerCounters::Add(counters_.parked_total, 1);
     parking_.FunctionReturned(ex.parked, result.status());
+    return;
+  }
+  if (ex.rescheduled && IsRescheduled(result.status()) && workers_ != nullptr) {
+    // It backed off on an I/O thread: run it again, from the start, where it may sleep.
+    ServerCounters::Add(counters_.executes_rescheduled, 1);
+    SubmitExecute(fn, args, deadline, responder);
     return;
   }
   responder->Respond(std::move(result));

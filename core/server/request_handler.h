@@ -3,7 +3,8 @@
 // One-sided ops (READ, WRITE, CAS, FETCH_ADD), PING, HAS_CODE and STATS are answered before Handle
 // returns, on the calling (I/O) thread. EXECUTE runs inline when its function is known to be short
 // (its running average and its last run are under `inline_threshold`), otherwise on the worker
-// pool; LOAD of new code runs on the pool. A parked EXECUTE is answered when woken. Retried
+// pool; LOAD of new code runs on the pool. An inline function that must wait (Context::Backoff)
+// is run again from the start on the pool, so no I/O thread ever sleeps. A parked EXECUTE is answered when woken. Retried
 // EXECUTEs are de-duplicated. Connections appear here only as ResponseSinks, so tests and other
 // transports can drive it.
 //
@@ -87,8 +88,13 @@ class RequestHandler {
                   const std::shared_ptr<ResponseSink>& sink);
   void HandleExecute(const wire::FrameHeader& header, std::string_view payload,
                      const std::shared_ptr<ResponseSink>& sink);
+  // Queues an EXECUTE on the worker pool (answering it if the queue is full).
+  void SubmitExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
+                     const std::shared_ptr<ExecuteResponder>& responder);
+  // Runs it here. `on_worker`: this thread may sleep (Context::Backoff); otherwise a function that
+  // backs off is rescheduled onto the pool.
   void RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
-                  const std::shared_ptr<ExecuteResponder>& responder);
+                  bool on_worker, const std::shared_ptr<ExecuteResponder>& responder);
 
   const HandlerOptions options_;
   RegionTable* const regions_;

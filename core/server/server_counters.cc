@@ -36,6 +36,7 @@ std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
   put("execute.pooled", executes_pooled);
   put("execute.expired", executes_expired);
   put("execute.rejected", executes_rejected);
+  put("execute.rescheduled", executes_rescheduled);
   put("parked.total", parked_total);
   put("active.reads", active_reads);
   put("active.writes", active_writes);

@@ -29,6 +29,7 @@ struct ServerCounters {
   Counter executes_pooled{0};
   Counter executes_expired{0};   // dropped: deadline passed before start
   Counter executes_rejected{0};  // worker queue full
+  Counter executes_rescheduled{0};  // backed off inline: moved to a worker
   Counter parked_total{0};
   // Memory operations performed by active code (not by one-sided ops).
   Counter active_reads{0};

@@ -300,6 +300,44 @@ TEST_F(ServerTest, ShortFunctionsRunInlineUntilARunIsSlow) {
   EXPECT_EQ(Stat(*client_, "execute.pooled"), pooled + 1);
 }
 
+TEST_F(ServerTest, FunctionThatBacksOffLeavesTheIoThreadSoTheHolderCanRelease) {
+  // One I/O thread serves both the waiter and the holder: if the waiter slept on it, the holder's
+  // release could not be read until the waiter gave up.
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.io_threads = 1;
+  options.handler.inline_threshold = absl::Milliseconds(5);
+  StartServer(options);
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  const uint64_t lock = kScratch + 32;
+  const uint64_t kRounds = 10000;  // about 10 s of 1 ms backoffs before it gives up
+  for (int i = 0; i < 3; ++i) {    // known short: runs inline from now on
+    ASSERT_TRUE(client_->Execute("test.wait_zero", U64s({lock, kRounds})).ok());
+  }
+  EXPECT_EQ(Stat(*client_, "execute.rescheduled"), 0u);
+  std::unique_ptr<Client> holder = NewClient();
+  ASSERT_TRUE(holder->Write(lock, U64s({1})).ok());
+  uint64_t inlined = Stat(*client_, "execute.inline");
+  std::future<absl::StatusOr<std::string>> waiter =
+      client_->ExecuteAsync("test.wait_zero", U64s({lock, kRounds}));
+  for (int i = 0; i < 10000 && Stat(*holder, "execute.rescheduled") == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(Stat(*holder, "execute.rescheduled"), 1u);
+  EXPECT_EQ(Stat(*holder, "execute.inline"), inlined + 1);
+  ASSERT_TRUE(holder->Write(lock, U64s({0})).ok());
+  absl::StatusOr<std::string> waited = waiter.get();
+  EXPECT_TRUE(waited.ok()) << waited.status();
+
+  // Backing off past the deadline is DEADLINE_EXCEEDED, wherever it runs.
+  ASSERT_TRUE(holder->Write(lock, U64s({1})).ok());
+  absl::Status late = client_
+                          ->Execute("test.wait_zero", U64s({lock, kRounds}),
+                                    {.timeout = absl::Milliseconds(100)})
+                          .status();
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+}
+
 TEST_F(ServerTest, RunawayFunctionIsStoppedAtItsDeadline) {
   ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
   absl::Time start = absl::Now();

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <optional>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -47,10 +46,6 @@ constexpr uint64_t kBytesPerTransfer = 8u << 20;
 uint64_t Random64() {
   thread_local std::mt19937_64 rng(std::random_device{}());
   return rng();
-}
-
-void Backoff(int round) {
-  std::this_thread::sleep_for(std::chrono::microseconds(std::min(1 << std::min(round, 10), 1000)));
 }
 
 // ---- Geometry, buckets and slots ----
@@ -352,7 +347,7 @@ absl::StatusOr<std::optional<uint64_t>> LockHome(Context& ctx, Table& t, Neighbo
       }
       since = Clock::now();
     }
-    Backoff(round);
+    ARDMA_RETURN_IF_ERROR(ctx.Backoff(round));
     ARDMA_ASSIGN_OR_RETURN(control, ctx.ReadU64(nb.base));
     reread = true;
   }
@@ -390,7 +385,7 @@ absl::Status ClaimResize(Context& ctx, const Table& t, Geometry seen, uint64_t n
         since = Clock::now();
       }
       if (Clock::now() - since <= kClaimStealAfter) {
-        Backoff(round);
+        ARDMA_RETURN_IF_ERROR(ctx.Backoff(round));
         continue;
       }
       expected = claim;  // the resizer died: take over
@@ -613,7 +608,7 @@ absl::StatusOr<std::string> Read(Context& ctx, std::string_view args, bool with_
       return out;
     }
     if (!found.stale) return EncodeReply(t, false);
-    if (attempt > 2) Backoff(attempt);
+    if (attempt > 2) ARDMA_RETURN_IF_ERROR(ctx.Backoff(attempt));
   }
   return absl::AbortedError("dht read kept meeting entries freed under it");
 }

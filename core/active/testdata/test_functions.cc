@@ -85,9 +85,21 @@ absl::StatusOr<std::string> ViewSum(Context& ctx, std::string_view args) {
   return U64s({sum});
 }
 
+// Waits, with Context::Backoff, until the word at addr is 0 (like a lock waiter).
+absl::StatusOr<std::string> WaitZero(Context& ctx, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 2));
+  uint64_t rounds = U64At(args, 1);
+  for (uint64_t round = 0; round <= rounds; ++round) {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t word, ctx.ReadU64(U64At(args, 0)));
+    if (word == 0) return U64s({round});
+    ARDMA_RETURN_IF_ERROR(ctx.Backoff(static_cast<int>(round)));
+  }
+  return absl::UnavailableError("test.wait_zero: the word stayed set");
+}
+
 }  // namespace
 
 ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.add", &Add},
                      {"test.call_double", &CallDouble}, {"test.fail", &Fail}, {"test.spin", &Spin},
                      {"test.sleep", &Sleep}, {"test.park", &Park}, {"test.wake", &Wake},
-                     {"test.view_sum", &ViewSum});
+                     {"test.view_sum", &ViewSum}, {"test.wait_zero", &WaitZero});

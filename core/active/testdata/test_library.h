@@ -11,6 +11,8 @@
 //   test.park        key bytes            -> parks on key; answered by a wake
 //   test.wake        key_len:u64, key, result -> 1 if a request was woken, else 0
 //   test.view_sum    addr, len            -> sum of the bytes (View when local, else Read)
+//   test.wait_zero   addr, rounds         -> rounds backed off until the word at addr was 0;
+//                                          UNAVAILABLE if it was still set after `rounds`
 //   test2.double     x                    -> 2x
 #ifndef ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
 #define ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
