@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/host_port.h"
+#include "core/client/socket_connect.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -22,12 +22,6 @@ namespace {
 // A reader blocked in recv(2) wakes this often to check deadlines.
 constexpr int kReadTickMs = 100;
 constexpr size_t kInitialReadBuffer = 64 << 10;
-constexpr std::string_view kUnixPrefix = "unix:";
-
-absl::Status ErrnoUnavailable(const std::string& what, int err) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
-}
-
 }  // namespace
 
 struct Connection::Pending {
@@ -38,81 +32,12 @@ struct Connection::Pending {
   absl::Time deadline;
 };
 
-absl::StatusOr<int> ConnectUnix(std::string_view path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad unix socket path '", ToAbsl(path), "'"));
-  }
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoUnavailable("socket", errno);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    absl::Status s = ErrnoUnavailable(absl::StrCat("connect to unix:", ToAbsl(path)), errno);
-    ::close(fd);
-    return s;
-  }
-  return fd;
-}
-
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(std::string_view address,
                                                              absl::Duration timeout,
                                                              const wire::WireLimits& limits,
                                                              ClientCounters* counters) {
-  if (address.substr(0, 5) == kUnixPrefix) {
-    ARDMA_ASSIGN_OR_RETURN(int fd, ConnectUnix(address.substr(5)));
-    timeval tick{0, kReadTickMs * 1000};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
-    return std::shared_ptr<Connection>(new Connection(fd, limits, counters));
-  }
-  ARDMA_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* results = nullptr;
-  std::string port = std::to_string(hp.port);
-  int gai = ::getaddrinfo(hp.host.c_str(), port.c_str(), &hints, &results);
-  if (gai != 0) {
-    return absl::UnavailableError(absl::StrCat("resolve ", hp.host, ": ", ::gai_strerror(gai)));
-  }
-  absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", hp.host));
-  int fd = -1;
-  for (addrinfo* ai = results; ai != nullptr && fd < 0; ai = ai->ai_next) {
-    int s =
-        ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-    if (s < 0) {
-      last = ErrnoUnavailable("socket", errno);
-      continue;
-    }
-    int rc = ::connect(s, ai->ai_addr, ai->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd p{s, POLLOUT, 0};
-      int ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
-      int polled = ::poll(&p, 1, ms > 0 ? ms : 1);
-      if (polled == 1) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-        ::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
-        rc = err == 0 ? 0 : -1;
-        errno = err;
-      } else {
-        rc = -1;
-        if (polled == 0) errno = ETIMEDOUT;  // else poll set errno
-      }
-    }
-    if (rc != 0) {
-      last = ErrnoUnavailable(absl::StrCat("connect to ", ToAbsl(address)), errno);
-      ::close(s);
-      continue;
-    }
-    fd = s;
-  }
-  ::freeaddrinfo(results);
-  if (fd < 0) return last;
-  // Blocking from here on, with a receive timeout so a reader can check deadlines.
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ARDMA_ASSIGN_OR_RETURN(int fd, ConnectSocket(address, timeout));
+  // A receive timeout, so a reader blocked in recv(2) can check deadlines.
   timeval tick{0, kReadTickMs * 1000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
   return std::shared_ptr<Connection>(new Connection(fd, limits, counters));

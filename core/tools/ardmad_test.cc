@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "core/client/client.h"
 #include "core/memory/heap.h"
+#include "core/testing/run_command.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,29 +20,14 @@ namespace ardma {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string BinDir() {
-  const char* dir = std::getenv("ARDMA_BIN_DIR");
-  return dir != nullptr ? dir : "build/bin";
-}
+using testing::BinDir;
+using testing::RunCommand;
 
 std::string TempPath(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
           (name + "." + std::to_string(::getpid()) + "." +
            ::testing::UnitTest::GetInstance()->current_test_info()->name()))
       .string();
-}
-
-// Runs a command line, returns its exit code and captures stdout+stderr.
-int RunCommand(const std::string& command, std::string* output) {
-  std::string out_path = TempPath("cmd_out");
-  int status = std::system((command + " > " + out_path + " 2>&1").c_str());
-  std::ifstream in(out_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *output = ss.str();
-  std::filesystem::remove(out_path);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // An ardmad child process on 127.0.0.1:0.

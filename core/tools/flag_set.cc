@@ -72,6 +72,27 @@ const FlagSet::Flag* FlagSet::Find(std::string_view name) const {
   return nullptr;
 }
 
+void FlagSet::Short(char letter, std::string_view name) {
+  for (Flag& f : flags_) {
+    if (f.name == name) f.short_name = letter;
+  }
+}
+
+const FlagSet::Flag* FlagSet::FindShort(char letter) const {
+  for (const Flag& f : flags_) {
+    if (f.short_name == letter) return &f;
+  }
+  return nullptr;
+}
+
+absl::Status FlagSet::Set(const Flag& flag, std::string_view spelled, std::string_view value) {
+  if (absl::Status s = flag.set(value); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToAbsl(spelled), "=", ToAbsl(value), ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
                                                         bool stop_at_positional) {
   return Parse(std::vector<std::string>(argv + 1, argv + argc), stop_at_positional);
@@ -89,6 +110,27 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
     if (arg == "--help" || arg == "-h") {
       help_requested_ = true;
       continue;
+    }
+    if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      if (const Flag* flag = FindShort(arg[1])) {
+        std::string spelled = absl::StrCat("-", ToAbsl(arg.substr(1, 1)));
+        if (flag->is_bool) {
+          if (arg.size() > 2) {
+            return absl::InvalidArgumentError(absl::StrCat(spelled, " takes no value"));
+          }
+          *flag->bool_value = true;
+          continue;
+        }
+        std::string_view value = arg.substr(2);
+        if (value.empty()) {
+          if (i + 1 >= args.size()) {
+            return absl::InvalidArgumentError(absl::StrCat(spelled, " needs a value"));
+          }
+          value = args[++i];
+        }
+        ARDMA_RETURN_IF_ERROR(Set(*flag, spelled, value));
+        continue;
+      }
     }
     if (arg.size() < 3 || arg.substr(0, 2) != "--") {
       if (stop_at_positional) {
@@ -128,10 +170,7 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
       }
       value = args[++i];
     }
-    if (absl::Status s = flag->set(value); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", ToAbsl(name), "=", ToAbsl(value), ": ", s.message()));
-    }
+    ARDMA_RETURN_IF_ERROR(Set(*flag, absl::StrCat("--", ToAbsl(name)), value));
   }
   return positional;
 }
@@ -153,7 +192,10 @@ std::optional<int> FlagSet::ParseForMain(int argc, char** argv, std::vector<std:
 std::string FlagSet::Help() const {
   std::string out = absl::StrCat(usage_, "\n\nFlags:\n");
   for (const Flag& f : flags_) {
-    std::string left = absl::StrCat("  --", f.name, f.metavar.empty() ? "" : " ", f.metavar);
+    std::string left =
+        absl::StrCat(f.short_name != 0 ? absl::StrCat("  -", std::string(1, f.short_name), ", ")
+                                       : std::string("  "),
+                     "--", f.name, f.metavar.empty() ? "" : " ", f.metavar);
     absl::StrAppendFormat(&out, "%-32s %s", left, f.help);
     if (!f.default_text.empty()) absl::StrAppend(&out, " (default: ", f.default_text, ")");
     absl::StrAppend(&out, "\n");

@@ -6,7 +6,8 @@
 //   flags.String("listen", &listen, "HOST:PORT", "address to listen on");
 //   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> args, flags.Parse(argc, argv));
 //
-// Accepts --name=value and --name value; booleans also as --name / --no-name. "--" ends flags.
+// Accepts --name=value and --name value; booleans also as --name / --no-name; flags given a short
+// name (Short) also as -x VALUE / -xVALUE. "--" ends flags.
 // Parse returns the positional arguments; an unknown flag or a bad value is INVALID_ARGUMENT with a
 // message naming the flag. --help / -h is reported through help_requested().
 // Not thread-safe; use from main.
@@ -38,6 +39,10 @@ class FlagSet {
   // Durations such as 250us, 10ms, 30s, 2m.
   void Duration(std::string name, absl::Duration* value, std::string help);
 
+  // Gives the already-declared flag `name` a one-letter spelling: -t VALUE, -tVALUE, or -q for a
+  // boolean.
+  void Short(char letter, std::string_view name);
+
   // Stops at the first positional argument when `stop_at_positional` (subcommand tools), so the
   // rest of argv is left for the subcommand.
   absl::StatusOr<std::vector<std::string>> Parse(int argc, char** argv,
@@ -61,8 +66,12 @@ class FlagSet {
     std::function<absl::Status(std::string_view)> set;
     bool is_bool = false;
     bool* bool_value = nullptr;
+    char short_name = 0;
   };
   const Flag* Find(std::string_view name) const;
+  const Flag* FindShort(char letter) const;
+  // Sets `flag` from `value`, naming it as `spelled` in errors.
+  static absl::Status Set(const Flag& flag, std::string_view spelled, std::string_view value);
 
   std::string program_;
   std::string usage_;

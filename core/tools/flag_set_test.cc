@@ -60,6 +60,30 @@ TEST(FlagSetTest, HelpListsFlagsAndStopAtPositionalLeavesSubcommandArgs) {
   EXPECT_THAT(flags.Help(), HasSubstr("127.0.0.1:15712"));
 }
 
+TEST(FlagSetTest, ShortNamesTakeValuesAttachedOrSeparate) {
+  FlagSet flags("t", "usage");
+  std::string tests;
+  int64_t clients = 0;
+  bool quiet = false;
+  flags.String("tests", &tests, "LIST", "which");
+  flags.Int("clients", &clients, "N", "how many");
+  flags.Bool("quiet", &quiet, "less output");
+  flags.Short('t', "tests");
+  flags.Short('c', "clients");
+  flags.Short('q', "quiet");
+  absl::StatusOr<std::vector<std::string>> args =
+      flags.Parse({"-t", "dht.get,dht.put", "-c50", "-q", "-x", "rest"});
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(tests, "dht.get,dht.put");
+  EXPECT_EQ(clients, 50);
+  EXPECT_TRUE(quiet);
+  EXPECT_THAT(*args, ElementsAre("-x", "rest"));  // not a short flag: positional, as before
+  EXPECT_THAT(flags.Parse({"-c"}).status().message(), HasSubstr("-c needs a value"));
+  EXPECT_THAT(flags.Parse({"-cmany"}).status().message(), HasSubstr("-c=many"));
+  EXPECT_THAT(flags.Parse({"-qq"}).status().message(), HasSubstr("takes no value"));
+  EXPECT_THAT(flags.Help(), HasSubstr("-c, --clients N"));
+}
+
 TEST(FlagSetTest, ParseForMainGivesExitCodesForBadFlagsAndHelp) {
   std::string server;
   std::vector<std::string> args;

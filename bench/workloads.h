@@ -1,0 +1,49 @@
+// The tests ardma-bench runs: what one operation of each sends, and how a test is prepared on the
+// server (code shipped, table created) before its clock starts.
+//
+//   ping          PING with a VALUE_SIZE-byte payload (one-sided; the same in both modes)
+//   dht.put       put key:NNNNNNNNNNNN -> VALUE_SIZE bytes into table TABLE
+//   dht.get       get of such a key (run dht.put first, or the keys are missing: not an error)
+//   dht.contains  contains of such a key
+//   dht.remove    remove of such a key
+//
+// Keys are "key:" and 12 digits, as redis-benchmark's -r gives them, drawn from [0, KEYSPACE) by a
+// fixed-seed hash of the operation's number, so two runs with the same seed touch the same keys.
+// Active mode sends one EXECUTE per operation from an event loop; RDMA mode runs DhtClient's
+// one-sided algorithm on a thread per connection.
+#ifndef ARDMA_BENCH_WORKLOADS_H_
+#define ARDMA_BENCH_WORKLOADS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/load_generator.h"
+#include "core/client/client.h"
+#include "core/client/invoke.h"
+
+namespace ardma::bench {
+
+struct WorkloadOptions {
+  Mode mode = Mode::kActive;
+  std::string table = "ardma-bench";
+  uint64_t value_size = 3;
+  uint64_t keyspace = 10000;  // 0: every operation uses key 0
+  uint64_t seed = 1;
+};
+
+const std::vector<std::string>& KnownTests();
+
+// The key operation `i` uses.
+std::string BenchKey(const WorkloadOptions& options, uint64_t i);
+
+// Prepares `test` through `setup` (a client of the same server) and runs it.
+// INVALID_ARGUMENT for an unknown test.
+absl::StatusOr<LoadResult> RunTest(std::string_view test, const LoadOptions& load,
+                                   const WorkloadOptions& options, Client& setup);
+
+}  // namespace ardma::bench
+
+#endif  // ARDMA_BENCH_WORKLOADS_H_
