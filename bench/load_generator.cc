@@ -41,8 +41,8 @@ struct Sock {
   std::string out;  // frames not yet sent, from out_pos
   size_t out_pos = 0;
   bool watching_out = false;
-  std::string in;  // bytes received, unparsed from in_pos
-  size_t in_pos = 0;
+  std::vector<char> in = std::vector<char>(kReadChunk);  // received bytes: [in_begin, in_end)
+  size_t in_begin = 0, in_end = 0;
   std::vector<std::pair<uint64_t, int64_t>> inflight;  // request id, queued at (ns)
 
   ~Sock() {
@@ -145,11 +145,16 @@ class EventLoop {
 
   absl::Status Receive(Sock& s) {
     for (;;) {
-      size_t used = s.in.size();
-      s.in.resize(used + kReadChunk);
-      ssize_t n = ::recv(s.fd, s.in.data() + used, kReadChunk, 0);
-      s.in.resize(used + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      if (s.in_end == s.in.size()) {
+        // Full: move the unparsed tail to the front, and grow if that frees nothing.
+        std::copy(s.in.begin() + s.in_begin, s.in.begin() + s.in_end, s.in.begin());
+        s.in_end -= s.in_begin;
+        s.in_begin = 0;
+        if (s.in_end == s.in.size()) s.in.resize(2 * s.in.size());
+      }
+      ssize_t n = ::recv(s.fd, s.in.data() + s.in_end, s.in.size() - s.in_end, 0);
       if (n > 0) {
+        s.in_end += static_cast<size_t>(n);
         result_.bytes += static_cast<uint64_t>(n);
         continue;
       }
@@ -159,8 +164,8 @@ class EventLoop {
       return ErrnoUnavailable("recv", errno);
     }
     int64_t now = NowNs();
-    while (s.in.size() - s.in_pos >= wire::kHeaderSize) {
-      std::string_view rest = std::string_view(s.in).substr(s.in_pos);
+    while (s.in_end - s.in_begin >= wire::kHeaderSize) {
+      std::string_view rest(s.in.data() + s.in_begin, s.in_end - s.in_begin);
       ARDMA_ASSIGN_OR_RETURN(wire::FrameHeader header, wire::DecodeHeader(rest, limits_));
       if (rest.size() < wire::kHeaderSize + header.payload_len) break;
       if (!header.is_response()) return absl::DataLossError("the server sent a request frame");
@@ -174,23 +179,16 @@ class EventLoop {
       *it = s.inflight.back();
       s.inflight.pop_back();
       ++result_.completed;
-      if (header.status != 0) {
-        if (result_.errors++ == 0) {
-          result_.first_error = absl::Status(static_cast<absl::StatusCode>(header.status),
-                                             ToAbsl(rest.substr(wire::kHeaderSize, header.payload_len)))
-                                    .ToString();
-        }
+      if (header.status != 0 && result_.errors++ == 0) {
+        result_.first_error =
+            absl::Status(static_cast<absl::StatusCode>(header.status),
+                         ToAbsl(rest.substr(wire::kHeaderSize, header.payload_len)))
+                .ToString();
       }
-      s.in_pos += wire::kHeaderSize + header.payload_len;
+      s.in_begin += wire::kHeaderSize + header.payload_len;
       if (issued_ < options_.requests) Issue(s);
     }
-    if (s.in_pos == s.in.size()) {
-      s.in.clear();
-      s.in_pos = 0;
-    } else if (s.in_pos > kReadChunk) {
-      s.in.erase(0, s.in_pos);
-      s.in_pos = 0;
-    }
+    if (s.in_begin == s.in_end) s.in_begin = s.in_end = 0;
     return absl::OkStatus();
   }
 

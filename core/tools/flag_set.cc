@@ -200,7 +200,7 @@ std::string FlagSet::Help() const {
     if (!f.default_text.empty()) absl::StrAppend(&out, " (default: ", f.default_text, ")");
     absl::StrAppend(&out, "\n");
   }
-  absl::StrAppend(&out, "  --help                           show this help\n");
+  absl::StrAppendFormat(&out, "%-32s %s\n", "  -h, --help", "show this help");
   return out;
 }
 
