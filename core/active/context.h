@@ -46,6 +46,17 @@ struct ReadOp {
   RegionId region = kHeapRegion;
 };
 
+// How a parked request continues if no Wake answers it (see Context::Park).
+struct ParkOptions {
+  // A resumable request is run again — its top-level function, from the start, with
+  // `resume_args` as its arguments, on a worker thread — at `resume_at` if no Wake came first, or
+  // as soon as some function calls Resume(key). The new run may answer, or park again. A request
+  // that is not resumable just waits for a Wake or its deadline.
+  bool resumable = false;
+  absl::Time resume_at = absl::InfiniteFuture();
+  std::string_view resume_args;
+};
+
 struct WriteOp {
   uint64_t addr = 0;
   std::string_view data;
@@ -92,8 +103,20 @@ class Context {
   // another function calls Wake(key, result); that result becomes the response. Keys are FIFO
   // queues. To avoid a lost wake-up, park first, then re-check the condition and Wake yourself if
   // it already holds. A parked request that outlives its deadline gets DEADLINE_EXCEEDED.
-  // Active mode only (FailedPrecondition elsewhere); a request parks at most once.
-  absl::Status Park(std::string_view key) { return DoPark(key); }
+  // Active mode only (FailedPrecondition elsewhere); a request parks at most once per run.
+  absl::Status Park(std::string_view key, const ParkOptions& options = {}) {
+    return DoPark(key, options);
+  }
+  // Runs the oldest live resumable request parked on `key` again now (see ParkOptions); false if
+  // there was none. Active mode only.
+  absl::StatusOr<bool> Resume(std::string_view key) { return DoResume(key); }
+  // Registers, on the connection of the request being run, a call of `function(args)` to be made
+  // on the server when that connection closes (at once, if it already has). One hook per `key`
+  // per connection: registering again replaces it, an empty `function` removes it. This is how a
+  // service releases what a client that went away held. Active mode only.
+  absl::Status OnClose(std::string_view key, std::string_view function, std::string_view args) {
+    return DoOnClose(key, function, args);
+  }
   // Completes the oldest live request parked on `key` with `result`; false if there was none.
   absl::StatusOr<bool> Wake(std::string_view key, std::string_view result) {
     return DoWake(key, result);
@@ -120,7 +143,10 @@ class Context {
   virtual absl::StatusOr<uint64_t> DoFetchAdd(RegionId region, uint64_t addr, uint64_t delta) = 0;
   virtual absl::StatusOr<std::string_view> DoView(RegionId region, uint64_t addr, uint64_t len) = 0;
   virtual absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) = 0;
-  virtual absl::Status DoPark(std::string_view key) = 0;
+  virtual absl::Status DoPark(std::string_view key, const ParkOptions& options) = 0;
+  virtual absl::StatusOr<bool> DoResume(std::string_view key) = 0;
+  virtual absl::Status DoOnClose(std::string_view key, std::string_view function,
+                                 std::string_view args) = 0;
   virtual absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) = 0;
   virtual absl::Status DoBackoff(absl::Duration delay) = 0;
 };

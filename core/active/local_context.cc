@@ -89,13 +89,34 @@ absl::StatusOr<std::string> LocalContext::DoCall(std::string_view function, std:
   return result;
 }
 
-absl::Status LocalContext::DoPark(std::string_view key) {
+absl::Status LocalContext::DoPark(std::string_view key, const ParkOptions& options) {
   if (ex_->parking == nullptr || ex_->responder == nullptr) {
     return absl::FailedPreconditionError("this request cannot park");
   }
   if (ex_->parked != nullptr) return absl::FailedPreconditionError("request is already parked");
-  ex_->parked = ex_->parking->Park(key, ex_->responder, ex_->deadline);
+  ParkingLot::ResumeFn resume;
+  if (options.resumable) {
+    if (ex_->host == nullptr) {
+      return absl::FailedPreconditionError("this request cannot park resumably");
+    }
+    resume = ex_->host->MakeResume(std::string(options.resume_args));
+  }
+  ex_->parked = ex_->parking->Park(key, ex_->responder, ex_->deadline, std::move(resume),
+                                   options.resume_at);
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> LocalContext::DoResume(std::string_view key) {
+  if (ex_->parking == nullptr) return absl::FailedPreconditionError("no parking lot");
+  return ex_->parking->Resume(key);
+}
+
+absl::Status LocalContext::DoOnClose(std::string_view key, std::string_view function,
+                                     std::string_view args) {
+  if (ex_->host == nullptr) {
+    return absl::FailedPreconditionError("this request has no connection to watch");
+  }
+  return ex_->host->OnClose(key, function, args);
 }
 
 absl::StatusOr<bool> LocalContext::DoWake(std::string_view key, std::string_view result) {

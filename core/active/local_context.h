@@ -34,6 +34,17 @@ struct ActiveOpCounts {
   uint64_t calls = 0;
 };
 
+// The server's side of one running request: how to run it again and where its connection is.
+class RequestHost {
+ public:
+  virtual ~RequestHost() = default;
+  // What runs this request's top-level function again with `args` (a resumable Park).
+  virtual ParkingLot::ResumeFn MakeResume(std::string args) = 0;
+  // Context::OnClose on the request's connection.
+  virtual absl::Status OnClose(std::string_view key, std::string_view function,
+                               std::string_view args) = 0;
+};
+
 struct Execution {
   RegionTable* regions = nullptr;
   const CodeRegistry* registry = nullptr;
@@ -41,6 +52,8 @@ struct Execution {
   std::shared_ptr<Responder> responder;  // how a parked request is answered later
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;  // set by the server on shutdown
+  // What the server offers beyond memory and code; null: resumable Park and OnClose fail.
+  RequestHost* host = nullptr;
   // Set by Park; the server calls parking->FunctionReturned(parked, status) afterwards.
   std::shared_ptr<ParkingLot::Entry> parked;
   // False while the request runs inline on an I/O thread: Backoff then asks to be rescheduled
@@ -73,7 +86,10 @@ class LocalContext : public Context {
   absl::StatusOr<uint64_t> DoFetchAdd(RegionId region, uint64_t addr, uint64_t delta) override;
   absl::StatusOr<std::string_view> DoView(RegionId region, uint64_t addr, uint64_t len) override;
   absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) override;
-  absl::Status DoPark(std::string_view key) override;
+  absl::Status DoPark(std::string_view key, const ParkOptions& options) override;
+  absl::StatusOr<bool> DoResume(std::string_view key) override;
+  absl::Status DoOnClose(std::string_view key, std::string_view function,
+                         std::string_view args) override;
   absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) override;
   absl::Status DoBackoff(absl::Duration delay) override;
 

@@ -9,11 +9,14 @@ namespace ardma {
 
 std::shared_ptr<ParkingLot::Entry> ParkingLot::Park(std::string_view key,
                                                     std::shared_ptr<Responder> responder,
-                                                    absl::Time deadline) {
+                                                    absl::Time deadline, ResumeFn resume,
+                                                    absl::Time resume_at) {
   auto entry = std::make_shared<Entry>();
   entry->key = std::string(key);
   entry->responder = std::move(responder);
   entry->deadline = deadline;
+  entry->resume = std::move(resume);
+  entry->resume_at = resume_at;
   absl::MutexLock lock(&mu_);
   queues_[entry->key].push_back(entry);
   ++size_;
@@ -22,6 +25,7 @@ std::shared_ptr<ParkingLot::Entry> ParkingLot::Park(std::string_view key,
 
 void ParkingLot::FunctionReturned(const std::shared_ptr<Entry>& entry, const absl::Status& status) {
   std::optional<absl::StatusOr<std::string>> answer;
+  bool resume = false;
   {
     absl::MutexLock lock(&mu_);
     entry->function_running = false;
@@ -29,6 +33,9 @@ void ParkingLot::FunctionReturned(const std::shared_ptr<Entry>& entry, const abs
       // Woken while still running: the wake result stands even if the function then failed,
       // because the waker has already handed this request whatever it granted.
       answer = std::move(*entry->early_result);
+    } else if (entry->resume_requested) {
+      resume = status.ok();
+      if (!status.ok()) answer = status;
     } else if (!status.ok() && entry->queued) {
       auto& queue = queues_[entry->key];
       std::erase(queue, entry);
@@ -39,6 +46,40 @@ void ParkingLot::FunctionReturned(const std::shared_ptr<Entry>& entry, const abs
     }
   }
   if (answer.has_value()) entry->responder->Respond(std::move(*answer));
+  if (resume) entry->resume();
+}
+
+bool ParkingLot::Resume(std::string_view key) {
+  std::shared_ptr<Entry> resume_now;
+  bool found = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = queues_.find(ToAbsl(key));
+    if (it == queues_.end()) return false;
+    auto& queue = it->second;
+    for (auto e = queue.begin(); e != queue.end();) {
+      bool dead = !(*e)->responder->Alive();
+      if (!dead && (*e)->resume == nullptr) {
+        ++e;  // waits for a Wake: leave it
+        continue;
+      }
+      std::shared_ptr<Entry> taken = std::move(*e);
+      e = queue.erase(e);
+      taken->queued = false;
+      --size_;
+      if (dead) continue;  // its connection is gone: forget it
+      found = true;
+      if (taken->function_running) {
+        taken->resume_requested = true;  // FunctionReturned resumes it
+      } else {
+        resume_now = std::move(taken);
+      }
+      break;
+    }
+    if (queue.empty()) queues_.erase(it);
+  }
+  if (resume_now != nullptr) resume_now->resume();
+  return found;
 }
 
 bool ParkingLot::Wake(std::string_view key, std::string_view result) {
@@ -77,7 +118,7 @@ bool ParkingLot::Wake(std::string_view key, std::string_view result) {
 }
 
 int ParkingLot::Expire(absl::Time now) {
-  std::vector<std::shared_ptr<Entry>> expired;
+  std::vector<std::shared_ptr<Entry>> expired, resumed;
   {
     absl::MutexLock lock(&mu_);
     for (auto it = queues_.begin(); it != queues_.end();) {
@@ -85,10 +126,15 @@ int ParkingLot::Expire(absl::Time now) {
       std::erase_if(queue, [&](const std::shared_ptr<Entry>& e) {
         if (e->function_running) return false;
         bool dead = !e->responder->Alive();
-        if (!dead && e->deadline >= now) return false;
+        bool resume = !dead && e->deadline >= now && e->resume != nullptr && e->resume_at <= now;
+        if (!dead && !resume && e->deadline >= now) return false;
         e->queued = false;
         --size_;
-        if (!dead) expired.push_back(e);
+        if (resume) {
+          resumed.push_back(e);
+        } else if (!dead) {
+          expired.push_back(e);
+        }
         return true;
       });
       if (queue.empty()) {
@@ -100,7 +146,8 @@ int ParkingLot::Expire(absl::Time now) {
   }
   for (auto& e : expired)
     e->responder->Respond(absl::DeadlineExceededError("parked request expired"));
-  return static_cast<int>(expired.size());
+  for (auto& e : resumed) e->resume();
+  return static_cast<int>(expired.size() + resumed.size());
 }
 
 size_t ParkingLot::size() const {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,17 +45,27 @@ class ParkingLot {
   ParkingLot(const ParkingLot&) = delete;
   ParkingLot& operator=(const ParkingLot&) = delete;
 
+  // Runs a resumable request again (the server queues its function with the resume arguments).
+  using ResumeFn = std::function<void()>;
+
   // Queues a request under `key`. Its function is still running; call FunctionReturned after it.
+  // With `resume`, the request is resumable: Resume(key), or Expire once `resume_at` has passed,
+  // unparks it and calls `resume` instead of answering it.
   std::shared_ptr<Entry> Park(std::string_view key, std::shared_ptr<Responder> responder,
-                              absl::Time deadline);
+                              absl::Time deadline, ResumeFn resume = nullptr,
+                              absl::Time resume_at = absl::InfiniteFuture());
   // Call once the parking function has returned with `status`. If it was already woken, the wake
   // result is sent now. If the function failed and nobody woke it, it is unparked and the error is
   // sent. Otherwise it stays parked.
   void FunctionReturned(const std::shared_ptr<Entry>& entry, const absl::Status& status);
   // Gives `result` to the oldest live request parked on `key`; false if there is none.
   bool Wake(std::string_view key, std::string_view result);
-  // Answers DEADLINE_EXCEEDED to parked requests whose deadline is before `now` and forgets
-  // requests whose connection is gone. Returns how many were removed.
+  // Resumes the oldest live resumable request parked on `key` (once its function has returned);
+  // false if there is none. Requests that are not resumable are left where they are.
+  bool Resume(std::string_view key);
+  // Answers DEADLINE_EXCEEDED to parked requests whose deadline is before `now`, resumes those
+  // whose resume time has come, and forgets requests whose connection is gone. Returns how many
+  // were answered or resumed.
   int Expire(absl::Time now);
 
   // Requests parked right now (including ones whose function has not returned yet).
@@ -74,6 +85,9 @@ struct ParkingLot::Entry {
   bool function_running = true;
   bool queued = true;  // still in its key's queue
   std::optional<std::string> early_result;
+  ResumeFn resume;  // set for resumable requests
+  absl::Time resume_at = absl::InfiniteFuture();
+  bool resume_requested = false;  // resumed while its function was still running
 };
 
 }  // namespace ardma

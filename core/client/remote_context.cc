@@ -64,8 +64,16 @@ absl::StatusOr<std::string> RemoteContext::DoCall(std::string_view function,
   return absl::NotFoundError(absl::StrCat("no linked library exports '", ToAbsl(function), "'"));
 }
 
-absl::Status RemoteContext::DoPark(std::string_view) {
+absl::Status RemoteContext::DoPark(std::string_view, const ParkOptions&) {
   return absl::FailedPreconditionError("Park needs active mode");
+}
+
+absl::StatusOr<bool> RemoteContext::DoResume(std::string_view) {
+  return absl::FailedPreconditionError("Resume needs active mode");
+}
+
+absl::Status RemoteContext::DoOnClose(std::string_view, std::string_view, std::string_view) {
+  return absl::FailedPreconditionError("OnClose needs active mode");
 }
 
 absl::StatusOr<bool> RemoteContext::DoWake(std::string_view, std::string_view) {

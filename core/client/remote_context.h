@@ -32,7 +32,10 @@ class RemoteContext : public Context {
   absl::StatusOr<uint64_t> DoFetchAdd(RegionId region, uint64_t addr, uint64_t delta) override;
   absl::StatusOr<std::string_view> DoView(RegionId region, uint64_t addr, uint64_t len) override;
   absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) override;
-  absl::Status DoPark(std::string_view key) override;
+  absl::Status DoPark(std::string_view key, const ParkOptions& options) override;
+  absl::StatusOr<bool> DoResume(std::string_view key) override;
+  absl::Status DoOnClose(std::string_view key, std::string_view function,
+                         std::string_view args) override;
   absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) override;
   absl::Status DoBackoff(absl::Duration delay) override;  // sleeps on the calling thread
 

@@ -291,20 +291,24 @@ void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view p
                               short_run(stats.average_ns) && short_run(stats.last_ns));
   if (run_inline) {
     ServerCounters::Add(counters_.executes_inline, 1);
-    RunExecute(*fn, req->args, deadline, /*on_worker=*/workers_ == nullptr, responder);
+    RunExecute(*fn, req->args, deadline, /*on_worker=*/workers_ == nullptr, responder, sink);
     return;
   }
   ServerCounters::Add(counters_.executes_pooled, 1);
-  SubmitExecute(*fn, req->args, deadline, responder);
+  SubmitExecute(*fn, req->args, deadline, responder, sink);
 }
 
 void RequestHandler::SubmitExecute(const BoundFunction& fn, std::string_view args,
-                                   absl::Time deadline,
-                                   const std::shared_ptr<ExecuteResponder>& responder) {
+                                   absl::Time deadline, const std::shared_ptr<Responder>& responder,
+                                   const std::shared_ptr<ResponseSink>& sink) {
+  if (workers_ == nullptr) {  // every run is inline
+    RunExecute(fn, args, deadline, /*on_worker=*/true, responder, sink);
+    return;
+  }
   WorkerPool::Job job;
   job.deadline = deadline;
-  job.run = [this, fn, args = std::string(args), deadline, responder] {
-    RunExecute(fn, args, deadline, /*on_worker=*/true, responder);
+  job.run = [this, fn, args = std::string(args), deadline, responder, sink] {
+    RunExecute(fn, args, deadline, /*on_worker=*/true, responder, sink);
   };
   job.expired = [this, responder] {
     ServerCounters::Add(counters_.executes_expired, 1);
@@ -316,14 +320,44 @@ void RequestHandler::SubmitExecute(const BoundFunction& fn, std::string_view arg
   }
 }
 
+// RequestHost for one run of an EXECUTE (or of a close hook, which has no connection).
+class RequestHandler::Host : public RequestHost {
+ public:
+  Host(RequestHandler* handler, const BoundFunction& fn, absl::Time deadline,
+       const std::shared_ptr<Responder>& responder, const std::shared_ptr<ResponseSink>& sink)
+      : handler_(handler), fn_(fn), deadline_(deadline), responder_(responder), sink_(sink) {}
+
+  ParkingLot::ResumeFn MakeResume(std::string args) override {
+    return [handler = handler_, fn = fn_, args = std::move(args), deadline = deadline_,
+            responder = responder_, sink = sink_] {
+      ServerCounters::Add(handler->counters_.executes_resumed, 1);
+      handler->SubmitExecute(fn, args, deadline, responder, sink);
+    };
+  }
+  absl::Status OnClose(std::string_view key, std::string_view function,
+                       std::string_view args) override {
+    if (sink_ == nullptr) return absl::FailedPreconditionError("a close hook has no connection");
+    return handler_->SetCloseHook(sink_, key, function, args);
+  }
+
+ private:
+  RequestHandler* const handler_;
+  const BoundFunction& fn_;
+  const absl::Time deadline_;
+  const std::shared_ptr<Responder>& responder_;
+  const std::shared_ptr<ResponseSink>& sink_;
+};
+
 void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
-                                bool on_worker,
-                                const std::shared_ptr<ExecuteResponder>& responder) {
+                                bool on_worker, const std::shared_ptr<Responder>& responder,
+                                const std::shared_ptr<ResponseSink>& sink) {
+  Host host(this, fn, deadline, responder, sink);
   Execution ex;
   ex.regions = regions_;
   ex.registry = registry_;
   ex.parking = &parking_;
   ex.responder = responder;
+  ex.host = &host;
   ex.deadline = deadline;
   ex.cancelled = &cancelled_;
   ex.may_block = on_worker;
@@ -341,10 +375,76 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
   if (ex.rescheduled && IsRescheduled(result.status()) && workers_ != nullptr) {
     // It backed off on an I/O thread: run it again, from the start, where it may sleep.
     ServerCounters::Add(counters_.executes_rescheduled, 1);
-    SubmitExecute(fn, args, deadline, responder);
+    SubmitExecute(fn, args, deadline, responder, sink);
     return;
   }
   responder->Respond(std::move(result));
+}
+
+absl::Status RequestHandler::SetCloseHook(const std::shared_ptr<ResponseSink>& sink,
+                                          std::string_view key, std::string_view function,
+                                          std::string_view args) {
+  bool run_now = false;
+  {
+    absl::MutexLock lock(&hooks_mu_);
+    if (!sink->Open()) {
+      // Closed already (ConnectionClosed has run or is running): run it ourselves.
+      run_now = !function.empty();
+    } else if (function.empty()) {
+      auto it = close_hooks_.find(sink.get());
+      if (it != close_hooks_.end()) {
+        it->second.erase(ToAbsl(key));
+        if (it->second.empty()) close_hooks_.erase(it);
+      }
+    } else {
+      close_hooks_[sink.get()][std::string(key)] = {std::string(function), std::string(args)};
+    }
+  }
+  if (run_now) RunCloseHook(std::string(function), std::string(args));
+  return absl::OkStatus();
+}
+
+void RequestHandler::ConnectionClosed(const ResponseSink* sink) {
+  absl::flat_hash_map<std::string, CloseHook> hooks;
+  {
+    absl::MutexLock lock(&hooks_mu_);
+    auto it = close_hooks_.find(sink);
+    if (it == close_hooks_.end()) return;
+    hooks = std::move(it->second);
+    close_hooks_.erase(it);
+  }
+  for (auto& [key, hook] : hooks) RunCloseHook(hook.function, hook.args);
+}
+
+namespace {
+
+// Close hooks answer nobody: errors are logged.
+class LogResponder : public Responder {
+ public:
+  explicit LogResponder(std::string function) : function_(std::move(function)) {}
+  void Respond(absl::StatusOr<std::string> result) override {
+    if (!result.ok()) {
+      ARDMA_LOG(kWarning, "close hook %s failed: %s", function_, result.status().ToString());
+    }
+  }
+  bool Alive() const override { return true; }
+
+ private:
+  const std::string function_;
+};
+
+}  // namespace
+
+void RequestHandler::RunCloseHook(const std::string& function, const std::string& args) {
+  if (cancelled_.load()) return;  // shutting down: no worker will run it
+  ServerCounters::Add(counters_.close_hooks_run, 1);
+  auto responder = std::make_shared<LogResponder>(function);
+  absl::StatusOr<BoundFunction> fn = registry_->Resolve(function);
+  if (!fn.ok()) {
+    responder->Respond(fn.status());
+    return;
+  }
+  SubmitExecute(*fn, args, absl::Now() + options_.default_deadline, responder, nullptr);
 }
 
 void RequestHandler::ExpireParked() { parking_.Expire(absl::Now()); }

@@ -18,6 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/active/code_registry.h"
 #include "core/active/parking_lot.h"
@@ -61,8 +64,11 @@ class RequestHandler {
   void Handle(const wire::FrameHeader& header, std::string_view payload,
               const std::shared_ptr<ResponseSink>& sink);
 
-  // Answers parked requests whose deadline passed. Call periodically.
+  // Answers parked requests whose deadline passed and resumes those whose time came. Call
+  // periodically.
   void ExpireParked();
+  // Runs the close hooks (Context::OnClose) registered on `sink`. Call once, when it closes.
+  void ConnectionClosed(const ResponseSink* sink);
   // Cancels running functions (their next memory access fails), drains the worker pool.
   void Stop();
 
@@ -73,6 +79,7 @@ class RequestHandler {
 
  private:
   class ExecuteResponder;
+  class Host;
 
   void Reply(const std::shared_ptr<ResponseSink>& sink, std::string frame);
   void ReplyError(const std::shared_ptr<ResponseSink>& sink, const wire::FrameHeader& header,
@@ -90,11 +97,18 @@ class RequestHandler {
                      const std::shared_ptr<ResponseSink>& sink);
   // Queues an EXECUTE on the worker pool (answering it if the queue is full).
   void SubmitExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
-                     const std::shared_ptr<ExecuteResponder>& responder);
+                     const std::shared_ptr<Responder>& responder,
+                     const std::shared_ptr<ResponseSink>& sink);
   // Runs it here. `on_worker`: this thread may sleep (Context::Backoff); otherwise a function that
-  // backs off is rescheduled onto the pool.
+  // backs off is rescheduled onto the pool. `sink`: the requesting connection, for close hooks
+  // (null for a hook itself).
   void RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
-                  bool on_worker, const std::shared_ptr<ExecuteResponder>& responder);
+                  bool on_worker, const std::shared_ptr<Responder>& responder,
+                  const std::shared_ptr<ResponseSink>& sink);
+  absl::Status SetCloseHook(const std::shared_ptr<ResponseSink>& sink, std::string_view key,
+                            std::string_view function, std::string_view args);
+  // Runs function(args) on the pool for a closed connection; its result is only logged.
+  void RunCloseHook(const std::string& function, const std::string& args);
 
   const HandlerOptions options_;
   RegionTable* const regions_;
@@ -105,6 +119,13 @@ class RequestHandler {
   // Read by running functions on every kDeadlineCheckInterval-th memory access.
   std::atomic<bool> cancelled_{false};
   std::unique_ptr<WorkerPool> workers_;  // null when options_.workers == 0
+  struct CloseHook {
+    std::string function;
+    std::string args;
+  };
+  absl::Mutex hooks_mu_;
+  absl::flat_hash_map<const ResponseSink*, absl::flat_hash_map<std::string, CloseHook>> close_hooks_
+      ABSL_GUARDED_BY(hooks_mu_);
 };
 
 }  // namespace ardma

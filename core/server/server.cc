@@ -207,6 +207,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   void Close() {
     if (!open_.exchange(false)) return;
     handler_.counters().connections_open.fetch_sub(1, std::memory_order_relaxed);
+    handler_.ConnectionClosed(this);
     boost::system::error_code ignored;
     socket_.shutdown(Socket::shutdown_both, ignored);
     socket_.close(ignored);

@@ -38,6 +38,8 @@ std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
   put("execute.rejected", executes_rejected);
   put("execute.rescheduled", executes_rescheduled);
   put("parked.total", parked_total);
+  put("execute.resumed", executes_resumed);
+  put("close_hooks.run", close_hooks_run);
   put("active.reads", active_reads);
   put("active.writes", active_writes);
   put("active.cas", active_cas);

@@ -31,6 +31,8 @@ struct ServerCounters {
   Counter executes_rejected{0};  // worker queue full
   Counter executes_rescheduled{0};  // backed off inline: moved to a worker
   Counter parked_total{0};
+  Counter executes_resumed{0};  // resumable parked requests run again
+  Counter close_hooks_run{0};
   // Memory operations performed by active code (not by one-sided ops).
   Counter active_reads{0};
   Counter active_writes{0};

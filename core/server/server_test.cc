@@ -338,6 +338,54 @@ TEST_F(ServerTest, FunctionThatBacksOffLeavesTheIoThreadSoTheHolderCanRelease) {
   EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
 }
 
+TEST_F(ServerTest, ResumableParkRunsAgainAtItsTimeOrWhenResumed) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  const uint64_t counter = kScratch + 48;
+  // Nobody wakes it: at its resume time it runs again, as phase 1, and that run answers.
+  absl::StatusOr<std::string> r = client_->Execute("test.resumable", U64s({counter, 30000, 0}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(U64At(*r, 0), 1u);
+  EXPECT_EQ(U64At(*client_->Read(counter, 8), 0), 101u);
+  EXPECT_EQ(Stat(*client_, "execute.resumed"), 1u);
+  // Resumed at once by another request, long before its resume time (an hour).
+  std::future<absl::StatusOr<std::string>> parked =
+      client_->ExecuteAsync("test.resumable", U64s({counter, 3600000000ull, 0}));
+  std::unique_ptr<Client> other = NewClient();
+  uint64_t resumed = 0;
+  for (int i = 0; i < 5000 && resumed == 0; ++i) {
+    resumed = U64At(*other->Execute("test.resume", ""), 0);
+    if (resumed == 0) absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(resumed, 1u);
+  r = parked.get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(U64At(*r, 0), 1u);
+  EXPECT_EQ(U64At(*client_->Read(counter, 8), 0), 202u);
+  EXPECT_EQ(U64At(*other->Execute("test.resume", ""), 0), 0u);  // nobody left to resume
+}
+
+TEST_F(ServerTest, CloseHooksRunWhenTheirConnectionCloses) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  const uint64_t counter = kScratch + 56;
+  std::unique_ptr<Client> leaving = NewClient();
+  ASSERT_TRUE(leaving->Execute("test.add_on_close", U64s({counter})).ok());
+  EXPECT_EQ(U64At(*client_->Read(counter, 8), 0), 0u);  // not yet: still connected
+  leaving.reset();
+  uint64_t value = 0;
+  for (int i = 0; i < 5000 && value == 0; ++i) {
+    value = U64At(*client_->Read(counter, 8), 0);
+    if (value == 0) absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(value, 1u);  // the removed hook (+1000) did not run
+  EXPECT_EQ(Stat(*client_, "close_hooks.run"), 1u);
+  // One-sided callers have no connection hooks: OnClose is refused over RemoteContext.
+  RemoteContext remote(client_.get(), {&active_libraries::test()});
+  EXPECT_EQ(active_libraries::test().table().Find("test.add_on_close")(remote, U64s({counter}))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(ServerTest, RunawayFunctionIsStoppedAtItsDeadline) {
   ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
   absl::Time start = absl::Now();

@@ -97,9 +97,44 @@ absl::StatusOr<std::string> WaitZero(Context& ctx, std::string_view args) {
   return absl::UnavailableError("test.wait_zero: the word stayed set");
 }
 
+// Phase 0: adds 1 at addr and parks on "resumable", to be run again after `after_us` (or when
+// test.resume is called) as phase 1, which adds 100 and answers 1.
+absl::StatusOr<std::string> Resumable(Context& ctx, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 3));
+  uint64_t addr = U64At(args, 0), after_us = U64At(args, 1), phase = U64At(args, 2);
+  if (phase == 1) {
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(addr, 100).status());
+    return U64s({1});
+  }
+  ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(addr, 1).status());
+  std::string again = U64s({addr, after_us, 1});
+  return ctx
+      .Park("resumable", {.resumable = true,
+                          .resume_at = absl::Now() + absl::Microseconds(after_us),
+                          .resume_args = again})
+      .ok() ? std::string("parked") : std::string("park failed");
+}
+
+absl::StatusOr<std::string> ResumeParked(Context& ctx, std::string_view) {
+  ARDMA_ASSIGN_OR_RETURN(bool resumed, ctx.Resume("resumable"));
+  return U64s({resumed ? 1u : 0u});
+}
+
+// Registers test.add(addr, 1) to run when this connection closes (and a second hook that it then
+// removes again).
+absl::StatusOr<std::string> AddOnClose(Context& ctx, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 1));
+  ARDMA_RETURN_IF_ERROR(ctx.OnClose("add", "test.add", U64s({U64At(args, 0), 1})));
+  ARDMA_RETURN_IF_ERROR(ctx.OnClose("removed", "test.add", U64s({U64At(args, 0), 1000})));
+  ARDMA_RETURN_IF_ERROR(ctx.OnClose("removed", "", ""));
+  return std::string();
+}
+
 }  // namespace
 
 ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.add", &Add},
                      {"test.call_double", &CallDouble}, {"test.fail", &Fail}, {"test.spin", &Spin},
                      {"test.sleep", &Sleep}, {"test.park", &Park}, {"test.wake", &Wake},
-                     {"test.view_sum", &ViewSum}, {"test.wait_zero", &WaitZero});
+                     {"test.view_sum", &ViewSum}, {"test.wait_zero", &WaitZero},
+                     {"test.resumable", &Resumable}, {"test.resume", &ResumeParked},
+                     {"test.add_on_close", &AddOnClose});

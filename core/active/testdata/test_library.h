@@ -13,6 +13,11 @@
 //   test.view_sum    addr, len            -> sum of the bytes (View when local, else Read)
 //   test.wait_zero   addr, rounds         -> rounds backed off until the word at addr was 0;
 //                                          UNAVAILABLE if it was still set after `rounds`
+//   test.resumable   addr, after_us, phase -> phase 0: adds 1 at addr, parks resumably (after_us);
+//                                          resumed as phase 1: adds 100, answers 1
+//   test.resume      ()                   -> 1 if a test.resumable request was resumed, else 0
+//   test.add_on_close addr                -> registers test.add(addr, 1) for when the connection
+//                                          closes
 //   test2.double     x                    -> 2x
 #ifndef ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
 #define ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
