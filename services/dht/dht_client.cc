@@ -99,6 +99,15 @@ absl::StatusOr<bool> DhtClient::Put(std::string_view table, std::string_view key
   return reply.flag;
 }
 
+absl::StatusOr<std::optional<std::string>> DhtClient::Insert(std::string_view table,
+                                                            std::string_view key,
+                                                            std::string_view value) {
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, Run("dht.insert", table, EncodePutArgs(key, value),
+                                          ReplyKind::kFlagAndValue, /*create=*/true));
+  if (!reply.flag) return std::nullopt;
+  return std::move(reply.value);
+}
+
 absl::StatusOr<std::string> DhtClient::Get(std::string_view table, std::string_view key) {
   ARDMA_ASSIGN_OR_RETURN(Reply reply, Run("dht.get", table, EncodeKeyArgs(key),
                                           ReplyKind::kFlagAndValue, /*create=*/false));

@@ -22,6 +22,7 @@
 #define ARDMA_SERVICES_DHT_DHT_CLIENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,10 @@ class DhtClient {
 
   // Inserts or replaces. Returns true if the key was new. Creates the table.
   absl::StatusOr<bool> Put(std::string_view table, std::string_view key, std::string_view value);
+  // Inserts only if the key is absent: nullopt if it inserted, else the value already there (left
+  // unchanged). Creates the table. Two clients racing to insert one key: exactly one inserts.
+  absl::StatusOr<std::optional<std::string>> Insert(std::string_view table, std::string_view key,
+                                                    std::string_view value);
   // The value; NotFound if the key is absent.
   absl::StatusOr<std::string> Get(std::string_view table, std::string_view key);
   absl::StatusOr<bool> Contains(std::string_view table, std::string_view key);

@@ -645,7 +645,9 @@ absl::StatusOr<uint64_t> WriteEntry(Context& ctx, const Table& t, std::string_vi
   return MakeSlot(addr, heap::SizeClass(size), Fingerprint(hash));
 }
 
-absl::StatusOr<std::string> Put(Context& ctx, std::string_view args) {
+// put (insert or replace; answers whether it created the key) and insert (only if absent;
+// answers whether the key existed, and if so its value, which it leaves alone).
+absl::StatusOr<std::string> Write(Context& ctx, std::string_view args, bool only_if_absent) {
   ByteReader r(args);
   ARDMA_ASSIGN_OR_RETURN(Table t, ParseAndResolve(ctx, r, /*create=*/true));
   ARDMA_ASSIGN_OR_RETURN(std::string_view key, ParseKey(r));
@@ -682,6 +684,14 @@ absl::StatusOr<std::string> Put(Context& ctx, std::string_view args) {
       Unlock(ctx, nb->base, locked).IgnoreError();
       status = found.status();
       break;
+    }
+    if (only_if_absent && found->entry) {
+      std::string out = EncodeReply(t, true);
+      ByteWriter(&out).Bytes32(found->entry->value());
+      status = Unlock(ctx, nb->base, locked);
+      heap::Free(ctx, SlotEntry(new_slot)).IgnoreError();
+      ARDMA_RETURN_IF_ERROR(status);
+      return out;
     }
     bool done = false, full = false;
     uint64_t old_slot = 0;
@@ -722,7 +732,7 @@ absl::StatusOr<std::string> Put(Context& ctx, std::string_view args) {
         ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(t.header + kCountOffset, 1).status());
       }
       ARDMA_RETURN_IF_ERROR(unlocked);
-      return EncodeReply(t, old_slot == 0);
+      return EncodeReply(t, only_if_absent ? false : old_slot == 0);
     }
     ARDMA_RETURN_IF_ERROR(unlocked);
     // The neighbourhood is full: grow the table, then try again.
@@ -733,6 +743,14 @@ absl::StatusOr<std::string> Put(Context& ctx, std::string_view args) {
   heap::Free(ctx, SlotEntry(new_slot)).IgnoreError();
   if (status.ok()) status = absl::AbortedError("dht.put lost too many races");
   return status;
+}
+
+absl::StatusOr<std::string> Put(Context& ctx, std::string_view args) {
+  return Write(ctx, args, /*only_if_absent=*/false);
+}
+
+absl::StatusOr<std::string> Insert(Context& ctx, std::string_view args) {
+  return Write(ctx, args, /*only_if_absent=*/true);
 }
 
 absl::StatusOr<std::string> Remove(Context& ctx, std::string_view args) {
@@ -789,5 +807,6 @@ absl::StatusOr<std::string> Size(Context& ctx, std::string_view args) {
 }  // namespace ardma::dht
 
 ARDMA_ACTIVE_LIBRARY(dht, {"dht.open", &ardma::dht::Open}, {"dht.put", &ardma::dht::Put},
+                     {"dht.insert", &ardma::dht::Insert},
                      {"dht.get", &ardma::dht::Get}, {"dht.contains", &ardma::dht::Contains},
                      {"dht.remove", &ardma::dht::Remove}, {"dht.size", &ardma::dht::Size});

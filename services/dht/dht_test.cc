@@ -69,6 +69,41 @@ TEST_P(DhtTest, PutGetContainsRemoveSize) {
   EXPECT_EQ(*dht_->Get("u", "alice"), "other");
 }
 
+TEST_P(DhtTest, InsertOnlyWhenAbsentAndExactlyOneRacerWins) {
+  EXPECT_EQ(*dht_->Insert("t", "k", "first"), std::nullopt);
+  EXPECT_EQ(*dht_->Insert("t", "k", "second"), "first");  // left alone
+  EXPECT_EQ(*dht_->Get("t", "k"), "first");
+  EXPECT_EQ(*dht_->Size("t"), 1u);
+  // Eight clients (both modes) insert the same 50 keys; each key is inserted exactly once and
+  // everyone sees the winner's value.
+  constexpr int kClients = 8, kKeys = 50;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int c = 0; c < kClients; ++c) clients.push_back(NewClient());
+  std::vector<std::vector<std::string>> seen(kClients);
+  std::vector<int> wins(kClients, 0);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      DhtClient dht(clients[c].get(), c % 2 == 0 ? Mode::kActive : Mode::kRdma);
+      for (int k = 0; k < kKeys; ++k) {
+        std::string mine = absl::StrCat("client", c);
+        absl::StatusOr<std::optional<std::string>> r = dht.Insert("race", absl::StrCat(k), mine);
+        ASSERT_TRUE(r.ok()) << r.status();
+        if (!r->has_value()) ++wins[c];
+        seen[c].push_back(r->has_value() ? **r : mine);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int total = 0;
+  for (int w : wins) total += w;
+  EXPECT_EQ(total, kKeys);
+  for (int k = 0; k < kKeys; ++k) {
+    std::string value = *dht_->Get("race", absl::StrCat(k));
+    for (int c = 0; c < kClients; ++c) EXPECT_EQ(seen[c][k], value) << "key " << k;
+  }
+}
+
 TEST_P(DhtTest, KeysAndValuesOfZeroOneAndOneMebibyte) {
   std::string mib(1 << 20, '\0');
   for (size_t i = 0; i < mib.size(); ++i) mib[i] = static_cast<char>(i * 31 + i / 4099);
