@@ -1,0 +1,178 @@
+#include "services/lock/lock_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "core/wire/byte_io.h"
+
+namespace ardma::lock {
+namespace {
+
+// An active-mode acquire waits on the server; its request may live this much longer than the wait,
+// so the server, not the request's deadline, ends the wait (and gives the ticket back).
+constexpr absl::Duration kServerSlack = absl::Seconds(10);
+
+std::string HeldArgs(const Grant& g) {
+  std::string out;
+  wire::ByteWriter w(&out);
+  w.U64(g.addr);
+  w.U64(g.ticket);
+  w.U64(g.word);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> LockClient::Call(Mode mode, std::string_view function,
+                                             std::string_view args, absl::Duration wait) {
+  CallOptions options = options_;
+  if (mode == Mode::kActive && wait > absl::ZeroDuration()) {
+    absl::Duration base = options.timeout > absl::ZeroDuration() ? options.timeout
+                                                                 : absl::Seconds(30);
+    options.timeout = std::max(base, wait + kServerSlack);
+  }
+  return Invoke(*client_, mode, active_libraries::lock(), function, args, options);
+}
+
+absl::Status LockClient::Kick(uint64_t addr) {
+  std::string args;
+  wire::ByteWriter(&args).U64(addr);
+  return Call(Mode::kActive, "lock.kick", args).status();
+}
+
+absl::StatusOr<std::optional<Grant>> LockClient::Run(std::string_view name, LockMode mode,
+                                                     absl::Duration wait, absl::Duration lease) {
+  ARDMA_RETURN_IF_ERROR(CheckLockName(name));
+  ARDMA_RETURN_IF_ERROR(CheckLease(lease));
+  AcquireArgs args{.name = name,
+                   .exclusive = mode == LockMode::kExclusive,
+                   .wait = wait,
+                   .lease = lease};
+  if (mode_ == Mode::kRdma) {
+    absl::MutexLock lock(&mu_);
+    auto it = addrs_.find(ToAbsl(name));
+    if (it != addrs_.end()) args.addr = it->second;
+  }
+  absl::Time sent = absl::Now();
+  absl::StatusOr<std::string> result = Call(mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
+  if (mode_ == Mode::kRdma && args.addr != 0 && absl::IsDataLoss(result.status())) {
+    // A stale cached address (the server lost its memory): resolve the name again, once.
+    {
+      absl::MutexLock lock(&mu_);
+      addrs_.erase(ToAbsl(name));
+    }
+    args.addr = 0;
+    sent = absl::Now();
+    result = Call(mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
+  }
+  if (!result.ok()) {
+    if (mode_ == Mode::kRdma && absl::IsDeadlineExceeded(result.status()) && args.addr != 0) {
+      Kick(args.addr).IgnoreError();  // our ticket went back: an active waiter may be next
+    }
+    return result.status();
+  }
+  ARDMA_ASSIGN_OR_RETURN(AcquireResult r, DecodeAcquireResult(*result));
+  if (!r.granted) {
+    if (r.kick && args.addr != 0) ARDMA_RETURN_IF_ERROR(Kick(args.addr));
+    return std::nullopt;
+  }
+  if (mode_ == Mode::kRdma) {
+    absl::MutexLock lock(&mu_);
+    addrs_[std::string(name)] = r.addr;
+  }
+  Grant g;
+  g.name = std::string(name);
+  g.mode = mode;
+  g.token = r.token;
+  g.lease = lease;
+  g.lease_deadline = sent + lease;
+  g.addr = r.addr;
+  g.ticket = r.ticket;
+  g.word = r.word;
+  return g;
+}
+
+absl::StatusOr<Grant> LockClient::Acquire(std::string_view name, LockMode mode,
+                                          absl::Duration timeout, absl::Duration lease) {
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("lock: Acquire needs a positive timeout (or TryAcquire)");
+  }
+  ARDMA_ASSIGN_OR_RETURN(std::optional<Grant> g, Run(name, mode, timeout, lease));
+  if (!g) return absl::DeadlineExceededError("lock: not acquired within the wait");
+  return *std::move(g);
+}
+
+absl::StatusOr<std::optional<Grant>> LockClient::TryAcquire(std::string_view name, LockMode mode,
+                                                            absl::Duration lease) {
+  return Run(name, mode, absl::ZeroDuration(), lease);
+}
+
+absl::Status LockClient::Release(const Grant& grant) {
+  ARDMA_ASSIGN_OR_RETURN(std::string kick, Call(mode_, "lock.release", HeldArgs(grant)));
+  if (mode_ == Mode::kRdma && !kick.empty() && kick[0] != 0) return Kick(grant.addr);
+  return absl::OkStatus();
+}
+
+absl::Status LockClient::Renew(Grant& grant, absl::Duration lease) {
+  ARDMA_RETURN_IF_ERROR(CheckLease(lease));
+  std::string args = HeldArgs(grant);
+  wire::ByteWriter(&args).U64(static_cast<uint64_t>(absl::ToInt64Microseconds(lease)));
+  absl::Time sent = absl::Now();
+  absl::StatusOr<std::string> word = Call(mode_, "lock.renew", args);
+  if (!word.ok()) return word.status();
+  wire::ByteReader r(*word);
+  if (!r.U64(&grant.word) || !r.AtEnd()) return absl::DataLossError("lock.renew: bad result");
+  grant.lease = lease;
+  grant.lease_deadline = sent + lease;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LockState> LockClient::Inspect(std::string_view name) {
+  ARDMA_RETURN_IF_ERROR(CheckLockName(name));
+  std::string args;
+  wire::ByteWriter(&args).Str16(name);
+  absl::StatusOr<std::string> bytes = Call(mode_, "lock.inspect", args);
+  if (!bytes.ok()) return bytes.status();
+  wire::ByteReader r(*bytes);
+  uint64_t addr;
+  LockState s;
+  if (!r.U64(&addr) || !r.U64(&s.tickets_taken) || !r.U64(&s.tokens_issued) ||
+      !r.U64(&s.holders) || !r.U64(&s.waiters) || !r.AtEnd()) {
+    return absl::DataLossError("lock.inspect: bad result");
+  }
+  return s;
+}
+
+absl::StatusOr<LockGuard> LockGuard::Acquire(LockClient& locks, std::string_view name,
+                                             LockMode mode, absl::Duration timeout,
+                                             absl::Duration lease) {
+  ARDMA_ASSIGN_OR_RETURN(Grant g, locks.Acquire(name, mode, timeout, lease));
+  return LockGuard(&locks, std::move(g));
+}
+
+LockGuard::LockGuard(LockGuard&& other) noexcept
+    : locks_(std::exchange(other.locks_, nullptr)), grant_(std::move(other.grant_)) {}
+
+LockGuard& LockGuard::operator=(LockGuard&& other) noexcept {
+  if (this != &other) {
+    if (locks_ != nullptr) locks_->Release(grant_).IgnoreError();
+    locks_ = std::exchange(other.locks_, nullptr);
+    grant_ = std::move(other.grant_);
+  }
+  return *this;
+}
+
+LockGuard::~LockGuard() {
+  if (locks_ != nullptr) locks_->Release(grant_).IgnoreError();
+}
+
+absl::Status LockGuard::Renew(absl::Duration lease) {
+  if (locks_ == nullptr) return absl::FailedPreconditionError("lock: already released");
+  return locks_->Renew(grant_, lease);
+}
+
+absl::Status LockGuard::Release() {
+  if (locks_ == nullptr) return absl::FailedPreconditionError("lock: already released");
+  return std::exchange(locks_, nullptr)->Release(grant_);
+}
+
+}  // namespace ardma::lock

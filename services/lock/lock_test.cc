@@ -1,0 +1,355 @@
+// The lock service against a real server, in both modes and mixed: mutual exclusion, FCFS order,
+// shared overlap without writer starvation, leases and fencing tokens, disconnects, round trips.
+#include "services/lock/lock_client.h"
+
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "core/client/remote_context.h"
+#include "core/memory/heap.h"
+#include "core/testing/test_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ardma::lock {
+namespace {
+
+using ::testing::ElementsAre;
+
+class LockTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override {
+    auto server = testing::TestServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = NewClient();
+    locks_ = std::make_unique<LockClient>(client_.get(), GetParam());
+  }
+  std::unique_ptr<Client> NewClient() {
+    auto c = server_->NewClient();
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  // Polls until `name` has `waiters` waiters (bounded: fails the test after ~10 s).
+  void AwaitWaiters(std::string_view name, uint64_t waiters) {
+    LockClient inspector(client_.get(), Mode::kActive);
+    for (int i = 0; i < 10000; ++i) {
+      absl::StatusOr<LockState> s = inspector.Inspect(name);
+      ASSERT_TRUE(s.ok()) << s.status();
+      if (s->waiters == waiters) return;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    FAIL() << "never saw " << waiters << " waiters on " << name;
+  }
+  LockState State(std::string_view name) {
+    absl::StatusOr<LockState> s = LockClient(client_.get(), Mode::kActive).Inspect(name);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.value_or(LockState{});
+  }
+  // A fresh 8-byte counter in server memory.
+  uint64_t NewCounter() {
+    RemoteContext ctx(client_.get(), {});
+    absl::StatusOr<uint64_t> addr = heap::Allocate(ctx, 64);
+    EXPECT_TRUE(addr.ok()) << addr.status();
+    EXPECT_TRUE(ctx.WriteU64(*addr, 0).ok());
+    return *addr;
+  }
+  // N clients x M read-increment-write rounds under the lock; modes[i] is client i's mode.
+  void CountUnderLock(const std::vector<Mode>& modes, int rounds) {
+    uint64_t counter = NewCounter();
+    std::vector<std::unique_ptr<Client>> clients;
+    for (size_t i = 0; i < modes.size(); ++i) clients.push_back(NewClient());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < modes.size(); ++i) {
+      threads.emplace_back([&, i] {
+        LockClient locks(clients[i].get(), modes[i]);
+        for (int r = 0; r < rounds; ++r) {
+          absl::StatusOr<LockGuard> guard =
+              LockGuard::Acquire(locks, "counter", LockMode::kExclusive, absl::Seconds(60));
+          ASSERT_TRUE(guard.ok()) << guard.status();
+          RemoteContext ctx(clients[i].get(), {});
+          absl::StatusOr<uint64_t> v = ctx.ReadU64(counter);
+          ASSERT_TRUE(v.ok());
+          ASSERT_TRUE(ctx.WriteU64(counter, *v + 1).ok());
+          ASSERT_TRUE(guard->Release().ok());
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    RemoteContext ctx(client_.get(), {});
+    EXPECT_EQ(*ctx.ReadU64(counter), modes.size() * rounds);
+  }
+
+  std::unique_ptr<testing::TestServer> server_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<LockClient> locks_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, LockTest, ::testing::Values(Mode::kActive, Mode::kRdma),
+                         [](const auto& info) { return std::string(ModeName(info.param)); });
+
+TEST_P(LockTest, AcquireTryReleaseAndIncreasingTokens) {
+  std::unique_ptr<Client> other_client = NewClient();
+  LockClient other(other_client.get(), GetParam());
+  absl::StatusOr<Grant> first = locks_->Acquire("a", LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->name, "a");
+  EXPECT_GT(first->lease_deadline, absl::Now());
+  EXPECT_EQ(*other.TryAcquire("a", LockMode::kExclusive), std::nullopt);
+  EXPECT_EQ(*other.TryAcquire("a", LockMode::kShared), std::nullopt);
+  LockState s = State("a");
+  EXPECT_EQ(s.holders, 1u);
+  EXPECT_EQ(s.waiters, 0u);  // tries give their tickets back
+  ASSERT_TRUE(locks_->Release(*first).ok());
+  EXPECT_EQ(locks_->Release(*first).code(), absl::StatusCode::kFailedPrecondition);
+  uint64_t last = first->token;
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<std::optional<Grant>> g = other.TryAcquire("a", LockMode::kExclusive);
+    ASSERT_TRUE(g.ok() && g->has_value()) << g.status();
+    EXPECT_GT((*g)->token, last);  // the fencing token grows on every grant
+    last = (*g)->token;
+    ASSERT_TRUE(other.Release(**g).ok());
+  }
+  // Locks are independent.
+  absl::StatusOr<Grant> b = locks_->Acquire("b", LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(other.TryAcquire("c", LockMode::kExclusive)->has_value());
+}
+
+TEST_P(LockTest, Errors) {
+  EXPECT_EQ(locks_->Acquire("", LockMode::kExclusive, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(locks_->Acquire(std::string(kMaxNameBytes + 1, 'n'), LockMode::kShared,
+                            absl::Seconds(1))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(locks_->Acquire("x", LockMode::kExclusive, absl::Seconds(1), absl::Milliseconds(1))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(locks_->Acquire("x", LockMode::kExclusive, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A wait that runs out gives its ticket back: the lock is free again once the holder leaves.
+  absl::StatusOr<Grant> held = locks_->Acquire("x", LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(held.ok());
+  std::unique_ptr<Client> other_client = NewClient();
+  LockClient other(other_client.get(), GetParam());
+  EXPECT_EQ(other.Acquire("x", LockMode::kExclusive, absl::Milliseconds(100)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(State("x").waiters, 0u);
+  ASSERT_TRUE(locks_->Release(*held).ok());
+  EXPECT_TRUE(other.TryAcquire("x", LockMode::kExclusive)->has_value());
+}
+
+TEST_P(LockTest, MutualExclusionUnderContention) {
+  CountUnderLock({GetParam(), GetParam(), GetParam(), GetParam()}, 40);
+}
+
+TEST_P(LockTest, WaitersAreServedInArrivalOrder) {
+  absl::StatusOr<Grant> holder = locks_->Acquire("fifo", LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(holder.ok());
+  constexpr int kWaiters = 5;
+  std::vector<std::unique_ptr<Client>> clients;
+  absl::Mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    clients.push_back(NewClient());
+    threads.emplace_back([&, i] {
+      LockClient locks(clients[i].get(), GetParam());
+      absl::StatusOr<Grant> g = locks.Acquire("fifo", LockMode::kExclusive, absl::Seconds(60));
+      ASSERT_TRUE(g.ok()) << g.status();
+      {
+        absl::MutexLock lock(&mu);
+        order.push_back(i);
+      }
+      ASSERT_TRUE(locks.Release(*g).ok());
+    });
+    AwaitWaiters("fifo", i + 1);  // queued in a known order
+  }
+  ASSERT_TRUE(locks_->Release(*holder).ok());
+  for (auto& t : threads) t.join();
+  EXPECT_THAT(order, ElementsAre(0, 1, 2, 3, 4));
+}
+
+TEST_P(LockTest, ReadersShareButDoNotOvertakeAWaitingWriter) {
+  std::unique_ptr<Client> c2 = NewClient(), c3 = NewClient(), c4 = NewClient();
+  LockClient reader2(c2.get(), GetParam()), writer(c3.get(), GetParam()),
+      late_reader(c4.get(), GetParam());
+  absl::StatusOr<Grant> r1 = locks_->Acquire("rw", LockMode::kShared, absl::Seconds(5));
+  ASSERT_TRUE(r1.ok());
+  absl::StatusOr<std::optional<Grant>> r2 = reader2.TryAcquire("rw", LockMode::kShared);
+  ASSERT_TRUE(r2.ok() && r2->has_value());  // readers overlap
+  EXPECT_EQ(State("rw").holders, 2u);
+  ASSERT_TRUE(reader2.Release(**r2).ok());
+
+  std::future<absl::StatusOr<Grant>> w = std::async(std::launch::async, [&] {
+    return writer.Acquire("rw", LockMode::kExclusive, absl::Seconds(60));
+  });
+  AwaitWaiters("rw", 1);
+  // A reader arriving after the writer waits behind it, though the holder is a reader too.
+  EXPECT_EQ(*late_reader.TryAcquire("rw", LockMode::kShared), std::nullopt);
+  std::future<absl::StatusOr<Grant>> late = std::async(std::launch::async, [&] {
+    return late_reader.Acquire("rw", LockMode::kShared, absl::Seconds(60));
+  });
+  AwaitWaiters("rw", 2);
+  ASSERT_TRUE(locks_->Release(*r1).ok());
+  absl::StatusOr<Grant> wg = w.get();
+  ASSERT_TRUE(wg.ok()) << wg.status();
+  EXPECT_EQ(late.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  LockState s = State("rw");
+  EXPECT_EQ(s.holders, 1u);
+  EXPECT_EQ(s.waiters, 1u);
+  ASSERT_TRUE(writer.Release(*wg).ok());
+  absl::StatusOr<Grant> lg = late.get();
+  ASSERT_TRUE(lg.ok()) << lg.status();
+  EXPECT_GT(lg->token, wg->token);
+}
+
+TEST_P(LockTest, AnExpiredLeaseHandsTheLockOnAndTheOldHolderLearnsIt) {
+  absl::StatusOr<Grant> old =
+      locks_->Acquire("lease", LockMode::kExclusive, absl::Seconds(5), absl::Milliseconds(200));
+  ASSERT_TRUE(old.ok());
+  std::unique_ptr<Client> other_client = NewClient();
+  LockClient other(other_client.get(), GetParam());
+  absl::Time start = absl::Now();
+  absl::StatusOr<Grant> next = other.Acquire("lease", LockMode::kExclusive, absl::Seconds(30));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));  // not before the lease ran out
+  EXPECT_GT(next->token, old->token);
+  EXPECT_EQ(locks_->Release(*old).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(locks_->Renew(*old).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(other.Release(*next).ok());
+}
+
+TEST_P(LockTest, RenewingKeepsTheLock) {
+  absl::StatusOr<Grant> g =
+      locks_->Acquire("renew", LockMode::kExclusive, absl::Seconds(5), absl::Seconds(2));
+  ASSERT_TRUE(g.ok());
+  std::unique_ptr<Client> other_client = NewClient();
+  LockClient other(other_client.get(), GetParam());
+  std::future<absl::Status> waiter = std::async(std::launch::async, [&] {
+    return other.Acquire("renew", LockMode::kExclusive, absl::Seconds(3)).status();
+  });
+  // Renew well inside the lease for longer than the lease.
+  for (int i = 0; i < 15; ++i) {
+    absl::SleepFor(absl::Milliseconds(200));
+    absl::Time before = absl::Now();
+    ASSERT_TRUE(locks_->Renew(*g, absl::Seconds(2)).ok());
+    EXPECT_GE(g->lease_deadline, before + absl::Seconds(2));
+  }
+  EXPECT_EQ(waiter.get().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(locks_->Release(*g).ok());
+}
+
+TEST_P(LockTest, RoundTrips) {
+  // Warm up: code shipped, names resolved.
+  ASSERT_TRUE(locks_->Release(*locks_->Acquire("rt", LockMode::kExclusive, absl::Seconds(5))).ok());
+  uint64_t before = client_->counters().round_trips;
+  absl::StatusOr<Grant> g = locks_->Acquire("rt", LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(g.ok());
+  uint64_t acquire = client_->counters().round_trips - before;
+  ASSERT_TRUE(locks_->Release(*g).ok());
+  uint64_t release = client_->counters().round_trips - before - acquire;
+  if (GetParam() == Mode::kActive) {
+    EXPECT_EQ(acquire, 1u);
+    EXPECT_EQ(release, 1u);
+  } else {
+    EXPECT_EQ(acquire, 4u);  // READ, FETCH_ADD ticket, FETCH_ADD token, CAS the slot held
+    EXPECT_EQ(release, 2u);  // CAS the slot released, READ for waiters to wake
+  }
+  if (GetParam() != Mode::kActive) return;
+  // Contended: the waiter's acquire is still one round trip.
+  absl::StatusOr<Grant> holder = locks_->Acquire("rt", LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(holder.ok());
+  std::unique_ptr<Client> waiter_client = NewClient();
+  LockClient waiter(waiter_client.get(), Mode::kActive);
+  ASSERT_TRUE(waiter.Release(*waiter.Acquire("other", LockMode::kExclusive, absl::Seconds(5))).ok());
+  uint64_t w0 = waiter_client->counters().round_trips;
+  std::future<absl::StatusOr<Grant>> w = std::async(std::launch::async, [&] {
+    return waiter.Acquire("rt", LockMode::kExclusive, absl::Seconds(60));
+  });
+  AwaitWaiters("rt", 1);
+  ASSERT_TRUE(locks_->Release(*holder).ok());
+  absl::StatusOr<Grant> wg = w.get();
+  ASSERT_TRUE(wg.ok()) << wg.status();
+  EXPECT_EQ(waiter_client->counters().round_trips - w0, 1u);
+}
+
+TEST(LockMixedTest, MutualExclusionAndOrderWithModesMixed) {
+  auto server = testing::TestServer::Start();
+  ASSERT_TRUE(server.ok());
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 5; ++i) clients.push_back(*(*server)->NewClient());
+  uint64_t counter;
+  {
+    RemoteContext ctx(clients[0].get(), {});
+    counter = *heap::Allocate(ctx, 64);
+    ASSERT_TRUE(ctx.WriteU64(counter, 0).ok());
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      LockClient locks(clients[i].get(), i % 2 == 0 ? Mode::kActive : Mode::kRdma);
+      RemoteContext ctx(clients[i].get(), {});
+      for (int r = 0; r < 40; ++r) {
+        absl::StatusOr<Grant> g = locks.Acquire("mixed", LockMode::kExclusive, absl::Seconds(60));
+        ASSERT_TRUE(g.ok()) << g.status();
+        uint64_t v = *ctx.ReadU64(counter);
+        ASSERT_TRUE(ctx.WriteU64(counter, v + 1).ok());
+        ASSERT_TRUE(locks.Release(*g).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  RemoteContext ctx(clients[4].get(), {});
+  EXPECT_EQ(*ctx.ReadU64(counter), 160u);
+}
+
+class LockDisconnectTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = testing::TestServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+  std::unique_ptr<testing::TestServer> server_;
+};
+
+TEST_F(LockDisconnectTest, AClosedConnectionReleasesItsLocksAndWaitsAtOnce) {
+  std::unique_ptr<Client> holder_client = *server_->NewClient();
+  std::unique_ptr<Client> main_client = *server_->NewClient();
+  LockClient main(main_client.get(), Mode::kActive);
+  {
+    LockClient holder(holder_client.get(), Mode::kActive);
+    ASSERT_TRUE(
+        holder.Acquire("gone", LockMode::kExclusive, absl::Seconds(5), absl::Hours(1)).ok());
+  }
+  // A waiter whose connection closes gives its place up.
+  std::unique_ptr<Client> quitter = *server_->NewClient();
+  ASSERT_TRUE(EnsureLoaded(*quitter, active_libraries::lock()).ok());
+  std::future<absl::StatusOr<std::string>> quit_wait = quitter->ExecuteAsync(
+      "lock.acquire", EncodeAcquireArgs({.name = "gone", .wait = absl::Seconds(60)}));
+  for (int i = 0; i < 10000 && main.Inspect("gone")->waiters < 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(main.Inspect("gone")->waiters, 1u);
+  quitter.reset();
+  EXPECT_FALSE(quit_wait.get().ok());
+  for (int i = 0; i < 10000 && main.Inspect("gone")->waiters > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(main.Inspect("gone")->waiters, 0u);
+  EXPECT_EQ(main.Inspect("gone")->holders, 1u);
+  // The holder's connection closes: its hour-long lease does not matter.
+  holder_client.reset();
+  absl::StatusOr<Grant> g = main.Acquire("gone", LockMode::kExclusive, absl::Seconds(30));
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(main.Release(*g).ok());
+}
+
+}  // namespace
+}  // namespace ardma::lock
