@@ -13,14 +13,27 @@
 namespace ardma {
 namespace {
 
+std::string FdPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
+
+// dlclose, then give the memfd back — unless the object stays mapped (C++ libraries with
+// STB_GNU_UNIQUE symbols cannot be unloaded). glibc finds loaded objects by the name they were
+// opened with, so if fd N were reused for other code, dlopen("/proc/self/fd/N") would hand back
+// this stale object. Such an fd is kept open for the life of the process.
+void Unload(void* handle, int fd) {
+  ::dlclose(handle);
+  std::string path = FdPath(fd);
+  if (void* resident = ::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+    ::dlclose(resident);
+    return;
+  }
+  ::close(fd);
+}
+
 class NativeLibrary : public LoadedLibrary {
  public:
   NativeLibrary(int fd, void* handle, const FunctionTable* table)
       : fd_(fd), handle_(handle), table_(table) {}
-  ~NativeLibrary() override {
-    ::dlclose(handle_);
-    ::close(fd_);
-  }
+  ~NativeLibrary() override { Unload(handle_, fd_); }
   std::string_view name() const override { return table_->library; }
   size_t num_functions() const override { return table_->count; }
   std::string_view function_name(size_t index) const override {
@@ -104,7 +117,7 @@ absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_vi
     ::close(fd);
     return absl::InternalError(absl::StrCat("writing code to memfd: ", std::strerror(errno)));
   }
-  std::string path = absl::StrCat("/proc/self/fd/", fd);
+  std::string path = FdPath(fd);
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = ::dlerror();
@@ -128,8 +141,7 @@ absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_vi
     problem = absl::InvalidArgumentError("library has no name");
   }
   if (!problem.ok()) {
-    ::dlclose(handle);
-    ::close(fd);
+    Unload(handle, fd);
     return problem;
   }
   return std::make_unique<NativeLibrary>(fd, handle, table);

@@ -3,7 +3,8 @@
 //
 // The bytes go into an anonymous memfd, never a file at a fixed path, and dlopen maps it through
 // /proc/self/fd/N with RTLD_LOCAL, so two versions of one library coexist. The memfd stays open as
-// long as the library is loaded, so its path is unique among loaded objects. The library's entry
+// long as the library is mapped (for good, if it cannot be unloaded), so its path is unique among
+// loaded objects: glibc finds loaded objects by name. The library's entry
 // point `ardma_active_library_v1` must return a table of this server's kActiveAbiVersion.
 // The ELF structure is checked before dlopen, so truncated or foreign bytes are an error, not a
 // crash. Native code is trusted code: once loaded it runs inside the server process.

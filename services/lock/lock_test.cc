@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "core/active/native_loader.h"
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/testing/test_server.h"
+#include "services/dht/dht_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -349,6 +351,25 @@ TEST_F(LockDisconnectTest, AClosedConnectionReleasesItsLocksAndWaitsAtOnce) {
   absl::StatusOr<Grant> g = main.Acquire("gone", LockMode::kExclusive, absl::Seconds(30));
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_TRUE(main.Release(*g).ok());
+}
+
+// The lock library, like many C++ libraries, has STB_GNU_UNIQUE symbols, so dlclose leaves it
+// mapped. Dropping it and loading other bytes into the reused memfd number must still give the
+// other library (glibc finds loaded objects by path): this once made concurrent first uses of the
+// lock and dht libraries fail with "LOAD names library 'dht' but the code defines 'lock'".
+TEST(NativeLoaderTest, CodeThatStaysMappedIsNeverHandedOutForOtherBytes) {
+  NativeLoader loader;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::unique_ptr<LoadedLibrary>> first =
+        loader.Load("", active_libraries::lock().code());
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ((*first)->name(), "lock");
+    first->reset();
+    absl::StatusOr<std::unique_ptr<LoadedLibrary>> second =
+        loader.Load("", active_libraries::dht().code());
+    ASSERT_TRUE(second.ok()) << second.status();
+    EXPECT_EQ((*second)->name(), "dht");
+  }
 }
 
 }  // namespace
