@@ -1,7 +1,10 @@
 // ardma: the admin CLI, for looking at and poking a live ardmad.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -15,6 +18,7 @@
 #include "core/host_port.h"
 #include "core/status_macros.h"
 #include "core/tools/flag_set.h"
+#include "services/lock/lock_client.h"
 
 namespace {
 
@@ -35,16 +39,83 @@ constexpr char kUsage[] =
     "  write ADDR DATA               write DATA (bytes; see --hex)\n"
     "  cas ADDR EXPECTED DESIRED     compare-and-swap a 64-bit word; prints swapped and old value\n"
     "  fetch-add ADDR DELTA          add to a 64-bit word; prints the old value\n"
+    "  lock NAME [--shared] [--timeout S] [--lease S] -- COMMAND [ARGS...]\n"
+    "                                run COMMAND while holding the named FCFS lock (like flock(1));\n"
+    "                                waits up to --timeout (default: for ever), renews the lease\n"
+    "                                while COMMAND runs, gives COMMAND the fencing token in\n"
+    "                                $ARDMA_LOCK_TOKEN and exits with COMMAND's status\n"
     "\n"
-    "Exit status: 0 on success, 1 when the server answers with an error, 2 for bad usage.";
+    "Exit status: 0 on success, 1 when the server answers with an error (lock: not acquired),\n"
+    "2 for bad usage; lock exits with COMMAND's status (128+N if a signal N ended it).";
 
 struct Options {
   std::string server = ardma::DefaultServerAddress();
   int64_t region = 0;
   bool hex = false;
   bool raw = false;
-  absl::Duration timeout = absl::Seconds(30);
+  absl::Duration timeout = absl::ZeroDuration();  // unset: 30 s per call; lock: wait for ever
+  bool shared = false;
+  absl::Duration lease = ardma::lock::kDefaultLease;
 };
+
+constexpr absl::Duration kDefaultCallTimeout = absl::Seconds(30);
+
+// `ardma lock`: runs the command under the lock, renewing the lease until it exits. Returns the
+// exit code for main.
+absl::StatusOr<int> RunLocked(const Options& opt, const std::string& name,
+                              const std::vector<std::string>& command) {
+  ardma::ClientOptions client_options;
+  client_options.connect_attempts = 2;
+  ARDMA_ASSIGN_OR_RETURN(auto client, ardma::Client::Connect(opt.server, client_options));
+  ardma::lock::LockClient locks(client.get(), ardma::Mode::kActive);
+  absl::Duration wait = opt.timeout > absl::ZeroDuration() ? opt.timeout : absl::InfiniteDuration();
+  auto mode = opt.shared ? ardma::lock::LockMode::kShared : ardma::lock::LockMode::kExclusive;
+  ARDMA_ASSIGN_OR_RETURN(ardma::lock::Grant grant, locks.Acquire(name, mode, wait, opt.lease));
+  std::string token = absl::StrCat(grant.token);
+  pid_t child = ::fork();
+  if (child < 0) {
+    locks.Release(grant).IgnoreError();
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (child == 0) {
+    ::setenv("ARDMA_LOCK_TOKEN", token.c_str(), 1);
+    std::vector<char*> argv;
+    for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "ardma lock: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  // Renew at a third of the lease while the command runs.
+  int status = 0;
+  bool lost = false;
+  absl::Time next_renewal = absl::Now() + opt.lease / 3;
+  for (;;) {
+    pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    if (done < 0 && errno != EINTR) {
+      locks.Release(grant).IgnoreError();
+      return absl::InternalError(absl::StrCat("waitpid: ", std::strerror(errno)));
+    }
+    absl::SleepFor(std::min(absl::Milliseconds(20), opt.lease / 10));
+    if (absl::Now() < next_renewal) continue;
+    next_renewal = absl::Now() + opt.lease / 3;
+    if (!lost && !locks.Renew(grant, opt.lease).ok()) {
+      lost = true;
+      std::fprintf(stderr, "ardma lock: lost the lock '%s' (lease ran out); COMMAND goes on\n",
+                   name.c_str());
+    }
+  }
+  if (!lost) {
+    if (absl::Status s = locks.Release(grant); !s.ok()) {
+      std::fprintf(stderr, "ardma lock: releasing '%s': %s\n", name.c_str(),
+                   std::string(s.message()).c_str());
+    }
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
 
 absl::StatusOr<uint64_t> ParseNumber(const std::string& text) {
   uint64_t v;
@@ -114,15 +185,16 @@ absl::Status Run(const Options& opt, const std::vector<std::string>& args) {
     }
     return absl::OkStatus();
   };
-  static const std::vector<std::string> kCommands = {"ping", "stats", "load", "has",      "exec",
-                                                     "read", "write", "cas",  "fetch-add"};
+  static const std::vector<std::string> kCommands = {
+      "ping", "stats", "load", "has", "exec", "read", "write", "cas", "fetch-add", "lock"};
   if (std::find(kCommands.begin(), kCommands.end(), cmd) == kCommands.end()) {
     return Usage(absl::StrCat("unknown command '", cmd, "' (see --help)"));
   }
   ardma::RegionId region = static_cast<ardma::RegionId>(opt.region);
-  ardma::CallOptions call{opt.timeout};
+  absl::Duration timeout = opt.timeout > absl::ZeroDuration() ? opt.timeout : kDefaultCallTimeout;
+  ardma::CallOptions call{timeout};
   ardma::ClientOptions client_options;
-  client_options.timeout = opt.timeout;
+  client_options.timeout = timeout;
   client_options.connect_attempts = 2;
   auto connect = [&]() { return ardma::Client::Connect(opt.server, client_options); };
 
@@ -247,7 +319,10 @@ int main(int argc, char** argv) {
   flags.Int("region", &opt.region, "N", "region for read/write/cas/fetch-add");
   flags.Bool("hex", &opt.hex, "ARGS/DATA are given, and results printed, as hex");
   flags.Bool("raw", &opt.raw, "read prints raw bytes instead of a hex dump");
-  flags.Duration("timeout", &opt.timeout, "per-call timeout");
+  flags.Duration("timeout", &opt.timeout,
+                 "per-call timeout (unset: 30s); for lock, how long to wait (unset: for ever)");
+  flags.Bool("shared", &opt.shared, "lock: take the lock shared (default exclusive)");
+  flags.Duration("lease", &opt.lease, "lock: lease, renewed at a third of it while COMMAND runs");
   std::vector<std::string> positional;
   if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &positional)) {
     return *exit_code;
@@ -255,6 +330,25 @@ int main(int argc, char** argv) {
   if (positional.empty()) {
     std::cerr << "ardma: missing COMMAND (see --help)\n";
     return 2;
+  }
+  if (positional[0] == "lock") {
+    if (positional.size() < 3) {
+      std::cerr << "ardma: usage: ardma lock NAME [--shared] [--timeout S] -- COMMAND [ARGS...]\n";
+      return 2;
+    }
+    if (absl::Status s = ardma::lock::CheckLease(opt.lease); !s.ok()) {
+      std::cerr << "ardma: --lease: " << s.message() << "\n";
+      return 2;
+    }
+    absl::StatusOr<int> code = RunLocked(
+        opt, positional[1], std::vector<std::string>(positional.begin() + 2, positional.end()));
+    if (!code.ok()) {
+      std::cerr << "ardma: lock '" << positional[1] << "': "
+                << absl::StatusCodeToString(code.status().code()) << ": "
+                << code.status().message() << "\n";
+      return 1;
+    }
+    return *code;
   }
   absl::Status status = Run(opt, positional);
   if (!status.ok()) {

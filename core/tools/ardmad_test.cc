@@ -147,6 +147,37 @@ TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
   EXPECT_THAT(out, HasSubstr("usage: ardma read ADDR LEN"));
 }
 
+TEST(ArdmaCliTest, LockRunsTheCommandUnderTheLockLikeFlock) {
+  Daemon d({});
+  ASSERT_FALSE(d.address().empty());
+  std::string ardma = BinDir() + "/ardma --server " + d.address() + " ";
+  std::string out;
+  // The command's exit status comes back; it sees the fencing token.
+  EXPECT_EQ(RunCommand(ardma + "lock job -- sh -c 'echo token=$ARDMA_LOCK_TOKEN; exit 3'", &out),
+            3);
+  EXPECT_THAT(out, HasSubstr("token=1"));
+  EXPECT_EQ(RunCommand(ardma + "lock job -- true", &out), 0);
+  // Held by a longer command: a second one gives up after its timeout with status 1.
+  std::string marker = TempPath("lock_marker");
+  std::string holder = ardma + "lock job -- sh -c 'touch " + marker + "; sleep 3'";
+  std::FILE* background = ::popen(holder.c_str(), "r");
+  ASSERT_NE(background, nullptr);
+  for (int i = 0; i < 500 && !std::filesystem::exists(marker); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(std::filesystem::exists(marker));
+  EXPECT_EQ(RunCommand(ardma + "lock job --timeout 0.2 -- true", &out), 1);
+  EXPECT_THAT(out, HasSubstr("DEADLINE_EXCEEDED"));
+  // Shared holders do not conflict with each other, only with the exclusive one.
+  EXPECT_EQ(RunCommand(ardma + "lock job --shared --timeout 0.2 -- true", &out), 1);
+  EXPECT_EQ(::pclose(background), 0);
+  std::filesystem::remove(marker);
+  EXPECT_EQ(RunCommand(ardma + "lock job --shared --timeout 5 -- true", &out), 0) << out;
+  EXPECT_EQ(RunCommand(ardma + "lock job", &out), 2);
+  EXPECT_EQ(RunCommand(ardma + "lock job --lease 1ms -- true", &out), 2);
+  EXPECT_EQ(RunCommand(ardma + "lock job -- /nonexistent/program", &out), 127);
+}
+
 TEST(ArdmaCliTest, UnixSocketAddress) {
   std::string sock = TempPath("ardmad_sock");
   Daemon d({"--memory", "16M", "--unix-socket", sock});

@@ -57,9 +57,14 @@ void FlagSet::Bytes(std::string name, uint64_t* value, std::string help) {
 void FlagSet::Duration(std::string name, absl::Duration* value, std::string help) {
   flags_.push_back({std::move(name), "DURATION", std::move(help), absl::FormatDuration(*value),
                     [value](std::string_view v) {
+                      double seconds;
+                      if (absl::SimpleAtod(ToAbsl(v), &seconds) && seconds >= 0) {
+                        *value = absl::Seconds(seconds);  // a bare number is seconds
+                        return absl::OkStatus();
+                      }
                       if (!absl::ParseDuration(ToAbsl(v), value) || *value < absl::ZeroDuration()) {
                         return absl::InvalidArgumentError(
-                            "expected a duration such as 10ms or 30s");
+                            "expected a duration such as 10ms, 30s or 2.5 (seconds)");
                       }
                       return absl::OkStatus();
                     }});

@@ -36,7 +36,7 @@ class FlagSet {
   void Bool(std::string name, bool* value, std::string help);
   // Byte sizes such as 4096, 64K, 512M, 1G.
   void Bytes(std::string name, uint64_t* value, std::string help);
-  // Durations such as 250us, 10ms, 30s, 2m.
+  // Durations such as 250us, 10ms, 30s, 2m; a bare number is seconds.
   void Duration(std::string name, absl::Duration* value, std::string help);
 
   // Gives the already-declared flag `name` a one-letter spelling: -t VALUE, -tVALUE, or -q for a
