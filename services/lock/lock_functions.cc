@@ -292,7 +292,7 @@ absl::Time NextLook(const Waiter& w, const Block& b, uint64_t first_live) {
   return at;
 }
 
-absl::StatusOr<std::string> Proceed(Context& ctx, Waiter w, bool parked_before);
+absl::StatusOr<std::string> Proceed(Context& ctx, Waiter w);
 
 // Phase 0: a new request. Takes a ticket and proceeds.
 absl::StatusOr<std::string> Start(Context& ctx, ByteReader& r) {
@@ -333,11 +333,11 @@ absl::StatusOr<std::string> Start(Context& ctx, ByteReader& r) {
       if (granted) return EncodeAcquireResult(*granted);
     }
   }
-  return Proceed(ctx, w, /*parked_before=*/false);
+  return Proceed(ctx, w);
 }
 
 // The waiting loop: claim the slot, check the turn, expire a stale first ticket, wait.
-absl::StatusOr<std::string> Proceed(Context& ctx, Waiter w, bool parked_before) {
+absl::StatusOr<std::string> Proceed(Context& ctx, Waiter w) {
   for (int round = 0; round < (1 << 30); ++round) {
     ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, w.addr));
     Slot mine = b.SlotOf(w.t);
@@ -352,21 +352,11 @@ absl::StatusOr<std::string> Proceed(Context& ctx, Waiter w, bool parked_before) 
     if (e.grantable && (w.claimed || can_claim)) {
       ARDMA_ASSIGN_OR_RETURN(std::optional<AcquireResult> granted, Grant(ctx, w, mine));
       if (!granted) continue;  // the slot changed: look again
-      if (parked_before) {
-        // Parked already (this is the re-check after Park): answer through the parking lot.
-        ARDMA_RETURN_IF_ERROR(ctx.Wake(Key(w), EncodeAcquireResult(*granted)).status());
-        return std::string();
-      }
       return EncodeAcquireResult(*granted);
     }
     if (w.try_only && (w.claimed || can_claim)) {
       ARDMA_ASSIGN_OR_RETURN(bool kick, Abandon(ctx, w, b));
-      std::string busy = EncodeAcquireResult({.kick = kick});
-      if (parked_before) {
-        ARDMA_RETURN_IF_ERROR(ctx.Wake(Key(w), busy).status());
-        return std::string();
-      }
-      return busy;
+      return EncodeAcquireResult({.kick = kick});
     }
     // (A try whose slot is still taken waits for the slot, then gives its ticket back.)
     if (can_claim) {
@@ -398,14 +388,21 @@ absl::StatusOr<std::string> Proceed(Context& ctx, Waiter w, bool parked_before) 
       ARDMA_RETURN_IF_ERROR(ctx.Backoff(std::min(round, 10)));
       continue;
     }
-    if (parked_before) return std::string();  // parked already; a Resume or the time runs us again
     // Park until resumed (our turn may have come) or until the next look is due; the continuation
-    // carries the ticket. Then look once more, in case the turn came before we parked.
+    // carries the ticket. Then look once more, in case the turn came before we parked: if there is
+    // something to do, resume ourselves. A parked run never changes the lock itself, so a Resume
+    // that raced with this look cannot find our ticket already granted by us.
     std::string continuation = EncodeContinuation(w);
     ARDMA_RETURN_IF_ERROR(ctx.Park(Key(w), {.resumable = true,
                                             .resume_at = NextLook(w, b, e.first_live),
                                             .resume_args = continuation}));
-    parked_before = true;
+    ARDMA_ASSIGN_OR_RETURN(Block again, ReadBlock(ctx, w.addr));
+    bool claimable = !w.claimed && again.SlotFreeFor(w.t);
+    bool turn = Evaluate(again, w.t, w.exclusive).grantable;
+    if ((turn && (w.claimed || claimable)) || (w.try_only && claimable)) {
+      ARDMA_RETURN_IF_ERROR(ctx.Resume(Key(w)).status());
+    }
+    return std::string();
   }
   return absl::AbortedError("lock: waited too many rounds");
 }
@@ -417,7 +414,7 @@ absl::StatusOr<std::string> Acquire(Context& ctx, std::string_view args) {
   if (phase == 0) return Start(ctx, r);
   if (phase != 1) return absl::InvalidArgumentError("lock.acquire: unknown phase");
   ARDMA_ASSIGN_OR_RETURN(Waiter w, DecodeContinuation(r));
-  return Proceed(ctx, w, /*parked_before=*/false);
+  return Proceed(ctx, w);
 }
 
 // ---- Release, renew, drop, kick, inspect ----

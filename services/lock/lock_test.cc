@@ -150,6 +150,11 @@ TEST_P(LockTest, MutualExclusionUnderContention) {
   CountUnderLock({GetParam(), GetParam(), GetParam(), GetParam()}, 40);
 }
 
+TEST_P(LockTest, TwoClientsHandTheLockBackAndForthManyTimes) {
+  // Every hand-off races a releaser's resume against the waiter's look after parking.
+  CountUnderLock({GetParam(), GetParam()}, 500);
+}
+
 TEST_P(LockTest, WaitersAreServedInArrivalOrder) {
   absl::StatusOr<Grant> holder = locks_->Acquire("fifo", LockMode::kExclusive, absl::Seconds(5));
   ASSERT_TRUE(holder.ok());
