@@ -1,0 +1,242 @@
+#include "services/dfs/dfs_client.h"
+
+#include <cstring>
+
+#include "core/status_macros.h"
+#include "core/wire/byte_io.h"
+
+namespace ardma::dfs {
+namespace {
+
+using wire::ByteReader;
+using wire::ByteWriter;
+
+absl::Status Check(const ByteReader& r, std::string_view what) {
+  if (!r.AtEnd()) return absl::DataLossError(absl::StrCat("dfs: bad ", ToAbsl(what), " result"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string DfsClient::Args() const {
+  std::string out;
+  ByteWriter(&out).Str16(fs_);
+  return out;
+}
+
+absl::StatusOr<std::string> DfsClient::Call(std::string_view function, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(CheckFsName(fs_));
+  return Invoke(*client_, mode_, active_libraries::dfs(), function, args, options_);
+}
+
+absl::StatusOr<Stat> DfsClient::Mkdir(std::string_view path, uint32_t mode) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(path);
+  w.U32(mode);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call("dfs.mkdir", args));
+  return DecodeStat(r);
+}
+
+absl::StatusOr<Stat> DfsClient::Create(std::string_view path, uint32_t mode, bool exclusive) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(path);
+  w.U32(mode);
+  w.U8(exclusive ? 1 : 0);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call("dfs.create", args));
+  return DecodeStat(r);
+}
+
+absl::StatusOr<Stat> DfsClient::Lookup(std::string_view path) {
+  std::string args = Args();
+  ByteWriter(&args).Str16(path);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call("dfs.stat", args));
+  return DecodeStat(r);
+}
+
+absl::StatusOr<DirPage> DfsClient::ReadDir(std::string_view path, uint64_t cursor, uint32_t max) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(path);
+  w.U64(cursor);
+  w.U32(max);
+  absl::StatusOr<std::string> bytes = Call("dfs.readdir", args);
+  if (!bytes.ok()) return bytes.status();
+  ByteReader r(*bytes);
+  DirPage page;
+  uint8_t done;
+  uint32_t n;
+  if (!r.U64(&page.next) || !r.U8(&done) || !r.U32(&n)) return absl::DataLossError("dfs: bad page");
+  page.done = done != 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    DirEntry e;
+    uint8_t type;
+    std::string_view name;
+    if (!r.U64(&e.ino) || !r.U8(&type) || !r.Str16(&name)) {
+      return absl::DataLossError("dfs: bad page");
+    }
+    e.type = static_cast<FileType>(type);
+    e.name = std::string(name);
+    page.entries.push_back(std::move(e));
+  }
+  ARDMA_RETURN_IF_ERROR(Check(r, "readdir"));
+  return page;
+}
+
+absl::StatusOr<std::vector<DirEntry>> DfsClient::ListDir(std::string_view path) {
+  std::vector<DirEntry> all;
+  uint64_t cursor = 0;
+  for (;;) {
+    ARDMA_ASSIGN_OR_RETURN(DirPage page, ReadDir(path, cursor, 4096));
+    for (DirEntry& e : page.entries) all.push_back(std::move(e));
+    if (page.done) return all;
+    cursor = page.next;
+  }
+}
+
+absl::Status DfsClient::Unlink(std::string_view path) {
+  std::string args = Args();
+  ByteWriter(&args).Str16(path);
+  return Call("dfs.unlink", args).status();
+}
+
+absl::Status DfsClient::Rmdir(std::string_view path) {
+  std::string args = Args();
+  ByteWriter(&args).Str16(path);
+  return Call("dfs.rmdir", args).status();
+}
+
+absl::Status DfsClient::Rename(std::string_view from, std::string_view to) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(from);
+  w.Str16(to);
+  return Call("dfs.rename", args).status();
+}
+
+absl::StatusOr<std::string> DfsClient::Read(std::string_view path, uint64_t offset, uint64_t len) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(path);
+  w.U64(offset);
+  w.U64(len);
+  return Call("dfs.read", args);
+}
+
+absl::StatusOr<uint64_t> DfsClient::Write(std::string_view path, uint64_t offset,
+                                          std::string_view data) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(path);
+  w.U64(offset);
+  w.Bytes32(data);
+  absl::StatusOr<std::string> bytes = Call("dfs.write", args);
+  if (!bytes.ok()) return bytes.status();
+  ByteReader r(*bytes);
+  uint64_t size = 0;
+  if (!r.U64(&size)) return absl::DataLossError("dfs: bad write result");
+  ARDMA_RETURN_IF_ERROR(Check(r, "write"));
+  return size;
+}
+
+absl::Status DfsClient::Truncate(std::string_view path, uint64_t len) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(path);
+  w.U64(len);
+  return Call("dfs.truncate", args).status();
+}
+
+absl::StatusOr<uint64_t> DfsClient::GetLen(std::string_view path) {
+  ARDMA_ASSIGN_OR_RETURN(Stat s, Lookup(path));
+  if (s.type != FileType::kFile) return absl::FailedPreconditionError("dfs: is a directory");
+  return s.size;
+}
+
+absl::StatusOr<std::string> DfsClient::GetBlock(std::string_view path, uint64_t index) {
+  return Read(path, index * kBlockSize, kBlockSize);
+}
+
+absl::Status DfsClient::SetBlock(std::string_view path, uint64_t index, std::string_view data) {
+  if (data.size() > kBlockSize) {
+    return absl::InvalidArgumentError("dfs: a block is at most kBlockSize bytes");
+  }
+  return Write(path, index * kBlockSize, data).status();
+}
+
+absl::StatusOr<Stat> DfsClient::Copy(std::string_view from, std::string_view to) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(from);
+  w.Str16(to);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call("dfs.copy", args));
+  return DecodeStat(r);
+}
+
+absl::StatusOr<FindPage> DfsClient::Find(std::string_view path, std::string_view cursor,
+                                         uint32_t max) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(path);
+  w.Bytes32(cursor);
+  w.U32(max);
+  absl::StatusOr<std::string> bytes = Call("dfs.find", args);
+  if (!bytes.ok()) return bytes.status();
+  ByteReader r(*bytes);
+  FindPage page;
+  std::string_view next;
+  uint8_t done;
+  uint32_t n;
+  if (!r.Bytes32(&next) || !r.U8(&done) || !r.U32(&n)) {
+    return absl::DataLossError("dfs: bad find page");
+  }
+  page.next = std::string(next);
+  page.done = done != 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    FoundEntry e;
+    std::string_view p;
+    uint8_t type;
+    if (!r.Str16(&p) || !r.U8(&type) || !r.U64(&e.size)) {
+      return absl::DataLossError("dfs: bad find page");
+    }
+    e.path = std::string(p);
+    e.type = static_cast<FileType>(type);
+    page.entries.push_back(std::move(e));
+  }
+  ARDMA_RETURN_IF_ERROR(Check(r, "find"));
+  return page;
+}
+
+absl::StatusOr<Usage> DfsClient::GetUsage() {
+  absl::StatusOr<std::string> bytes = Call("dfs.usage", Args());
+  if (!bytes.ok()) return bytes.status();
+  ByteReader r(*bytes);
+  Usage u;
+  if (!r.U64(&u.files) || !r.U64(&u.directories) || !r.U64(&u.data_blocks) ||
+      !r.U64(&u.heap_allocated)) {
+    return absl::DataLossError("dfs: bad usage result");
+  }
+  ARDMA_RETURN_IF_ERROR(Check(r, "usage"));
+  return u;
+}
+
+absl::StatusOr<std::string> DfsClient::ReadFile(std::string_view path) {
+  std::string out;
+  for (;;) {
+    ARDMA_ASSIGN_OR_RETURN(std::string chunk, Read(path, out.size(), kMaxIoBytes));
+    out += chunk;
+    if (chunk.size() < kMaxIoBytes) return out;
+  }
+}
+
+absl::Status DfsClient::WriteFile(std::string_view path, std::string_view data, uint32_t mode) {
+  ARDMA_RETURN_IF_ERROR(Create(path, mode, /*exclusive=*/false).status());
+  ARDMA_RETURN_IF_ERROR(Truncate(path, 0));
+  for (uint64_t done = 0; done < data.size(); done += kMaxIoBytes) {
+    ARDMA_RETURN_IF_ERROR(Write(path, done, data.substr(done, kMaxIoBytes)).status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ardma::dfs

@@ -1,0 +1,91 @@
+// DfsClient: what an application embeds to use an ardmad's in-memory file system.
+//
+//   ARDMA_ASSIGN_OR_RETURN(auto client, ardma::Client::Connect("127.0.0.1:15712"));
+//   ardma::dfs::DfsClient fs(client.get(), ardma::Mode::kActive);   // file system "default"
+//   ARDMA_RETURN_IF_ERROR(fs.Mkdir("/logs").status());
+//   ARDMA_RETURN_IF_ERROR(fs.WriteFile("/logs/today", "hello\n"));
+//   ARDMA_ASSIGN_OR_RETURN(std::string text, fs.ReadFile("/logs/today"));
+//   ARDMA_ASSIGN_OR_RETURN(ardma::dfs::Stat st, fs.Lookup("/logs/today"));   // st.size == 6
+//   ARDMA_RETURN_IF_ERROR(fs.Rename("/logs", "/old-logs"));
+//
+// Paths are absolute POSIX paths ("." and ".." allowed, components up to 255 bytes). Errors:
+// NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION (not a directory, is a directory, directory not
+// empty), INVALID_ARGUMENT (bad path, moving a directory into itself, request too large),
+// RESOURCE_EXHAUSTED (server memory full; the file system stays consistent).
+//
+// Mode::kActive: every call below is one EXECUTE (one round trip), except ListDir / ReadFile /
+// WriteFile, which page through several. Mode::kRdma: the same functions run here over one-sided
+// operations (many round trips; docs/dfs.md). File systems are created on first use.
+//
+// Borrows the Client for its lifetime. Thread-safe.
+#ifndef ARDMA_SERVICES_DFS_DFS_CLIENT_H_
+#define ARDMA_SERVICES_DFS_DFS_CLIENT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/active/active_library.h"
+#include "core/client/client.h"
+#include "core/client/invoke.h"
+#include "services/dfs/dfs_format.h"
+
+ARDMA_DECLARE_ACTIVE_LIBRARY(dfs);
+
+namespace ardma::dfs {
+
+class DfsClient {
+ public:
+  DfsClient(Client* client, Mode mode, std::string fs = "default", CallOptions options = {})
+      : client_(client), mode_(mode), fs_(std::move(fs)), options_(options) {}
+
+  absl::StatusOr<Stat> Mkdir(std::string_view path, uint32_t mode = 0755);
+  // A new empty file; with exclusive=false an existing file is fine (and left as it is).
+  absl::StatusOr<Stat> Create(std::string_view path, uint32_t mode = 0644, bool exclusive = true);
+  absl::StatusOr<Stat> Lookup(std::string_view path);  // stat(2)
+  absl::StatusOr<DirPage> ReadDir(std::string_view path, uint64_t cursor = 0, uint32_t max = 1024);
+  absl::StatusOr<std::vector<DirEntry>> ListDir(std::string_view path);  // every page
+  absl::Status Unlink(std::string_view path);
+  absl::Status Rmdir(std::string_view path);
+  // Files and whole directories; an existing target of the same kind is replaced (a directory
+  // only if empty), as rename(2) does.
+  absl::Status Rename(std::string_view from, std::string_view to);
+
+  // Up to `len` bytes at `offset` (fewer at the end of the file; holes read as zeros).
+  absl::StatusOr<std::string> Read(std::string_view path, uint64_t offset, uint64_t len);
+  // Writes at `offset`, growing the file (with a hole if past its end). Returns the new size.
+  absl::StatusOr<uint64_t> Write(std::string_view path, uint64_t offset, std::string_view data);
+  absl::Status Truncate(std::string_view path, uint64_t len);  // the paper's setLen
+  absl::StatusOr<uint64_t> GetLen(std::string_view path);
+  // Block `index` of kBlockSize bytes (the paper's getBlock / setBlock).
+  absl::StatusOr<std::string> GetBlock(std::string_view path, uint64_t index);
+  absl::Status SetBlock(std::string_view path, uint64_t index, std::string_view data);
+  // Copies a file on the server (one request); an existing file at `to` is overwritten.
+  absl::StatusOr<Stat> Copy(std::string_view from, std::string_view to);
+  // Everything under `path` (itself first), depth first, a page at a time.
+  absl::StatusOr<FindPage> Find(std::string_view path, std::string_view cursor = "",
+                                uint32_t max = 1024);
+  absl::StatusOr<Usage> GetUsage();
+
+  // Whole files, in requests of at most kMaxIoBytes.
+  absl::StatusOr<std::string> ReadFile(std::string_view path);
+  absl::Status WriteFile(std::string_view path, std::string_view data, uint32_t mode = 0644);
+
+  Mode mode() const { return mode_; }
+  const std::string& fs() const { return fs_; }
+
+ private:
+  absl::StatusOr<std::string> Call(std::string_view function, std::string_view args);
+  std::string Args() const;  // the fs name, then the function's own arguments
+
+  Client* const client_;
+  const Mode mode_;
+  const std::string fs_;
+  const CallOptions options_;
+};
+
+}  // namespace ardma::dfs
+
+#endif  // ARDMA_SERVICES_DFS_DFS_CLIENT_H_

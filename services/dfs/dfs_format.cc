@@ -1,0 +1,67 @@
+#include "services/dfs/dfs_format.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "core/wire/byte_io.h"
+#include "services/service_name.h"
+
+namespace ardma::dfs {
+
+absl::Status CheckFsName(std::string_view name) {
+  return CheckServiceName(name, kMaxFsNameBytes, "file system");
+}
+
+absl::StatusOr<std::vector<std::string_view>> SplitPath(std::string_view path) {
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("paths are absolute: '", ToAbsl(path), "'"));
+  }
+  if (path.size() > kMaxPathBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("paths are at most ", kMaxPathBytes, " bytes"));
+  }
+  if (path.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError("paths contain no NUL bytes");
+  }
+  std::vector<std::string_view> parts;
+  size_t pos = 1;
+  while (pos <= path.size()) {
+    size_t end = path.find('/', pos);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(pos, end - pos);
+    if (part.size() > kMaxNameBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("path components are at most ", kMaxNameBytes, " bytes"));
+    }
+    if (!part.empty()) parts.push_back(part);
+    pos = end + 1;
+  }
+  return parts;
+}
+
+std::string EncodeStat(const Stat& s) {
+  std::string out;
+  wire::ByteWriter w(&out);
+  w.U64(s.ino);
+  w.U8(static_cast<uint8_t>(s.type));
+  w.U64(s.size);
+  w.U32(s.mode);
+  w.U64(static_cast<uint64_t>(absl::ToUnixNanos(s.mtime)));
+  w.U64(static_cast<uint64_t>(absl::ToUnixNanos(s.ctime)));
+  return out;
+}
+
+absl::StatusOr<Stat> DecodeStat(std::string_view bytes) {
+  wire::ByteReader r(bytes);
+  Stat s;
+  uint8_t type;
+  uint64_t mtime, ctime;
+  if (!r.U64(&s.ino) || !r.U8(&type) || !r.U64(&s.size) || !r.U32(&s.mode) || !r.U64(&mtime) ||
+      !r.U64(&ctime) || !r.AtEnd() || (type != 1 && type != 2)) {
+    return absl::DataLossError("dfs: bad stat");
+  }
+  s.type = static_cast<FileType>(type);
+  s.mtime = absl::FromUnixNanos(static_cast<int64_t>(mtime));
+  s.ctime = absl::FromUnixNanos(static_cast<int64_t>(ctime));
+  return s;
+}
+
+}  // namespace ardma::dfs

@@ -1,0 +1,115 @@
+// The in-memory distributed file system's layout, limits and argument encodings, shared by the
+// active code (dfs_functions.cc, on the server or, in RDMA mode, on the client) and DfsClient.
+//
+// A file system is named (1 to kMaxFsNameBytes bytes); its superblock hangs off the heap root
+// "dfs:<name>" and its directory entries live in the DHT table "dfs.<name>": key = parent inode
+// (8 bytes, little-endian) + entry name, value = child inode (8 bytes). Inodes are 512-byte heap
+// blocks; an inode number is its block's address.
+//
+// Superblock (64 B): +0 magic "ARDMADFS", +8 root inode, +16 rename lock (cross-directory renames
+// take it, so no rename can make a directory its own ancestor), +24 files, +32 directories,
+// +40 data blocks in use.
+//
+// Inode (512 B):
+//   +0   magic "ARDMAINO" (cleared when freed)   +8   lock word (0 free, else the holder's nonce)
+//   +16  type (1 file, 2 directory)              +24  parent inode (the root is its own parent)
+//   +32  size: file bytes / directory entries   +40  mode (permission bits)
+//   +48  mtime ns                                +56  ctime ns
+//   +64  table: file block table / directory child array (heap block, 8-byte entries; 0 = none)
+//   +72  table capacity (entries)                +80  index in the parent's child array
+//   +88  generation: +1 on every change (readers check it did not move under them)
+//   +96  name length                             +104 name (up to kMaxNameBytes)
+//   +360 removed (a removed directory takes no new entries)
+//
+// File data lives in kBlockSize heap blocks listed by the block table; a 0 entry is a hole and
+// reads as zeros. Growing a file grows only its table (entries are copied, data blocks are not).
+// Directories list their children (inode numbers) in a child array for readdir; a child knows its
+// index, so unlink moves the last child into the gap (O(1)). Namespace changes lock the directory
+// (or directories, in address order); writes lock the file. A lock word left by a client that died
+// is taken over after kLockStealAfter.
+#ifndef ARDMA_SERVICES_DFS_DFS_FORMAT_H_
+#define ARDMA_SERVICES_DFS_DFS_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ardma::dfs {
+
+inline constexpr uint64_t kBlockSize = 64 * 1024;
+inline constexpr size_t kMaxNameBytes = 255;
+inline constexpr size_t kMaxPathBytes = 4096;
+inline constexpr size_t kMaxFsNameBytes = 39;
+inline constexpr uint64_t kMaxIoBytes = 16u << 20;  // one read or write request
+inline constexpr absl::Duration kLockStealAfter = absl::Seconds(2);
+
+inline constexpr uint64_t kSuperMagic = 0x5346444d41445241ull;  // "ARDMADFS"
+inline constexpr uint64_t kInodeMagic = 0x4f4e49414d445241ull;  // "ARDMAINO"
+inline constexpr uint64_t kSuperBytes = 64;
+inline constexpr uint64_t kInodeBytes = 512;
+
+// Superblock fields.
+inline constexpr uint64_t kSbRoot = 8, kSbRenameLock = 16, kSbFiles = 24, kSbDirs = 32,
+                          kSbBlocks = 40;
+// Inode fields.
+inline constexpr uint64_t kInLock = 8, kInType = 16, kInParent = 24, kInSize = 32, kInMode = 40,
+                          kInMtime = 48, kInCtime = 56, kInTable = 64, kInCapacity = 72,
+                          kInIndex = 80, kInGen = 88, kInNameLen = 96, kInName = 104,
+                          kInRemoved = 360;
+
+enum class FileType : uint8_t { kFile = 1, kDirectory = 2 };
+
+struct Stat {
+  uint64_t ino = 0;
+  FileType type = FileType::kFile;
+  uint64_t size = 0;  // bytes; for a directory, its number of entries
+  uint32_t mode = 0;
+  absl::Time mtime, ctime;
+};
+
+struct DirEntry {
+  std::string name;
+  FileType type = FileType::kFile;
+  uint64_t ino = 0;
+};
+
+struct DirPage {
+  std::vector<DirEntry> entries;
+  uint64_t next = 0;  // cursor for the next page
+  bool done = false;
+};
+
+// One match of find: the path below the starting directory, e.g. "/a/b".
+struct FoundEntry {
+  std::string path;
+  FileType type = FileType::kFile;
+  uint64_t size = 0;
+};
+struct FindPage {
+  std::vector<FoundEntry> entries;
+  std::string next;  // opaque cursor; empty when done
+  bool done = false;
+};
+
+struct Usage {
+  uint64_t files = 0, directories = 0, data_blocks = 0;
+  uint64_t heap_size = 0, heap_allocated = 0;
+};
+
+// INVALID_ARGUMENT unless `name` is a valid file system name.
+absl::Status CheckFsName(std::string_view name);
+// Splits an absolute path into its components ("." and ".." kept, empty ones dropped).
+// INVALID_ARGUMENT: not absolute, too long, a component over kMaxNameBytes, or a NUL byte.
+absl::StatusOr<std::vector<std::string_view>> SplitPath(std::string_view path);
+
+std::string EncodeStat(const Stat& s);
+absl::StatusOr<Stat> DecodeStat(std::string_view bytes);
+
+}  // namespace ardma::dfs
+
+#endif  // ARDMA_SERVICES_DFS_DFS_FORMAT_H_

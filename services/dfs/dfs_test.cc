@@ -1,0 +1,512 @@
+// The file system against a real server in both modes: a model test against a local directory,
+// sizes around block boundaries and 64 MiB, a 100,000-entry directory, deep renames, round
+// trips, running out of memory, concurrent namespace changes.
+#include "services/dfs/dfs_client.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/testing/test_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ardma::dfs {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+ServerOptions BigServer() {
+  ServerOptions o = testing::TestServerOptions();
+  o.memory_size = 512ull << 20;
+  return o;
+}
+
+class DfsTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override { Start(BigServer()); }
+  void Start(const ServerOptions& options) {
+    auto server = testing::TestServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = NewClient();
+    fs_ = std::make_unique<DfsClient>(client_.get(), GetParam());
+  }
+  std::unique_ptr<Client> NewClient() {
+    auto c = server_->NewClient();
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  std::vector<std::string> Names(std::string_view dir) {
+    absl::StatusOr<std::vector<DirEntry>> list = fs_->ListDir(dir);
+    EXPECT_TRUE(list.ok()) << list.status();
+    std::vector<std::string> names;
+    if (list.ok()) {
+      for (const DirEntry& e : *list) names.push_back(e.name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  std::unique_ptr<testing::TestServer> server_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<DfsClient> fs_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, DfsTest, ::testing::Values(Mode::kActive, Mode::kRdma),
+                         [](const auto& info) { return std::string(ModeName(info.param)); });
+
+TEST_P(DfsTest, NamespaceAndDataBasics) {
+  ASSERT_TRUE(fs_->Mkdir("/a").ok());
+  absl::StatusOr<Stat> f = fs_->Create("/a/f", 0600);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->type, FileType::kFile);
+  EXPECT_EQ(f->mode, 0600u);
+  EXPECT_EQ(*fs_->Write("/a/f", 0, "hello"), 5u);
+  EXPECT_EQ(*fs_->Read("/a/f", 0, 100), "hello");
+  EXPECT_EQ(*fs_->Read("/a/./f", 1, 3), "ell");
+  EXPECT_EQ(*fs_->Read("/a/../a//f", 4, 10), "o");
+  EXPECT_EQ(*fs_->GetLen("/a/f"), 5u);
+  absl::StatusOr<Stat> a = fs_->Lookup("/a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->type, FileType::kDirectory);
+  EXPECT_EQ(a->size, 1u);
+  EXPECT_GE(fs_->Lookup("/a/f")->mtime, f->mtime);
+  EXPECT_THAT(Names("/"), ElementsAre("a"));
+  EXPECT_THAT(Names("/a"), ElementsAre("f"));
+  ASSERT_TRUE(fs_->Rename("/a/f", "/a/g").ok());
+  EXPECT_THAT(Names("/a"), ElementsAre("g"));
+  EXPECT_EQ(*fs_->Read("/a/g", 0, 5), "hello");
+  // Errors.
+  EXPECT_EQ(fs_->Lookup("/a/f").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs_->Mkdir("/a").status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(fs_->Create("/a/g").status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(fs_->Create("/a/g", 0644, /*exclusive=*/false).ok());
+  EXPECT_EQ(fs_->Rmdir("/a").code(), absl::StatusCode::kFailedPrecondition);  // not empty
+  EXPECT_EQ(fs_->Unlink("/a").code(), absl::StatusCode::kFailedPrecondition);  // a directory
+  EXPECT_EQ(fs_->Rmdir("/a/g").code(), absl::StatusCode::kFailedPrecondition);  // not one
+  EXPECT_EQ(fs_->Create("/a/g/x").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fs_->Read("/a", 0, 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fs_->ReadDir("/a/g").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fs_->Mkdir("relative").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fs_->Mkdir("/" + std::string(256, 'n')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fs_->Mkdir("/" + std::string(255, 'n')).ok());
+  EXPECT_EQ(fs_->Rename("/a", "/a/sub").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fs_->Read("/a/g", 0, kMaxIoBytes + 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(fs_->Unlink("/a/g").ok());
+  ASSERT_TRUE(fs_->Rmdir("/a").ok());
+  EXPECT_THAT(Names("/"), ElementsAre(std::string(255, 'n')));
+  // Another file system on the same server is separate.
+  DfsClient other(client_.get(), GetParam(), "other");
+  EXPECT_THAT(*other.ListDir("/"), ::testing::IsEmpty());
+}
+
+TEST_P(DfsTest, SizesAroundBlocksHolesTruncateAndCopy) {
+  for (uint64_t size : {uint64_t{0}, uint64_t{1}, kBlockSize, kBlockSize + 1}) {
+    std::string path = absl::StrCat("/f", size);
+    std::string data(size, '\0');
+    for (uint64_t i = 0; i < size; ++i) data[i] = static_cast<char>('a' + i % 26);
+    ASSERT_TRUE(fs_->WriteFile(path, data).ok());
+    EXPECT_EQ(*fs_->ReadFile(path), data) << size;
+    EXPECT_EQ(*fs_->GetLen(path), size);
+  }
+  // A hole reads as zeros; shrinking then growing does not bring old bytes back.
+  ASSERT_TRUE(fs_->Create("/sparse").ok());
+  ASSERT_TRUE(fs_->Write("/sparse", 3 * kBlockSize + 10, "tail").ok());
+  std::string expect(3 * kBlockSize + 14, '\0');
+  expect.replace(3 * kBlockSize + 10, 4, "tail");
+  EXPECT_EQ(*fs_->ReadFile("/sparse"), expect);
+  ASSERT_TRUE(fs_->SetBlock("/sparse", 0, std::string(kBlockSize, 'x')).ok());
+  EXPECT_EQ(*fs_->GetBlock("/sparse", 0), std::string(kBlockSize, 'x'));
+  ASSERT_TRUE(fs_->Truncate("/sparse", 100).ok());
+  ASSERT_TRUE(fs_->Truncate("/sparse", 200).ok());
+  EXPECT_EQ(*fs_->ReadFile("/sparse"), std::string(100, 'x') + std::string(100, '\0'));
+  // Copy on the server: the copy is independent, and overwrites an existing file.
+  ASSERT_TRUE(fs_->Copy("/f65537", "/copy").ok());
+  ASSERT_TRUE(fs_->Write("/f65537", 0, "CHANGED").ok());
+  EXPECT_EQ(fs_->ReadFile("/copy")->substr(0, 7), "abcdefg");
+  EXPECT_EQ(*fs_->GetLen("/copy"), kBlockSize + 1);
+  ASSERT_TRUE(fs_->Copy("/f1", "/copy").ok());
+  EXPECT_EQ(*fs_->ReadFile("/copy"), "a");
+  ASSERT_TRUE(fs_->Mkdir("/dir").ok());
+  EXPECT_EQ(fs_->Copy("/f1", "/dir").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fs_->Copy("/dir", "/x").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fs_->Copy("/nope", "/x").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(DfsTest, SixtyFourMebibyteFile) {
+  std::string data(64u << 20, '\0');
+  std::mt19937_64 rng(7);
+  for (size_t i = 0; i < data.size(); i += 8) {
+    uint64_t v = rng();
+    std::memcpy(data.data() + i, &v, 8);
+  }
+  ASSERT_TRUE(fs_->WriteFile("/big", data).ok());
+  EXPECT_EQ(*fs_->GetLen("/big"), data.size());
+  absl::StatusOr<std::string> back = fs_->ReadFile("/big");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data);
+  absl::StatusOr<Usage> u = fs_->GetUsage();
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->data_blocks, data.size() / kBlockSize);
+  ASSERT_TRUE(fs_->Unlink("/big").ok());
+  EXPECT_EQ(fs_->GetUsage()->data_blocks, 0u);
+}
+
+TEST_P(DfsTest, LargeDirectoryIsListedCompletelyInPages) {
+  // 100,000 entries in active mode; the RDMA mode pays ~20 round trips a create, so fewer.
+  const int n = GetParam() == Mode::kActive ? 100000 : 2000;
+  ASSERT_TRUE(fs_->Mkdir("/big").ok());
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(fs_->Create(absl::StrCat("/big/file", i)).ok()) << i;
+  }
+  std::set<std::string> seen;
+  uint64_t cursor = 0;
+  int pages = 0;
+  for (;;) {
+    absl::StatusOr<DirPage> page = fs_->ReadDir("/big", cursor, 1000);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ++pages;
+    for (const DirEntry& e : page->entries) EXPECT_TRUE(seen.insert(e.name).second) << e.name;
+    if (page->done) break;
+    cursor = page->next;
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(n));
+  EXPECT_EQ(pages, (n + 999) / 1000);
+  EXPECT_EQ(fs_->Lookup("/big")->size, static_cast<uint64_t>(n));
+}
+
+TEST_P(DfsTest, RenamingADirectoryMovesItsWholeSubtree) {
+  std::string path = "/d";
+  ASSERT_TRUE(fs_->Mkdir(path).ok());
+  for (int depth = 0; depth < 10; ++depth) {
+    path += absl::StrCat("/", depth);
+    ASSERT_TRUE(fs_->Mkdir(path).ok());
+    ASSERT_TRUE(fs_->WriteFile(path + "/file", absl::StrCat("depth ", depth)).ok());
+  }
+  ASSERT_TRUE(fs_->Mkdir("/elsewhere").ok());
+  ASSERT_TRUE(fs_->Rename("/d", "/elsewhere/e").ok());
+  EXPECT_EQ(fs_->Lookup("/d").status().code(), absl::StatusCode::kNotFound);
+  std::string moved = "/elsewhere/e";
+  for (int depth = 0; depth < 10; ++depth) {
+    moved += absl::StrCat("/", depth);
+    EXPECT_EQ(*fs_->ReadFile(moved + "/file"), absl::StrCat("depth ", depth));
+  }
+  // find walks it, itself first, depth first; in pages of any size.
+  std::vector<std::string> all;
+  std::string cursor;
+  for (;;) {
+    absl::StatusOr<FindPage> page = fs_->Find("/elsewhere", cursor, 3);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const FoundEntry& e : page->entries) all.push_back(e.path);
+    if (page->done) break;
+    cursor = page->next;
+  }
+  EXPECT_EQ(all.size(), 2u + 10 * 2);
+  EXPECT_EQ(all[0], "/elsewhere");
+  EXPECT_EQ(all[1], "/elsewhere/e");
+  // Moving a directory into its own subtree is refused.
+  EXPECT_EQ(fs_->Rename("/elsewhere", "/elsewhere/e/0/x").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(DfsTest, RoundTripsPerOperation) {
+  ASSERT_TRUE(fs_->Mkdir("/warm").ok());  // ships the code, creates the file system
+  ASSERT_TRUE(fs_->Create("/warm/f").ok());
+  std::vector<std::pair<std::string, std::function<absl::Status()>>> ops = {
+      {"mkdir", [&] { return fs_->Mkdir("/warm/d").status(); }},
+      {"create", [&] { return fs_->Create("/warm/d/f").status(); }},
+      {"lookup", [&] { return fs_->Lookup("/warm/d/f").status(); }},
+      {"write", [&] { return fs_->Write("/warm/d/f", 0, std::string(100000, 'w')).status(); }},
+      {"read", [&] { return fs_->Read("/warm/d/f", 10, 70000).status(); }},
+      {"truncate", [&] { return fs_->Truncate("/warm/d/f", 10); }},
+      {"readdir", [&] { return fs_->ReadDir("/warm").status(); }},
+      {"copy", [&] { return fs_->Copy("/warm/d/f", "/warm/d/g").status(); }},
+      {"rename", [&] { return fs_->Rename("/warm/d/g", "/warm/g"); }},
+      {"find", [&] { return fs_->Find("/warm").status(); }},
+      {"unlink", [&] { return fs_->Unlink("/warm/g"); }},
+      {"usage", [&] { return fs_->GetUsage().status(); }},
+      {"rmdir", [&] { return fs_->Unlink("/warm/d/f").ok() ? fs_->Rmdir("/warm/d") : absl::OkStatus(); }},
+  };
+  for (auto& [name, op] : ops) {
+    uint64_t before = client_->counters().round_trips;
+    absl::Status s = op();
+    ASSERT_TRUE(s.ok()) << name << ": " << s;
+    uint64_t rts = client_->counters().round_trips - before;
+    if (GetParam() == Mode::kActive) {
+      EXPECT_EQ(rts, name == "rmdir" ? 2u : 1u) << name;  // rmdir's row also unlinks
+    } else {
+      EXPECT_GE(rts, 2u) << name;
+      std::cout << "rdma round trips: " << name << " " << rts << "\n";
+    }
+  }
+}
+
+TEST_P(DfsTest, RunningOutOfMemoryLeavesTheFileSystemConsistent) {
+  server_.reset();
+  ServerOptions small = testing::TestServerOptions();
+  small.memory_size = 8u << 20;
+  Start(small);
+  ASSERT_TRUE(fs_->WriteFile("/keep", "precious").ok());
+  absl::Status s;
+  int written = 0;
+  for (; written < 1000 && s.ok(); ++written) {
+    s = fs_->WriteFile(absl::StrCat("/fill", written), std::string(300000, 'f'));
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(*fs_->ReadFile("/keep"), "precious");
+  // Whatever was written completely reads back; the namespace lists consistently.
+  std::vector<std::string> names = Names("/");
+  for (const std::string& n : names) EXPECT_TRUE(fs_->Lookup("/" + n).ok()) << n;
+  // Freeing space makes room again.
+  for (const std::string& n : names) {
+    if (n != "keep") {
+      ASSERT_TRUE(fs_->Unlink("/" + n).ok()) << n;
+    }
+  }
+  EXPECT_TRUE(fs_->WriteFile("/again", std::string(300000, 'a')).ok());
+  EXPECT_THAT(Names("/"), UnorderedElementsAre("again", "keep"));
+}
+
+TEST_P(DfsTest, ConcurrentNamespaceChangesInOneDirectoryStayConsistent) {
+  ASSERT_TRUE(fs_->Mkdir("/shared").ok());
+  constexpr int kClients = 4, kOps = 60;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int c = 0; c < kClients; ++c) clients.push_back(NewClient());
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      DfsClient fs(clients[c].get(), c % 2 == 0 ? GetParam() : Mode::kActive);
+      std::mt19937 rng(c);
+      for (int i = 0; i < kOps; ++i) {
+        std::string a = absl::StrCat("/shared/n", rng() % 8), b = absl::StrCat("/shared/n", rng() % 8);
+        switch (rng() % 3) {
+          case 0:
+            fs.Create(a).IgnoreError();
+            break;
+          case 1:
+            fs.Rename(a, b).IgnoreError();
+            break;
+          case 2:
+            fs.Unlink(a).IgnoreError();
+            break;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::string> listed = Names("/shared");
+  std::set<std::string> unique(listed.begin(), listed.end());
+  EXPECT_EQ(unique.size(), listed.size());  // no entry twice
+  EXPECT_EQ(fs_->Lookup("/shared")->size, listed.size());
+  for (int i = 0; i < 8; ++i) {
+    std::string name = absl::StrCat("n", i);
+    EXPECT_EQ(fs_->Lookup("/shared/" + name).ok(), unique.count(name) == 1) << name;
+  }
+}
+
+// ---- The model: the same random operations on the DFS and on a local directory. ----
+
+absl::StatusCode FromErrno(int err) {
+  switch (err) {
+    case 0:
+      return absl::StatusCode::kOk;
+    case ENOENT:
+      return absl::StatusCode::kNotFound;
+    case EEXIST:
+      return absl::StatusCode::kAlreadyExists;
+    case ENOTEMPTY:
+    case ENOTDIR:
+    case EISDIR:
+      return absl::StatusCode::kFailedPrecondition;
+    case EINVAL:
+      return absl::StatusCode::kInvalidArgument;
+    default:
+      return absl::StatusCode::kUnknown;
+  }
+}
+
+class Local {
+ public:
+  explicit Local(std::string root) : root_(std::move(root)) {}
+  std::string P(std::string_view p) const { return root_ + std::string(p); }
+  absl::StatusCode Mkdir(std::string_view p) { return Code(::mkdir(P(p).c_str(), 0755)); }
+  absl::StatusCode Create(std::string_view p) {
+    int fd = ::open(P(p).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+    if (fd >= 0) ::close(fd);
+    return Code(fd < 0 ? -1 : 0);
+  }
+  absl::StatusCode Write(std::string_view p, uint64_t off, std::string_view data) {
+    int fd = ::open(P(p).c_str(), O_WRONLY);
+    if (fd < 0) return Code(-1);
+    ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(off));
+    ::close(fd);
+    return Code(n < 0 ? -1 : 0);
+  }
+  absl::StatusCode Truncate(std::string_view p, uint64_t len) {
+    return Code(::truncate(P(p).c_str(), static_cast<off_t>(len)));
+  }
+  absl::StatusOr<std::string> Read(std::string_view p) {
+    int fd = ::open(P(p).c_str(), O_RDONLY);
+    if (fd < 0) return absl::Status(FromErrno(errno), "local");
+    std::string out;
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0) {
+        int err = errno;
+        ::close(fd);
+        return absl::Status(FromErrno(err), "local");
+      }
+      if (n == 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return out;
+  }
+  absl::StatusCode Unlink(std::string_view p) { return Code(::unlink(P(p).c_str())); }
+  absl::StatusCode Rmdir(std::string_view p) { return Code(::rmdir(P(p).c_str())); }
+  absl::StatusCode Rename(std::string_view a, std::string_view b) {
+    return Code(::rename(P(a).c_str(), P(b).c_str()));
+  }
+  absl::StatusOr<std::pair<bool, uint64_t>> StatOf(std::string_view p) {  // is_dir, size
+    struct stat st;
+    if (::stat(P(p).c_str(), &st) != 0) return absl::Status(FromErrno(errno), "local");
+    return std::make_pair(S_ISDIR(st.st_mode), static_cast<uint64_t>(st.st_size));
+  }
+  absl::StatusOr<std::vector<std::string>> List(std::string_view p) {
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(P(p), ec)) {
+      names.push_back(e.path().filename().string());
+    }
+    if (ec) return absl::Status(FromErrno(ec.value()), "local");
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  static absl::StatusCode Code(int rc) { return rc == 0 ? absl::StatusCode::kOk : FromErrno(errno); }
+  std::string root_;
+};
+
+TEST_P(DfsTest, MatchesALocalDirectoryUnderRandomOperations) {
+  std::string root = (std::filesystem::temp_directory_path() /
+                      absl::StrCat("dfs_model_", ::getpid(), "_", ModeName(GetParam())))
+                         .string();
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  Local local(root);
+  std::mt19937_64 rng(42);
+  const char* names[] = {"a", "b", "c"};
+  auto path = [&]() {
+    std::string p;
+    int depth = 1 + static_cast<int>(rng() % 3);
+    for (int i = 0; i < depth; ++i) {
+      p += "/";
+      p += names[rng() % 3];
+    }
+    return p;
+  };
+  const int steps = GetParam() == Mode::kActive ? 4000 : 800;
+  std::array<int, 10> succeeded{};
+  for (int step = 0; step < steps; ++step) {
+    std::string p = path(), q = path();
+    int op = static_cast<int>(rng() % 10);
+    SCOPED_TRACE(absl::StrCat("step ", step, " op ", op, " ", p, " ", q));
+    absl::StatusCode theirs_code = absl::StatusCode::kOk;
+    switch (op) {
+      case 0:
+        theirs_code = local.Mkdir(p);
+        EXPECT_EQ(fs_->Mkdir(p).status().code(), theirs_code);
+        break;
+      case 1:
+        theirs_code = local.Create(p);
+        EXPECT_EQ(fs_->Create(p).status().code(), theirs_code);
+        break;
+      case 2: {
+        uint64_t off = rng() % (3 * kBlockSize);
+        std::string data(rng() % 100000, static_cast<char>('a' + step % 26));
+        // The local write needs an existing file too (no O_CREAT), as dfs.write does.
+        theirs_code = local.Write(p, off, data);
+        EXPECT_EQ(fs_->Write(p, off, data).status().code(), theirs_code);
+        break;
+      }
+      case 3: {
+        uint64_t len = rng() % (2 * kBlockSize);
+        theirs_code = local.Truncate(p, len);
+        EXPECT_EQ(fs_->Truncate(p, len).code(), theirs_code);
+        break;
+      }
+      case 4: {
+        absl::StatusOr<std::string> mine = fs_->ReadFile(p);
+        absl::StatusOr<std::string> theirs = local.Read(p);
+        theirs_code = theirs.status().code();
+        EXPECT_EQ(mine.status().code(), theirs_code);
+        if (mine.ok() && theirs.ok()) {
+          EXPECT_TRUE(*mine == *theirs);
+        }
+        break;
+      }
+      case 5:
+        theirs_code = local.Unlink(p);
+        EXPECT_EQ(fs_->Unlink(p).code(), theirs_code);
+        break;
+      case 6:
+        theirs_code = local.Rmdir(p);
+        EXPECT_EQ(fs_->Rmdir(p).code(), theirs_code);
+        break;
+      case 7:
+        theirs_code = local.Rename(p, q);
+        EXPECT_EQ(fs_->Rename(p, q).code(), theirs_code);
+        break;
+      case 8: {
+        absl::StatusOr<Stat> mine = fs_->Lookup(p);
+        auto theirs = local.StatOf(p);
+        theirs_code = theirs.status().code();
+        EXPECT_EQ(mine.status().code(), theirs_code);
+        if (mine.ok() && theirs.ok()) {
+          EXPECT_EQ(mine->type == FileType::kDirectory, theirs->first);
+          if (!theirs->first) {
+            EXPECT_EQ(mine->size, theirs->second);
+          }
+        }
+        break;
+      }
+      case 9: {
+        absl::StatusOr<std::vector<DirEntry>> mine = fs_->ListDir(p);
+        auto theirs = local.List(p);
+        theirs_code = theirs.status().code();
+        EXPECT_EQ(mine.status().code(), theirs_code);
+        if (mine.ok() && theirs.ok()) {
+          std::vector<std::string> got;
+          for (const DirEntry& e : *mine) got.push_back(e.name);
+          std::sort(got.begin(), got.end());
+          EXPECT_EQ(got, *theirs);
+        }
+        break;
+      }
+    }
+    if (HasFailure()) break;
+    succeeded[op] += theirs_code == absl::StatusCode::kOk;
+  }
+  // The sequence must exercise the file system, not just bounce off errors.
+  for (int op = 0; op < 10; ++op) EXPECT_GT(succeeded[op], 0) << "op " << op << " never succeeded";
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
+}  // namespace ardma::dfs
