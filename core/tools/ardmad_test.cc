@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/client/client.h"
 #include "core/memory/heap.h"
@@ -176,6 +177,51 @@ TEST(ArdmaCliTest, LockRunsTheCommandUnderTheLockLikeFlock) {
   EXPECT_EQ(RunCommand(ardma + "lock job", &out), 2);
   EXPECT_EQ(RunCommand(ardma + "lock job --lease 1ms -- true", &out), 2);
   EXPECT_EQ(RunCommand(ardma + "lock job -- /nonexistent/program", &out), 127);
+}
+
+TEST(ArdmaCliTest, FsCommands) {
+  Daemon d({});
+  ASSERT_FALSE(d.address().empty());
+  std::string fs = BinDir() + "/ardma --server " + d.address() + " fs ";
+  std::string local = TempPath("fs_local"), back = TempPath("fs_back");
+  {
+    std::ofstream out(local, std::ios::binary);
+    for (int i = 0; i < 100000; ++i) out << i << "\n";  // several blocks
+  }
+  std::string out;
+  EXPECT_EQ(RunCommand(fs + "mkdir -p /a/b/c", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "mkdir -p /a/b", &out), 0) << out;  // present: fine with -p
+  EXPECT_EQ(RunCommand(fs + "mkdir /a", &out), 1);
+  EXPECT_THAT(out, HasSubstr("ALREADY_EXISTS"));
+  EXPECT_EQ(RunCommand(fs + "put " + local + " /a/b/c/data", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "get /a/b/c/data " + back, &out), 0) << out;
+  std::ifstream l(local, std::ios::binary), b(back, std::ios::binary);
+  std::string ls((std::istreambuf_iterator<char>(l)), std::istreambuf_iterator<char>());
+  std::string bs((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(ls, bs);
+  EXPECT_EQ(RunCommand(fs + "ls -l /a/b/c", &out), 0);
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(ls.size(), " ")));
+  EXPECT_EQ(RunCommand(fs + "mv /a/b /moved", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "ls /", &out), 0);
+  EXPECT_EQ(out, "a\nmoved\n");
+  EXPECT_EQ(RunCommand(fs + "stat /moved/c/data", &out), 0);
+  EXPECT_THAT(out, HasSubstr("file, " + std::to_string(ls.size()) + " bytes"));
+  EXPECT_EQ(RunCommand(fs + "cat /moved/c/data | head -3", &out), 0);
+  EXPECT_EQ(out, "0\n1\n2\n");
+  EXPECT_EQ(RunCommand(fs + "df", &out), 0);
+  EXPECT_THAT(out, HasSubstr("1 files, 4 directories"));
+  EXPECT_EQ(RunCommand(fs + "rm /moved", &out), 1);  // a directory without -r
+  EXPECT_EQ(RunCommand(fs + "rm -r /moved", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "ls /", &out), 0);
+  EXPECT_EQ(out, "a\n");
+  EXPECT_EQ(RunCommand(fs + "cat /nope", &out), 1);
+  EXPECT_THAT(out, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(RunCommand(fs + "frob", &out), 2);
+  EXPECT_EQ(RunCommand(fs + "mv /a", &out), 2);
+  EXPECT_EQ(RunCommand(fs + "--fs other ls /", &out), 0);  // another file system: empty
+  EXPECT_EQ(out, "");
+  std::filesystem::remove(local);
+  std::filesystem::remove(back);
 }
 
 TEST(ArdmaCliTest, UnixSocketAddress) {
