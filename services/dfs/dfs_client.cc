@@ -221,6 +221,47 @@ absl::StatusOr<Usage> DfsClient::GetUsage() {
   return u;
 }
 
+absl::StatusOr<FileHandle> DfsClient::Open(std::string_view path) {
+  std::string args = Args();
+  ByteWriter(&args).Str16(path);
+  absl::StatusOr<std::string> bytes = Call("dfs.open", args);
+  if (!bytes.ok()) return bytes.status();
+  FileHandle h;
+  if (bytes->size() < 8) return absl::DataLossError("dfs: bad open result");
+  std::memcpy(&h.sb, bytes->data(), 8);
+  ARDMA_ASSIGN_OR_RETURN(Stat st, DecodeStat(std::string_view(*bytes).substr(8)));
+  h.ino = st.ino;
+  return h;
+}
+
+absl::StatusOr<std::string> DfsClient::ReadAt(const FileHandle& file, uint64_t offset,
+                                              uint64_t len) {
+  std::string args;
+  ByteWriter w(&args);
+  w.U64(file.sb);
+  w.U64(file.ino);
+  w.U64(offset);
+  w.U64(len);
+  return Call("dfs.pread", args);
+}
+
+absl::StatusOr<uint64_t> DfsClient::WriteAt(const FileHandle& file, uint64_t offset,
+                                            std::string_view data) {
+  std::string args;
+  ByteWriter w(&args);
+  w.U64(file.sb);
+  w.U64(file.ino);
+  w.U64(offset);
+  w.Bytes32(data);
+  absl::StatusOr<std::string> bytes = Call("dfs.pwrite", args);
+  if (!bytes.ok()) return bytes.status();
+  ByteReader r(*bytes);
+  uint64_t size = 0;
+  if (!r.U64(&size)) return absl::DataLossError("dfs: bad write result");
+  ARDMA_RETURN_IF_ERROR(Check(r, "pwrite"));
+  return size;
+}
+
 absl::StatusOr<std::string> DfsClient::ReadFile(std::string_view path) {
   std::string out;
   for (;;) {

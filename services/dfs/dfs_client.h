@@ -36,6 +36,12 @@ ARDMA_DECLARE_ACTIVE_LIBRARY(dfs);
 
 namespace ardma::dfs {
 
+// An open file (POSIX-like: it follows the file through renames; NOT_FOUND once removed).
+struct FileHandle {
+  uint64_t sb = 0;
+  uint64_t ino = 0;
+};
+
 class DfsClient {
  public:
   DfsClient(Client* client, Mode mode, std::string fs = "default", CallOptions options = {})
@@ -68,6 +74,12 @@ class DfsClient {
   absl::StatusOr<FindPage> Find(std::string_view path, std::string_view cursor = "",
                                 uint32_t max = 1024);
   absl::StatusOr<Usage> GetUsage();
+
+  // File handles skip path resolution: in RDMA mode a read is then 4 round trips (inode, block
+  // table, data, generation check) instead of one per path component more.
+  absl::StatusOr<FileHandle> Open(std::string_view path);
+  absl::StatusOr<std::string> ReadAt(const FileHandle& file, uint64_t offset, uint64_t len);
+  absl::StatusOr<uint64_t> WriteAt(const FileHandle& file, uint64_t offset, std::string_view data);
 
   // Whole files, in requests of at most kMaxIoBytes.
   absl::StatusOr<std::string> ReadFile(std::string_view path);

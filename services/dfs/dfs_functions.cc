@@ -17,7 +17,13 @@
 //   dfs.find     path:Str16 cursor:Bytes32 max:u32           -> next:Bytes32 done:u8 n:u32
 //                                                               n x (path:Str16 type:u8 size:u64)
 //   dfs.usage    ()                                          -> files dirs blocks heap_allocated
+//   dfs.open     path:Str16                                  -> sb:u64 stat (a file handle)
+// File handles (POSIX-like: they follow the inode through renames) skip path resolution; these two
+// take the handle instead of the fs name:
+//   dfs.pread    sb:u64 ino:u64 offset:u64 len:u64           -> bytes
+//   dfs.pwrite   sb:u64 ino:u64 offset:u64 data:Bytes32      -> size:u64
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -377,7 +383,9 @@ absl::Status SetFields(Context& ctx, uint64_t ino,
 absl::StatusOr<std::pair<uint64_t, uint64_t>> GrowTable(Context& ctx, uint64_t table,
                                                         uint64_t capacity, uint64_t need) {
   if (need <= capacity) return std::make_pair(table, capacity);
-  uint64_t cap = std::max<uint64_t>({need, 2 * capacity, 8});
+  // At least double, and as many entries as fill the heap block (8 * cap + 16 a power of two).
+  uint64_t cap = std::max<uint64_t>({need, 2 * capacity, 6});
+  cap = (std::bit_ceil(8 * cap + 16) - 16) / 8;
   ARDMA_ASSIGN_OR_RETURN(uint64_t fresh, heap::Allocate(ctx, 8 * cap));
   std::string bytes(8 * cap, '\0');
   absl::Status s;
@@ -493,6 +501,22 @@ absl::StatusOr<std::string> StatFn(Context& ctx, std::string_view args) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
   ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
   return StatResult(n);
+}
+
+// A handle for pread / pwrite: the superblock and the file's inode (then its stat).
+absl::StatusOr<std::string> Open(Context& ctx, std::string_view args) {
+  ByteReader r(args);
+  ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, r));
+  ARDMA_ASSIGN_OR_RETURN(std::string_view path, ParsePath(r));
+  if (!r.AtEnd()) return absl::InvalidArgumentError("dfs.open: trailing bytes");
+  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
+  ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
+  if (n.type != FileType::kFile) return IsADirectory();
+  std::string out;
+  ByteWriter w(&out);
+  w.U64(fs.sb);
+  w.Bytes(StatResult(n));
+  return out;
 }
 
 absl::StatusOr<std::string> Readdir(Context& ctx, std::string_view args) {
@@ -685,6 +709,14 @@ absl::StatusOr<uint64_t> ResolveFile(Context& ctx, const Fs& fs, std::string_vie
   return ino;
 }
 
+// Whether inode `n` is still as it was read: same magic and generation (one READ). Readers take
+// data only if this holds afterwards (a seqlock on the generation).
+absl::StatusOr<bool> Unchanged(Context& ctx, const Inode& n) {
+  char b[kInGen + 8];
+  ARDMA_RETURN_IF_ERROR(ctx.Read(n.ino, std::span<char>(b, sizeof(b))));
+  return Field(b, 0) == kInodeMagic && Field(b, kInGen) == n.gen;
+}
+
 // Reads [offset, offset + len) of file inode `n` (clipped to its size) into a string.
 absl::StatusOr<std::string> ReadData(Context& ctx, const Inode& n, uint64_t offset, uint64_t len) {
   if (offset >= n.size) return std::string();
@@ -733,10 +765,39 @@ absl::StatusOr<std::string> Read(Context& ctx, std::string_view args) {
       continue;
     }
     absl::StatusOr<std::string> data = ReadData(ctx, *n, offset, len);
-    // The data stands only if nobody changed the file meanwhile (seqlock on the generation).
-    ARDMA_ASSIGN_OR_RETURN(uint64_t magic, ctx.ReadU64(ino));
-    ARDMA_ASSIGN_OR_RETURN(uint64_t gen, ctx.ReadU64(ino + kInGen));
-    if (magic == kInodeMagic && gen == n->gen && data.ok()) return data;
+    ARDMA_ASSIGN_OR_RETURN(bool unchanged, Unchanged(ctx, *n));
+    if (unchanged && data.ok()) return data;
+  }
+  return absl::AbortedError("dfs: the file kept changing under the read");
+}
+
+// The inode behind a file handle: a live file, or NOT_FOUND (removed since it was opened).
+absl::StatusOr<Inode> HandleInode(Context& ctx, uint64_t ino) {
+  absl::StatusOr<Inode> n = ReadInode(ctx, ino);
+  if (!n.ok() || n->removed || n->type != FileType::kFile) {
+    return absl::NotFoundError("dfs: the opened file was removed");
+  }
+  return n;
+}
+
+absl::StatusOr<std::string> Pread(Context& ctx, std::string_view args) {
+  ByteReader r(args);
+  uint64_t sb, ino, offset, len;
+  if (!r.U64(&sb) || !r.U64(&ino) || !r.U64(&offset) || !r.U64(&len) || !r.AtEnd()) {
+    return absl::InvalidArgumentError("dfs.pread: bad arguments");
+  }
+  if (len > kMaxIoBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("dfs: reads are at most ", kMaxIoBytes, " bytes"));
+  }
+  for (int attempt = 0; attempt < kMaxRetries; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Inode n, HandleInode(ctx, ino));
+    if (n.gen & 1) {
+      ARDMA_RETURN_IF_ERROR(ctx.Backoff(attempt));
+      continue;
+    }
+    absl::StatusOr<std::string> data = ReadData(ctx, n, offset, len);
+    ARDMA_ASSIGN_OR_RETURN(bool unchanged, Unchanged(ctx, n));
+    if (unchanged && data.ok()) return data;
   }
   return absl::AbortedError("dfs: the file kept changing under the read");
 }
@@ -796,7 +857,12 @@ absl::StatusOr<uint64_t> WriteData(Context& ctx, const Fs& fs, const Inode& n, u
                                    {kInCtime, now},
                                    {kInGen, n.gen + 2}}));
   if (table != n.table && n.table != 0) ARDMA_RETURN_IF_ERROR(heap::Free(ctx, n.table));
-  if (!fresh.empty()) ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(fs.sb + kSbBlocks, fresh.size()).status());
+  if (!fresh.empty()) {
+    // (A handle's superblock address comes from the client: check it before counting into it.)
+    ARDMA_ASSIGN_OR_RETURN(uint64_t magic, ctx.ReadU64(fs.sb));
+    if (magic != kSuperMagic) return absl::DataLossError("dfs: bad superblock in handle");
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(fs.sb + kSbBlocks, fresh.size()).status());
+  }
   return size;
 }
 
@@ -824,6 +890,30 @@ absl::StatusOr<std::string> Write(Context& ctx, std::string_view args) {
   if (offset > (1ull << 48)) return absl::InvalidArgumentError("dfs: offset too large");
   Locks locks(ctx);
   ARDMA_ASSIGN_OR_RETURN(Inode n, LockFile(ctx, fs, path, locks));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t size, WriteData(ctx, fs, n, offset, data));
+  ARDMA_RETURN_IF_ERROR(locks.Release());
+  std::string out;
+  ByteWriter(&out).U64(size);
+  return out;
+}
+
+absl::StatusOr<std::string> Pwrite(Context& ctx, std::string_view args) {
+  ByteReader r(args);
+  uint64_t sb, ino, offset;
+  std::string_view data;
+  if (!r.U64(&sb) || !r.U64(&ino) || !r.U64(&offset) || !r.Bytes32(&data) || !r.AtEnd()) {
+    return absl::InvalidArgumentError("dfs.pwrite: bad arguments");
+  }
+  if (data.size() > kMaxIoBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("dfs: writes are at most ", kMaxIoBytes, " bytes"));
+  }
+  if (offset > (1ull << 48)) return absl::InvalidArgumentError("dfs: offset too large");
+  ARDMA_RETURN_IF_ERROR(HandleInode(ctx, ino).status());
+  Locks locks(ctx);
+  ARDMA_RETURN_IF_ERROR(locks.Take({ino + kInLock}));
+  ARDMA_ASSIGN_OR_RETURN(Inode n, HandleInode(ctx, ino));
+  Fs fs;
+  fs.sb = sb;
   ARDMA_ASSIGN_OR_RETURN(uint64_t size, WriteData(ctx, fs, n, offset, data));
   ARDMA_RETURN_IF_ERROR(locks.Release());
   std::string out;
@@ -1089,4 +1179,5 @@ ARDMA_ACTIVE_LIBRARY(dfs, {"dfs.mkdir", &ardma::dfs::Mkdir}, {"dfs.create", &ard
                      {"dfs.rename", &ardma::dfs::Rename}, {"dfs.read", &ardma::dfs::Read},
                      {"dfs.write", &ardma::dfs::Write}, {"dfs.truncate", &ardma::dfs::Truncate},
                      {"dfs.copy", &ardma::dfs::Copy}, {"dfs.find", &ardma::dfs::Find},
-                     {"dfs.usage", &ardma::dfs::UsageFn});
+                     {"dfs.usage", &ardma::dfs::UsageFn}, {"dfs.open", &ardma::dfs::Open},
+                     {"dfs.pread", &ardma::dfs::Pread}, {"dfs.pwrite", &ardma::dfs::Pwrite});

@@ -135,8 +135,9 @@ TEST_P(DfsTest, SizesAroundBlocksHolesTruncateAndCopy) {
   ASSERT_TRUE(fs_->Truncate("/sparse", 200).ok());
   EXPECT_EQ(*fs_->ReadFile("/sparse"), std::string(100, 'x') + std::string(100, '\0'));
   // Copy on the server: the copy is independent, and overwrites an existing file.
-  ASSERT_TRUE(fs_->Copy("/f65537", "/copy").ok());
-  ASSERT_TRUE(fs_->Write("/f65537", 0, "CHANGED").ok());
+  const std::string one_past = absl::StrCat("/f", kBlockSize + 1);
+  ASSERT_TRUE(fs_->Copy(one_past, "/copy").ok());
+  ASSERT_TRUE(fs_->Write(one_past, 0, "CHANGED").ok());
   EXPECT_EQ(fs_->ReadFile("/copy")->substr(0, 7), "abcdefg");
   EXPECT_EQ(*fs_->GetLen("/copy"), kBlockSize + 1);
   ASSERT_TRUE(fs_->Copy("/f1", "/copy").ok());
@@ -145,6 +146,25 @@ TEST_P(DfsTest, SizesAroundBlocksHolesTruncateAndCopy) {
   EXPECT_EQ(fs_->Copy("/f1", "/dir").status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(fs_->Copy("/dir", "/x").status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(fs_->Copy("/nope", "/x").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(DfsTest, FileHandlesFollowTheFileAndSkipPathResolution) {
+  ASSERT_TRUE(fs_->Mkdir("/d").ok());
+  ASSERT_TRUE(fs_->WriteFile("/d/f", "0123456789").ok());
+  absl::StatusOr<FileHandle> h = fs_->Open("/d/f");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(fs_->Open("/d").status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(fs_->Rename("/d", "/e").ok());  // the handle follows the file
+  EXPECT_EQ(*fs_->ReadAt(*h, 2, 3), "234");
+  EXPECT_EQ(*fs_->WriteAt(*h, 2 * kBlockSize, "end"), 2 * kBlockSize + 3);
+  EXPECT_EQ(fs_->ReadFile("/e/f")->substr(2 * kBlockSize), "end");
+  uint64_t before = client_->counters().round_trips;
+  ASSERT_TRUE(fs_->ReadAt(*h, 0, 100).ok());
+  uint64_t rts = client_->counters().round_trips - before;
+  EXPECT_EQ(rts, GetParam() == Mode::kActive ? 1u : 4u);  // inode, table, data, check
+  ASSERT_TRUE(fs_->Unlink("/e/f").ok());
+  EXPECT_EQ(fs_->ReadAt(*h, 0, 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs_->WriteAt(*h, 0, "x").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_P(DfsTest, SixtyFourMebibyteFile) {
@@ -161,7 +181,7 @@ TEST_P(DfsTest, SixtyFourMebibyteFile) {
   EXPECT_TRUE(*back == data);
   absl::StatusOr<Usage> u = fs_->GetUsage();
   ASSERT_TRUE(u.ok());
-  EXPECT_EQ(u->data_blocks, data.size() / kBlockSize);
+  EXPECT_EQ(u->data_blocks, (data.size() + kBlockSize - 1) / kBlockSize);
   ASSERT_TRUE(fs_->Unlink("/big").ok());
   EXPECT_EQ(fs_->GetUsage()->data_blocks, 0u);
 }
