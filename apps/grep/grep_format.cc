@@ -1,0 +1,151 @@
+#include "apps/grep/grep_format.h"
+
+#include "core/status_macros.h"
+#include "core/wire/byte_io.h"
+
+namespace ardma::grep {
+namespace {
+
+using wire::ByteReader;
+using wire::ByteWriter;
+
+void PutCursor(ByteWriter& w, const Cursor& c) {
+  w.U32(c.file);
+  w.U64(c.offset);
+  w.U64(c.line);
+  w.U64(c.selected);
+  w.U32(c.after_owed);
+  w.U64(c.last_output);
+  w.U8(static_cast<uint8_t>((c.binary_checked ? 1 : 0) | (c.binary ? 2 : 0) | (c.done ? 4 : 0)));
+  w.U32(static_cast<uint32_t>(c.before.size()));
+  for (const std::string& l : c.before) w.Bytes32(l);
+}
+
+bool GetCursor(ByteReader& r, Cursor* c) {
+  uint8_t bits;
+  uint32_t n;
+  if (!r.U32(&c->file) || !r.U64(&c->offset) || !r.U64(&c->line) || !r.U64(&c->selected) ||
+      !r.U32(&c->after_owed) || !r.U64(&c->last_output) || !r.U8(&bits) || !r.U32(&n) ||
+      n > 100000) {
+    return false;
+  }
+  c->binary_checked = bits & 1;
+  c->binary = bits & 2;
+  c->done = bits & 4;
+  c->before.clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    std::string_view l;
+    if (!r.Bytes32(&l)) return false;
+    c->before.emplace_back(l);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeRequest(const Request& q) {
+  std::string out;
+  ByteWriter w(&out);
+  w.Str16(q.fs);
+  w.U32(static_cast<uint32_t>(q.files.size()));
+  for (const std::string& f : q.files) w.Str16(f);
+  const Options& o = q.options;
+  w.U32(static_cast<uint32_t>(o.patterns.size()));
+  for (const std::string& p : o.patterns) w.Bytes32(p);
+  w.U8(static_cast<uint8_t>(o.syntax));
+  w.U8(static_cast<uint8_t>((o.ignore_case ? 1 : 0) | (o.invert ? 2 : 0) | (o.word ? 4 : 0) |
+                            (o.line ? 8 : 0) | (o.spans ? 16 : 0)));
+  w.U8(static_cast<uint8_t>(o.report));
+  w.U64(o.max_count);
+  w.U32(o.before);
+  w.U32(o.after);
+  PutCursor(w, q.cursor);
+  w.U32(q.max_records);
+  w.U32(q.max_bytes);
+  return out;
+}
+
+absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
+  ByteReader r(bytes);
+  Request q;
+  std::string_view fs;
+  uint32_t nfiles, npatterns;
+  if (!r.Str16(&fs) || !r.U32(&nfiles)) return absl::InvalidArgumentError("grep: bad request");
+  q.fs = std::string(fs);
+  for (uint32_t i = 0; i < nfiles; ++i) {
+    std::string_view f;
+    if (!r.Str16(&f)) return absl::InvalidArgumentError("grep: bad file list");
+    q.files.emplace_back(f);
+  }
+  if (!r.U32(&npatterns)) return absl::InvalidArgumentError("grep: bad patterns");
+  for (uint32_t i = 0; i < npatterns; ++i) {
+    std::string_view p;
+    if (!r.Bytes32(&p)) return absl::InvalidArgumentError("grep: bad patterns");
+    q.options.patterns.emplace_back(p);
+  }
+  uint8_t syntax, bits, report;
+  if (!r.U8(&syntax) || !r.U8(&bits) || !r.U8(&report) || !r.U64(&q.options.max_count) ||
+      !r.U32(&q.options.before) || !r.U32(&q.options.after) || syntax > 2 || report > 4) {
+    return absl::InvalidArgumentError("grep: bad options");
+  }
+  q.options.syntax = static_cast<Syntax>(syntax);
+  q.options.ignore_case = bits & 1;
+  q.options.invert = bits & 2;
+  q.options.word = bits & 4;
+  q.options.line = bits & 8;
+  q.options.spans = bits & 16;
+  q.options.report = static_cast<Report>(report);
+  if (!GetCursor(r, &q.cursor) || !r.U32(&q.max_records) || !r.U32(&q.max_bytes) || !r.AtEnd()) {
+    return absl::InvalidArgumentError("grep: bad cursor");
+  }
+  return q;
+}
+
+std::string EncodeBatch(const Batch& b) {
+  std::string out;
+  ByteWriter w(&out);
+  PutCursor(w, b.next);
+  w.U32(static_cast<uint32_t>(b.records.size()));
+  for (const Record& rec : b.records) {
+    w.U8(static_cast<uint8_t>(rec.kind));
+    w.U32(rec.file);
+    w.U64(rec.line);
+    w.U32(rec.code);
+    w.Bytes32(rec.text);
+    w.U32(static_cast<uint32_t>(rec.spans.size()));
+    for (auto [start, len] : rec.spans) {
+      w.U32(start);
+      w.U32(len);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Batch> DecodeBatch(std::string_view bytes) {
+  ByteReader r(bytes);
+  Batch b;
+  uint32_t n;
+  if (!GetCursor(r, &b.next) || !r.U32(&n)) return absl::DataLossError("grep: bad batch");
+  for (uint32_t i = 0; i < n; ++i) {
+    Record rec;
+    uint8_t kind;
+    std::string_view text;
+    uint32_t nspans;
+    if (!r.U8(&kind) || !r.U32(&rec.file) || !r.U64(&rec.line) || !r.U32(&rec.code) ||
+        !r.Bytes32(&text) || !r.U32(&nspans) || kind < 1 || kind > 5) {
+      return absl::DataLossError("grep: bad record");
+    }
+    rec.kind = static_cast<RecordKind>(kind);
+    rec.text = std::string(text);
+    for (uint32_t s = 0; s < nspans; ++s) {
+      uint32_t start, len;
+      if (!r.U32(&start) || !r.U32(&len)) return absl::DataLossError("grep: bad span");
+      rec.spans.emplace_back(start, len);
+    }
+    b.records.push_back(std::move(rec));
+  }
+  if (!r.AtEnd()) return absl::DataLossError("grep: trailing bytes in batch");
+  return b;
+}
+
+}  // namespace ardma::grep

@@ -1,0 +1,234 @@
+// The "grep" active-code library: grep.scan reads DFS files next to the data (Context::View, no
+// copy) and answers one bounded batch of output records per call (grep_format.h).
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "apps/grep/grep_format.h"
+#include "apps/grep/grep_matcher.h"
+#include "core/active/function_table.h"
+#include "core/status_macros.h"
+#include "core/wire/byte_io.h"
+#include "services/dfs/dfs_format.h"
+#include "services/dfs/dfs_reader.h"
+
+namespace ardma::grep {
+namespace {
+
+constexpr uint64_t kBinaryProbe = 32 * 1024;  // GNU grep looks for NUL bytes in its first buffer
+
+class Scanner {
+ public:
+  Scanner(Context& ctx, const Request& req, const Matcher& matcher)
+      : ctx_(ctx), req_(req), opt_(req.options), matcher_(matcher), c_(req.cursor) {}
+
+  absl::StatusOr<Batch> Run() {
+    while (!c_.done && c_.file < req_.files.size()) {
+      if (Full()) break;
+      ARDMA_ASSIGN_OR_RETURN(bool finished, ScanFile());
+      if (!finished) break;  // the batch filled up inside the file
+      NextFile();
+    }
+    if (c_.file >= req_.files.size()) c_.done = true;
+    Batch b;
+    b.records = std::move(records_);
+    b.next = std::move(c_);
+    return b;
+  }
+
+ private:
+  bool Full() const {
+    return records_.size() >= req_.max_records || bytes_ >= req_.max_bytes;
+  }
+
+  void Add(Record r) {
+    bytes_ += r.text.size() + 32;
+    records_.push_back(std::move(r));
+  }
+
+  void NextFile() {
+    uint32_t next = c_.file + 1;
+    c_ = Cursor{};
+    c_.file = next;
+  }
+
+  // The file's inode, or a kError record (and nullopt).
+  absl::StatusOr<std::optional<uint64_t>> OpenFile() {
+    std::string args;
+    wire::ByteWriter w(&args);
+    w.Str16(req_.fs);
+    w.Str16(req_.files[c_.file]);
+    absl::StatusOr<std::string> opened = ctx_.Call("dfs.open", args);
+    if (!opened.ok()) {
+      absl::StatusCode code = opened.status().code();
+      if (code != absl::StatusCode::kNotFound && code != absl::StatusCode::kFailedPrecondition &&
+          code != absl::StatusCode::kInvalidArgument) {
+        return opened.status();  // a real failure, not a bad operand
+      }
+      Record r;
+      r.kind = RecordKind::kError;
+      r.file = c_.file;
+      r.code = static_cast<uint32_t>(code);
+      r.text = code == absl::StatusCode::kNotFound         ? "No such file or directory"
+               : code == absl::StatusCode::kFailedPrecondition ? "Is a directory"
+                                                               : std::string(opened.status().message());
+      Add(std::move(r));
+      return std::nullopt;
+    }
+    ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, dfs::DecodeStat(std::string_view(*opened).substr(8)));
+    return st.ino;
+  }
+
+  void Emit(RecordKind kind, uint64_t line, std::string_view text,
+            std::vector<std::pair<uint32_t, uint32_t>> spans = {}) {
+    Record r;
+    r.kind = kind;
+    r.file = c_.file;
+    r.line = line;
+    r.text = std::string(text);
+    r.spans = std::move(spans);
+    Add(std::move(r));
+    c_.last_output = line;
+  }
+
+  // One line: select it or not, output it or its context. Returns false when the file is done
+  // (-l, -q, -m with no context owed, binary).
+  bool Line(std::string_view text) {
+    uint64_t n = c_.line;
+    bool limited = opt_.max_count != 0 && c_.selected >= opt_.max_count;
+    if (limited) {
+      // Past -m: only the trailing context of the last selected line.
+      if (c_.after_owed == 0 || opt_.report != Report::kLines) return false;
+      Emit(RecordKind::kContext, n, text);
+      --c_.after_owed;
+      return c_.after_owed > 0;
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> spans;
+    bool want_spans = opt_.spans && !opt_.invert && opt_.report == Report::kLines;
+    bool matched = matcher_.Matches(text, want_spans ? &spans : nullptr);
+    bool selected = matched != opt_.invert;
+    if (selected) {
+      ++c_.selected;
+      switch (opt_.report) {
+        case Report::kQuiet:
+          Emit(RecordKind::kCount, 1, "");
+          c_.done = true;
+          return false;
+        case Report::kFilesWithMatch:
+        case Report::kFilesWithout:
+          Emit(RecordKind::kCount, 1, "");  // (-L lists only files whose count is 0)
+          return false;
+        case Report::kCount:
+          return opt_.max_count == 0 || c_.selected < opt_.max_count;
+        case Report::kLines:
+          break;
+      }
+      if (c_.binary) {
+        Emit(RecordKind::kBinary, n, "");
+        return false;
+      }
+      for (size_t i = 0; i < c_.before.size(); ++i) {
+        Emit(RecordKind::kContext, n - c_.before.size() + i, c_.before[i]);
+      }
+      c_.before.clear();
+      Emit(RecordKind::kSelected, n, text, std::move(spans));
+      c_.after_owed = opt_.after;
+      return opt_.max_count == 0 || c_.selected < opt_.max_count || c_.after_owed > 0;
+    }
+    if (opt_.report != Report::kLines || c_.binary) return true;
+    if (c_.after_owed > 0) {
+      Emit(RecordKind::kContext, n, text);
+      --c_.after_owed;
+    } else if (opt_.before > 0) {
+      c_.before.emplace_back(text);
+      if (c_.before.size() > opt_.before) c_.before.erase(c_.before.begin());
+    }
+    return true;
+  }
+
+  // Scans the cursor's file from its offset. True when the file is finished.
+  absl::StatusOr<bool> ScanFile() {
+    ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> ino, OpenFile());
+    if (!ino) return true;
+    absl::StatusOr<dfs::FileReader> file = dfs::FileReader::Open(ctx_, *ino);
+    if (absl::IsNotFound(file.status())) return true;  // removed since: nothing to scan
+    if (!file.ok()) return file.status();
+    std::string scratch, carry;
+    if (!c_.binary_checked) {
+      c_.binary_checked = true;
+      for (uint64_t off = 0; off < std::min(file->size(), kBinaryProbe);) {
+        ARDMA_ASSIGN_OR_RETURN(std::string_view chunk, file->Chunk(off, &scratch));
+        chunk = chunk.substr(0, std::min<uint64_t>(chunk.size(), kBinaryProbe - off));
+        if (chunk.find('\0') != std::string_view::npos) c_.binary = true;
+        off += chunk.size();
+      }
+    }
+    bool going = true;
+    uint64_t off = c_.offset;
+    while (going && off < file->size()) {
+      if (Full()) {
+        c_.offset = off;
+        return false;
+      }
+      ARDMA_ASSIGN_OR_RETURN(std::string_view chunk, file->Chunk(off, &scratch));
+      size_t pos = 0;
+      while (going && pos < chunk.size()) {
+        size_t nl = chunk.find('\n', pos);
+        if (nl == std::string_view::npos) {  // the line goes on in the next block
+          carry.append(chunk.substr(pos));
+          pos = chunk.size();
+          break;
+        }
+        std::string_view line = chunk.substr(pos, nl - pos);
+        if (!carry.empty()) {
+          carry.append(line);
+          going = Line(carry);
+          carry.clear();
+        } else {
+          going = Line(line);
+        }
+        ++c_.line;
+        pos = nl + 1;
+        if (going && Full()) {
+          c_.offset = off + pos;
+          return false;
+        }
+      }
+      off += pos;  // carried bytes count as read: the line completes in the next chunk
+    }
+    if (going && !carry.empty()) {  // a last line without a newline
+      going = Line(carry);
+      ++c_.line;
+    }
+    // The file is done: its summary.
+    if (opt_.report == Report::kCount ||
+        (opt_.report == Report::kFilesWithout && c_.selected == 0)) {
+      Emit(RecordKind::kCount, c_.selected, "");
+    }
+    return true;
+  }
+
+  Context& ctx_;
+  const Request& req_;
+  const Options& opt_;
+  const Matcher& matcher_;
+  Cursor c_;
+  std::vector<Record> records_;
+  size_t bytes_ = 0;
+};
+
+absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
+  ARDMA_ASSIGN_OR_RETURN(Request req, DecodeRequest(args));
+  ARDMA_RETURN_IF_ERROR(dfs::CheckFsName(req.fs));
+  ARDMA_ASSIGN_OR_RETURN(Matcher matcher, Matcher::Compile(req.options));
+  req.max_records = std::clamp<uint32_t>(req.max_records, 1, 1u << 20);
+  req.max_bytes = std::clamp<uint32_t>(req.max_bytes, 1024, 32u << 20);
+  Scanner scanner(ctx, req, matcher);
+  ARDMA_ASSIGN_OR_RETURN(Batch batch, scanner.Run());
+  return EncodeBatch(batch);
+}
+
+}  // namespace
+}  // namespace ardma::grep
+
+ARDMA_ACTIVE_LIBRARY(grep, {"grep.scan", &ardma::grep::Scan});

@@ -1,0 +1,47 @@
+// Matcher: ardma-grep's patterns compiled with RE2, with GNU grep's meanings where RE2 allows.
+//
+// Patterns are GNU BRE by default (-G), ERE with -E, fixed strings with -F; a pattern containing
+// newlines is several patterns. BRE and ERE are translated to RE2 syntax: BRE's \( \) \{ \} \| \+ \?
+// become operators and ( ) { } | + ? literals; a backslash inside a bracket expression is literal;
+// \< and \> become \b. Matching is on bytes (Latin-1), leftmost-longest as POSIX requires.
+// Unsupported, with a clear error: back-references (\1 .. \9).
+#ifndef ARDMA_APPS_GREP_GREP_MATCHER_H_
+#define ARDMA_APPS_GREP_GREP_MATCHER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "apps/grep/grep_format.h"
+
+namespace re2 {
+class RE2;
+}
+
+namespace ardma::grep {
+
+class Matcher {
+ public:
+  // INVALID_ARGUMENT (with RE2's explanation) for a bad pattern.
+  static absl::StatusOr<Matcher> Compile(const Options& options);
+
+  // Whether `line` (without its newline) matches, honouring -i, -w and -x (not -v). With `spans`,
+  // every non-empty, non-overlapping match is added, left to right.
+  bool Matches(std::string_view line, std::vector<std::pair<uint32_t, uint32_t>>* spans) const;
+
+ private:
+  std::shared_ptr<const re2::RE2> re_;
+  bool word_ = false;
+  bool always_ = false;  // an empty pattern without -w / -x: every line matches
+};
+
+// The RE2 form of one BRE (basic) or ERE (extended) pattern.
+absl::StatusOr<std::string> TranslatePattern(std::string_view pattern, Syntax syntax);
+
+}  // namespace ardma::grep
+
+#endif  // ARDMA_APPS_GREP_GREP_MATCHER_H_
