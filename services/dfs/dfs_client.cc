@@ -175,12 +175,13 @@ absl::StatusOr<Stat> DfsClient::Copy(std::string_view from, std::string_view to)
 }
 
 absl::StatusOr<FindPage> DfsClient::Find(std::string_view path, std::string_view cursor,
-                                         uint32_t max) {
+                                         uint32_t max, uint32_t max_depth) {
   std::string args = Args();
   ByteWriter w(&args);
   w.Str16(path);
   w.Bytes32(cursor);
   w.U32(max);
+  w.U32(max_depth);
   absl::StatusOr<std::string> bytes = Call("dfs.find", args);
   if (!bytes.ok()) return bytes.status();
   ByteReader r(*bytes);
@@ -197,9 +198,12 @@ absl::StatusOr<FindPage> DfsClient::Find(std::string_view path, std::string_view
     FoundEntry e;
     std::string_view p;
     uint8_t type;
-    if (!r.Str16(&p) || !r.U8(&type) || !r.U64(&e.size)) {
+    uint64_t mtime;
+    if (!r.Str16(&p) || !r.U8(&type) || !r.U64(&e.size) || !r.U32(&e.depth) || !r.U32(&e.mode) ||
+        !r.U64(&mtime)) {
       return absl::DataLossError("dfs: bad find page");
     }
+    e.mtime = absl::FromUnixNanos(static_cast<int64_t>(mtime));
     e.path = std::string(p);
     e.type = static_cast<FileType>(type);
     page.entries.push_back(std::move(e));

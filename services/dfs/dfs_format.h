@@ -91,7 +91,10 @@ struct DirPage {
 struct FoundEntry {
   std::string path;
   FileType type = FileType::kFile;
-  uint64_t size = 0;
+  uint64_t size = 0;  // bytes; for a directory, its number of entries
+  uint32_t depth = 0;  // 0 for the starting point
+  uint32_t mode = 0;
+  absl::Time mtime;
 };
 struct FindPage {
   std::vector<FoundEntry> entries;

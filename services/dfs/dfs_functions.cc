@@ -14,8 +14,9 @@
 //   dfs.write    path:Str16 offset:u64 data:Bytes32          -> size:u64
 //   dfs.truncate path:Str16 len:u64                          -> ""
 //   dfs.copy     from:Str16 to:Str16                         -> stat of the copy
-//   dfs.find     path:Str16 cursor:Bytes32 max:u32           -> next:Bytes32 done:u8 n:u32
-//                                                               n x (path:Str16 type:u8 size:u64)
+//   dfs.find     path:Str16 cursor:Bytes32 max:u32 [max_depth:u32]
+//                                                            -> next:Bytes32 done:u8 n:u32
+//                                    n x (path:Str16 type:u8 size:u64 depth:u32 mode:u32 mtime:u64)
 //   dfs.usage    ()                                          -> files dirs blocks heap_allocated
 //   dfs.open     path:Str16                                  -> sb:u64 stat (a file handle)
 // File handles (POSIX-like: they follow the inode through renames) skip path resolution; these two
@@ -1088,20 +1089,23 @@ absl::StatusOr<std::string> Find(Context& ctx, std::string_view args) {
   ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, r));
   ARDMA_ASSIGN_OR_RETURN(std::string_view path, ParsePath(r));
   std::string_view cursor;
-  uint32_t max;
-  if (!r.Bytes32(&cursor) || !r.U32(&max) || !r.AtEnd()) {
+  uint32_t max, max_depth = UINT32_MAX;
+  if (!r.Bytes32(&cursor) || !r.U32(&max) || (!r.AtEnd() && !r.U32(&max_depth)) || !r.AtEnd()) {
     return absl::InvalidArgumentError("dfs.find: bad arguments");
   }
   max = std::clamp<uint32_t>(max, 1, kMaxPage);
   std::vector<Frame> stack;
   std::vector<FoundEntry> found;
+  auto entry = [](std::string path, const Inode& n, uint32_t depth) {
+    return FoundEntry{std::move(path), n.type, n.size, depth, n.mode, absl::FromUnixNanos(n.mtime)};
+  };
   if (cursor.empty()) {
     ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
     ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
     std::string start = path.size() > 1 && path.back() == '/' ? std::string(path.substr(0, path.size() - 1))
                                                              : std::string(path);
-    found.push_back({start, n.type, n.size});
-    if (n.type == FileType::kDirectory) stack.push_back({ino, 0, start});
+    found.push_back(entry(start, n, 0));
+    if (n.type == FileType::kDirectory && max_depth > 0) stack.push_back({ino, 0, start});
   } else {
     ByteReader c(cursor);
     uint32_t depth;
@@ -1128,8 +1132,11 @@ absl::StatusOr<std::string> Find(Context& ctx, std::string_view args) {
     absl::StatusOr<Inode> n = ReadInode(ctx, child);
     if (!n.ok()) continue;  // removed meanwhile
     std::string child_path = JoinPath(top.path, n->name);
-    found.push_back({child_path, n->type, n->size});
-    if (n->type == FileType::kDirectory) stack.push_back({child, 0, child_path});
+    uint32_t depth = static_cast<uint32_t>(stack.size());
+    found.push_back(entry(child_path, *n, depth));
+    if (n->type == FileType::kDirectory && depth < max_depth) {
+      stack.push_back({child, 0, child_path});
+    }
   }
   std::string out;
   ByteWriter w(&out);
@@ -1150,6 +1157,9 @@ absl::StatusOr<std::string> Find(Context& ctx, std::string_view args) {
     w.Str16(e.path);
     w.U8(static_cast<uint8_t>(e.type));
     w.U64(e.size);
+    w.U32(e.depth);
+    w.U32(e.mode);
+    w.U64(static_cast<uint64_t>(absl::ToUnixNanos(e.mtime)));
   }
   return out;
 }

@@ -1,0 +1,195 @@
+// ardma-find against GNU find: /usr/include/linux is copied into the DFS in the order GNU find
+// walks it (so a directory's creation order is the local readdir order), then both run over a
+// table of expressions; stdout and exit status must be equal. Also: time tests, one round trip
+// per batch, errors.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "apps/find/find_format.h"
+#include "core/client/invoke.h"
+#include "core/testing/run_command.h"
+#include "core/testing/test_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "services/dfs/dfs_client.h"
+
+ARDMA_DECLARE_ACTIVE_LIBRARY(find);
+
+namespace ardma::find {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BinDir;
+using testing::RunCommand;
+
+int Shell(const std::string& command, std::string* out, std::string* err = nullptr) {
+  std::string err_path = (std::filesystem::temp_directory_path() /
+                          absl::StrCat("find_test_err_", ::getpid()))
+                             .string();
+  int code = RunCommand("(" + command + " 2>" + err_path + ")", out);
+  if (err != nullptr) {
+    std::ifstream in(err_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *err = ss.str();
+  }
+  std::filesystem::remove(err_path);
+  return code;
+}
+
+class FindTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ServerOptions options = ardma::testing::TestServerOptions();
+    options.memory_size = 256u << 20;
+    server_ = std::move(*ardma::testing::TestServer::Start(options)).release();
+    client_ = std::move(*server_->NewClient()).release();
+    dfs::DfsClient fs(client_, Mode::kActive);
+    std::string listing;
+    ASSERT_EQ(Shell("cd /usr/include && LC_ALL=C find linux", &listing), 0);
+    for (absl::string_view line : absl::StrSplit(listing, '\n', absl::SkipEmpty())) {
+      std::string rel(line);
+      std::string local = "/usr/include/" + rel;
+      if (std::filesystem::is_directory(local)) {
+        ASSERT_TRUE(fs.Mkdir("/" + rel).ok()) << rel;
+      } else {
+        std::ifstream in(local, std::ios::binary);
+        std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        ASSERT_TRUE(fs.WriteFile("/" + rel, data).ok()) << rel;
+      }
+    }
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    delete server_;
+  }
+  static std::string Find() { return absl::StrCat(BinDir(), "/ardma-find --server ", server_->address()); }
+  static int Ours(const std::string& expr, std::string* out, std::string* err = nullptr) {
+    int code = Shell(absl::StrCat(Find(), " dfs:/linux ", expr), out, err);
+    *out = absl::StrReplaceAll(*out, {{"dfs:/", ""}});
+    return code;
+  }
+  static int Theirs(const std::string& expr, std::string* out) {
+    return Shell("cd /usr/include && LC_ALL=C find linux " + expr, out);
+  }
+
+  static ardma::testing::TestServer* server_;
+  static Client* client_;
+};
+
+ardma::testing::TestServer* FindTest::server_ = nullptr;
+Client* FindTest::client_ = nullptr;
+
+TEST_F(FindTest, OutputMatchesGnuFindOverATableOfExpressions) {
+  const std::vector<std::string> expressions = {
+      "",
+      "-name '*.h'",
+      "-iname '*IOCTL*'",
+      "-path '*/usb/*'",
+      "-type d",
+      "-type f -size +8k",
+      "-type f -size -2",
+      "-type f -size 1k",
+      "-type f -size +1000c -size -2000c",
+      "-maxdepth 1",
+      "-mindepth 2 -maxdepth 2",
+      "-empty",
+      "! -name '*.h'",
+      "-not -type f",
+      "\\( -name 'a*' -o -name 'b*' \\) -type f",
+      "-name '*.h' -print0",
+      "-type d -print -o -name '*x*'",
+      "-false",
+      "-name '*.h' -a -size -1k",
+      "-type f -name 'if_*' -o -type d -name 'n*'",
+  };
+  for (const std::string& e : expressions) {
+    std::string mine, theirs;
+    int my_code = Ours(e, &mine), their_code = Theirs(e, &theirs);
+    EXPECT_EQ(my_code, their_code) << e;
+    EXPECT_TRUE(mine == theirs) << e << "\n--- ours:\n"
+                                << mine.substr(0, 1500) << "\n--- GNU:\n"
+                                << theirs.substr(0, 1500);
+    if (HasFailure()) return;
+  }
+}
+
+TEST_F(FindTest, TimeTests) {
+  dfs::DfsClient fs(client_, Mode::kActive);
+  ASSERT_TRUE(fs.Mkdir("/times").ok());
+  ASSERT_TRUE(fs.WriteFile("/times/old", "x").ok());
+  absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(fs.WriteFile("/times/new", "y").ok());
+  std::string out;
+  EXPECT_EQ(Shell(Find() + " dfs:/times -type f -mmin -60", &out), 0);
+  EXPECT_EQ(out, "dfs:/times/old\ndfs:/times/new\n");
+  EXPECT_EQ(Shell(Find() + " dfs:/times -mtime +1", &out), 0);
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(Shell(Find() + " dfs:/times -mtime 0 -type f", &out), 0);
+  EXPECT_EQ(out, "dfs:/times/old\ndfs:/times/new\n");
+  EXPECT_EQ(Shell(Find() + " dfs:/times -newer dfs:/times/old", &out), 0);
+  EXPECT_EQ(out, "dfs:/times\ndfs:/times/new\n");
+}
+
+TEST_F(FindTest, OneRoundTripPerBatch) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::find()).ok());
+  auto expr = std::make_unique<Expr>();
+  expr->op = Op::kName;
+  expr->text = "*.h";
+  Request req;
+  req.fs = "default";
+  req.root = "/linux";
+  req.display = "dfs:/linux";
+  req.expr = EncodeExpr(*expr);
+  req.now = absl::Now();
+  req.max_entries = 100;
+  uint64_t before = client_->counters().round_trips;
+  int batches = 0;
+  size_t matches = 0;
+  for (;;) {
+    absl::StatusOr<std::string> reply =
+        Invoke(*client_, Mode::kActive, active_libraries::find(), "find.scan", EncodeRequest(req));
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    absl::StatusOr<Batch> batch = DecodeBatch(*reply);
+    ASSERT_TRUE(batch.ok());
+    ++batches;
+    matches += batch->matches.size();
+    if (batch->done) break;
+    req.cursor = batch->next;
+  }
+  std::string theirs;
+  ASSERT_EQ(Shell("cd /usr/include && LC_ALL=C find linux | wc -l", &theirs), 0);
+  size_t entries = std::stoul(theirs);
+  EXPECT_EQ(batches, static_cast<int>((entries + 99) / 100));
+  EXPECT_EQ(client_->counters().round_trips - before, static_cast<uint64_t>(batches));
+  std::string names;
+  ASSERT_EQ(Shell("cd /usr/include && LC_ALL=C find linux -name '*.h' | wc -l", &names), 0);
+  EXPECT_EQ(matches, std::stoul(names));
+}
+
+TEST_F(FindTest, ErrorsAndRdmaMode) {
+  std::string out, err;
+  EXPECT_EQ(Shell(Find() + " dfs:/nope", &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("'dfs:/nope': No such file or directory"));
+  EXPECT_EQ(Shell(Find() + " dfs:/linux -frob", &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("unknown predicate `-frob'"));
+  EXPECT_EQ(Shell(Find() + " dfs:/linux -type x", &out, &err), 1);
+  EXPECT_EQ(Shell(Find() + " dfs:/linux -name", &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("missing argument to `-name'"));
+  EXPECT_EQ(Shell(Find() + " /usr/include", &out, &err), 1);
+  EXPECT_EQ(Shell(Find() + " dfs:/nope dfs:/linux -maxdepth 0", &out, &err), 1);
+  EXPECT_EQ(out, "dfs:/linux\n");  // goes on with the next starting point
+  std::string active, rdma;
+  EXPECT_EQ(Shell(Find() + " dfs:/linux -name '*.h' -size -2", &active), 0);
+  EXPECT_EQ(Shell(Find() + " --mode=rdma dfs:/linux -name '*.h' -size -2", &rdma), 0);
+  EXPECT_EQ(active, rdma);
+  EXPECT_EQ(Shell(BinDir() + "/ardma-find --help", &out), 0);
+  EXPECT_THAT(out, HasSubstr("-maxdepth"));
+}
+
+}  // namespace
+}  // namespace ardma::find
