@@ -1,6 +1,10 @@
 #include "services/dfs/dfs_client.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+
+#include "absl/synchronization/mutex.h"
 
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
@@ -264,6 +268,146 @@ absl::StatusOr<uint64_t> DfsClient::WriteAt(const FileHandle& file, uint64_t off
   if (!r.U64(&size)) return absl::DataLossError("dfs: bad write result");
   ARDMA_RETURN_IF_ERROR(Check(r, "pwrite"));
   return size;
+}
+
+namespace {
+
+// Up to `window` asynchronous calls in flight; the first error wins.
+class Pipeline {
+ public:
+  explicit Pipeline(int window) : window_(std::max(window, 1)) {}
+  // Blocks until a slot is free; false if a call already failed.
+  bool Acquire() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](Pipeline* p) { return p->inflight_ < p->window_ || !p->error_.ok(); }, this));
+    if (!error_.ok()) return false;
+    ++inflight_;
+    return true;
+  }
+  void Done(absl::Status s) {
+    absl::MutexLock lock(&mu_);
+    --inflight_;
+    if (!s.ok() && error_.ok()) error_ = s;
+  }
+  absl::Status Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(+[](Pipeline* p) { return p->inflight_ == 0; }, this));
+    return error_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  const int window_;
+  int inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string HandleArgs(const FileHandle& h, uint64_t offset) {
+  std::string args;
+  ByteWriter w(&args);
+  w.U64(h.sb);
+  w.U64(h.ino);
+  w.U64(offset);
+  return args;
+}
+
+}  // namespace
+
+absl::Status DfsClient::Upload(std::string_view path, std::string_view data, uint32_t mode,
+                               const std::function<void(uint64_t)>& progress, uint64_t chunk,
+                               int window) {
+  chunk = std::clamp<uint64_t>(chunk, 1, kMaxIoBytes);
+  ARDMA_RETURN_IF_ERROR(Create(path, mode, /*exclusive=*/false).status());
+  ARDMA_RETURN_IF_ERROR(Truncate(path, 0));
+  ARDMA_ASSIGN_OR_RETURN(FileHandle h, Open(path));
+  if (mode_ == Mode::kRdma) {
+    for (uint64_t done = 0; done < data.size(); done += chunk) {
+      ARDMA_RETURN_IF_ERROR(WriteAt(h, done, data.substr(done, chunk)).status());
+      if (progress) progress(std::min<uint64_t>(done + chunk, data.size()));
+    }
+    return absl::OkStatus();
+  }
+  ARDMA_RETURN_IF_ERROR(EnsureLoaded(*client_, active_libraries::dfs()));
+  Pipeline pipe(window);
+  std::atomic<uint64_t> written{0};
+  for (uint64_t done = 0; done < data.size(); done += chunk) {
+    if (!pipe.Acquire()) break;
+    std::string_view piece = data.substr(done, chunk);
+    std::string args = HandleArgs(h, done);
+    ByteWriter(&args).Bytes32(piece);
+    client_->ExecuteAsync(
+        "dfs.pwrite", args,
+        [&pipe, &written, &progress, n = piece.size()](ResponsePayload r) {
+          if (r.ok() && progress) progress(written.fetch_add(n) + n);
+          pipe.Done(r.status());
+        },
+        options_);
+  }
+  return pipe.Wait();
+}
+
+absl::StatusOr<uint64_t> DfsClient::Download(
+    std::string_view path,
+    const std::function<absl::Status(uint64_t offset, std::string_view bytes)>& sink,
+    const std::function<void(uint64_t)>& progress, uint64_t chunk, int window) {
+  chunk = std::clamp<uint64_t>(chunk, 1, kMaxIoBytes);
+  ARDMA_ASSIGN_OR_RETURN(FileHandle h, Open(path));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t size, GetLen(path));
+  if (mode_ == Mode::kRdma) {
+    for (uint64_t done = 0; done < size; done += chunk) {
+      ARDMA_ASSIGN_OR_RETURN(std::string bytes, ReadAt(h, done, chunk));
+      ARDMA_RETURN_IF_ERROR(sink(done, bytes));
+      if (progress) progress(done + bytes.size());
+    }
+    return size;
+  }
+  ARDMA_RETURN_IF_ERROR(EnsureLoaded(*client_, active_libraries::dfs()));
+  Pipeline pipe(window);
+  std::atomic<uint64_t> read{0};
+  for (uint64_t done = 0; done < size; done += chunk) {
+    if (!pipe.Acquire()) break;
+    std::string args = HandleArgs(h, done);
+    ByteWriter(&args).U64(std::min(chunk, size - done));
+    client_->ExecuteAsync(
+        "dfs.pread", args,
+        [&pipe, &read, &progress, &sink, done](ResponsePayload r) {
+          absl::Status s = r.status();
+          if (s.ok()) s = sink(done, *r);
+          if (s.ok() && progress) progress(read.fetch_add(r->size()) + r->size());
+          pipe.Done(s);
+        },
+        options_);
+  }
+  ARDMA_RETURN_IF_ERROR(pipe.Wait());
+  return size;
+}
+
+absl::Status DfsClient::SetAttributes(std::string_view path, uint32_t mode, absl::Time mtime) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(path);
+  w.U32(mode);
+  w.U64(mtime == absl::InfinitePast() ? 0 : static_cast<uint64_t>(absl::ToUnixNanos(mtime)));
+  return Call("dfs.setattr", args).status();
+}
+
+absl::StatusOr<std::pair<uint64_t, uint64_t>> DfsClient::CopyTree(std::string_view from,
+                                                                  std::string_view to,
+                                                                  bool no_clobber, bool preserve) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(from);
+  w.Str16(to);
+  w.U8(no_clobber ? 1 : 0);
+  w.U8(preserve ? 1 : 0);
+  absl::StatusOr<std::string> bytes = Call("dfs.copytree", args);
+  if (!bytes.ok()) return bytes.status();
+  ByteReader r(*bytes);
+  uint64_t files, dirs;
+  if (!r.U64(&files) || !r.U64(&dirs)) return absl::DataLossError("dfs: bad copytree result");
+  ARDMA_RETURN_IF_ERROR(Check(r, "copytree"));
+  return std::make_pair(files, dirs);
 }
 
 absl::StatusOr<std::string> DfsClient::ReadFile(std::string_view path) {

@@ -22,6 +22,8 @@
 #define ARDMA_SERVICES_DFS_DFS_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +83,28 @@ class DfsClient {
   absl::StatusOr<FileHandle> Open(std::string_view path);
   absl::StatusOr<std::string> ReadAt(const FileHandle& file, uint64_t offset, uint64_t len);
   absl::StatusOr<uint64_t> WriteAt(const FileHandle& file, uint64_t offset, std::string_view data);
+
+  // Streams `data` into `path` (created or truncated) in `chunk`-byte writes, keeping up to
+  // `window` in flight in active mode (one at a time in RDMA mode). `progress` gets the bytes done.
+  absl::Status Upload(std::string_view path, std::string_view data, uint32_t mode = 0644,
+                      const std::function<void(uint64_t)>& progress = nullptr,
+                      uint64_t chunk = 1u << 20, int window = 8);
+  // Streams `path` to `sink(offset, bytes)` (called from client threads, chunks in any order) the
+  // same way. Returns the file's size.
+  absl::StatusOr<uint64_t> Download(
+      std::string_view path,
+      const std::function<absl::Status(uint64_t offset, std::string_view bytes)>& sink,
+      const std::function<void(uint64_t)>& progress = nullptr, uint64_t chunk = 1u << 20,
+      int window = 8);
+  // Sets a file's or directory's permission bits and (if not InfinitePast) modification time.
+  absl::Status SetAttributes(std::string_view path, uint32_t mode,
+                             absl::Time mtime = absl::InfinitePast());
+  // Copies the directory tree `from` to `to` on the server, in one request: directories are
+  // created (or merged into, if present), files copied (existing ones overwritten unless
+  // no_clobber; with preserve, modes and mtimes kept). Returns files and directories copied.
+  absl::StatusOr<std::pair<uint64_t, uint64_t>> CopyTree(std::string_view from, std::string_view to,
+                                                         bool no_clobber = false,
+                                                         bool preserve = false);
 
   // Whole files, in requests of at most kMaxIoBytes.
   absl::StatusOr<std::string> ReadFile(std::string_view path);

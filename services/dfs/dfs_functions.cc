@@ -18,6 +18,8 @@
 //                                                            -> next:Bytes32 done:u8 n:u32
 //                                    n x (path:Str16 type:u8 size:u64 depth:u32 mode:u32 mtime:u64)
 //   dfs.usage    ()                                          -> files dirs blocks heap_allocated
+//   dfs.setattr  path:Str16 mode:u32 mtime_ns:u64 (0: keep)  -> ""
+//   dfs.copytree from:Str16 to:Str16 no_clobber:u8 preserve:u8 -> files:u64 dirs:u64
 //   dfs.open     path:Str16                                  -> sb:u64 stat (a file handle)
 // File handles (POSIX-like: they follow the inode through renames) skip path resolution; these two
 // take the handle instead of the fs name:
@@ -27,6 +29,7 @@
 #include <bit>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <random>
 #include <vector>
 
@@ -1164,6 +1167,134 @@ absl::StatusOr<std::string> Find(Context& ctx, std::string_view args) {
   return out;
 }
 
+absl::StatusOr<std::string> SetAttr(Context& ctx, std::string_view args) {
+  ByteReader r(args);
+  ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, r));
+  ARDMA_ASSIGN_OR_RETURN(std::string_view path, ParsePath(r));
+  uint32_t mode;
+  uint64_t mtime;
+  if (!r.U32(&mode) || !r.U64(&mtime) || !r.AtEnd()) {
+    return absl::InvalidArgumentError("dfs.setattr: bad arguments");
+  }
+  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
+  Locks locks(ctx);
+  ARDMA_RETURN_IF_ERROR(locks.Take({ino + kInLock}));
+  ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
+  uint64_t now = static_cast<uint64_t>(NowNs());
+  ARDMA_RETURN_IF_ERROR(SetFields(ctx, ino,
+                                  {{kInMode, mode & 07777},
+                                   {kInMtime, mtime != 0 ? mtime : static_cast<uint64_t>(n.mtime)},
+                                   {kInCtime, now},
+                                   {kInGen, n.gen + 2}}));
+  ARDMA_RETURN_IF_ERROR(locks.Release());
+  return std::string();
+}
+
+// Copies the tree `from` into `to` (created or merged into) in one request, walking it with Find.
+absl::StatusOr<std::string> CopyTree(Context& ctx, std::string_view args) {
+  ByteReader r(args);
+  ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, r));
+  ARDMA_ASSIGN_OR_RETURN(std::string_view from, ParsePath(r));
+  ARDMA_ASSIGN_OR_RETURN(std::string_view to, ParsePath(r));
+  uint8_t no_clobber, preserve;
+  if (!r.U8(&no_clobber) || !r.U8(&preserve) || !r.AtEnd()) {
+    return absl::InvalidArgumentError("dfs.copytree: bad arguments");
+  }
+  ARDMA_ASSIGN_OR_RETURN(uint64_t src, Resolve(ctx, fs, from));
+  ARDMA_ASSIGN_OR_RETURN(Inode root, ReadInode(ctx, src));
+  if (root.type != FileType::kDirectory) return NotADirectory();
+  ARDMA_ASSIGN_OR_RETURN(Place place, ResolvePlace(ctx, fs, to));
+  for (uint64_t a = place.parent;;) {  // not into itself
+    if (a == src) return absl::InvalidArgumentError("dfs: cannot copy a directory into itself");
+    if (a == fs.root) break;
+    ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, a));
+    a = n.parent;
+  }
+  auto path_args = [&](std::string_view p) {
+    std::string out;
+    ByteWriter w(&out);
+    w.Str16(fs.name);
+    w.Str16(p);
+    return out;
+  };
+  std::string base = std::string(to);
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  uint64_t files = 0, dirs = 0;
+  std::vector<std::tuple<std::string, uint32_t, int64_t>> dir_attrs;  // set after their contents
+  std::string cursor;
+  size_t strip = 0;
+  for (bool first = true;; first = false) {
+    std::string find_args = path_args(from);
+    ByteWriter fw(&find_args);
+    fw.Bytes32(cursor);
+    fw.U32(kMaxPage);
+    ARDMA_ASSIGN_OR_RETURN(std::string page, Find(ctx, find_args));
+    ByteReader pr(page);
+    std::string_view next;
+    uint8_t done;
+    uint32_t n;
+    if (!pr.Bytes32(&next) || !pr.U8(&done) || !pr.U32(&n)) {
+      return absl::DataLossError("dfs: bad find page");
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string_view p;
+      uint8_t type;
+      uint64_t size, mtime;
+      uint32_t depth, mode;
+      if (!pr.Str16(&p) || !pr.U8(&type) || !pr.U64(&size) || !pr.U32(&depth) ||
+          !pr.U32(&mode) || !pr.U64(&mtime)) {
+        return absl::DataLossError("dfs: bad find entry");
+      }
+      if (first && i == 0) strip = p.size();  // the walk's own name for `from`
+      std::string dst = base + std::string(p.substr(std::min(strip, p.size())));
+      if (dst.empty()) dst = "/";
+      if (type == static_cast<uint8_t>(FileType::kDirectory)) {
+        std::string mk = path_args(dst);
+        ByteWriter(&mk).U32(mode);
+        absl::StatusOr<std::string> made = Mkdir(ctx, mk);
+        if (!made.ok() && !absl::IsAlreadyExists(made.status())) return made.status();
+        if (!made.ok()) {
+          ARDMA_ASSIGN_OR_RETURN(uint64_t existing, Resolve(ctx, fs, dst));
+          ARDMA_ASSIGN_OR_RETURN(Inode e, ReadInode(ctx, existing));
+          if (e.type != FileType::kDirectory) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("dfs: cannot overwrite non-directory ", dst, " with a directory"));
+          }
+        }
+        ++dirs;
+        if (preserve) dir_attrs.emplace_back(dst, mode, static_cast<int64_t>(mtime));
+        continue;
+      }
+      if (no_clobber && Resolve(ctx, fs, dst).ok()) continue;
+      std::string cp = path_args(p);
+      ByteWriter(&cp).Str16(dst);
+      ARDMA_RETURN_IF_ERROR(Copy(ctx, cp).status());
+      ++files;
+      if (preserve) {
+        std::string attr = path_args(dst);
+        ByteWriter aw(&attr);
+        aw.U32(mode);
+        aw.U64(mtime);
+        ARDMA_RETURN_IF_ERROR(SetAttr(ctx, attr).status());
+      }
+    }
+    if (done) break;
+    cursor = std::string(next);
+  }
+  for (auto it = dir_attrs.rbegin(); it != dir_attrs.rend(); ++it) {
+    std::string attr = path_args(std::get<0>(*it));
+    ByteWriter aw(&attr);
+    aw.U32(std::get<1>(*it));
+    aw.U64(static_cast<uint64_t>(std::get<2>(*it)));
+    ARDMA_RETURN_IF_ERROR(SetAttr(ctx, attr).status());
+  }
+  std::string out;
+  ByteWriter w(&out);
+  w.U64(files);
+  w.U64(dirs);
+  return out;
+}
+
 absl::StatusOr<std::string> UsageFn(Context& ctx, std::string_view args) {
   ByteReader r(args);
   ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, r));
@@ -1190,4 +1321,5 @@ ARDMA_ACTIVE_LIBRARY(dfs, {"dfs.mkdir", &ardma::dfs::Mkdir}, {"dfs.create", &ard
                      {"dfs.write", &ardma::dfs::Write}, {"dfs.truncate", &ardma::dfs::Truncate},
                      {"dfs.copy", &ardma::dfs::Copy}, {"dfs.find", &ardma::dfs::Find},
                      {"dfs.usage", &ardma::dfs::UsageFn}, {"dfs.open", &ardma::dfs::Open},
-                     {"dfs.pread", &ardma::dfs::Pread}, {"dfs.pwrite", &ardma::dfs::Pwrite});
+                     {"dfs.pread", &ardma::dfs::Pread}, {"dfs.pwrite", &ardma::dfs::Pwrite},
+                     {"dfs.setattr", &ardma::dfs::SetAttr}, {"dfs.copytree", &ardma::dfs::CopyTree});
