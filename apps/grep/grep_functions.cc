@@ -146,6 +146,13 @@ class Scanner {
     return true;
   }
 
+  // Whether the lines before the next match can be skipped unseen: nothing is owed to them
+  // (no -v, no leading or pending trailing context, a binary file still needs its first match).
+  bool Skippable() const {
+    return !opt_.invert && opt_.before == 0 && c_.after_owed == 0 &&
+           !(opt_.max_count != 0 && c_.selected >= opt_.max_count);
+  }
+
   // Scans the cursor's file from its offset. True when the file is finished.
   absl::StatusOr<bool> ScanFile() {
     ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> ino, OpenFile());
@@ -173,6 +180,22 @@ class Scanner {
       ARDMA_ASSIGN_OR_RETURN(std::string_view chunk, file->Chunk(off, &scratch));
       size_t pos = 0;
       while (going && pos < chunk.size()) {
+        if (carry.empty() && Skippable()) {
+          // Jump to the next line that may match; count the lines jumped over.
+          size_t last_nl = chunk.rfind('\n');
+          if (last_nl == std::string_view::npos || last_nl < pos) goto line_by_line;
+          std::string_view lines = chunk.substr(0, last_nl + 1);
+          size_t hit = matcher_.NextCandidate(lines, pos);
+          size_t line_start = hit == std::string_view::npos
+                                  ? lines.size()
+                                  : (hit == 0 ? 0 : lines.rfind('\n', hit - 1) + 1);
+          if (line_start < pos) line_start = pos;
+          c_.line += static_cast<uint64_t>(
+              std::count(lines.begin() + pos, lines.begin() + line_start, '\n'));
+          pos = line_start;
+          if (pos >= lines.size()) continue;  // the rest of the chunk is a partial line
+        }
+      line_by_line:
         size_t nl = chunk.find('\n', pos);
         if (nl == std::string_view::npos) {  // the line goes on in the next block
           carry.append(chunk.substr(pos));

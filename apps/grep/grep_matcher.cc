@@ -137,11 +137,26 @@ absl::StatusOr<Matcher> Matcher::Compile(const Options& options) {
   }
   auto re = std::make_shared<RE2>(joined, re_options);
   if (!re->ok()) return absl::InvalidArgumentError(re->error());
+  RE2::Options finder_options = re_options;
+  finder_options.set_longest_match(false);  // any candidate will do: the line is checked anyway
+  auto finder = std::make_shared<RE2>(absl::StrCat("(?m)", joined), finder_options);
+  if (!finder->ok()) return absl::InvalidArgumentError(finder->error());
   Matcher m;
   m.re_ = std::move(re);
+  m.finder_ = std::move(finder);
   m.word_ = options.word && !options.line;
   m.always_ = has_empty && !options.word && !options.line;
   return m;
+}
+
+size_t Matcher::NextCandidate(std::string_view text, size_t pos) const {
+  if (always_) return pos < text.size() ? pos : std::string_view::npos;
+  re2::StringPiece all(text.data(), text.size());
+  re2::StringPiece m;
+  if (pos > text.size() || !finder_->Match(all, pos, all.size(), RE2::UNANCHORED, &m, 1)) {
+    return std::string_view::npos;
+  }
+  return static_cast<size_t>(m.data() - text.data());
 }
 
 bool Matcher::Matches(std::string_view line,

@@ -33,8 +33,14 @@ class Matcher {
   // every non-empty, non-overlapping match is added, left to right.
   bool Matches(std::string_view line, std::vector<std::pair<uint32_t, uint32_t>>* spans) const;
 
+  // Where in `text` (many lines) the next line that may match starts its candidate match, at or
+  // after `pos`; npos if no line from `pos` on can match. Lets a scanner skip non-matching lines
+  // in bulk; each candidate's line must still be checked with Matches.
+  size_t NextCandidate(std::string_view text, size_t pos) const;
+
  private:
   std::shared_ptr<const re2::RE2> re_;
+  std::shared_ptr<const re2::RE2> finder_;  // the same patterns, ^ and $ at line boundaries
   bool word_ = false;
   bool always_ = false;  // an empty pattern without -w / -x: every line matches
 };

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# ardma-grep / ardma-find / ardma-cp beside GNU grep / find and a download+upload, in one run.
+#
+#   bench/apps_compare.sh [RUNS]     (default 3; medians of whole-process wall times)
+#
+# Data lives in /dev/shm (tmpfs) so the local tools read memory too: 256 MiB of C headers
+# (/usr/include repeated) and a tree of 100,000 empty files (100 directories x 1,000). ardmad runs
+# as its own process with 2 GiB. Prints one table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-3}
+./scripts/build.sh ardmad ardma ardma_grep ardma_find ardma_cp >/dev/null
+work=$(mktemp -d /dev/shm/ardma_apps.XXXXXX)
+port_file=$work/port
+build/bin/ardmad --listen 127.0.0.1:0 --port-file "$port_file" --memory 2G --quiet &
+ardmad_pid=$!
+trap 'kill $ardmad_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
+server=$(cat "$port_file")
+bin=build/bin
+export ARDMA_SERVER=$server
+
+# Wall seconds of a command, median of $runs.
+median_time() {
+  local times=()
+  for _ in $(seq "$runs"); do
+    local start end
+    start=$(date +%s.%N)
+    eval "$1" >/dev/null
+    end=$(date +%s.%N)
+    times+=("$(awk -v a="$end" -v b="$start" 'BEGIN {print a - b}')")
+  done
+  printf '%s\n' "${times[@]}" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
+}
+
+echo "preparing 256 MiB of text and a 100,000-file tree in $work ..." >&2
+find /usr/include -name '*.h' -type f -print0 | xargs -0 cat > "$work/headers"
+while [[ $(stat -c %s "$work/text" 2>/dev/null || echo 0) -lt 268435456 ]]; do cat "$work/headers" >> "$work/text"; done
+truncate -s 268435456 "$work/text"
+python3 - "$work/tree" <<'PY'
+import os, sys
+root = sys.argv[1]
+for d in range(100):
+    os.makedirs(f"{root}/d{d:02d}")
+    for f in range(1000):
+        open(f"{root}/d{d:02d}/f{f:04d}", "w").close()
+PY
+
+upload=$(median_time "$bin/ardma-cp $work/text dfs:/text")
+pattern="'static inline'"
+gnu_grep=$(median_time "LC_ALL=C grep -c $pattern $work/text")
+active_grep=$(median_time "$bin/ardma-grep -c $pattern dfs:/text")
+rdma_grep=$(median_time "$bin/ardma-grep --mode=rdma -c $pattern dfs:/text")
+matches=$($bin/ardma-grep -c "static inline" dfs:/text)
+[[ $matches == $(LC_ALL=C grep -c "static inline" "$work/text") ]] || { echo "grep counts differ" >&2; exit 1; }
+
+start=$(date +%s.%N)
+$bin/ardma-cp -r "$work/tree" dfs:/tree
+tree_upload=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN {print a - b}')
+gnu_find=$(median_time "find $work/tree -name '*7*'")
+active_find=$(median_time "$bin/ardma-find dfs:/tree -name '*7*'")
+found=$($bin/ardma-find dfs:/tree -name '*7*' | wc -l)
+[[ $found == $(find "$work/tree" -name '*7*' | wc -l) ]] || { echo "find counts differ" >&2; exit 1; }
+
+server_cp=$(median_time "$bin/ardma-cp dfs:/text dfs:/copy")
+round_cp=$(median_time "$bin/ardma-cp dfs:/text $work/down && $bin/ardma-cp $work/down dfs:/copy2")
+
+mbps() { awk -v t="$1" 'BEGIN {printf "%.0f", 256 / t}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+printf '\n%-46s %10s %12s\n' "command" "seconds" "MiB/s"
+printf '%-46s %10.3f %12s\n' "ardma-cp upload, 256 MiB" "$upload" "$(mbps "$upload")"
+printf '%-46s %10.3f %12s\n' "GNU grep -c, 256 MiB in tmpfs" "$gnu_grep" "$(mbps "$gnu_grep")"
+printf '%-46s %10.3f %12s\n' "ardma-grep -c (active), 256 MiB" "$active_grep" "$(mbps "$active_grep")"
+printf '%-46s %10.3f %12s\n' "ardma-grep -c --mode=rdma, 256 MiB" "$rdma_grep" "$(mbps "$rdma_grep")"
+printf '%-46s %10.3f %12s\n' "ardma-cp -r upload, 100,000 files" "$tree_upload" "-"
+printf '%-46s %10.3f %12s\n' "GNU find -name, 100,100 entries" "$gnu_find" "-"
+printf '%-46s %10.3f %12s\n' "ardma-find -name (active), 100,100 entries" "$active_find" "-"
+printf '%-46s %10.3f %12s\n' "ardma-cp DFS->DFS (on the server), 256 MiB" "$server_cp" "$(mbps "$server_cp")"
+printf '%-46s %10.3f %12s\n' "ardma-cp download + upload, 256 MiB" "$round_cp" "$(mbps "$round_cp")"
+echo
+echo "grep matches: $matches; find matches: $found"
+echo "ratios: ardma-grep/GNU grep time $(ratio "$active_grep" "$gnu_grep")x," \
+     "rdma/active grep $(ratio "$rdma_grep" "$active_grep")x," \
+     "ardma-find/GNU find $(ratio "$active_find" "$gnu_find")x," \
+     "download+upload / server cp $(ratio "$round_cp" "$server_cp")x"
