@@ -11,7 +11,6 @@
 namespace ardma::find {
 namespace {
 
-using wire::ByteReader;
 using wire::ByteWriter;
 
 absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
@@ -24,28 +23,14 @@ absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
   w.Bytes32(req.cursor);
   w.U32(std::clamp<uint32_t>(req.max_entries, 1, 10000));
   w.U32(req.max_depth);
-  absl::StatusOr<std::string> page = ctx.Call("dfs.find", call);
-  if (!page.ok()) return page.status();
-  // dfs.find's page: next, done, entries.
-  ByteReader r(*page);
-  std::string_view next;
-  uint8_t done;
-  uint32_t n;
-  if (!r.Bytes32(&next) || !r.U8(&done) || !r.U32(&n)) return absl::DataLossError("find: bad page");
+  absl::StatusOr<std::string> bytes = ctx.Call("dfs.find", call);
+  if (!bytes.ok()) return bytes.status();
+  ARDMA_ASSIGN_OR_RETURN(dfs::FindPage page, dfs::DecodeFindPage(*bytes));
   Batch batch;
-  batch.next = std::string(next);
-  batch.done = done != 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    dfs::FoundEntry e;
-    std::string_view path;
-    uint8_t type;
-    uint64_t mtime;
-    if (!r.Str16(&path) || !r.U8(&type) || !r.U64(&e.size) || !r.U32(&e.depth) || !r.U32(&e.mode) ||
-        !r.U64(&mtime)) {
-      return absl::DataLossError("find: bad entry");
-    }
-    e.type = static_cast<dfs::FileType>(type);
-    e.mtime = absl::FromUnixNanos(static_cast<int64_t>(mtime));
+  batch.next = page.next;
+  batch.done = page.done;
+  for (const dfs::FoundEntry& e : page.entries) {
+    std::string_view path = e.path;
     if (e.depth < req.min_depth) continue;
     // Printed as find prints it: the starting point as given, then the rest of the path.
     std::string shown = req.display + std::string(path.substr(std::min(path.size(), req.root.size())));

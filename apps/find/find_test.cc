@@ -27,18 +27,11 @@ using testing::BinDir;
 using testing::RunCommand;
 
 int Shell(const std::string& command, std::string* out, std::string* err = nullptr) {
-  std::string err_path = (std::filesystem::temp_directory_path() /
-                          absl::StrCat("find_test_err_", ::getpid()))
-                             .string();
-  int code = RunCommand("(" + command + " 2>" + err_path + ")", out);
-  if (err != nullptr) {
-    std::ifstream in(err_path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    *err = ss.str();
+  if (err == nullptr) {
+    std::string ignored;
+    return RunCommand(command, out, &ignored);
   }
-  std::filesystem::remove(err_path);
-  return code;
+  return RunCommand(command, out, err);
 }
 
 class FindTest : public ::testing::Test {

@@ -16,21 +16,47 @@ std::string BinDir() {
   return dir != nullptr ? dir : "build/bin";
 }
 
-int RunCommand(const std::string& command, std::string* output) {
+namespace {
+
+// A fresh temporary file's path ("" if none could be made).
+std::string TempFile() {
   std::string path = (std::filesystem::temp_directory_path() / "ardma_cmd_XXXXXX").string();
   int fd = ::mkstemp(path.data());
-  if (fd < 0) {
-    *output = "mkstemp failed";
-    return -1;
-  }
+  if (fd < 0) return "";
   ::close(fd);
-  int status = std::system((command + " > " + path + " 2>&1").c_str());
+  return path;
+}
+
+std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
-  *output = ss.str();
   std::filesystem::remove(path);
+  return ss.str();
+}
+
+int Run(const std::string& command, std::string* out, std::string* err) {
+  std::string out_path = TempFile(), err_path = err != nullptr ? TempFile() : "";
+  if (out_path.empty() || (err != nullptr && err_path.empty())) {
+    *out = "mkstemp failed";
+    return -1;
+  }
+  std::string redirect = err != nullptr ? " 2>" + err_path + ") > " + out_path
+                                        : ") > " + out_path + " 2>&1";
+  int status = std::system(("(" + command + redirect).c_str());
+  *out = Slurp(out_path);
+  if (err != nullptr) *err = Slurp(err_path);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+int RunCommand(const std::string& command, std::string* output) {
+  return Run(command, output, nullptr);
+}
+
+int RunCommand(const std::string& command, std::string* out, std::string* err) {
+  return Run(command, out, err);
 }
 
 }  // namespace ardma::testing

@@ -13,6 +13,9 @@ std::string BinDir();
 // returns its exit code (-1 if it did not exit normally).
 int RunCommand(const std::string& command, std::string* output);
 
+// The same with standard output and standard error kept apart.
+int RunCommand(const std::string& command, std::string* out, std::string* err);
+
 }  // namespace ardma::testing
 
 #endif  // ARDMA_CORE_TESTING_RUN_COMMAND_H_

@@ -188,32 +188,7 @@ absl::StatusOr<FindPage> DfsClient::Find(std::string_view path, std::string_view
   w.U32(max_depth);
   absl::StatusOr<std::string> bytes = Call("dfs.find", args);
   if (!bytes.ok()) return bytes.status();
-  ByteReader r(*bytes);
-  FindPage page;
-  std::string_view next;
-  uint8_t done;
-  uint32_t n;
-  if (!r.Bytes32(&next) || !r.U8(&done) || !r.U32(&n)) {
-    return absl::DataLossError("dfs: bad find page");
-  }
-  page.next = std::string(next);
-  page.done = done != 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    FoundEntry e;
-    std::string_view p;
-    uint8_t type;
-    uint64_t mtime;
-    if (!r.Str16(&p) || !r.U8(&type) || !r.U64(&e.size) || !r.U32(&e.depth) || !r.U32(&e.mode) ||
-        !r.U64(&mtime)) {
-      return absl::DataLossError("dfs: bad find page");
-    }
-    e.mtime = absl::FromUnixNanos(static_cast<int64_t>(mtime));
-    e.path = std::string(p);
-    e.type = static_cast<FileType>(type);
-    page.entries.push_back(std::move(e));
-  }
-  ARDMA_RETURN_IF_ERROR(Check(r, "find"));
-  return page;
+  return DecodeFindPage(*bytes);
 }
 
 absl::StatusOr<Usage> DfsClient::GetUsage() {

@@ -64,4 +64,50 @@ absl::StatusOr<Stat> DecodeStat(std::string_view bytes) {
   return s;
 }
 
+std::string EncodeFindPage(const FindPage& page) {
+  std::string out;
+  wire::ByteWriter w(&out);
+  w.Bytes32(page.next);
+  w.U8(page.done ? 1 : 0);
+  w.U32(static_cast<uint32_t>(page.entries.size()));
+  for (const FoundEntry& e : page.entries) {
+    w.Str16(e.path);
+    w.U8(static_cast<uint8_t>(e.type));
+    w.U64(e.size);
+    w.U32(e.depth);
+    w.U32(e.mode);
+    w.U64(static_cast<uint64_t>(absl::ToUnixNanos(e.mtime)));
+  }
+  return out;
+}
+
+absl::StatusOr<FindPage> DecodeFindPage(std::string_view bytes) {
+  wire::ByteReader r(bytes);
+  FindPage page;
+  std::string_view next;
+  uint8_t done;
+  uint32_t n;
+  if (!r.Bytes32(&next) || !r.U8(&done) || !r.U32(&n)) {
+    return absl::DataLossError("dfs: bad find page");
+  }
+  page.next = std::string(next);
+  page.done = done != 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    FoundEntry e;
+    std::string_view path;
+    uint8_t type;
+    uint64_t mtime;
+    if (!r.Str16(&path) || !r.U8(&type) || !r.U64(&e.size) || !r.U32(&e.depth) ||
+        !r.U32(&e.mode) || !r.U64(&mtime) || (type != 1 && type != 2)) {
+      return absl::DataLossError("dfs: bad find entry");
+    }
+    e.path = std::string(path);
+    e.type = static_cast<FileType>(type);
+    e.mtime = absl::FromUnixNanos(static_cast<int64_t>(mtime));
+    page.entries.push_back(std::move(e));
+  }
+  if (!r.AtEnd()) return absl::DataLossError("dfs: trailing bytes in find page");
+  return page;
+}
+
 }  // namespace ardma::dfs

@@ -115,6 +115,9 @@ absl::StatusOr<std::vector<std::string_view>> SplitPath(std::string_view path);
 
 std::string EncodeStat(const Stat& s);
 absl::StatusOr<Stat> DecodeStat(std::string_view bytes);
+// dfs.find's result: next, done, then the entries.
+std::string EncodeFindPage(const FindPage& page);
+absl::StatusOr<FindPage> DecodeFindPage(std::string_view bytes);
 
 }  // namespace ardma::dfs
 

@@ -1141,11 +1141,9 @@ absl::StatusOr<std::string> Find(Context& ctx, std::string_view args) {
       stack.push_back({child, 0, child_path});
     }
   }
-  std::string out;
-  ByteWriter w(&out);
-  std::string next;
+  FindPage page;
   if (!stack.empty()) {
-    ByteWriter nw(&next);
+    ByteWriter nw(&page.next);
     nw.U32(static_cast<uint32_t>(stack.size()));
     for (const Frame& f : stack) {
       nw.U64(f.ino);
@@ -1153,18 +1151,9 @@ absl::StatusOr<std::string> Find(Context& ctx, std::string_view args) {
       nw.Str16(f.path);
     }
   }
-  w.Bytes32(next);
-  w.U8(stack.empty() ? 1 : 0);
-  w.U32(static_cast<uint32_t>(found.size()));
-  for (const FoundEntry& e : found) {
-    w.Str16(e.path);
-    w.U8(static_cast<uint8_t>(e.type));
-    w.U64(e.size);
-    w.U32(e.depth);
-    w.U32(e.mode);
-    w.U64(static_cast<uint64_t>(absl::ToUnixNanos(e.mtime)));
-  }
-  return out;
+  page.done = stack.empty();
+  page.entries = std::move(found);
+  return EncodeFindPage(page);
 }
 
 absl::StatusOr<std::string> SetAttr(Context& ctx, std::string_view args) {
@@ -1228,27 +1217,17 @@ absl::StatusOr<std::string> CopyTree(Context& ctx, std::string_view args) {
     ByteWriter fw(&find_args);
     fw.Bytes32(cursor);
     fw.U32(kMaxPage);
-    ARDMA_ASSIGN_OR_RETURN(std::string page, Find(ctx, find_args));
-    ByteReader pr(page);
-    std::string_view next;
-    uint8_t done;
-    uint32_t n;
-    if (!pr.Bytes32(&next) || !pr.U8(&done) || !pr.U32(&n)) {
-      return absl::DataLossError("dfs: bad find page");
-    }
-    for (uint32_t i = 0; i < n; ++i) {
-      std::string_view p;
-      uint8_t type;
-      uint64_t size, mtime;
-      uint32_t depth, mode;
-      if (!pr.Str16(&p) || !pr.U8(&type) || !pr.U64(&size) || !pr.U32(&depth) ||
-          !pr.U32(&mode) || !pr.U64(&mtime)) {
-        return absl::DataLossError("dfs: bad find entry");
-      }
+    ARDMA_ASSIGN_OR_RETURN(std::string bytes, Find(ctx, find_args));
+    ARDMA_ASSIGN_OR_RETURN(FindPage page, DecodeFindPage(bytes));
+    for (size_t i = 0; i < page.entries.size(); ++i) {
+      const FoundEntry& entry = page.entries[i];
+      std::string_view p = entry.path;
+      uint32_t mode = entry.mode;
+      uint64_t mtime = static_cast<uint64_t>(absl::ToUnixNanos(entry.mtime));
       if (first && i == 0) strip = p.size();  // the walk's own name for `from`
       std::string dst = base + std::string(p.substr(std::min(strip, p.size())));
       if (dst.empty()) dst = "/";
-      if (type == static_cast<uint8_t>(FileType::kDirectory)) {
+      if (entry.type == FileType::kDirectory) {
         std::string mk = path_args(dst);
         ByteWriter(&mk).U32(mode);
         absl::StatusOr<std::string> made = Mkdir(ctx, mk);
@@ -1278,8 +1257,8 @@ absl::StatusOr<std::string> CopyTree(Context& ctx, std::string_view args) {
         ARDMA_RETURN_IF_ERROR(SetAttr(ctx, attr).status());
       }
     }
-    if (done) break;
-    cursor = std::string(next);
+    if (page.done) break;
+    cursor = page.next;
   }
   for (auto it = dir_attrs.rbegin(); it != dir_attrs.rend(); ++it) {
     std::string attr = path_args(std::get<0>(*it));
