@@ -24,15 +24,8 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::BinDir;
-using testing::RunCommand;
+using testing::RunCommandSplit;
 
-int Shell(const std::string& command, std::string* out, std::string* err = nullptr) {
-  if (err == nullptr) {
-    std::string ignored;
-    return RunCommand(command, out, &ignored);
-  }
-  return RunCommand(command, out, err);
-}
 
 class FindTest : public ::testing::Test {
  protected:
@@ -43,7 +36,7 @@ class FindTest : public ::testing::Test {
     client_ = std::move(*server_->NewClient()).release();
     dfs::DfsClient fs(client_, Mode::kActive);
     std::string listing;
-    ASSERT_EQ(Shell("cd /usr/include && LC_ALL=C find linux", &listing), 0);
+    ASSERT_EQ(RunCommandSplit("cd /usr/include && LC_ALL=C find linux", &listing), 0);
     for (absl::string_view line : absl::StrSplit(listing, '\n', absl::SkipEmpty())) {
       std::string rel(line);
       std::string local = "/usr/include/" + rel;
@@ -62,12 +55,12 @@ class FindTest : public ::testing::Test {
   }
   static std::string Find() { return absl::StrCat(BinDir(), "/ardma-find --server ", server_->address()); }
   static int Ours(const std::string& expr, std::string* out, std::string* err = nullptr) {
-    int code = Shell(absl::StrCat(Find(), " dfs:/linux ", expr), out, err);
+    int code = RunCommandSplit(absl::StrCat(Find(), " dfs:/linux ", expr), out, err);
     *out = absl::StrReplaceAll(*out, {{"dfs:/", ""}});
     return code;
   }
   static int Theirs(const std::string& expr, std::string* out) {
-    return Shell("cd /usr/include && LC_ALL=C find linux " + expr, out);
+    return RunCommandSplit("cd /usr/include && LC_ALL=C find linux " + expr, out);
   }
 
   static ardma::testing::TestServer* server_;
@@ -118,13 +111,13 @@ TEST_F(FindTest, TimeTests) {
   absl::SleepFor(absl::Milliseconds(20));
   ASSERT_TRUE(fs.WriteFile("/times/new", "y").ok());
   std::string out;
-  EXPECT_EQ(Shell(Find() + " dfs:/times -type f -mmin -60", &out), 0);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/times -type f -mmin -60", &out), 0);
   EXPECT_EQ(out, "dfs:/times/old\ndfs:/times/new\n");
-  EXPECT_EQ(Shell(Find() + " dfs:/times -mtime +1", &out), 0);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/times -mtime +1", &out), 0);
   EXPECT_EQ(out, "");
-  EXPECT_EQ(Shell(Find() + " dfs:/times -mtime 0 -type f", &out), 0);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/times -mtime 0 -type f", &out), 0);
   EXPECT_EQ(out, "dfs:/times/old\ndfs:/times/new\n");
-  EXPECT_EQ(Shell(Find() + " dfs:/times -newer dfs:/times/old", &out), 0);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/times -newer dfs:/times/old", &out), 0);
   EXPECT_EQ(out, "dfs:/times\ndfs:/times/new\n");
 }
 
@@ -155,32 +148,32 @@ TEST_F(FindTest, OneRoundTripPerBatch) {
     req.cursor = batch->next;
   }
   std::string theirs;
-  ASSERT_EQ(Shell("cd /usr/include && LC_ALL=C find linux | wc -l", &theirs), 0);
+  ASSERT_EQ(RunCommandSplit("cd /usr/include && LC_ALL=C find linux | wc -l", &theirs), 0);
   size_t entries = std::stoul(theirs);
   EXPECT_EQ(batches, static_cast<int>((entries + 99) / 100));
   EXPECT_EQ(client_->counters().round_trips - before, static_cast<uint64_t>(batches));
   std::string names;
-  ASSERT_EQ(Shell("cd /usr/include && LC_ALL=C find linux -name '*.h' | wc -l", &names), 0);
+  ASSERT_EQ(RunCommandSplit("cd /usr/include && LC_ALL=C find linux -name '*.h' | wc -l", &names), 0);
   EXPECT_EQ(matches, std::stoul(names));
 }
 
 TEST_F(FindTest, ErrorsAndRdmaMode) {
   std::string out, err;
-  EXPECT_EQ(Shell(Find() + " dfs:/nope", &out, &err), 1);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/nope", &out, &err), 1);
   EXPECT_THAT(err, HasSubstr("'dfs:/nope': No such file or directory"));
-  EXPECT_EQ(Shell(Find() + " dfs:/linux -frob", &out, &err), 1);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/linux -frob", &out, &err), 1);
   EXPECT_THAT(err, HasSubstr("unknown predicate `-frob'"));
-  EXPECT_EQ(Shell(Find() + " dfs:/linux -type x", &out, &err), 1);
-  EXPECT_EQ(Shell(Find() + " dfs:/linux -name", &out, &err), 1);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/linux -type x", &out, &err), 1);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/linux -name", &out, &err), 1);
   EXPECT_THAT(err, HasSubstr("missing argument to `-name'"));
-  EXPECT_EQ(Shell(Find() + " /usr/include", &out, &err), 1);
-  EXPECT_EQ(Shell(Find() + " dfs:/nope dfs:/linux -maxdepth 0", &out, &err), 1);
+  EXPECT_EQ(RunCommandSplit(Find() + " /usr/include", &out, &err), 1);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/nope dfs:/linux -maxdepth 0", &out, &err), 1);
   EXPECT_EQ(out, "dfs:/linux\n");  // goes on with the next starting point
   std::string active, rdma;
-  EXPECT_EQ(Shell(Find() + " dfs:/linux -name '*.h' -size -2", &active), 0);
-  EXPECT_EQ(Shell(Find() + " --mode=rdma dfs:/linux -name '*.h' -size -2", &rdma), 0);
+  EXPECT_EQ(RunCommandSplit(Find() + " dfs:/linux -name '*.h' -size -2", &active), 0);
+  EXPECT_EQ(RunCommandSplit(Find() + " --mode=rdma dfs:/linux -name '*.h' -size -2", &rdma), 0);
   EXPECT_EQ(active, rdma);
-  EXPECT_EQ(Shell(BinDir() + "/ardma-find --help", &out), 0);
+  EXPECT_EQ(RunCommandSplit(BinDir() + "/ardma-find --help", &out), 0);
   EXPECT_THAT(out, HasSubstr("-maxdepth"));
 }
 

@@ -23,16 +23,9 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::BinDir;
-using testing::RunCommand;
+using testing::RunCommandSplit;
 
 // Runs a command, returning its exit status and its stdout only (stderr to `err`).
-int Shell(const std::string& command, std::string* out, std::string* err = nullptr) {
-  if (err == nullptr) {
-    std::string ignored;
-    return RunCommand(command, out, &ignored);
-  }
-  return RunCommand(command, out, err);
-}
 
 class GrepTest : public ::testing::Test {
  protected:
@@ -65,7 +58,7 @@ class GrepTest : public ::testing::Test {
                   std::string* out, std::string* err = nullptr) {
     std::string operands;
     for (const std::string& f : files) absl::StrAppend(&operands, " dfs:/inc/", f);
-    int code = Shell(absl::StrCat(BinDir(), "/ardma-grep --server ", server_->address(), " ", flags,
+    int code = RunCommandSplit(absl::StrCat(BinDir(), "/ardma-grep --server ", server_->address(), " ", flags,
                                 operands),
                    out, err);
     *out = absl::StrReplaceAll(*out, {{"dfs:/inc/", ""}});
@@ -73,7 +66,7 @@ class GrepTest : public ::testing::Test {
   }
   static int Theirs(const std::string& flags, const std::vector<std::string>& files,
                     std::string* out) {
-    return Shell(absl::StrCat("cd /usr/include && LC_ALL=C grep ", flags, " ",
+    return RunCommandSplit(absl::StrCat("cd /usr/include && LC_ALL=C grep ", flags, " ",
                             absl::StrJoin(files, " ")),
                out);
   }
@@ -167,12 +160,12 @@ TEST_F(GrepTest, ResultsLargerThanABatchArriveCompleteAndInOrderOneRoundTripPerB
   EXPECT_EQ(client_->counters().round_trips - before, static_cast<uint64_t>(batches));
   // Through the command line: every line, in order.
   std::string out;
-  EXPECT_EQ(Shell(absl::StrCat(BinDir(), "/ardma-grep --server ", server_->address(),
+  EXPECT_EQ(RunCommandSplit(absl::StrCat(BinDir(), "/ardma-grep --server ", server_->address(),
                              " -c matches dfs:/big.txt"),
                 &out),
             0);
   EXPECT_EQ(out, "100000\n");
-  EXPECT_EQ(Shell(absl::StrCat(BinDir(), "/ardma-grep --server ", server_->address(),
+  EXPECT_EQ(RunCommandSplit(absl::StrCat(BinDir(), "/ardma-grep --server ", server_->address(),
                              " -n matches dfs:/big.txt | tail -1"),
                 &out),
             0);
@@ -182,25 +175,25 @@ TEST_F(GrepTest, ResultsLargerThanABatchArriveCompleteAndInOrderOneRoundTripPerB
 TEST_F(GrepTest, ErrorsAndExitStatusesAreGrepsOwn) {
   std::string out, err;
   std::string grep = absl::StrCat(BinDir(), "/ardma-grep --server ", server_->address(), " ");
-  EXPECT_EQ(Shell(grep + "'a\\(' dfs:/inc/stdio.h", &out, &err), 2);  // bad pattern
+  EXPECT_EQ(RunCommandSplit(grep + "'a\\(' dfs:/inc/stdio.h", &out, &err), 2);  // bad pattern
   EXPECT_FALSE(err.empty());
-  EXPECT_EQ(Shell(grep + "'\\(a\\)\\1' dfs:/inc/stdio.h", &out, &err), 2);
+  EXPECT_EQ(RunCommandSplit(grep + "'\\(a\\)\\1' dfs:/inc/stdio.h", &out, &err), 2);
   EXPECT_THAT(err, HasSubstr("back-references"));
-  EXPECT_EQ(Shell(grep + "printf dfs:/nope dfs:/inc/stdio.h", &out, &err), 2);  // still searches
+  EXPECT_EQ(RunCommandSplit(grep + "printf dfs:/nope dfs:/inc/stdio.h", &out, &err), 2);  // still searches
   EXPECT_THAT(err, HasSubstr("dfs:/nope: No such file or directory"));
   EXPECT_THAT(out, HasSubstr("printf"));
-  EXPECT_EQ(Shell(grep + "-s printf dfs:/nope", &out, &err), 2);
+  EXPECT_EQ(RunCommandSplit(grep + "-s printf dfs:/nope", &out, &err), 2);
   EXPECT_EQ(err, "");
-  EXPECT_EQ(Shell(grep + "-q printf dfs:/nope dfs:/inc/stdio.h", &out, &err), 0);  // -q matched
-  EXPECT_EQ(Shell(grep + "no-such-text-anywhere dfs:/inc/stdio.h", &out), 1);
-  EXPECT_EQ(Shell(grep + "printf dfs:/inc", &out, &err), 2);
+  EXPECT_EQ(RunCommandSplit(grep + "-q printf dfs:/nope dfs:/inc/stdio.h", &out, &err), 0);  // -q matched
+  EXPECT_EQ(RunCommandSplit(grep + "no-such-text-anywhere dfs:/inc/stdio.h", &out), 1);
+  EXPECT_EQ(RunCommandSplit(grep + "printf dfs:/inc", &out, &err), 2);
   EXPECT_THAT(err, HasSubstr("Is a directory"));
-  EXPECT_EQ(Shell(grep + "-r -l printf dfs:/inc", &out), 0);
+  EXPECT_EQ(RunCommandSplit(grep + "-r -l printf dfs:/inc", &out), 0);
   EXPECT_THAT(out, HasSubstr("dfs:/inc/stdio.h\n"));
-  EXPECT_EQ(Shell(grep + "printf /usr/include/stdio.h", &out, &err), 2);  // not a dfs: path
-  EXPECT_EQ(Shell(grep + "--frobnicate x dfs:/inc/stdio.h", &out, &err), 2);
-  EXPECT_EQ(Shell(grep + "-m 0 printf dfs:/inc/stdio.h", &out), 1);
-  EXPECT_EQ(Shell(BinDir() + "/ardma-grep --help", &out), 0);
+  EXPECT_EQ(RunCommandSplit(grep + "printf /usr/include/stdio.h", &out, &err), 2);  // not a dfs: path
+  EXPECT_EQ(RunCommandSplit(grep + "--frobnicate x dfs:/inc/stdio.h", &out, &err), 2);
+  EXPECT_EQ(RunCommandSplit(grep + "-m 0 printf dfs:/inc/stdio.h", &out), 1);
+  EXPECT_EQ(RunCommandSplit(BinDir() + "/ardma-grep --help", &out), 0);
   EXPECT_THAT(out, HasSubstr("--only-matching"));
 }
 

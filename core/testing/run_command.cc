@@ -35,14 +35,14 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-int Run(const std::string& command, std::string* out, std::string* err) {
-  std::string out_path = TempFile(), err_path = err != nullptr ? TempFile() : "";
-  if (out_path.empty() || (err != nullptr && err_path.empty())) {
+int Run(const std::string& command, std::string* out, std::string* err, bool merge) {
+  std::string out_path = TempFile(), err_path = err != nullptr ? TempFile() : "/dev/null";
+  if (out_path.empty() || err_path.empty()) {
     *out = "mkstemp failed";
     return -1;
   }
-  std::string redirect = err != nullptr ? " 2>" + err_path + ") > " + out_path
-                                        : ") > " + out_path + " 2>&1";
+  std::string redirect = merge ? ") > " + out_path + " 2>&1"
+                               : " 2>" + err_path + ") > " + out_path;
   int status = std::system(("(" + command + redirect).c_str());
   *out = Slurp(out_path);
   if (err != nullptr) *err = Slurp(err_path);
@@ -52,11 +52,11 @@ int Run(const std::string& command, std::string* out, std::string* err) {
 }  // namespace
 
 int RunCommand(const std::string& command, std::string* output) {
-  return Run(command, output, nullptr);
+  return Run(command, output, nullptr, /*merge=*/true);
 }
 
-int RunCommand(const std::string& command, std::string* out, std::string* err) {
-  return Run(command, out, err);
+int RunCommandSplit(const std::string& command, std::string* out, std::string* err) {
+  return Run(command, out, err, /*merge=*/false);
 }
 
 }  // namespace ardma::testing

@@ -13,8 +13,9 @@ std::string BinDir();
 // returns its exit code (-1 if it did not exit normally).
 int RunCommand(const std::string& command, std::string* output);
 
-// The same with standard output and standard error kept apart.
-int RunCommand(const std::string& command, std::string* out, std::string* err);
+// The same with standard output and standard error kept apart (standard error is discarded when
+// `err` is null).
+int RunCommandSplit(const std::string& command, std::string* out, std::string* err = nullptr);
 
 }  // namespace ardma::testing
 
