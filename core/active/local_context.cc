@@ -12,7 +12,12 @@ absl::StatusOr<std::string> LocalContext::Run(Execution* execution, const BoundF
   return fn.Run(ctx, args);
 }
 
-absl::Status LocalContext::Tick() {
+absl::Status LocalContext::Tick(size_t accesses) {
+  if (ex_->access_cost > absl::ZeroDuration()) {
+    absl::Time until = absl::Now() + ex_->access_cost * static_cast<int64_t>(accesses);
+    while (absl::Now() < until) {
+    }
+  }
   if (++ops_ % kDeadlineCheckInterval != 0) return absl::OkStatus();
   if (ex_->cancelled != nullptr && ex_->cancelled->load(std::memory_order_relaxed)) {
     return absl::CancelledError("server is shutting down");
@@ -24,7 +29,7 @@ absl::Status LocalContext::Tick() {
 }
 
 absl::Status LocalContext::DoReadBatch(std::span<const ReadOp> ops) {
-  ARDMA_RETURN_IF_ERROR(Tick());
+  ARDMA_RETURN_IF_ERROR(Tick(ops.size()));
   for (const ReadOp& op : ops) {
     ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(op.region));
     ARDMA_RETURN_IF_ERROR(region->Read(op.addr, op.out));
@@ -35,7 +40,7 @@ absl::Status LocalContext::DoReadBatch(std::span<const ReadOp> ops) {
 }
 
 absl::Status LocalContext::DoWriteBatch(std::span<const WriteOp> ops) {
-  ARDMA_RETURN_IF_ERROR(Tick());
+  ARDMA_RETURN_IF_ERROR(Tick(ops.size()));
   // Validate the whole batch first, as the wire op does.
   for (const WriteOp& op : ops) {
     ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(op.region));

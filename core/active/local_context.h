@@ -60,6 +60,9 @@ struct Execution {
   // (sets rescheduled) instead of sleeping.
   bool may_block = true;
   bool rescheduled = false;
+  // A modelled cost per memory access by active code (seed 000's "DMA cost" axis): each access
+  // busy-waits this long. Zero: none.
+  absl::Duration access_cost;
   ActiveOpCounts counts;
   int depth = 0;  // nesting of Call
 };
@@ -94,8 +97,9 @@ class LocalContext : public Context {
   absl::Status DoBackoff(absl::Duration delay) override;
 
  private:
-  // Counts one operation; every kDeadlineCheckInterval checks deadline and cancellation.
-  absl::Status Tick();
+  // Counts one operation of `accesses` memory accesses (paying the modelled access cost); every
+  // kDeadlineCheckInterval operations checks deadline and cancellation.
+  absl::Status Tick(size_t accesses = 1);
 
   Execution* const ex_;
   uint64_t ops_ = 0;

@@ -361,6 +361,7 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
   ex.deadline = deadline;
   ex.cancelled = &cancelled_;
   ex.may_block = on_worker;
+  ex.access_cost = options_.access_cost;
   absl::Time start = absl::Now();
   absl::StatusOr<std::string> result = LocalContext::Run(&ex, fn, args);
   uint64_t ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start));

@@ -47,6 +47,8 @@ struct HandlerOptions {
   wire::WireLimits limits;
   absl::Duration default_deadline = absl::Seconds(30);  // EXECUTE without a timeout
   absl::Duration inline_threshold = absl::Microseconds(50);
+  // Modelled cost of each memory access by active code (busy-wait); see Execution::access_cost.
+  absl::Duration access_cost;
   int workers = 2;  // 0: every EXECUTE and LOAD runs inline
   size_t worker_queue = 4096;
   DedupLimits dedup;

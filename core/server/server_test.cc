@@ -386,6 +386,21 @@ TEST_F(ServerTest, CloseHooksRunWhenTheirConnectionCloses) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(ServerTest, ModelledAccessCostIsPaidPerMemoryAccessOfActiveCode) {
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.handler.access_cost = absl::Milliseconds(10);
+  StartServer(options);
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  // test.view_sum makes one access; test.call_double none (it only calls).
+  uint64_t ns0 = Stat(*client_, "execute.ns");
+  ASSERT_TRUE(client_->Execute("test.view_sum", U64s({kScratch, 8})).ok());
+  uint64_t one_access = Stat(*client_, "execute.ns") - ns0;
+  EXPECT_GE(one_access, 10'000'000u);  // a lower bound only
+  // One-sided operations are not active code: no cost.
+  ASSERT_TRUE(client_->Read(kScratch, 8).ok());
+}
+
 TEST_F(ServerTest, RunawayFunctionIsStoppedAtItsDeadline) {
   ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
   absl::Time start = absl::Now();

@@ -29,6 +29,7 @@ int Main(int argc, char** argv) {
   int64_t max_batch = options.handler.limits.max_batch_entries;
   int64_t max_inflight = options.handler.limits.max_inflight_per_connection;
   std::string port_file;
+  int64_t dma_cost_ns = 0;
   bool quiet = false;
 
   ardma::FlagSet flags("ardmad", kUsage);
@@ -44,6 +45,9 @@ int Main(int argc, char** argv) {
   flags.Int("workers", &workers, "N",
             "worker threads for long EXECUTEs and LOADs; 0 runs all inline");
   flags.Int("worker-queue", &worker_queue, "N", "EXECUTEs that may wait for a worker");
+  flags.Int("dma-cost-ns", &dma_cost_ns, "NS",
+            "model: each memory access by active code costs NS more (busy-wait), to sweep seed "
+            "000's DMA-cost axis; 0 = off");
   flags.Duration("inline-threshold", &options.handler.inline_threshold,
                  "EXECUTEs whose average run time is below this run on the I/O thread");
   flags.Duration("default-deadline", &options.handler.default_deadline,
@@ -65,7 +69,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (io_threads < 1 || io_threads > 256 || workers < 0 || workers > 1024 || worker_queue < 1 ||
-      max_batch < 1 || max_inflight < 1 || max_frame < 64 || max_frame > (1ull << 31)) {
+      max_batch < 1 || max_inflight < 1 || max_frame < 64 || max_frame > (1ull << 31) ||
+      dma_cost_ns < 0 || dma_cost_ns > 1000000000) {
     std::cerr << "ardmad: a thread count, queue or limit is out of range (see --help)\n";
     return 2;
   }
@@ -75,6 +80,7 @@ int Main(int argc, char** argv) {
   options.io_threads = static_cast<int>(io_threads);
   options.handler.workers = static_cast<int>(workers);
   options.handler.worker_queue = static_cast<size_t>(worker_queue);
+  options.handler.access_cost = absl::Nanoseconds(dma_cost_ns);
   options.handler.limits.max_payload_bytes = static_cast<uint32_t>(max_frame);
   options.handler.limits.max_batch_entries = static_cast<uint32_t>(max_batch);
   options.handler.limits.max_inflight_per_connection = static_cast<uint32_t>(max_inflight);
