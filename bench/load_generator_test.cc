@@ -156,6 +156,35 @@ TEST_F(LoadGeneratorTest, DhtPutThenGetInBothModesStoreAndFindTheKeys) {
   }
 }
 
+TEST_F(LoadGeneratorTest, LockAndFileSystemTestsInBothModes) {
+  for (Mode mode : {Mode::kActive, Mode::kRdma}) {
+    SCOPED_TRACE(ModeName(mode));
+    WorkloadOptions w;
+    w.mode = mode;
+    w.keyspace = 1;  // one lock: every acquire contends
+    w.value_size = 4096;
+    absl::StatusOr<LoadResult> locks = RunTest("lock.acquire", Load(3, 150), w, *setup_);
+    ASSERT_TRUE(locks.ok()) << locks.status();
+    EXPECT_EQ(locks->completed, 150u);
+    EXPECT_EQ(locks->errors, 0u) << locks->first_error;
+    absl::StatusOr<LoadResult> reads = RunTest("dfs.read", Load(2, 100), w, *setup_);
+    ASSERT_TRUE(reads.ok()) << reads.status();
+    EXPECT_EQ(reads->errors, 0u) << reads->first_error;
+    absl::StatusOr<LoadResult> stats = RunTest("dfs.stat", Load(2, 100), w, *setup_);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    EXPECT_EQ(stats->errors, 0u) << stats->first_error;
+    if (mode == Mode::kActive) {
+      EXPECT_EQ(locks->RoundTripsPerOp(), 2.0);  // acquire (parks when busy) + release
+      EXPECT_EQ(reads->RoundTripsPerOp(), 1.0);
+      EXPECT_GT(reads->BytesPerOp(), 4096.0);
+      EXPECT_EQ(stats->RoundTripsPerOp(), 1.0);
+    } else {
+      EXPECT_EQ(reads->RoundTripsPerOp(), 4.0);  // inode, table, data, generation check
+      EXPECT_GT(locks->RoundTripsPerOp(), 5.0);
+    }
+  }
+}
+
 TEST_F(LoadGeneratorTest, CommandLineRunsTestsAndRejectsBadFlags) {
   std::string bench = testing::BinDir() + "/ardma-bench --server " + server_->address() + " ";
   std::string out;

@@ -1,5 +1,6 @@
 #include "bench/workloads.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
@@ -10,7 +11,9 @@
 #include "core/wire/byte_io.h"
 #include "core/wire/messages.h"
 #include "services/dht/dht_client.h"
+#include "services/dfs/dfs_client.h"
 #include "services/dht/dht_format.h"
+#include "services/lock/lock_client.h"
 #include "services/stable_hash.h"
 
 namespace ardma::bench {
@@ -91,11 +94,79 @@ absl::StatusOr<LoadResult> RunDht(DhtOp op, const LoadOptions& load,
   });
 }
 
+// lock.acquire: acquire + release of lock "ardma-bench-<key>" (exclusive, 10 s lease), a blocking
+// LockClient per connection in both modes (an acquire may wait, so it is not an event-loop op).
+absl::StatusOr<LoadResult> RunLock(const LoadOptions& load, const WorkloadOptions& options) {
+  return RunThreads(load, [&](Client& client) -> absl::StatusOr<ThreadOp> {
+    auto locks = std::make_shared<lock::LockClient>(&client, options.mode);
+    ARDMA_ASSIGN_OR_RETURN(lock::Grant g, locks->Acquire("ardma-bench-warm", lock::LockMode::kExclusive,
+                                                         absl::Seconds(30)));
+    ARDMA_RETURN_IF_ERROR(locks->Release(g));
+    return ThreadOp([&, locks](uint64_t i) -> absl::Status {
+      std::string name = absl::StrCat("ardma-bench-", BenchKey(options, i));
+      ARDMA_ASSIGN_OR_RETURN(lock::Grant grant,
+                             locks->Acquire(name, lock::LockMode::kExclusive, absl::Seconds(60)));
+      return locks->Release(grant);
+    });
+  });
+}
+
+constexpr uint64_t kDfsFileBytes = 16u << 20;
+
+// dfs.read: VALUE_SIZE bytes at a key-chosen offset of a 16 MiB file, by file handle.
+// dfs.stat: stat of that file by path. Both one request per operation in active mode.
+absl::StatusOr<LoadResult> RunDfs(std::string_view test, const LoadOptions& load,
+                                  const WorkloadOptions& options, Client& setup) {
+  const std::string path = "/ardma-bench.data";
+  dfs::DfsClient fs(&setup, Mode::kActive);
+  absl::StatusOr<uint64_t> len = fs.GetLen(path);
+  if (!len.ok() || *len != kDfsFileBytes) {
+    ARDMA_RETURN_IF_ERROR(fs.WriteFile(path, std::string(kDfsFileBytes, 'd')));
+  }
+  ARDMA_ASSIGN_OR_RETURN(dfs::FileHandle file, fs.Open(path));
+  uint64_t size = std::clamp<uint64_t>(options.value_size, 1, kDfsFileBytes);
+  auto offset = [&](uint64_t i) {
+    return (MixBits(i ^ MixBits(options.seed)) % (kDfsFileBytes - size + 1));
+  };
+  bool read = test == "dfs.read";
+  if (options.mode == Mode::kActive) {
+    ARDMA_RETURN_IF_ERROR(EnsureLoaded(setup, active_libraries::dfs()));
+    const wire::CodeHash hash = active_libraries::dfs().hash();
+    return RunEventLoop(load, [&, read](uint64_t i, std::string* out) {
+      std::string args;
+      wire::ByteWriter w(&args);
+      if (read) {
+        w.U64(file.sb);
+        w.U64(file.ino);
+        w.U64(offset(i));
+        w.U64(size);
+      } else {
+        w.Str16("default");
+        w.Str16(path);
+      }
+      wire::EncodeExecuteRequest({.by_hash = true,
+                                  .hash = hash,
+                                  .function = read ? "dfs.pread" : "dfs.stat",
+                                  .args = args},
+                                 out);
+      return wire::Op::kExecute;
+    });
+  }
+  return RunThreads(load, [&, read](Client& client) -> absl::StatusOr<ThreadOp> {
+    auto rfs = std::make_shared<dfs::DfsClient>(&client, Mode::kRdma);
+    return ThreadOp([&, read, rfs](uint64_t i) -> absl::Status {
+      if (read) return rfs->ReadAt(file, offset(i), size).status();
+      return rfs->Lookup(path).status();
+    });
+  });
+}
+
 }  // namespace
 
 const std::vector<std::string>& KnownTests() {
-  static const std::vector<std::string> tests = {"ping", "dht.put", "dht.get", "dht.contains",
-                                                      "dht.remove"};
+  static const std::vector<std::string> tests = {"ping",       "dht.put",      "dht.get",
+                                                 "dht.contains", "dht.remove", "lock.acquire",
+                                                 "dfs.read",   "dfs.stat"};
   return tests;
 }
 
@@ -115,6 +186,8 @@ absl::StatusOr<LoadResult> RunTest(std::string_view test, const LoadOptions& loa
       return wire::Op::kPing;
     });
   }
+  if (test == "lock.acquire") return RunLock(load, options);
+  if (test == "dfs.read" || test == "dfs.stat") return RunDfs(test, load, options, setup);
   ARDMA_ASSIGN_OR_RETURN(DhtOp op, ParseDhtOp(test));
   return RunDht(op, load, options, setup);
 }

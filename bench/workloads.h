@@ -6,6 +6,10 @@
 //   dht.get       get of such a key (run dht.put first, or the keys are missing: not an error)
 //   dht.contains  contains of such a key
 //   dht.remove    remove of such a key
+//   lock.acquire  acquire + release of exclusive lock "ardma-bench-key:NNNNNNNNNNNN" (-r 1: one
+//                 lock, fully contended); a blocking LockClient per connection in both modes
+//   dfs.read      VALUE_SIZE bytes at a key-chosen offset of a 16 MiB DFS file, by file handle
+//   dfs.stat      stat of that file by path
 //
 // Keys are "key:" and 12 digits, as redis-benchmark's -r gives them, drawn from [0, KEYSPACE) by a
 // fixed-seed hash of the operation's number, so two runs with the same seed touch the same keys.
