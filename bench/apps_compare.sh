@@ -8,16 +8,16 @@
 # as its own process with 2 GiB. Prints one table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bin=${BUILD_DIR:-build}/bin  # scripts/build.sh builds there (BUILD_DIR, BUILD_TYPE honoured)
 runs=${1:-3}
 ./scripts/build.sh ardmad ardma ardma_grep ardma_find ardma_cp >/dev/null
 work=$(mktemp -d /dev/shm/ardma_apps.XXXXXX)
 port_file=$work/port
-build/bin/ardmad --listen 127.0.0.1:0 --port-file "$port_file" --memory 2G --quiet &
+"$bin"/ardmad --listen 127.0.0.1:0 --port-file "$port_file" --memory 2G --quiet &
 ardmad_pid=$!
 trap 'kill $ardmad_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
 server=$(cat "$port_file")
-bin=build/bin
 export ARDMA_SERVER=$server
 
 # Wall seconds of a command, median of $runs.

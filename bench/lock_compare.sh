@@ -9,6 +9,7 @@
 # fairness with 2..32 clients for all three. Installs redis-server if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bin=${BUILD_DIR:-build}/bin  # scripts/build.sh builds there (BUILD_DIR, BUILD_TYPE honoured)
 if ! command -v redis-server >/dev/null; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
@@ -20,4 +21,4 @@ redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemoni
 redis_pid=$!
 trap 'kill $redis_pid 2>/dev/null || true' EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-ARDMA_BENCH_REDIS=127.0.0.1:$port build/bin/lock_bench "$@" 2>&1 | grep -v '^I '
+ARDMA_BENCH_REDIS=127.0.0.1:$port "$bin"/lock_bench "$@" 2>&1 | grep -v '^I '

@@ -12,6 +12,7 @@
 # the medians and the ratio ardma / Redis. Installs redis-server and redis-tools if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bin=${BUILD_DIR:-build}/bin  # scripts/build.sh builds there (BUILD_DIR, BUILD_TYPE honoured)
 rounds=${1:-3}
 
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
@@ -29,7 +30,7 @@ redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --d
 redis_pid=$!
 port_file=$(mktemp)
 # shellcheck disable=SC2086  # ARDMAD_FLAGS is a list of flags
-build/bin/ardmad --listen 127.0.0.1:0 --port-file "$port_file" --quiet ${ARDMAD_FLAGS:-} &
+"$bin"/ardmad --listen 127.0.0.1:0 --port-file "$port_file" --quiet ${ARDMAD_FLAGS:-} &
 ardmad_pid=$!
 trap 'kill $redis_pid $ardmad_pid 2>/dev/null || true; rm -f "$port_file" /tmp/ardma_redis_compare.$$' EXIT
 for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -44,7 +45,7 @@ for r in $(seq "$rounds"); do
   redis-benchmark -h 127.0.0.1 -p "$redis_port" -t set,get "${shape[@]}" --csv 2>/dev/null |
     tr -d '"' | awk -F, -v r="$r" '$1=="SET"||$1=="GET" {print r, "redis", $1, $2}' \
     >>/tmp/ardma_redis_compare.$$
-  build/bin/ardma-bench --server "$ardmad_address" -t dht.put,dht.get "${shape[@]}" --csv |
+  "$bin"/ardma-bench --server "$ardmad_address" -t dht.put,dht.get "${shape[@]}" --csv |
     awk -F, -v r="$r" '$1=="dht.put" || $1=="dht.get" {
         print r, "ardma", ($1 == "dht.get") ? "GET" : "SET", $8   # ops_per_sec
       }' >>/tmp/ardma_redis_compare.$$

@@ -5,15 +5,16 @@
 #   bench/scaling.sh [REQUESTS]    (default 20000 per point; prints a Markdown table)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bin=${BUILD_DIR:-build}/bin  # scripts/build.sh builds there (BUILD_DIR, BUILD_TYPE honoured)
 requests=${1:-20000}
 ./scripts/build.sh ardmad ardma_bench >/dev/null
 port_file=$(mktemp)
-build/bin/ardmad --listen 127.0.0.1:0 --port-file "$port_file" --quiet &
+"$bin"/ardmad --listen 127.0.0.1:0 --port-file "$port_file" --quiet &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -f "$port_file"' EXIT
 for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
 server=$(cat "$port_file")
-bench() { build/bin/ardma-bench --server "$server" --csv "$@" | tail -n +2; }
+bench() { "$bin"/ardma-bench --server "$server" --csv "$@" | tail -n +2; }
 echo "| test | mode | clients | ops/s | p50 ms | p99 ms | round trips/op |"
 echo "|---|---|---:|---:|---:|---:|---:|"
 bench -t dht.put -c 8 -n 10000 >/dev/null  # fill the table
