@@ -1,6 +1,13 @@
 // The delay proxy passes bytes intact, in order, both ways, and adds its delay to round trips.
 #include "bench/delay_proxy.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "core/testing/run_command.h"
 #include "core/testing/test_server.h"
 #include "gtest/gtest.h"
 
@@ -26,6 +33,43 @@ TEST(DelayProxyTest, ForwardsIntactAndAddsTheDelayToEveryRoundTrip) {
   }
   (*proxy)->Stop();
   EXPECT_FALSE((*client)->Ping().ok());  // the proxy is gone: no path to the server
+}
+
+TEST(DelayProxyTest, CommandLineForwardsUntilSigterm) {
+  auto server = testing::TestServer::Start();
+  ASSERT_TRUE(server.ok());
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(testing::BinDir() + "/ardma-delay-proxy --help", &out), 0);
+  EXPECT_NE(out.find("--delay"), std::string::npos);
+  EXPECT_EQ(testing::RunCommand(testing::BinDir() + "/ardma-delay-proxy --delay x", &out), 2);
+  // Start it, read the address it prints, ping through it, stop it with SIGTERM.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string binary = testing::BinDir() + "/ardma-delay-proxy";
+  std::string target = (*server)->address();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::close(fds[0]);
+    ::execl(binary.c_str(), binary.c_str(), "--delay", "1ms", "--target", target.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  FILE* proxy = ::fdopen(fds[0], "r");
+  ASSERT_NE(proxy, nullptr);
+  char line[128] = {};
+  ASSERT_NE(std::fgets(line, sizeof(line), proxy), nullptr);
+  std::string address(line);
+  address.erase(address.find_last_not_of("\n") + 1);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Ping().ok());
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);  // a clean exit
+  std::fclose(proxy);
 }
 
 }  // namespace

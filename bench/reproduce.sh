@@ -40,14 +40,17 @@ run() {
   "$@" > "$out/$name.out" 2> "$out/$name.err" || echo "   ($name exited $?)" >&2
 }
 
+# Console output in NAME.out; suites with mixed counters also write JSON (Google Benchmark's CSV
+# writer refuses runs whose counters differ).
+json() { echo "--benchmark_out=$out/$1.json" --benchmark_out_format=json; }
 run core_bench "$bin"/core_bench --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
-  --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 --benchmark_format=csv
+  --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 $(json core_bench)
 run list_dht_bench "$bin"/list_dht_bench --benchmark_filter='-threads:50|ClosedLoop' \
-  --benchmark_min_time=0.3 --benchmark_format=csv
-run dfs_bench "$bin"/dfs_bench --benchmark_min_time=0.3 --benchmark_format=csv
+  --benchmark_min_time=0.3 $(json list_dht_bench)
+run dfs_bench "$bin"/dfs_bench --benchmark_min_time=0.3 $(json dfs_bench)
 run latency_sweep "$bin"/latency_sweep --benchmark_format=csv
 run redis_compare bench/redis_compare.sh 3
-run lock_compare bench/lock_compare.sh --benchmark_format=csv
+run lock_compare bench/lock_compare.sh $(json lock_bench)
 run scaling bench/scaling.sh 20000
 run apps_compare bench/apps_compare.sh 3
 
