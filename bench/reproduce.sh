@@ -93,7 +93,7 @@ set output "docs/figures/latency_sweep.png"
 set multiplot layout 1,3 title "Active vs RDMA as the round trip grows (points: measured; lines: model)"
 set xlabel "RTT (us)"; set ylabel "time per op (us)"; set logscale y; set key top left
 do for [op=0:2] {
-  set title word("DHT-GET DHT-PUT list-append@20", op + 1)
+  set title word("DHT-GET DHT-PUT list-append-(20-long)", op + 1)
   plot "$out/sweep.dat" index (2*op) using 1:2 with points pt 7 title "active", \
        "" index (2*op) using 1:3 with lines notitle, \
        "" index (2*op+1) using 1:2 with points pt 5 title "RDMA", \

@@ -1,0 +1,1 @@
+$ bench/apps_compare.sh 3

@@ -1,0 +1,1 @@
+$ build-release/bin/dfs_bench --benchmark_min_time=0.3 --benchmark_out=docs/results/2026-11-21/dfs_bench.json --benchmark_out_format=json

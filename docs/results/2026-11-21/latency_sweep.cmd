@@ -1,0 +1,1 @@
+$ build-release/bin/latency_sweep --benchmark_format=csv

@@ -1,0 +1,1 @@
+$ bench/scaling.sh 20000
