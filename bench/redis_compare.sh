@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Active DHT PUT/GET vs Redis SET/GET with 50 connections, on this machine, in one run.
+# Active DHT PUT/GET vs Redis SET/GET, and vs the same as Redis Lua scripts (EVALSHA), with 50
+# connections, on this machine, in one run.
 #
 #   bench/redis_compare.sh [ROUNDS]      (default 3; ARDMAD_FLAGS adds ardmad flags, e.g.
 #                                         ARDMAD_FLAGS="--io-threads 1")
@@ -40,10 +41,24 @@ ardmad_address=$(cat "$port_file")
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
 shape=(-c 50 -n 200000 -d 3 -r 10000)
+# Redis's own server-side code: the same GET and SET as Lua scripts, run with EVALSHA (the peer
+# of shipping code to ardmad).
+get_sha=$(redis-cli -p "$redis_port" SCRIPT LOAD "return redis.call('GET', KEYS[1])")
+set_sha=$(redis-cli -p "$redis_port" SCRIPT LOAD "return redis.call('SET', KEYS[1], ARGV[1])")
+lua() {  # lua OP ARGS...: one redis-benchmark run of a custom command, prints "OP ops/s"
+  local op=$1
+  shift
+  redis-benchmark -h 127.0.0.1 -p "$redis_port" "${shape[@]}" --csv "$@" 2>/dev/null |
+    tr -d '"' | awk -F, -v op="$op" 'NR == 2 {print op, $2}'
+}
 : >/tmp/ardma_redis_compare.$$
 for r in $(seq "$rounds"); do
   redis-benchmark -h 127.0.0.1 -p "$redis_port" -t set,get "${shape[@]}" --csv 2>/dev/null |
     tr -d '"' | awk -F, -v r="$r" '$1=="SET"||$1=="GET" {print r, "redis", $1, $2}' \
+    >>/tmp/ardma_redis_compare.$$
+  lua GET evalsha "$get_sha" 1 key:__rand_int__ | awk -v r="$r" '{print r, "lua", $1, $2}' \
+    >>/tmp/ardma_redis_compare.$$
+  lua SET evalsha "$set_sha" 1 key:__rand_int__ xxx | awk -v r="$r" '{print r, "lua", $1, $2}' \
     >>/tmp/ardma_redis_compare.$$
   "$bin"/ardma-bench --server "$ardmad_address" -t dht.put,dht.get "${shape[@]}" --csv |
     awk -F, -v r="$r" '$1=="dht.put" || $1=="dht.get" {
@@ -55,5 +70,6 @@ sort -k3,3 -k2,2 -k1,1n /tmp/ardma_redis_compare.$$ | awk '{printf "%-6s %-6s %-
 for op in GET SET; do
   a=$(awk -v op=$op '$2=="ardma" && $3==op {print $4}' /tmp/ardma_redis_compare.$$ | median)
   b=$(awk -v op=$op '$2=="redis" && $3==op {print $4}' /tmp/ardma_redis_compare.$$ | median)
-  awk -v op=$op -v a="$a" -v b="$b" 'BEGIN {printf "median %s: ardma %.0f/s, redis %.0f/s, ratio %.2f\n", op, a, b, a / b}'
+  l=$(awk -v op=$op '$2=="lua" && $3==op {print $4}' /tmp/ardma_redis_compare.$$ | median)
+  awk -v op=$op -v a="$a" -v b="$b" -v l="$l" 'BEGIN {printf "median %s: ardma %.0f/s, redis %.0f/s (ratio %.2f), redis EVALSHA %.0f/s (ratio %.2f)\n", op, a, b, a / b, l, a / l}'
 done
