@@ -24,6 +24,10 @@ Server& SharedServer() {
     options.unix_socket = "/tmp/ardma_core_bench." + std::to_string(::getpid()) + ".sock";
     // ARDMA_BENCH_IO_THREADS: ardmad's --io-threads for this run (default: ardmad's default).
     if (const char* io = std::getenv("ARDMA_BENCH_IO_THREADS")) options.io_threads = std::atoi(io);
+    // ARDMA_BENCH_DMA_COST_NS: ardmad's --dma-cost-ns (a modelled cost per active-code access).
+    if (const char* cost = std::getenv("ARDMA_BENCH_DMA_COST_NS")) {
+      options.handler.access_cost = absl::Nanoseconds(std::atoll(cost));
+    }
     absl::StatusOr<std::unique_ptr<Server>> s = Server::Start(options);
     if (!s.ok()) {
       std::fprintf(stderr, "cannot start ardmad: %s\n", s.status().ToString().c_str());

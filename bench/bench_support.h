@@ -15,7 +15,8 @@
 namespace ardma::bench {
 
 // The binary's ardmad on 127.0.0.1:0 (and a Unix socket), 256 MiB, started on first use and
-// stopped at exit. ARDMA_BENCH_IO_THREADS sets its --io-threads.
+// stopped at exit. ARDMA_BENCH_IO_THREADS sets its --io-threads, ARDMA_BENCH_DMA_COST_NS its
+// --dma-cost-ns.
 Server& SharedServer();
 
 enum class Transport { kTcp, kUnix };

@@ -49,6 +49,7 @@ run list_dht_bench "$bin"/list_dht_bench --benchmark_filter='-threads:50|ClosedL
   --benchmark_min_time=0.3 $(json list_dht_bench)
 run dfs_bench "$bin"/dfs_bench --benchmark_min_time=0.3 $(json dfs_bench)
 run latency_sweep "$bin"/latency_sweep --benchmark_format=csv
+run dma_sweep bench/dma_sweep.sh
 run redis_compare bench/redis_compare.sh 3
 run lock_compare bench/lock_compare.sh $(json lock_bench)
 run scaling bench/scaling.sh 20000
