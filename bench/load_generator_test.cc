@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/dht/dht_client.h"
+#include "services/list/list_client.h"
 
 namespace ardma::bench {
 namespace {
@@ -152,6 +153,25 @@ TEST_F(LoadGeneratorTest, DhtPutThenGetInBothModesStoreAndFindTheKeys) {
       EXPECT_GT(put->RoundTripsPerOp(), 2.0);  // lock, slot CAS, unlock, entry allocation...
       EXPECT_LE(get->RoundTripsPerOp(), 2.0);  // neighbourhood READ, entry READ
       EXPECT_GE(get->RoundTripsPerOp(), 1.0);
+    }
+  }
+}
+
+TEST_F(LoadGeneratorTest, ListAppendGrowsTheListsInBothModes) {
+  for (Mode mode : {Mode::kActive, Mode::kRdma}) {
+    SCOPED_TRACE(ModeName(mode));
+    WorkloadOptions w;
+    w.mode = mode;
+    w.keyspace = 0;  // one list: "ab-0"
+    w.value_size = 5;
+    list::ListClient lists(setup_.get(), Mode::kActive);
+    uint64_t before = lists.Size("ab-0").value_or(0);
+    absl::StatusOr<LoadResult> r = RunTest("list.append", Load(2, 40), w, *setup_);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->errors, 0u) << r->first_error;
+    EXPECT_EQ(*lists.Size("ab-0"), before + 40);
+    if (mode == Mode::kActive) {
+      EXPECT_EQ(r->RoundTripsPerOp(), 1.0);
     }
   }
 }

@@ -13,6 +13,7 @@
 #include "services/dht/dht_client.h"
 #include "services/dfs/dfs_client.h"
 #include "services/dht/dht_format.h"
+#include "services/list/list_client.h"
 #include "services/lock/lock_client.h"
 #include "services/stable_hash.h"
 
@@ -111,6 +112,35 @@ absl::StatusOr<LoadResult> RunLock(const LoadOptions& load, const WorkloadOption
   });
 }
 
+// list.append: appends VALUE_SIZE bytes to list "ab-<key index>" (walking to its tail, as the
+// seed paper's append does), so each list grows by requests / keyspace elements.
+absl::StatusOr<LoadResult> RunList(const LoadOptions& load, const WorkloadOptions& options,
+                                   Client& setup) {
+  const std::string value(options.value_size, 'l');
+  auto name = [&](uint64_t i) {
+    uint64_t n = options.keyspace == 0 ? 0 : MixBits(i ^ MixBits(options.seed)) % options.keyspace;
+    return absl::StrCat("ab-", n);
+  };
+  if (options.mode == Mode::kActive) {
+    ARDMA_RETURN_IF_ERROR(EnsureLoaded(setup, active_libraries::list()));
+    const wire::CodeHash hash = active_libraries::list().hash();
+    return RunEventLoop(load, [&](uint64_t i, std::string* out) {
+      std::string list = name(i), args;
+      list::EncodeTarget(list::Target{list}, &args);
+      list::EncodeValue(list::ListValue(value), &args);
+      wire::EncodeExecuteRequest(
+          {.by_hash = true, .hash = hash, .function = "list.append", .args = args}, out);
+      return wire::Op::kExecute;
+    });
+  }
+  return RunThreads(load, [&](Client& client) -> absl::StatusOr<ThreadOp> {
+    auto lists = std::make_shared<list::ListClient>(&client, Mode::kRdma);
+    return ThreadOp([&, lists](uint64_t i) -> absl::Status {
+      return lists->Append(name(i), list::ListValue(value));
+    });
+  });
+}
+
 constexpr uint64_t kDfsFileBytes = 16u << 20;
 
 // dfs.read: VALUE_SIZE bytes at a key-chosen offset of a 16 MiB file, by file handle.
@@ -164,9 +194,9 @@ absl::StatusOr<LoadResult> RunDfs(std::string_view test, const LoadOptions& load
 }  // namespace
 
 const std::vector<std::string>& KnownTests() {
-  static const std::vector<std::string> tests = {"ping",       "dht.put",      "dht.get",
-                                                 "dht.contains", "dht.remove", "lock.acquire",
-                                                 "dfs.read",   "dfs.stat"};
+  static const std::vector<std::string> tests = {"ping",         "dht.put",    "dht.get",
+                                                 "dht.contains", "dht.remove", "list.append",
+                                                 "lock.acquire", "dfs.read",   "dfs.stat"};
   return tests;
 }
 
@@ -187,6 +217,7 @@ absl::StatusOr<LoadResult> RunTest(std::string_view test, const LoadOptions& loa
     });
   }
   if (test == "lock.acquire") return RunLock(load, options);
+  if (test == "list.append") return RunList(load, options, setup);
   if (test == "dfs.read" || test == "dfs.stat") return RunDfs(test, load, options, setup);
   ARDMA_ASSIGN_OR_RETURN(DhtOp op, ParseDhtOp(test));
   return RunDht(op, load, options, setup);

@@ -6,6 +6,7 @@
 //   dht.get       get of such a key (run dht.put first, or the keys are missing: not an error)
 //   dht.contains  contains of such a key
 //   dht.remove    remove of such a key
+//   list.append   append VALUE_SIZE bytes to list "ab-N" (N from the keyspace), walking to its tail
 //   lock.acquire  acquire + release of exclusive lock "ardma-bench-key:NNNNNNNNNNNN" (-r 1: one
 //                 lock, fully contended); a blocking LockClient per connection in both modes
 //   dfs.read      VALUE_SIZE bytes at a key-chosen offset of a 16 MiB DFS file, by file handle
