@@ -4,9 +4,10 @@
 #
 #   bench/reproduce.sh            (about 10 minutes on a 2-core machine)
 #
-# Writes docs/results/<date>/ (each suite's output, the command that made it, the machine) and
-# docs/figures/*.png (gnuplot). docs/BENCHMARKS.md explains each figure; its tables quote these
-# outputs. Installs gnuplot and redis if missing.
+# Writes docs/results/<date>/ (each suite's output, the command that made it, the machine),
+# docs/figures/*.png (gnuplot), and the "Reproduced run" section at the end of docs/BENCHMARKS.md
+# (bench/report.py: every table with its command, the machine and the date). The sections above it
+# are the hand-written analysis. Installs gnuplot, redis and python3 if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BUILD_DIR=build-release BUILD_TYPE=Release
@@ -109,4 +110,5 @@ set xlabel "connections"; set ylabel "operations/s"; set key outside right
 titles = system("cat $out/scaling.series")
 plot for [i=0:words(titles)-1] "$out/scaling.dat" index i using 1:2 with linespoints title word(titles, i + 1)
 GP
-echo "results in $out, plots in docs/figures/" >&2
+python3 bench/report.py "$out" docs/BENCHMARKS.md
+echo "results in $out, plots in docs/figures/, tables in docs/BENCHMARKS.md (Reproduced run)" >&2
