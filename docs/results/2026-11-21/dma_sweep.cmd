@@ -1,0 +1,1 @@
+$ bench/dma_sweep.sh
