@@ -1,6 +1,7 @@
 // End-to-end tests of ardmad's core: a real Server on 127.0.0.1:0, real Clients.
 #include "core/server/server.h"
 
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -399,6 +400,58 @@ TEST_F(ServerTest, ModelledAccessCostIsPaidPerMemoryAccessOfActiveCode) {
   EXPECT_GE(one_access, 10'000'000u);  // a lower bound only
   // One-sided operations are not active code: no cost.
   ASSERT_TRUE(client_->Read(kScratch, 8).ok());
+}
+
+// The I/O threads' names and allowed CPUs, from /proc.
+std::vector<std::pair<std::string, std::string>> IoThreads(const std::string& field) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind("ardma-io-", 0) != 0) continue;
+    std::ifstream status(task.path() / "status");
+    std::string line, value;
+    while (std::getline(status, line)) {
+      if (line.rfind(field + ":", 0) == 0) value = line.substr(field.size() + 2);
+    }
+    out.emplace_back(name, value);
+  }
+  return out;
+}
+
+TEST_F(ServerTest, IoThreadsCanBePinnedToACpuAndRunRealtime) {
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.io_threads = 2;
+  options.io_cpus = {0};
+  StartServer(options);
+  std::vector<std::pair<std::string, std::string>> threads = IoThreads("Cpus_allowed_list");
+  ASSERT_EQ(threads.size(), 2u);
+  for (const auto& [name, cpus] : threads) EXPECT_EQ(cpus, "0") << name;
+  EXPECT_TRUE(client_->Ping().ok());
+  server_.reset();
+  // CPUs that do not exist fail at start, clearly.
+  options.io_cpus = {1000};  // below CPU_SETSIZE, but no such CPU here
+  absl::StatusOr<std::unique_ptr<Server>> bad = Server::Start(options);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition) << bad.status();
+  EXPECT_THAT(bad.status().message(), HasSubstr("CPU 1000"));
+  // --realtime works where permitted, and otherwise says what it needs.
+  options.io_cpus.clear();
+  options.realtime = true;
+  absl::StatusOr<std::unique_ptr<Server>> rt = Server::Start(options);
+  if (rt.ok()) {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name.rfind("ardma-io-", 0) != 0) continue;
+      EXPECT_EQ(::sched_getscheduler(std::stoi(task.path().filename().string())), SCHED_FIFO);
+    }
+  } else {
+    EXPECT_EQ(rt.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(rt.status().message(), HasSubstr("SCHED_FIFO"));
+  }
 }
 
 TEST_F(ServerTest, RunawayFunctionIsStoppedAtItsDeadline) {

@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "core/log.h"
 #include "core/server/server.h"
@@ -30,6 +33,7 @@ int Main(int argc, char** argv) {
   int64_t max_inflight = options.handler.limits.max_inflight_per_connection;
   std::string port_file;
   int64_t dma_cost_ns = 0;
+  std::string nic_cpu;
   bool quiet = false;
 
   ardma::FlagSet flags("ardmad", kUsage);
@@ -57,6 +61,11 @@ int Main(int argc, char** argv) {
   flags.Int("max-inflight", &max_inflight, "N",
             "unanswered requests per connection before reading pauses");
   flags.String("preload", &options.preload_dir, "DIR", "load every .so in DIR at start");
+  flags.String("nic-cpu", &nic_cpu, "LIST",
+               "pin the I/O threads to these CPUs (e.g. 1 or 0,2-3), standing in for a NIC's own "
+               "processor");
+  flags.Bool("realtime", &options.realtime,
+             "run the I/O threads under SCHED_FIFO (needs root or CAP_SYS_NICE)");
   flags.String("port-file", &port_file, "PATH", "write the bound HOST:PORT here once listening");
   flags.Bool("quiet", &quiet, "log warnings and errors only");
 
@@ -73,6 +82,16 @@ int Main(int argc, char** argv) {
       dma_cost_ns < 0 || dma_cost_ns > 1000000000) {
     std::cerr << "ardmad: a thread count, queue or limit is out of range (see --help)\n";
     return 2;
+  }
+  for (absl::string_view part : absl::StrSplit(nic_cpu, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> range = absl::StrSplit(part, absl::MaxSplits('-', 1));
+    int lo, hi;
+    if (!absl::SimpleAtoi(range[0], &lo) || !absl::SimpleAtoi(range.back(), &hi) || lo < 0 ||
+        hi < lo || hi > 4095) {
+      std::cerr << "ardmad: --nic-cpu: '" << part << "' is not a CPU or a range like 2-3\n";
+      return 2;
+    }
+    for (int c = lo; c <= hi; ++c) options.io_cpus.push_back(c);
   }
   if (quiet) ardma::SetMinLogLevel(ardma::LogLevel::kWarning);
   // Abseil's lock-order graph costs a lookup on every Mutex::Lock; the tests keep it on.

@@ -115,6 +115,10 @@ TEST(ArdmadTest, HelpAndBadFlags) {
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen nonsense", &out), 1);
   EXPECT_THAT(out, HasSubstr("bad address"));
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --preload /nonexistent", &out), 1);
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --nic-cpu x", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--nic-cpu"));
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --nic-cpu 900", &out), 1);
+  EXPECT_THAT(out, HasSubstr("CPU 900"));
 }
 
 TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
