@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "core/active/local_context.h"
@@ -457,16 +458,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->Accept(impl->acceptor.get());
   if (impl->unix_acceptor != nullptr) impl->Accept(impl->unix_acceptor.get());
   impl->ScheduleExpiry();
+  // Each I/O thread names and places itself before it runs; Start returns once all have.
+  absl::BlockingCounter placed(static_cast<int>(impl->ios.size()));
   for (size_t i = 0; i < impl->ios.size(); ++i) {
     int cpu = options.io_cpus.empty() ? -1 : options.io_cpus[i % options.io_cpus.size()];
-    impl->threads.emplace_back([io = impl->ios[i].get(), i, cpu, realtime = options.realtime] {
-      // Checked by CheckPlacement before any thread started, so these succeed.
-      ::pthread_setname_np(::pthread_self(), absl::StrCat("ardma-io-", i).c_str());
-      if (cpu >= 0) PinToCpu(cpu).IgnoreError();
-      if (realtime) MakeRealtime().IgnoreError();
-      io->run();
-    });
+    impl->threads.emplace_back(
+        [io = impl->ios[i].get(), i, cpu, realtime = options.realtime, &placed] {
+          // Checked by CheckPlacement before any thread started, so these succeed.
+          ::pthread_setname_np(::pthread_self(), absl::StrCat("ardma-io-", i).c_str());
+          if (cpu >= 0) PinToCpu(cpu).IgnoreError();
+          if (realtime) MakeRealtime().IgnoreError();
+          placed.DecrementCount();
+          io->run();
+        });
   }
+  placed.Wait();
   ARDMA_LOG(kInfo, "ardmad listening on %s%s, heap %u bytes%s, %d I/O threads, %d workers",
             impl->bound.ToString(),
             options.unix_socket.empty() ? "" : absl::StrCat(" and unix:", options.unix_socket),
