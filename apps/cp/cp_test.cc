@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/testing/run_command.h"
-#include "core/testing/test_server.h"
+#include "core/testing/server_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/dfs/dfs_client.h"
@@ -23,13 +23,12 @@ using testing::BinDir;
 using testing::RunCommand;
 namespace fsys = std::filesystem;
 
-class CpTest : public ::testing::Test {
+class CpTest : public testing::ServerFixture<::testing::Test> {
  protected:
   void SetUp() override {
     ServerOptions options = testing::TestServerOptions();
     options.memory_size = 256u << 20;
-    server_ = std::move(*testing::TestServer::Start(options));
-    client_ = std::move(*server_->NewClient());
+    StartServer(options);
     dir_ = (fsys::temp_directory_path() / absl::StrCat("cp_test_", ::getpid())).string();
     fsys::remove_all(dir_);
     fsys::create_directories(dir_);
@@ -38,8 +37,6 @@ class CpTest : public ::testing::Test {
   void TearDown() override { fsys::remove_all(dir_); }
   int Cp(const std::string& args, std::string* out) { return RunCommand(cp_ + args, out); }
 
-  std::unique_ptr<testing::TestServer> server_;
-  std::unique_ptr<Client> client_;
   std::string dir_, cp_;
 };
 

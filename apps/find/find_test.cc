@@ -3,6 +3,7 @@
 // table of expressions; stdout and exit status must be equal. Also: time tests, one round trip
 // per batch, errors.
 #include <filesystem>
+#include <tuple>
 #include <fstream>
 #include <sstream>
 
@@ -30,10 +31,8 @@ using testing::RunCommandSplit;
 class FindTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ServerOptions options = ardma::testing::TestServerOptions();
-    options.memory_size = 256u << 20;
-    server_ = std::move(*ardma::testing::TestServer::Start(options)).release();
-    client_ = std::move(*server_->NewClient()).release();
+    std::tie(server_, client_) = ardma::testing::StartSuiteServer(256u << 20);
+    ASSERT_NE(client_, nullptr);
     dfs::DfsClient fs(client_, Mode::kActive);
     std::string listing;
     ASSERT_EQ(RunCommandSplit("cd /usr/include && LC_ALL=C find linux", &listing), 0);

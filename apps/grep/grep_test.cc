@@ -2,6 +2,7 @@
 // table of flags and patterns; stdout and exit status must be byte-for-byte equal. Also: results
 // far larger than a batch, round trips per batch, errors, RDMA mode.
 #include <filesystem>
+#include <tuple>
 #include <fstream>
 #include <sstream>
 
@@ -30,10 +31,8 @@ using testing::RunCommandSplit;
 class GrepTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ServerOptions options = ardma::testing::TestServerOptions();
-    options.memory_size = 256u << 20;
-    server_ = std::move(*ardma::testing::TestServer::Start(options)).release();
-    client_ = std::move(*server_->NewClient()).release();
+    std::tie(server_, client_) = ardma::testing::StartSuiteServer(256u << 20);
+    ASSERT_NE(client_, nullptr);
     dfs::DfsClient fs(client_, Mode::kActive);
     ASSERT_TRUE(fs.Mkdir("/inc").ok());
     files_ = new std::vector<std::string>;

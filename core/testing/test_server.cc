@@ -23,6 +23,16 @@ absl::StatusOr<std::unique_ptr<Client>> TestServer::NewClient(const ClientOption
   return Client::Connect(server_->address(), options);
 }
 
+std::pair<TestServer*, Client*> StartSuiteServer(uint64_t memory_size) {
+  ServerOptions options = TestServerOptions();
+  options.memory_size = memory_size;
+  absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(options);
+  if (!server.ok()) return {nullptr, nullptr};
+  absl::StatusOr<std::unique_ptr<Client>> client = (*server)->NewClient();
+  if (!client.ok()) return {server->release(), nullptr};
+  return {server->release(), client->release()};
+}
+
 absl::StatusOr<uint64_t> StatValue(Client& client, std::string_view name) {
   ARDMA_ASSIGN_OR_RETURN(auto stats, client.Stats());
   for (const auto& [n, v] : stats) {

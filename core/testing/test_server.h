@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "core/client/client.h"
@@ -29,6 +30,10 @@ class TestServer {
   explicit TestServer(std::unique_ptr<Server> server) : server_(std::move(server)) {}
   std::unique_ptr<Server> server_;
 };
+
+// For suites that share one server (SetUpTestSuite): starts it with `memory_size` bytes and
+// returns it with a client; both live until the caller deletes them.
+std::pair<TestServer*, Client*> StartSuiteServer(uint64_t memory_size);
 
 // The value of STATS counter `name`; NotFound if the server has no such counter.
 absl::StatusOr<uint64_t> StatValue(Client& client, std::string_view name);

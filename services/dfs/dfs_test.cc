@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "core/testing/test_server.h"
+#include "core/testing/server_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -33,20 +33,12 @@ ServerOptions BigServer() {
   return o;
 }
 
-class DfsTest : public ::testing::TestWithParam<Mode> {
+class DfsTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
  protected:
   void SetUp() override { Start(BigServer()); }
   void Start(const ServerOptions& options) {
-    auto server = testing::TestServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    client_ = NewClient();
+    StartServer(options);
     fs_ = std::make_unique<DfsClient>(client_.get(), GetParam());
-  }
-  std::unique_ptr<Client> NewClient() {
-    auto c = server_->NewClient();
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(*c) : nullptr;
   }
   std::vector<std::string> Names(std::string_view dir) {
     absl::StatusOr<std::vector<DirEntry>> list = fs_->ListDir(dir);
@@ -59,8 +51,6 @@ class DfsTest : public ::testing::TestWithParam<Mode> {
     return names;
   }
 
-  std::unique_ptr<testing::TestServer> server_;
-  std::unique_ptr<Client> client_;
   std::unique_ptr<DfsClient> fs_;
 };
 

@@ -7,7 +7,7 @@
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
-#include "core/testing/test_server.h"
+#include "core/testing/server_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/dht/dht_client.h"
@@ -15,20 +15,12 @@
 namespace ardma::dht {
 namespace {
 
-class DhtTest : public ::testing::TestWithParam<Mode> {
+class DhtTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
  protected:
   void SetUp() override { Start(testing::TestServerOptions()); }
   void Start(const ServerOptions& options) {
-    auto server = testing::TestServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    client_ = NewClient();
+    StartServer(options);
     dht_ = std::make_unique<DhtClient>(client_.get(), GetParam());
-  }
-  std::unique_ptr<Client> NewClient() {
-    auto c = server_->NewClient();
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(*c) : nullptr;
   }
   uint64_t RoundTrips() { return client_->counters().round_trips.load(); }
   // log2 of the table's bucket count, read straight from its header.
@@ -41,8 +33,6 @@ class DhtTest : public ::testing::TestWithParam<Mode> {
     return static_cast<int>((*geometry >> 48) & 63);
   }
 
-  std::unique_ptr<testing::TestServer> server_;
-  std::unique_ptr<Client> client_;
   std::unique_ptr<DhtClient> dht_;
 };
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <thread>
 
-#include "core/testing/test_server.h"
+#include "core/testing/server_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/list/list_client.h"
@@ -15,25 +15,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class ListTest : public ::testing::TestWithParam<Mode> {
+class ListTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
  protected:
   void SetUp() override { Start(testing::TestServerOptions()); }
   void Start(const ServerOptions& options) {
-    auto server = testing::TestServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    client_ = NewClient();
+    StartServer(options);
     lists_ = std::make_unique<ListClient>(client_.get(), GetParam());
-  }
-  std::unique_ptr<Client> NewClient() {
-    auto c = server_->NewClient();
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(*c) : nullptr;
   }
   uint64_t RoundTrips() { return client_->counters().round_trips.load(); }
 
-  std::unique_ptr<testing::TestServer> server_;
-  std::unique_ptr<Client> client_;
   std::unique_ptr<ListClient> lists_;
 };
 

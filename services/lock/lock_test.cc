@@ -10,7 +10,7 @@
 #include "core/active/native_loader.h"
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
-#include "core/testing/test_server.h"
+#include "core/testing/server_fixture.h"
 #include "services/dht/dht_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,19 +20,12 @@ namespace {
 
 using ::testing::ElementsAre;
 
-class LockTest : public ::testing::TestWithParam<Mode> {
+class LockTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
  protected:
-  void SetUp() override {
-    auto server = testing::TestServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    client_ = NewClient();
+  void SetUp() override { Start(testing::TestServerOptions()); }
+  void Start(const ServerOptions& options) {
+    StartServer(options);
     locks_ = std::make_unique<LockClient>(client_.get(), GetParam());
-  }
-  std::unique_ptr<Client> NewClient() {
-    auto c = server_->NewClient();
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(*c) : nullptr;
   }
   // Polls until `name` has `waiters` waiters (bounded: fails the test after ~10 s).
   void AwaitWaiters(std::string_view name, uint64_t waiters) {
@@ -84,8 +77,6 @@ class LockTest : public ::testing::TestWithParam<Mode> {
     EXPECT_EQ(*ctx.ReadU64(counter), modes.size() * rounds);
   }
 
-  std::unique_ptr<testing::TestServer> server_;
-  std::unique_ptr<Client> client_;
   std::unique_ptr<LockClient> locks_;
 };
 
@@ -316,14 +307,9 @@ TEST(LockMixedTest, MutualExclusionAndOrderWithModesMixed) {
   EXPECT_EQ(*ctx.ReadU64(counter), 160u);
 }
 
-class LockDisconnectTest : public ::testing::Test {
+class LockDisconnectTest : public testing::ServerFixture<::testing::Test> {
  protected:
-  void SetUp() override {
-    auto server = testing::TestServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-  }
-  std::unique_ptr<testing::TestServer> server_;
+  void SetUp() override { StartServer(); }
 };
 
 TEST_F(LockDisconnectTest, AClosedConnectionReleasesItsLocksAndWaitsAtOnce) {
