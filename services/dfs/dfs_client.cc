@@ -204,7 +204,7 @@ absl::StatusOr<Usage> DfsClient::GetUsage() {
   return u;
 }
 
-absl::StatusOr<FileHandle> DfsClient::Open(std::string_view path) {
+absl::StatusOr<std::pair<FileHandle, Stat>> DfsClient::OpenWithStat(std::string_view path) {
   std::string args = Args();
   ByteWriter(&args).Str16(path);
   absl::StatusOr<std::string> bytes = Call("dfs.open", args);
@@ -214,7 +214,12 @@ absl::StatusOr<FileHandle> DfsClient::Open(std::string_view path) {
   std::memcpy(&h.sb, bytes->data(), 8);
   ARDMA_ASSIGN_OR_RETURN(Stat st, DecodeStat(std::string_view(*bytes).substr(8)));
   h.ino = st.ino;
-  return h;
+  return std::make_pair(h, st);
+}
+
+absl::StatusOr<FileHandle> DfsClient::Open(std::string_view path) {
+  ARDMA_ASSIGN_OR_RETURN(auto opened, OpenWithStat(path));
+  return opened.first;
 }
 
 absl::StatusOr<std::string> DfsClient::ReadAt(const FileHandle& file, uint64_t offset,
@@ -327,8 +332,9 @@ absl::StatusOr<uint64_t> DfsClient::Download(
     const std::function<absl::Status(uint64_t offset, std::string_view bytes)>& sink,
     const std::function<void(uint64_t)>& progress, uint64_t chunk, int window) {
   chunk = std::clamp<uint64_t>(chunk, 1, kMaxIoBytes);
-  ARDMA_ASSIGN_OR_RETURN(FileHandle h, Open(path));
-  ARDMA_ASSIGN_OR_RETURN(uint64_t size, GetLen(path));
+  ARDMA_ASSIGN_OR_RETURN(auto opened, OpenWithStat(path));  // one request: handle and size
+  const FileHandle h = opened.first;
+  const uint64_t size = opened.second.size;
   if (mode_ == Mode::kRdma) {
     for (uint64_t done = 0; done < size; done += chunk) {
       ARDMA_ASSIGN_OR_RETURN(std::string bytes, ReadAt(h, done, chunk));

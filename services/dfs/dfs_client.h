@@ -115,6 +115,7 @@ class DfsClient {
 
  private:
   absl::StatusOr<std::string> Call(std::string_view function, std::string_view args);
+  absl::StatusOr<std::pair<FileHandle, Stat>> OpenWithStat(std::string_view path);
   std::string Args() const;  // the fs name, then the function's own arguments
 
   Client* const client_;
