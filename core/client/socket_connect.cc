@@ -99,4 +99,69 @@ absl::StatusOr<int> ConnectSocket(std::string_view address, absl::Duration timeo
   return fd;
 }
 
+absl::StatusOr<ListeningSocket> ListenSocket(std::string_view address) {
+  ARDMA_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* results = nullptr;
+  std::string port = std::to_string(hp.port);
+  int gai = ::getaddrinfo(hp.host.empty() ? nullptr : hp.host.c_str(), port.c_str(), &hints,
+                          &results);
+  if (gai != 0) {
+    return absl::UnavailableError(absl::StrCat("resolve ", hp.host, ": ", ::gai_strerror(gai)));
+  }
+  absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", hp.host));
+  ListeningSocket out;
+  for (addrinfo* ai = results; ai != nullptr && out.fd < 0; ai = ai->ai_next) {
+    int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (s < 0) {
+      last = ErrnoUnavailable("socket", errno);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_storage bound{};
+    socklen_t len = sizeof(bound);
+    if (::bind(s, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(s, 128) != 0 ||
+        ::getsockname(s, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+      last = ErrnoUnavailable(absl::StrCat("listen on ", ToAbsl(address)), errno);
+      ::close(s);
+      continue;
+    }
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    ::getnameinfo(reinterpret_cast<sockaddr*>(&bound), len, host, sizeof(host), serv,
+                  sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV);
+    out.fd = s;
+    out.address = bound.ss_family == AF_INET6 ? absl::StrCat("[", host, "]:", serv)
+                                              : absl::StrCat(host, ":", serv);
+  }
+  ::freeaddrinfo(results);
+  if (out.fd < 0) return last;
+  return out;
+}
+
+absl::Status SendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoUnavailable("send", errno);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecvExactly(int fd, char* out, size_t n) {
+  while (n > 0) {
+    ssize_t got = ::recv(fd, out, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return ErrnoUnavailable("recv", errno);
+    if (got == 0) return absl::UnavailableError("connection closed by the peer");
+    out += got;
+    n -= static_cast<size_t>(got);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ardma

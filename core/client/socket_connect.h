@@ -1,5 +1,7 @@
 // ConnectSocket: the one place that turns an ardmad address into a connected socket, for the
-// Client's connections and for tools (the load generator) that run their own event loop.
+// Client's connections and for tools (the load generator) that run their own event loop; and the
+// blocking helpers of small plain-TCP servers and clients (the delay proxy, the load monitor's
+// socket daemon).
 #ifndef ARDMA_CORE_CLIENT_SOCKET_CONNECT_H_
 #define ARDMA_CORE_CLIENT_SOCKET_CONNECT_H_
 
@@ -19,6 +21,18 @@ absl::StatusOr<int> ConnectSocket(std::string_view address, absl::Duration timeo
 
 // UNAVAILABLE "<what>: <strerror(err)>", for socket calls that failed with errno `err`.
 absl::Status ErrnoUnavailable(const std::string& what, int err);
+
+// A listening TCP socket bound to "host:port" (port 0 picks a free port), close-on-exec. Returns
+// the descriptor and the address actually bound, "host:port".
+struct ListeningSocket {
+  int fd = -1;
+  std::string address;
+};
+absl::StatusOr<ListeningSocket> ListenSocket(std::string_view address);
+
+// Blocking, whole-buffer I/O; UNAVAILABLE on an error or, for RecvExactly, an early end of stream.
+absl::Status SendAll(int fd, std::string_view data);
+absl::Status RecvExactly(int fd, char* out, size_t n);
 
 }  // namespace ardma
 

@@ -121,7 +121,7 @@ absl::StatusOr<std::string_view> Region::View(uint64_t addr, uint64_t len) const
   return std::string_view(base_ + addr, len);
 }
 
-RegionId RegionTable::Add(std::unique_ptr<Region> region) {
+RegionId RegionTable::Add(std::shared_ptr<Region> region) {
   regions_.push_back(std::move(region));
   return static_cast<RegionId>(regions_.size() - 1);
 }

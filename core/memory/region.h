@@ -80,13 +80,15 @@ class Region {
 // serving and never removed, so lookups need no lock.
 class RegionTable {
  public:
-  RegionId Add(std::unique_ptr<Region> region);
+  // Shared: a region may also be owned by whoever writes it directly (e.g. the load monitor's
+  // agent, which publishes into a read-only region).
+  RegionId Add(std::shared_ptr<Region> region);
   // NotFound for an unknown id.
   absl::StatusOr<Region*> Get(RegionId id) const;
   size_t size() const { return regions_.size(); }
 
  private:
-  std::vector<std::unique_ptr<Region>> regions_;
+  std::vector<std::shared_ptr<Region>> regions_;
 };
 
 // Parses sizes like "4096", "64K", "512M", "1G" (binary multiples).

@@ -414,6 +414,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   bool reopened = heap->reopened();
   uint64_t heap_size = heap->size();
   impl->regions.Add(std::move(heap));
+  for (const std::shared_ptr<Region>& region : options.extra_regions) impl->regions.Add(region);
   {
     Execution ex;
     ex.regions = &impl->regions;

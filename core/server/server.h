@@ -41,6 +41,9 @@ struct ServerOptions {
   // the other CPUs does not delay one-sided operations. I/O threads are named "ardma-io-N".
   std::vector<int> io_cpus;
   bool realtime = false;
+  // More regions, ids 1, 2, ... in this order (region 0 is the heap). Clients may access them
+  // like the heap; a read_only one only with READ.
+  std::vector<std::shared_ptr<Region>> extra_regions;
   HandlerOptions handler;
 };
 

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/server/server.h"
 #include "core/tools/flag_set.h"
+#include "services/monitor/monitor_agent.h"
 
 namespace {
 
@@ -34,6 +35,8 @@ int Main(int argc, char** argv) {
   std::string port_file;
   int64_t dma_cost_ns = 0;
   std::string nic_cpu;
+  ardma::monitor::AgentOptions monitor;
+  monitor.interval = absl::ZeroDuration();
   bool quiet = false;
 
   ardma::FlagSet flags("ardmad", kUsage);
@@ -66,6 +69,12 @@ int Main(int argc, char** argv) {
                "processor");
   flags.Bool("realtime", &options.realtime,
              "run the I/O threads under SCHED_FIFO (needs root or CAP_SYS_NICE)");
+  flags.Duration("monitor-interval", &monitor.interval,
+                 "publish a load sample of this host every interval (at least 1ms) in read-only "
+                 "region 1, for load-monitor front ends (RDMA-Async); 0 = off");
+  flags.String("monitor-procfs", &monitor.procfs, "PATH",
+               "the procfs the load-monitor agent samples (e.g. a host's /proc mounted in a "
+               "container)");
   flags.String("port-file", &port_file, "PATH", "write the bound HOST:PORT here once listening");
   flags.Bool("quiet", &quiet, "log warnings and errors only");
 
@@ -105,6 +114,18 @@ int Main(int argc, char** argv) {
   options.handler.limits.max_inflight_per_connection = static_cast<uint32_t>(max_inflight);
   options.memory_size = memory != 0 ? memory : (options.memory_file.empty() ? 1ull << 30 : 0);
 
+  std::unique_ptr<ardma::monitor::MonitorAgent> agent;
+  if (monitor.interval != absl::ZeroDuration()) {
+    absl::StatusOr<std::unique_ptr<ardma::monitor::MonitorAgent>> created =
+        ardma::monitor::MonitorAgent::Create(monitor);
+    if (!created.ok()) {
+      std::cerr << "ardmad: --monitor-interval: " << created.status().message() << "\n";
+      return 2;
+    }
+    agent = *std::move(created);
+    options.extra_regions.push_back(agent->region());
+  }
+
   // Block the stop signals in every thread; the main thread waits for them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -122,9 +143,11 @@ int Main(int argc, char** argv) {
     std::ofstream(tmp) << (*server)->address() << "\n";
     std::rename(tmp.c_str(), port_file.c_str());
   }
+  if (agent) agent->Start();
   int signal = 0;
   sigwait(&stop_signals, &signal);
   ARDMA_LOG(kInfo, "received %s, stopping", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  if (agent) agent->Stop();
   (*server)->Stop();
   return 0;
 }

@@ -1,0 +1,202 @@
+// ardma-monitor: the load monitor's front end. Polls back ends by one of seed 002's schemes and
+// shows their load live (a table on a terminal, lines otherwise), marks the back end a balancer
+// would pick, and can serve the samples to Prometheus.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "core/tools/flag_set.h"
+#include "services/monitor/monitor_client.h"
+#include "services/monitor/monitor_view.h"
+
+namespace {
+
+using ardma::monitor::Balancer;
+using ardma::monitor::BackendState;
+using ardma::monitor::Poller;
+using ardma::monitor::PollerOptions;
+
+constexpr char kUsage[] =
+    "Usage: ardma-monitor --backends HOST:PORT,... [flags]\n"
+    "\n"
+    "Polls the load of back ends (seed 002) and shows it live: a table on a terminal, one line\n"
+    "per back end and poll otherwise. Schemes:\n"
+    "  rdma-sync     ardmad samples /proc when the request lands (one EXECUTE; the default)\n"
+    "  rdma-async    one READ of the sample ardmad --monitor-interval T publishes\n"
+    "  socket-sync   ardma-monitord samples /proc when asked\n"
+    "  socket-async  ardma-monitord --interval T answers its latest sample\n"
+    "The back end marked * is the one the balancer (--balance) would send the next request to.\n"
+    "Exit status: 0, or 1 if the last poll of some back end failed (with --count).";
+
+struct Shared {
+  absl::Mutex mu;
+  std::vector<BackendState> backends ABSL_GUARDED_BY(mu);
+  std::unique_ptr<Balancer> balancer ABSL_GUARDED_BY(mu);
+  int finished ABSL_GUARDED_BY(mu) = 0;  // pollers done with --count rounds
+  bool stop ABSL_GUARDED_BY(mu) = false;
+};
+
+void PollLoop(Shared& shared, size_t index, PollerOptions options, absl::Duration interval,
+              int64_t count) {
+  std::unique_ptr<Poller> poller;
+  absl::Time next = absl::Now();
+  for (int64_t round = 0; count == 0 || round < count; ++round) {
+    absl::Time start = absl::Now();
+    absl::StatusOr<ardma::monitor::LoadSample> sample;
+    if (!poller) {
+      absl::StatusOr<std::unique_ptr<Poller>> connected = Poller::Connect(options);
+      if (connected.ok()) poller = *std::move(connected);
+      else sample = connected.status();
+    }
+    if (poller) sample = poller->Poll();
+    absl::Duration latency = absl::Now() - start;
+    {
+      absl::MutexLock lock(&shared.mu);
+      BackendState& b = shared.backends[index];
+      ++b.polls;
+      b.latency = latency;
+      if (sample.ok()) {
+        shared.balancer->Update(index, *sample);
+        b.figures = *shared.balancer->figures(index);
+        b.load = shared.balancer->Load(index);
+        b.sample = *std::move(sample);
+        b.error.clear();
+      } else {
+        ++b.failures;
+        shared.balancer->MarkDown(index);
+        b.load.reset();
+        b.error = std::string(sample.status().message());
+      }
+      next = std::max(next + interval, absl::Now());
+      auto stop = [&shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared.mu) { return shared.stop; };
+      if (shared.mu.AwaitWithDeadline(absl::Condition(&stop), next)) return;
+    }
+  }
+  absl::MutexLock lock(&shared.mu);
+  ++shared.finished;
+}
+
+int Main(int argc, char** argv) {
+  std::string backends_flag, scheme_flag = "rdma-sync", procfs, prometheus, balance = "least";
+  absl::Duration interval = absl::Seconds(1);
+  int64_t count = 0;
+  bool lines = false;
+  ardma::FlagSet flags("ardma-monitor", kUsage);
+  flags.String("backends", &backends_flag, "LIST",
+               "comma-separated back ends: ardmad addresses for the rdma schemes, ardma-monitord "
+               "addresses for the socket ones");
+  flags.String("scheme", &scheme_flag, "SCHEME",
+               "rdma-sync, rdma-async, socket-sync or socket-async");
+  flags.Duration("interval", &interval, "time between polls of each back end (e.g. 50ms)");
+  flags.Int("count", &count, "N", "stop after N polls of each back end; 0 = until interrupted");
+  flags.String("procfs", &procfs, "PATH", "rdma-sync: the procfs the back ends sample");
+  flags.String("balance", &balance, "POLICY",
+               "least (least weighted load) or p2c (power of two choices)");
+  flags.String("prometheus", &prometheus, "[HOST]:PORT",
+               "serve the samples in Prometheus text format at http://HOST:PORT/metrics");
+  flags.Bool("lines", &lines, "print lines even on a terminal");
+  std::vector<std::string> positional;
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &positional)) {
+    return *exit_code;
+  }
+  auto usage_error = [](const std::string& message) {
+    std::cerr << "ardma-monitor: " << message << " (see --help)\n";
+    return 2;
+  };
+  if (!positional.empty()) return usage_error("unexpected argument '" + positional[0] + "'");
+  std::vector<std::string> addresses = absl::StrSplit(backends_flag, ',', absl::SkipEmpty());
+  if (addresses.empty()) return usage_error("--backends is required");
+  absl::StatusOr<ardma::monitor::Scheme> scheme = ardma::monitor::ParseScheme(scheme_flag);
+  if (!scheme.ok()) return usage_error(std::string(scheme.status().message()));
+  if (interval < absl::Milliseconds(1)) return usage_error("--interval must be at least 1ms");
+  if (count < 0) return usage_error("--count must not be negative");
+  if (balance != "least" && balance != "p2c") {
+    return usage_error("--balance must be least or p2c");
+  }
+
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  Shared shared;
+  {
+    absl::MutexLock lock(&shared.mu);
+    shared.balancer = std::make_unique<Balancer>(addresses.size());
+    for (const std::string& a : addresses) {
+      BackendState& b = shared.backends.emplace_back();
+      b.address = a;
+      b.scheme = *scheme;
+    }
+  }
+  std::unique_ptr<ardma::monitor::MetricsServer> metrics;
+  if (!prometheus.empty()) {
+    absl::StatusOr<std::unique_ptr<ardma::monitor::MetricsServer>> started =
+        ardma::monitor::MetricsServer::Start(prometheus, [&shared] {
+          absl::MutexLock lock(&shared.mu);
+          return ardma::monitor::PrometheusText(shared.backends);
+        });
+    if (!started.ok()) {
+      std::cerr << "ardma-monitor: --prometheus: " << started.status().message() << "\n";
+      return 1;
+    }
+    metrics = *std::move(started);
+    std::cerr << "ardma-monitor: Prometheus metrics at http://" << metrics->address()
+              << "/metrics\n";
+  }
+  std::vector<std::thread> pollers;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    PollerOptions options;
+    options.address = addresses[i];
+    options.scheme = *scheme;
+    options.procfs = procfs;
+    options.timeout = std::max(absl::Seconds(1), 2 * interval);
+    pollers.emplace_back(PollLoop, std::ref(shared), i, options, interval, count);
+  }
+
+  const bool table = !lines && isatty(STDOUT_FILENO);
+  bool done = false;
+  while (!done) {
+    timespec wait{};
+    int64_t ns = absl::ToInt64Nanoseconds(interval);
+    wait.tv_sec = ns / 1000000000;
+    wait.tv_nsec = ns % 1000000000;
+    bool interrupted = sigtimedwait(&stop_signals, nullptr, &wait) > 0;
+    absl::MutexLock lock(&shared.mu);
+    done = interrupted || (count > 0 && shared.finished == static_cast<int>(pollers.size()));
+    absl::StatusOr<size_t> pick =
+        balance == "p2c" ? shared.balancer->PowerOfTwo() : shared.balancer->LeastLoaded();
+    std::optional<size_t> marked;
+    if (pick.ok()) marked = *pick;
+    if (table) {
+      std::cout << "\x1b[H\x1b[2J" << ardma::monitor::TableText(shared.backends, marked)
+                << std::flush;
+    } else {
+      for (const BackendState& b : shared.backends) {
+        std::cout << ardma::monitor::LineText(b) << "\n";
+      }
+      if (marked) std::cout << "pick " << shared.backends[*marked].address << "\n";
+      std::cout << std::flush;
+    }
+    if (done) shared.stop = true;
+  }
+  for (std::thread& t : pollers) t.join();
+  if (metrics) metrics->Stop();
+  absl::MutexLock lock(&shared.mu);
+  for (const BackendState& b : shared.backends) {
+    if (count > 0 && !b.error.empty()) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }
