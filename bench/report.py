@@ -123,6 +123,12 @@ def report(run):
         "", command(run, "scaling") + verbatim(run, "scaling"),
         "### Tools beside GNU grep/find and download + upload",
         "", command(run, "apps_compare") + verbatim(run, "apps_compare"),
+        "### Load monitor: the four schemes of seed 002",
+        "", command(run, "monitor_compare") + verbatim(run, "monitor_compare"),
+        "![poll latency](figures/monitor_latency.png)",
+        "![application delay](figures/monitor_slowdown.png)",
+        "![accuracy](figures/monitor_accuracy.png)",
+        "",
         END,
     ]
     return "\n".join(parts) + "\n"

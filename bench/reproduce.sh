@@ -55,6 +55,7 @@ run redis_compare bench/redis_compare.sh 3
 run lock_compare bench/lock_compare.sh $(json lock_bench)
 run scaling bench/scaling.sh 20000
 run apps_compare bench/apps_compare.sh 3
+run monitor_compare bench/monitor_compare.sh "$out"
 
 # Plots.
 python3 - "$out" <<'PY'

@@ -1,6 +1,9 @@
 #include "services/monitor/monitor_agent.h"
 
 #include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
@@ -9,8 +12,11 @@
 namespace ardma::monitor {
 namespace {
 
-// Room for CPUs coming online after start (the sample's size grows with the CPU count).
-constexpr size_t kCpuHeadroom = 64;
+// Room for every CPU that may come online (a sample's size grows with the online CPUs).
+size_t PossibleCpus(size_t online) {
+  long configured = sysconf(_SC_NPROCESSORS_CONF);
+  return std::max(online, configured > 0 ? static_cast<size_t>(configured) : online);
+}
 
 }  // namespace
 
@@ -23,7 +29,7 @@ absl::StatusOr<std::unique_ptr<MonitorAgent>> MonitorAgent::Create(const AgentOp
   }
   ProcSampler probe(options.procfs);
   ARDMA_ASSIGN_OR_RETURN(LoadSample first, probe.Sample());
-  uint64_t slot_size = SlotSizeFor(EncodedSampleSize(first.cpus.size() + kCpuHeadroom));
+  uint64_t slot_size = SlotSizeFor(EncodedSampleSize(PossibleCpus(first.cpus.size())));
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Region> region,
                          Region::Create({.size = PublicationBytes(slot_size), .read_only = true}));
   auto agent = std::unique_ptr<MonitorAgent>(

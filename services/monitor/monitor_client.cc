@@ -24,6 +24,11 @@ namespace {
 
 constexpr uint32_t kMaxResponse = 16u << 20;
 
+Poller::Traffic ClientTraffic(Client& client) {
+  ClientCounters& c = client.counters();
+  return {c.round_trips.load(), c.bytes_sent.load() + c.bytes_received.load()};
+}
+
 ClientOptions ClientOptionsFor(const PollerOptions& options) {
   ClientOptions c;
   c.timeout = options.timeout;
@@ -48,6 +53,7 @@ class RdmaSyncPoller : public Poller {
                                   "monitor.sample", args_));
     return DecodeSample(bytes);
   }
+  Traffic traffic() const override { return ClientTraffic(*client_); }
 
  private:
   std::unique_ptr<Client> client_;
@@ -79,6 +85,7 @@ class RdmaAsyncPoller : public Poller {
       ++torn_reads_;
     }
   }
+  Traffic traffic() const override { return ClientTraffic(*client_); }
 
  private:
   // A server without the agent has no such region.
@@ -120,11 +127,13 @@ class SocketPoller : public Poller {
     }
     return DecodeSample(*response);
   }
+  Traffic traffic() const override { return traffic_; }
 
  private:
   absl::StatusOr<std::string> Exchange() {
     char request = options_.scheme == Scheme::kSocketSync ? kSocketSync : kSocketAsync;
     ARDMA_RETURN_IF_ERROR(SendAll(fd_, std::string_view(&request, 1)));
+    ++traffic_.round_trips;
     char head[5];
     ARDMA_RETURN_IF_ERROR(RecvExactly(fd_, head, sizeof(head)));
     uint32_t length;
@@ -132,6 +141,7 @@ class SocketPoller : public Poller {
     if (length > kMaxResponse) return absl::DataLossError("monitord: response too large");
     std::string body(length, '\0');
     ARDMA_RETURN_IF_ERROR(RecvExactly(fd_, body.data(), length));
+    traffic_.bytes += 1 + sizeof(head) + length;
     if (head[0] != 0) return absl::FailedPreconditionError(absl::StrCat("monitord: ", body));
     return body;
   }
@@ -142,6 +152,7 @@ class SocketPoller : public Poller {
   }
 
   int fd_ = -1;
+  Traffic traffic_;
 };
 
 }  // namespace

@@ -67,6 +67,12 @@ class Poller {
   virtual absl::StatusOr<LoadSample> Poll() = 0;
   // rdma-async: reads that found both slots torn and were retried (never returned).
   uint64_t torn_reads() const { return torn_reads_; }
+  // Round trips made and bytes sent plus received, over the poller's life (for benchmarks).
+  struct Traffic {
+    uint64_t round_trips = 0;
+    uint64_t bytes = 0;
+  };
+  virtual Traffic traffic() const = 0;
 
  protected:
   explicit Poller(PollerOptions options) : options_(std::move(options)) {}
