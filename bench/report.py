@@ -88,7 +88,7 @@ def verbatim(run, name):
     text = read(run, name + ".out")
     if not text:
         return f"(no {name}.out)\n"
-    if text.lstrip().startswith("|"):
+    if text.lstrip().startswith(("|", "#")):
         return text.strip() + "\n"
     return "\n".join("    " + l for l in text.strip().splitlines()) + "\n"
 
