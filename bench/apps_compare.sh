@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ardma-grep / ardma-find / ardma-cp beside GNU grep / find and a download+upload, in one run.
+# ardma-grep / ardma-find / ardma-cp beside GNU grep / find / cp and a download+upload, in one run.
 #
 #   bench/apps_compare.sh [RUNS]     (default 3; medians of whole-process wall times)
 #
@@ -64,6 +64,10 @@ found=$($bin/ardma-find dfs:/tree -name '*7*' | wc -l)
 [[ $found == $(find "$work/tree" -name '*7*' | wc -l) ]] || { echo "find counts differ" >&2; exit 1; }
 
 server_cp=$(median_time "$bin/ardma-cp dfs:/text dfs:/copy")
+gnu_cp=$(median_time "cp $work/text $work/copy")
+# Trees: a fresh destination each run (cp -r into an existing directory nests the copy).
+server_tree_cp=$(median_time "$bin/ardma-cp -r dfs:/tree dfs:/tree_\$RANDOM\$RANDOM")
+gnu_tree_cp=$(median_time "cp -r $work/tree $work/tree_\$RANDOM\$RANDOM")
 round_cp=$(median_time "$bin/ardma-cp dfs:/text $work/down && $bin/ardma-cp $work/down dfs:/copy2")
 
 mbps() { awk -v t="$1" 'BEGIN {printf "%.0f", 256 / t}'; }
@@ -78,9 +82,13 @@ printf '%-46s %10.3f %12s\n' "GNU find -name, 100,100 entries" "$gnu_find" "-"
 printf '%-46s %10.3f %12s\n' "ardma-find -name (active), 100,100 entries" "$active_find" "-"
 printf '%-46s %10.3f %12s\n' "ardma-cp DFS->DFS (on the server), 256 MiB" "$server_cp" "$(mbps "$server_cp")"
 printf '%-46s %10.3f %12s\n' "ardma-cp download + upload, 256 MiB" "$round_cp" "$(mbps "$round_cp")"
+printf '%-46s %10.3f %12s\n' "GNU cp, 256 MiB tmpfs -> tmpfs" "$gnu_cp" "$(mbps "$gnu_cp")"
+printf '%-46s %10.3f %12s\n' "ardma-cp -r DFS->DFS, 100,000 files" "$server_tree_cp" "-"
+printf '%-46s %10.3f %12s\n' "GNU cp -r, 100,000 files tmpfs -> tmpfs" "$gnu_tree_cp" "-"
 echo
 echo "grep matches: $matches; find matches: $found"
 echo "ratios: ardma-grep/GNU grep time $(ratio "$active_grep" "$gnu_grep")x," \
      "rdma/active grep $(ratio "$rdma_grep" "$active_grep")x," \
      "ardma-find/GNU find $(ratio "$active_find" "$gnu_find")x," \
-     "download+upload / server cp $(ratio "$round_cp" "$server_cp")x"
+     "download+upload / server cp $(ratio "$round_cp" "$server_cp")x," \
+     "server cp / GNU cp $(ratio "$server_cp" "$gnu_cp")x (file), $(ratio "$server_tree_cp" "$gnu_tree_cp")x (tree)"

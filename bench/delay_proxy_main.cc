@@ -6,6 +6,7 @@
 #include "absl/synchronization/notification.h"
 #include "bench/delay_proxy.h"
 #include "core/host_port.h"
+#include "core/tools/daemon_support.h"
 #include "core/tools/flag_set.h"
 
 int main(int argc, char** argv) {
@@ -24,11 +25,7 @@ int main(int argc, char** argv) {
     std::cerr << "ardma-delay-proxy: unexpected argument '" << args[0] << "'\n";
     return 2;
   }
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ardma::StopSignals stop_signals;
   absl::StatusOr<std::unique_ptr<ardma::bench::DelayProxy>> proxy =
       ardma::bench::DelayProxy::Start(target, delay);
   if (!proxy.ok()) {
@@ -36,8 +33,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << (*proxy)->address() << std::endl;
-  int sig;
-  sigwait(&set, &sig);
+  stop_signals.Wait();
   (*proxy)->Stop();
   return 0;
 }

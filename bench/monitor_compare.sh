@@ -27,19 +27,25 @@ def args(b):
 def mean_us(b):
     return b["real_time"] * {"ns": 1e-3, "us": 1, "ms": 1e3, "s": 1e6}[b["time_unit"]]
 
-lat = {}
-for b in rows:
-    if b["name"].startswith("BM_Latency/"):
-        a = args(b)
-        lat[(int(a["scheme"]), int(a["hogs"]))] = b
-hogs = sorted({h for _, h in lat})
-with open(os.path.join(out, "monitor_latency.dat"), "w") as f:
-    for s in range(4):
-        f.write(f"# {schemes[s]}\n")
-        for h in hogs:
-            if (s, h) in lat:
-                f.write(f"{h} {mean_us(lat[(s, h)]):.1f} {lat[(s, h)]['p99_us']:.1f}\n")
-        f.write("\n\n")
+def grid(prefix, axis, dat, columns):
+    """{(scheme, x): benchmark} for one benchmark family, and its .dat file for gnuplot
+    (one block per scheme: x, then `columns` of each benchmark)."""
+    cells = {}
+    for b in rows:
+        if b["name"].startswith(prefix + "/"):
+            a = args(b)
+            cells[(int(a["scheme"]), int(a[axis]))] = b
+    xs = sorted({x for _, x in cells})
+    with open(os.path.join(out, dat), "w") as f:
+        for s in range(4):
+            f.write(f"# {schemes[s]}\n")
+            for x in xs:
+                if (s, x) in cells:
+                    f.write(f"{x} " + " ".join(f"{c(cells[(s, x)]):.2f}" for c in columns) + "\n")
+            f.write("\n\n")
+    return cells, xs
+
+lat, hogs = grid("BM_Latency", "hogs", "monitor_latency.dat", (mean_us, lambda b: b["p99_us"]))
 print("#### (1) Poll latency vs busy threads on the back end's host CPU (mean µs; p99 in brackets)\n")
 print("| scheme | " + " | ".join(f"{h} busy" for h in hogs) + f" | {hogs[-1]} busy / idle | round trips/op | bytes/op |")
 print("|---|" + "---:|" * (len(hogs) + 3))
@@ -54,19 +60,8 @@ for s in range(4):
 rt = [b.get("realtime", 0) for b in rows]
 print(f"\nFront end and ardmad I/O thread under SCHED_FIFO: {'yes' if all(rt) else 'NO (refused; figures not comparable)'}.\n")
 
-slow = {}
-for b in rows:
-    if b["name"].startswith("BM_Slowdown/"):
-        a = args(b)
-        slow[(int(a["scheme"]), int(a["interval_ms"]))] = b
-intervals = sorted({g for _, g in slow})
-with open(os.path.join(out, "monitor_slowdown.dat"), "w") as f:
-    for s in range(4):
-        f.write(f"# {schemes[s]}\n")
-        for g in intervals:
-            if (s, g) in slow:
-                f.write(f"{g} {slow[(s, g)]['wait_pct']:.2f} {slow[(s, g)]['slowdown_pct']:.2f}\n")
-        f.write("\n\n")
+slow, intervals = grid("BM_Slowdown", "interval_ms", "monitor_slowdown.dat",
+                       (lambda b: b["wait_pct"], lambda b: b["slowdown_pct"]))
 print("#### (2) A CPU-bound application on the back end vs monitoring granularity\n")
 print("Extra time the application waited for its CPU, % of its run time (schedstat; wall-time slowdown in brackets):\n")
 print("| scheme | " + " | ".join(f"{g} ms" for g in intervals) + " |")

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/log.h"
 #include "core/server/server.h"
+#include "core/tools/daemon_support.h"
 #include "core/tools/flag_set.h"
 #include "services/monitor/monitor_agent.h"
 
@@ -127,25 +128,16 @@ int Main(int argc, char** argv) {
   }
 
   // Block the stop signals in every thread; the main thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ardma::StopSignals stop_signals;
 
   absl::StatusOr<std::unique_ptr<ardma::Server>> server = ardma::Server::Start(options);
   if (!server.ok()) {
     std::cerr << "ardmad: " << server.status().message() << "\n";
     return 1;
   }
-  if (!port_file.empty()) {
-    std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << (*server)->address() << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
-  }
+  ardma::WritePortFile(port_file, (*server)->address());
   if (agent) agent->Start();
-  int signal = 0;
-  sigwait(&stop_signals, &signal);
+  int signal = stop_signals.Wait();
   ARDMA_LOG(kInfo, "received %s, stopping", signal == SIGINT ? "SIGINT" : "SIGTERM");
   if (agent) agent->Stop();
   (*server)->Stop();

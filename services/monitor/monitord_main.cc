@@ -1,11 +1,8 @@
 // ardma-monitord: the plain-TCP load-monitoring daemon (seed 002's Socket-Sync and Socket-Async
 // baselines). Parses flags, starts a SocketDaemon, waits for SIGINT/SIGTERM.
-#include <signal.h>
-
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 
+#include "core/tools/daemon_support.h"
 #include "core/tools/flag_set.h"
 #include "services/monitor/monitor_agent.h"
 #include "services/monitor/socket_daemon.h"
@@ -43,11 +40,7 @@ int Main(int argc, char** argv) {
     std::cerr << "ardma-monitord: --interval must be 0 or at least 1ms\n";
     return 2;
   }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ardma::StopSignals stop_signals;
 
   absl::StatusOr<std::unique_ptr<ardma::monitor::SocketDaemon>> daemon =
       ardma::monitor::SocketDaemon::Start(options);
@@ -55,13 +48,8 @@ int Main(int argc, char** argv) {
     std::cerr << "ardma-monitord: " << daemon.status().message() << "\n";
     return 1;
   }
-  if (!port_file.empty()) {
-    std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << (*daemon)->address() << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
-  }
-  int signal = 0;
-  sigwait(&stop_signals, &signal);
+  ardma::WritePortFile(port_file, (*daemon)->address());
+  stop_signals.Wait();
   (*daemon)->Stop();
   return 0;
 }
