@@ -75,8 +75,7 @@ void PollLoop(Shared& shared, size_t index, PollerOptions options, absl::Duratio
         b.error = std::string(sample.status().message());
       }
       next = std::max(next + interval, absl::Now());
-      auto stop = [&shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared.mu) { return shared.stop; };
-      if (shared.mu.AwaitWithDeadline(absl::Condition(&stop), next)) return;
+      if (shared.mu.AwaitWithDeadline(absl::Condition(&shared.stop), next)) return;
     }
   }
   absl::MutexLock lock(&shared.mu);
@@ -163,10 +162,12 @@ int Main(int argc, char** argv) {
   }
 
   const bool table = !lines && isatty(STDOUT_FILENO);
+  // A table is redrawn at most 10 times a second; lines come once per interval.
+  const absl::Duration refresh = table ? std::max(interval, absl::Milliseconds(100)) : interval;
   bool done = false;
   while (!done) {
     timespec wait{};
-    int64_t ns = absl::ToInt64Nanoseconds(interval);
+    int64_t ns = absl::ToInt64Nanoseconds(refresh);
     wait.tv_sec = ns / 1000000000;
     wait.tv_nsec = ns % 1000000000;
     bool interrupted = sigtimedwait(&stop_signals, nullptr, &wait) > 0;
