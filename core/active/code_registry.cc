@@ -36,8 +36,9 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
   if (Has(hash)) return hash;
   auto loader = loaders_.find(kind);
   if (loader == loaders_.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("this server cannot load code of kind ", wire::CodeKindName(kind)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("this server cannot run code of kind ", wire::CodeKindName(kind),
+                     kind == CodeKind::kJvm ? " (it was built without a JDK)" : ""));
   }
   // Loading runs outside the lock: it may be slow (dlopen, class definition).
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<LoadedLibrary> library,

@@ -89,9 +89,9 @@ TEST_F(CodeRegistryTest, BadCodeIsRejectedWithAClearError) {
   // Wrong library name in LOAD.
   EXPECT_EQ(registry_.Load(CodeKind::kNative, "dht", code).status().code(),
             absl::StatusCode::kInvalidArgument);
-  // No loader for the kind.
+  // No loader for the kind: the server cannot run such code at all.
   EXPECT_EQ(registry_.Load(CodeKind::kJvm, "", "cafebabe").status().code(),
-            absl::StatusCode::kInvalidArgument);
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(registry_.size(), 0u);
 }
 

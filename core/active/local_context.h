@@ -76,6 +76,9 @@ class LocalContext : public Context {
   explicit LocalContext(Execution* execution) : ex_(execution) {}
 
   bool IsLocal() const override { return true; }
+  // The request this context belongs to (its deadline, for code that runs outside C++'s reach,
+  // like the JVM's).
+  const Execution& execution() const { return *ex_; }
 
   // Runs `fn` over a fresh LocalContext of `execution`.
   static absl::StatusOr<std::string> Run(Execution* execution, const BoundFunction& fn,

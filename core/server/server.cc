@@ -428,6 +428,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
   ARDMA_RETURN_IF_ERROR(CheckPlacement(options));
   impl->registry.SetLoader(wire::CodeKind::kNative, std::make_unique<NativeLoader>());
+  if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(options.jvm)) {
+    impl->registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
+  }
   if (!options.preload_dir.empty()) {
     ARDMA_RETURN_IF_ERROR(Preload(impl->registry, options.preload_dir));
   }

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/active/code_registry.h"
+#include "core/active/jvm/jvm_loader.h"
 #include "core/memory/region.h"
 #include "core/server/request_handler.h"
 
@@ -44,6 +45,8 @@ struct ServerOptions {
   // More regions, ids 1, 2, ... in this order (region 0 is the heap). Clients may access them
   // like the heap; a read_only one only with READ.
   std::vector<std::shared_ptr<Region>> extra_regions;
+  // Java active code: the JVM starts on the first jvm LOAD, with these options.
+  JvmOptions jvm;
   HandlerOptions handler;
 };
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/client/client.h"
@@ -32,8 +33,9 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  ping [COUNT]                  round trips, with their latency\n"
     "  stats                         the server's counters\n"
-    "  load FILE [KIND [NAME]]       ship code (KIND native or jvm; default native); prints its "
-    "hash\n"
+    "  load [--kind K] FILE [KIND [NAME]]\n"
+    "                                ship code (K native or jvm; default: jvm for .class and\n"
+    "                                .jar files, else native); prints its hash\n"
     "  has HASH                      is the code with this hash loaded?\n"
     "  exec FUNCTION [ARGS]          run an active function; ARGS are bytes (see --hex)\n"
     "  read ADDR LEN                 read LEN bytes (hex dump; raw with --raw)\n"
@@ -71,6 +73,7 @@ struct Options {
   bool long_list = false;
   bool parents = false;
   bool recursive = false;
+  std::string kind;  // load: native or jvm; empty: from the file name
 };
 
 constexpr absl::Duration kDefaultCallTimeout = absl::Seconds(30);
@@ -403,13 +406,16 @@ absl::Status Run(const Options& opt, const std::vector<std::string>& args) {
     std::ifstream in(args[1], std::ios::binary);
     if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", args[1]));
     std::string code((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string kind_name = args.size() >= 3 ? args[2] : opt.kind;
+    if (kind_name.empty()) {
+      kind_name = absl::EndsWith(args[1], ".class") || absl::EndsWith(args[1], ".jar") ? "jvm"
+                                                                                       : "native";
+    }
     ardma::wire::CodeKind kind = ardma::wire::CodeKind::kNative;
-    if (args.size() >= 3) {
-      if (args[2] == "jvm") {
-        kind = ardma::wire::CodeKind::kJvm;
-      } else if (args[2] != "native") {
-        return Usage("KIND is native or jvm");
-      }
+    if (kind_name == "jvm") {
+      kind = ardma::wire::CodeKind::kJvm;
+    } else if (kind_name != "native") {
+      return Usage("KIND is native or jvm");
     }
     ARDMA_ASSIGN_OR_RETURN(auto client, connect());
     ARDMA_ASSIGN_OR_RETURN(ardma::wire::CodeHash hash,
@@ -494,6 +500,8 @@ int main(int argc, char** argv) {
   flags.Int("region", &opt.region, "N", "region for read/write/cas/fetch-add");
   flags.Bool("hex", &opt.hex, "ARGS/DATA are given, and results printed, as hex");
   flags.Bool("raw", &opt.raw, "read prints raw bytes instead of a hex dump");
+  flags.String("kind", &opt.kind, "KIND",
+               "load: native (a shared object) or jvm (a .class or .jar)");
   flags.Duration("timeout", &opt.timeout,
                  "per-call timeout (unset: 30s); for lock, how long to wait (unset: for ever)");
   flags.Bool("shared", &opt.shared, "lock: take the lock shared (default exclusive)");

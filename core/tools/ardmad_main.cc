@@ -76,6 +76,14 @@ int Main(int argc, char** argv) {
   flags.String("monitor-procfs", &monitor.procfs, "PATH",
                "the procfs the load-monitor agent samples (e.g. a host's /proc mounted in a "
                "container)");
+  std::string jvm_options;
+  flags.String("jvm-lib", &options.jvm.libjvm, "PATH",
+               "libjvm.so for Java active code (default: the JDK found at build time)");
+  flags.String("jvm-options", &jvm_options, "OPTS",
+               "options for the JVM, space-separated (e.g. \"-Xmx256m -Xss1m\"); the JVM starts "
+               "on the first Java LOAD");
+  flags.String("jvm-classpath", &options.jvm.classpath, "PATH",
+               "more classes (directories or jars, ':'-separated) visible to all Java code");
   flags.String("port-file", &port_file, "PATH", "write the bound HOST:PORT here once listening");
   flags.Bool("quiet", &quiet, "log warnings and errors only");
 
@@ -103,6 +111,7 @@ int Main(int argc, char** argv) {
     }
     for (int c = lo; c <= hi; ++c) options.io_cpus.push_back(c);
   }
+  options.jvm.options = absl::StrSplit(jvm_options, ' ', absl::SkipEmpty());
   if (quiet) ardma::SetMinLogLevel(ardma::LogLevel::kWarning);
   // Abseil's lock-order graph costs a lookup on every Mutex::Lock; the tests keep it on.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

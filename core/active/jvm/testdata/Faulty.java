@@ -1,0 +1,35 @@
+import ardma.ActiveRDMA;
+
+/** Code that fails: each failure must become the right error and leave the server serving. */
+public final class Faulty {
+  private Faulty() {}
+
+  public static int[] boom(ActiveRDMA a, int[] args) {
+    throw new IllegalStateException("boom");
+  }
+
+  public static int[] outOfRange(ActiveRDMA a, int[] args) {
+    a.readLong(1L << 60);
+    return args;
+  }
+
+  public static int[] spin(ActiveRDMA a, int[] args) {
+    long x = 0;
+    while (true) {
+      x = x * 31 + 7;
+    }
+  }
+
+  /** Keeps the ActiveRDMA past its request and uses it later: refused. */
+  private static ActiveRDMA kept;
+
+  public static int[] keep(ActiveRDMA a, int[] args) {
+    kept = a;
+    return args;
+  }
+
+  public static int[] useKept(ActiveRDMA a, int[] args) {
+    kept.readLong(0);
+    return args;
+  }
+}
