@@ -110,6 +110,8 @@ def report(run):
         "", command(run, "list_dht_bench") + bench_table(run, "list_dht_bench"),
         "### File system, both modes",
         "", command(run, "dfs_bench") + bench_table(run, "dfs_bench", extra=("round_trips/MiB",)),
+        "### Java vs native active code",
+        "", command(run, "jvm_bench") + bench_table(run, "jvm_bench", extra=("server_us/op",)),
         "### Latency sweep and the synthetic-time model",
         "", command(run, "latency_sweep") + sweep_table(run),
         "### DMA-cost sweep",

@@ -49,6 +49,7 @@ run core_bench "$bin"/core_bench --benchmark_repetitions=5 --benchmark_enable_ra
 run list_dht_bench "$bin"/list_dht_bench --benchmark_filter='-threads:50|ClosedLoop' \
   --benchmark_min_time=0.3 $(json list_dht_bench)
 run dfs_bench "$bin"/dfs_bench --benchmark_min_time=0.3 $(json dfs_bench)
+run jvm_bench "$bin"/jvm_bench --benchmark_min_time=0.3 $(json jvm_bench)
 run latency_sweep "$bin"/latency_sweep --benchmark_format=csv
 run dma_sweep bench/dma_sweep.sh
 run redis_compare bench/redis_compare.sh 3
