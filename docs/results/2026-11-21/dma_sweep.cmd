@@ -1,1 +1,1 @@
-$ bench/dma_sweep.sh    # added after the run: default build/ (RelWithDebInfo)
+$ bench/dma_sweep.sh

@@ -1,0 +1,1 @@
+$ build-release/bin/jvm_bench --benchmark_min_time=0.3 --benchmark_out=docs/results/2026-11-21/jvm_bench.json --benchmark_out_format=json
