@@ -75,6 +75,7 @@ class Watchdog {
   absl::Mutex mu_;
   std::map<uint64_t, Call> calls_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool warned_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class Jvm {
@@ -428,6 +429,12 @@ void Watchdog::Run() {
       } else if (call.stage == 1 && now > call.acted + kStopGrace) {
         (*env)->CallVoidMethod(call.thread, jvm_->thread_stop);
         call.stage = 2;
+        if ((*env)->ExceptionCheck() && !warned_) {
+          warned_ = true;  // JDK 20 and later removed Thread.stop
+          ARDMA_LOG(kWarning,
+                    "this JVM cannot stop a thread: Java code that ignores interrupts runs past "
+                    "its deadline (use a JDK 17)");
+        }
       }
       (*env)->ExceptionClear();
     }
