@@ -37,7 +37,47 @@ def fmt_time(t_ns):
     return f"{t_ns:.0f} ns"
 
 
-def bench_table(run, name, medians_only=False, extra=()):
+def swap(*pairs):
+    """A reference finder: the row named like this one with `a` replaced by `b`."""
+    def find(b, by_name):
+        for a, c in pairs:
+            if a in b["name"] and b["name"].replace(a, c) in by_name:
+                return by_name[b["name"].replace(a, c)]
+        return None
+    return find
+
+
+def tcp_floor(*only):
+    """A reference finder for single-operation rows (names containing one of `only`, or any):
+    the raw TCP ping-pong of the run closest in bytes per op, with the same thread count."""
+    def find(b, by_name):
+        if "RawTcpPingPong" in b["name"] or (only and not any(o in b["name"] for o in only)):
+            return None
+        threads = b["name"].split("threads:")[-1] if "threads:" in b["name"] else "1"
+
+        def floor_threads(f):
+            return f["name"].split("threads:")[-1] if "threads:" in f["name"] else "1"
+        floors = [f for f in by_name.values()
+                  if "RawTcpPingPong" in f["name"] and floor_threads(f) == threads]
+        if not floors:
+            return None
+        return min(floors, key=lambda f: abs(f.get("bytes/op", 0) - b.get("bytes/op", 0)))
+    return find
+
+
+def either(*finders):
+    def find(b, by_name):
+        for f in finders:
+            r = f(b, by_name)
+            if r is not None:
+                return r
+        return None
+    return find
+
+
+def bench_table(run, name, medians_only=False, extra=(), reference=None):
+    """`reference(row, rows_by_name)` names the row of the same run that row is compared with;
+    the table then says the time ratio and against what."""
     text = read(run, name + ".json")
     if not text:
         return f"(no {name}.json in this run)\n"
@@ -45,16 +85,24 @@ def bench_table(run, name, medians_only=False, extra=()):
     if medians_only:
         rows = sorted((b for b in rows if b.get("aggregate_name") == "median"),
                       key=lambda b: b["run_name"])
+        for b in rows:
+            b["name"] = b["run_name"]
+    by_name = {b["name"]: b for b in rows if not b.get("error_occurred")}
     head = ["benchmark", "time", "round trips/op", "bytes/op"] + [e for e in extra]
+    if reference:
+        head.append("ratio (same run)")
     out = ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
     for b in rows:
         if b.get("error_occurred"):
             continue
-        cells = [b["run_name"] if medians_only else b["name"], fmt_time(ns(b)),
+        cells = [b["name"], fmt_time(ns(b)),
                  f'{b.get("round_trips/op", 0):.2f}', f'{b.get("bytes/op", 0):.0f}']
         for e in extra:
             v = b.get(e)
             cells.append("" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v)))
+        if reference:
+            ref = reference(b, by_name)
+            cells.append(f"{ns(b) / ns(ref):.2f}× {ref['name'].split('/real_time')[0]}" if ref else "")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
@@ -93,6 +141,22 @@ def verbatim(run, name):
     return "\n".join("    " + l for l in text.strip().splitlines()) + "\n"
 
 
+def scaling_table(run):
+    """scaling.sh's table, with each active row's throughput against RDMA mode's at the same
+    client count."""
+    text = read(run, "scaling.out")
+    if not text:
+        return "(no scaling.out)\n"
+    lines = [l for l in text.splitlines() if l.startswith("|")]
+    rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in lines[2:]]
+    ops = {(r[0], r[1], r[2]): float(r[3]) for r in rows}
+    out = [lines[0] + " active / rdma ops/s |", lines[1] + "---:|"]
+    for r, l in zip(rows, lines[2:]):
+        other = ops.get((r[0], "rdma", r[2])) if r[1] == "active" else None
+        out.append(l + (f" {float(r[3]) / other:.2f}× |" if other else " |"))
+    return "\n".join(out) + "\n"
+
+
 def report(run):
     machine = read(run, "machine.txt") or ""
     parts = [
@@ -100,18 +164,25 @@ def report(run):
         f"## Reproduced run: `{run}`",
         "",
         "Written by `bench/report.py` from the raw outputs of `bench/reproduce.sh` (each command",
-        "below; `*.out`, `*.json` and `*.err` beside it). Machine:",
+        "below; `*.out`, `*.json` and `*.err` beside it). Every ratio compares two rows of this",
+        "run: a row with the raw TCP floor of about its size, RDMA mode with active mode, Java with",
+        "native code, a peer (Redis, GNU tools, memcpy) with ours. Machine:",
         "",
         "\n".join("    " + l for l in machine.strip().splitlines()),
         "",
         "### Core ops vs the raw TCP floor (medians)",
-        "", command(run, "core_bench") + bench_table(run, "core_bench", medians_only=True),
+        "", command(run, "core_bench") + bench_table(run, "core_bench", medians_only=True,
+                                                  reference=tcp_floor()),
         "### List and hash table, both modes",
-        "", command(run, "list_dht_bench") + bench_table(run, "list_dht_bench"),
+        "", command(run, "list_dht_bench") + bench_table(
+            run, "list_dht_bench", reference=either(swap(("rdma:1", "rdma:0")), tcp_floor("BM_Dht", "AppendAt"))),
         "### File system, both modes",
-        "", command(run, "dfs_bench") + bench_table(run, "dfs_bench", extra=("round_trips/MiB",)),
+        "", command(run, "dfs_bench") + bench_table(
+            run, "dfs_bench", extra=("round_trips/MiB",),
+            reference=swap(("rdma:1", "rdma:0"), ("BM_DfsCopy256MiB", "BM_Memcpy256MiB"))),
         "### Java vs native active code",
-        "", command(run, "jvm_bench") + bench_table(run, "jvm_bench", extra=("server_us/op",)),
+        "", command(run, "jvm_bench") + bench_table(run, "jvm_bench", extra=("server_us/op",),
+                                                 reference=swap(("lang:1", "lang:0"))),
         "### Latency sweep and the synthetic-time model",
         "", command(run, "latency_sweep") + sweep_table(run),
         "### DMA-cost sweep",
@@ -120,9 +191,12 @@ def report(run):
         "", command(run, "redis_compare") + verbatim(run, "redis_compare"),
         "### Locks vs the Redis recipe",
         "", command(run, "lock_compare") + bench_table(
-            run, "lock_bench", extra=("items_per_second", "wait_p50_us", "wait_p99_us", "fairness")),
+            run, "lock_bench", extra=("items_per_second", "wait_p50_us", "wait_p99_us", "fairness"),
+            reference=swap(("rdma:1", "rdma:0"),
+                            ("BM_RedisLockUncontended", "BM_LockUncontended/rdma:0"),
+                            ("BM_RedisLockContended/", "BM_LockContended/rdma:0/"))),
         "### Client-count scaling",
-        "", command(run, "scaling") + verbatim(run, "scaling"),
+        "", command(run, "scaling") + scaling_table(run),
         "### Tools beside GNU grep/find and download + upload",
         "", command(run, "apps_compare") + verbatim(run, "apps_compare"),
         "### Load monitor: the four schemes of seed 002",
