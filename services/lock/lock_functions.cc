@@ -442,14 +442,19 @@ absl::StatusOr<std::string> Release(Context& ctx, std::string_view args) {
   if (!r.AtEnd()) return absl::InvalidArgumentError("lock.release: trailing bytes");
   Slot held{a.word};
   if (held.ticket() != (a.t & kTicketMask) || held.state() != SlotState::kHeld) return NotHeld();
-  ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, a.addr));  // also checks the address
+  // The CAS first, then the read: the waiters to wake must be seen after the release. A waiter
+  // may claim its slot and park, having looked before the release; read after the CAS, its slot
+  // shows, so it is resumed (or kicked), and one that claims after the read sees the release
+  // when it looks. (Reading first and scanning that copy lost such a waiter until its watch ran
+  // out: a lease-long stall.) The CAS cannot succeed on memory that is not this ticket's held
+  // slot, and the read checks the address.
   Slot released = held.With(SlotState::kReleased);
-  ARDMA_ASSIGN_OR_RETURN(CasResult cas,
-                         ctx.CompareAndSwap(b.SlotAddr(a.t), held.word, released.word));
+  ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(Block{a.addr}.SlotAddr(a.t),
+                                                           held.word, released.word));
   if (ctx.IsLocal()) ARDMA_RETURN_IF_ERROR(ctx.OnClose(WaiterKey(a.addr, a.t), "", ""));
+  ARDMA_ASSIGN_OR_RETURN(Block after, ReadBlock(ctx, a.addr));
   if (!cas.swapped) return NotHeld();
-  b.ring[a.t % kRingSlots] = released;
-  ARDMA_ASSIGN_OR_RETURN(bool kick, WakeScan(ctx, b));
+  ARDMA_ASSIGN_OR_RETURN(bool kick, WakeScan(ctx, after));
   return std::string(1, kick ? '\1' : '\0');
 }
 
@@ -480,8 +485,8 @@ absl::StatusOr<std::string> Drop(Context& ctx, std::string_view args) {
   Slot released = s.With(SlotState::kReleased);
   ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(b.SlotAddr(a.t), s.word, released.word));
   if (!cas.swapped) return std::string();
-  b.ring[a.t % kRingSlots] = released;
-  ARDMA_RETURN_IF_ERROR(WakeScan(ctx, b).status());
+  ARDMA_ASSIGN_OR_RETURN(Block after, ReadBlock(ctx, a.addr));  // fresh, as in Release
+  ARDMA_RETURN_IF_ERROR(WakeScan(ctx, after).status());
   return std::string();
 }
 
