@@ -197,7 +197,7 @@ def report(run):
                             ("BM_RedisLockContended/", "BM_LockContended/rdma:0/"))),
         "### Client-count scaling",
         "", command(run, "scaling") + scaling_table(run),
-        "### Tools beside GNU grep/find and download + upload",
+        "### Tools beside GNU grep/find/cp and download + upload",
         "", command(run, "apps_compare") + verbatim(run, "apps_compare"),
         "### Load monitor: the four schemes of seed 002",
         "", command(run, "monitor_compare") + verbatim(run, "monitor_compare"),
