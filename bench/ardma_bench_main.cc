@@ -9,10 +9,10 @@
 #include "absl/strings/str_split.h"
 #include "bench/load_generator.h"
 #include "bench/workloads.h"
+#include "core/cli/flag_set.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "core/host_port.h"
-#include "core/tools/flag_set.h"
 
 namespace {
 
@@ -21,7 +21,8 @@ constexpr char kUsage[] =
     "\n"
     "Drives a running ardmad with CLIENTS connections and prints throughput and latency\n"
     "percentiles per test, like redis-benchmark. Active mode sends one EXECUTE per operation from\n"
-    "one event-loop thread (each connection keeps PIPELINE requests in flight); RDMA mode runs the\n"
+    "one event-loop thread (each connection keeps PIPELINE requests in flight); RDMA mode runs "
+    "the\n"
     "client-side one-sided algorithm on a thread per connection. Latency is from sending an\n"
     "operation's first request to receiving its last response.\n"
     "\n"
@@ -47,10 +48,11 @@ void PrintText(const Row& row, const ardma::bench::LoadOptions& load,
                const ardma::bench::WorkloadOptions& w) {
   const ardma::bench::LoadResult& r = row.result;
   std::printf("====== %s ======\n", row.test.c_str());
-  std::printf("  %llu operations in %.3f s, %d connections, pipeline %d, %s mode, %llu-byte values\n",
-              static_cast<unsigned long long>(r.completed), absl::ToDoubleSeconds(r.elapsed),
-              load.connections, load.pipeline, ardma::ModeName(w.mode),
-              static_cast<unsigned long long>(w.value_size));
+  std::printf(
+      "  %llu operations in %.3f s, %d connections, pipeline %d, %s mode, %llu-byte values\n",
+      static_cast<unsigned long long>(r.completed), absl::ToDoubleSeconds(r.elapsed),
+      load.connections, load.pipeline, ardma::ModeName(w.mode),
+      static_cast<unsigned long long>(w.value_size));
   std::printf("  throughput: %.0f operations/s\n", r.OpsPerSecond());
   std::printf("  latency (ms): avg %.3f  p50 %.3f  p95 %.3f  p99 %.3f  max %.3f\n", r.AverageMs(),
               r.PercentileMs(50), r.PercentileMs(95), r.PercentileMs(99), r.PercentileMs(100));
@@ -81,10 +83,10 @@ std::string JsonObject(const Row& row, const ardma::bench::LoadOptions& load,
       "\"value_size\": %d, \"operations\": %d, \"seconds\": %.6f, \"ops_per_sec\": %.1f, "
       "\"latency_ms\": {\"avg\": %.4f, \"p50\": %.4f, \"p95\": %.4f, \"p99\": %.4f, "
       "\"max\": %.4f}, \"round_trips_per_op\": %.3f, \"bytes_per_op\": %.1f, \"errors\": %d}",
-      row.test, ardma::ModeName(w.mode), load.connections, load.pipeline, w.value_size,
-      r.completed, absl::ToDoubleSeconds(r.elapsed), r.OpsPerSecond(), r.AverageMs(),
-      r.PercentileMs(50), r.PercentileMs(95), r.PercentileMs(99), r.PercentileMs(100),
-      r.RoundTripsPerOp(), r.BytesPerOp(), r.errors);
+      row.test, ardma::ModeName(w.mode), load.connections, load.pipeline, w.value_size, r.completed,
+      absl::ToDoubleSeconds(r.elapsed), r.OpsPerSecond(), r.AverageMs(), r.PercentileMs(50),
+      r.PercentileMs(95), r.PercentileMs(99), r.PercentileMs(100), r.RoundTripsPerOp(),
+      r.BytesPerOp(), r.errors);
 }
 
 }  // namespace

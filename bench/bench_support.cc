@@ -42,8 +42,23 @@ Server& SharedServer() {
 }
 
 std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport) {
-  std::string address = transport == Transport::kTcp ? SharedServer().address()
-                                                     : "unix:" + SharedServer().unix_socket();
+  // ARDMA_BENCH_TRANSPORT=ucx runs a suite's TCP clients over UCX instead (same code, same names).
+  const char* over = std::getenv("ARDMA_BENCH_TRANSPORT");
+  if (transport == Transport::kTcp && over != nullptr && std::string(over) == "ucx") {
+    transport = Transport::kUcx;
+  }
+  std::string address;
+  switch (transport) {
+    case Transport::kTcp:
+      address = SharedServer().address();
+      break;
+    case Transport::kUnix:
+      address = "unix:" + SharedServer().unix_socket();
+      break;
+    case Transport::kUcx:
+      address = "ucx://" + SharedServer().address();
+      break;
+  }
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(address);
   if (!c.ok()) {
     state.SkipWithError(c.status().ToString().c_str());

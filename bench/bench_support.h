@@ -19,8 +19,10 @@ namespace ardma::bench {
 // --dma-cost-ns.
 Server& SharedServer();
 
-enum class Transport { kTcp, kUnix };
-// A new connection to SharedServer(); on failure marks `state` skipped and returns null.
+// kUcx: ucx://, one-sided READ/WRITE/CAS/FETCH_ADD (UCX_TLS as the environment says).
+enum class Transport { kTcp, kUnix, kUcx };
+// A new connection to SharedServer(); on failure marks `state` skipped and returns null. With
+// ARDMA_BENCH_TRANSPORT=ucx in the environment, kTcp clients connect over UCX instead.
 std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport = Transport::kTcp);
 
 // Sets round_trips/op and bytes/op from the client's counters since `rt0`/`bytes0`.

@@ -110,6 +110,57 @@ BENCHMARK(BM_ExecuteNoop)->Threads(1)->Threads(4)->UseRealTime();
 void BM_ExecuteNoopUnix(benchmark::State& state) { ExecuteNoop(state, Transport::kUnix); }
 BENCHMARK(BM_ExecuteNoopUnix)->Threads(1)->UseRealTime();
 
+// --- The same ops over UCX (ucx://): READ, WRITE, CAS and FETCH_ADD one-sided, the rest as
+// active messages. round_trips/op is the client's count, as over TCP. ---
+
+void BM_PingUcx(benchmark::State& state) {
+  RunClientBenchmark(
+      state, [](Client& c) { return c.Ping().ok(); }, Transport::kUcx);
+}
+BENCHMARK(BM_PingUcx)->Threads(1)->UseRealTime();
+
+void BM_ReadUcx(benchmark::State& state) {
+  uint32_t len = static_cast<uint32_t>(state.range(0));
+  RunClientBenchmark(
+      state, [len](Client& c) { return c.Read(kBenchAddr, len).ok(); }, Transport::kUcx);
+}
+BENCHMARK(BM_ReadUcx)->Arg(8)->Arg(4096)->Threads(1)->Threads(4)->UseRealTime();
+
+void BM_WriteUcx(benchmark::State& state) {
+  std::string data(static_cast<size_t>(state.range(0)), 'w');
+  RunClientBenchmark(
+      state, [&data](Client& c) { return c.Write(kBenchAddr, data).ok(); }, Transport::kUcx);
+}
+BENCHMARK(BM_WriteUcx)->Arg(8)->Arg(4096)->Threads(1)->UseRealTime();
+
+void BM_CasUcx(benchmark::State& state) {
+  uint64_t addr = kBenchAddr + 4096 + 8 * static_cast<uint64_t>(state.thread_index());
+  RunClientBenchmark(
+      state, [addr](Client& c) { return c.CompareAndSwap(addr, 0, 0).ok(); }, Transport::kUcx);
+}
+BENCHMARK(BM_CasUcx)->Threads(1)->UseRealTime();
+
+void BM_FetchAddUcx(benchmark::State& state) {
+  RunClientBenchmark(
+      state, [](Client& c) { return c.FetchAdd(kBenchAddr + 8192, 1).ok(); }, Transport::kUcx);
+}
+BENCHMARK(BM_FetchAddUcx)->Threads(1)->UseRealTime();
+
+void BM_ExecuteNoopUcx(benchmark::State& state) { ExecuteNoop(state, Transport::kUcx); }
+BENCHMARK(BM_ExecuteNoopUcx)->Threads(1)->UseRealTime();
+
+void BM_ReadBatch16Ucx(benchmark::State& state) {
+  RunClientBenchmark(
+      state,
+      [](Client& c) {
+        class Batch b = c.Batch();
+        for (int i = 0; i < 16; ++i) b.Read(kBenchAddr + 64 * i, 8);
+        return b.Send().ok();
+      },
+      Transport::kUcx);
+}
+BENCHMARK(BM_ReadBatch16Ucx)->Threads(1)->UseRealTime();
+
 // Pipelined: 16 READs of 8 bytes in one batch (one flight).
 void BM_ReadBatch16(benchmark::State& state) {
   RunClientBenchmark(state, [](Client& c) {

@@ -11,7 +11,7 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
-#include "core/client/socket_connect.h"
+#include "core/net/socket_connect.h"
 #include "core/status_macros.h"
 
 namespace ardma::bench {

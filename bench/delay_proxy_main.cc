@@ -5,9 +5,9 @@
 
 #include "absl/synchronization/notification.h"
 #include "bench/delay_proxy.h"
+#include "core/cli/daemon_support.h"
+#include "core/cli/flag_set.h"
 #include "core/host_port.h"
-#include "core/tools/daemon_support.h"
-#include "core/tools/flag_set.h"
 
 int main(int argc, char** argv) {
   std::string target = ardma::DefaultServerAddress();
@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
                        "Listens on 127.0.0.1 (a free port, printed on stdout) and forwards every "
                        "connection to --target,\nholding the bytes for --delay in each direction "
                        "(so round trips take 2 x delay more).\nStops on SIGINT or SIGTERM.");
-  flags.String("target", &target, "HOST:PORT", "where to forward ($ARDMA_SERVER, else 127.0.0.1:15712)");
+  flags.String("target", &target, "HOST:PORT",
+               "where to forward ($ARDMA_SERVER, else 127.0.0.1:15712)");
   flags.Duration("delay", &delay, "one-way delay added in each direction");
   std::vector<std::string> args;
   if (std::optional<int> code = flags.ParseForMain(argc, argv, &args)) return *code;

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "core/client/socket_connect.h"
+#include "core/net/socket_connect.h"
 #include "core/status_macros.h"
 
 namespace ardma::bench {
@@ -80,7 +80,8 @@ class EventLoop {
     result_.latency_ns.reserve(options_.requests);
     int64_t start = NowNs();
     for (Sock& s : socks_) {
-      while (static_cast<int>(s.inflight.size()) < options_.pipeline && issued_ < options_.requests) {
+      while (static_cast<int>(s.inflight.size()) < options_.pipeline &&
+             issued_ < options_.requests) {
         Issue(s);
       }
       ARDMA_RETURN_IF_ERROR(Flush(s));
@@ -231,7 +232,8 @@ double LoadResult::AverageMs() const {
 double LoadResult::PercentileMs(double p) const {
   if (latency_ns.empty()) return 0;
   // Nearest rank.
-  double rank = std::ceil(std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(latency_ns.size()));
+  double rank =
+      std::ceil(std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(latency_ns.size()));
   size_t index = std::min(latency_ns.size() - 1, static_cast<size_t>(std::max(rank, 1.0)) - 1);
   return static_cast<double>(latency_ns[index]) / 1e6;
 }

@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -122,8 +123,8 @@ class Daemon {
   Daemon(std::string binary, std::vector<std::string> flags) {
     port_file_ = absl::StrCat("/tmp/ardma-monitor-bench-", getpid(), "-", counter_++, ".port");
     std::remove(port_file_.c_str());
-    std::vector<std::string> argv = {absl::StrCat(BinDir(), "/", binary), "--listen",
-                                     "127.0.0.1:0", "--port-file", port_file_};
+    std::vector<std::string> argv = {absl::StrCat(BinDir(), "/", binary), "--listen", "127.0.0.1:0",
+                                     "--port-file", port_file_};
     argv.insert(argv.end(), flags.begin(), flags.end());
     child_ = std::make_unique<Child>(argv);
     for (int i = 0; i < 500 && address_.empty(); ++i) {
@@ -145,13 +146,25 @@ constexpr std::span<const Scheme> kEveryScheme(kAllSchemes);
 
 // The back ends of the given schemes (only those: a sampler that runs is load); the async ones
 // sample every `interval`.
+// ARDMA_BENCH_TRANSPORT=ucx: the RDMA schemes poll over UCX (one-sided reads of region 1 that no
+// ardmad thread serves), and ardmad then runs without --nic-cpu/--realtime: nothing stands in for
+// a NIC's processor, the transport needs none.
+bool OverUcx() {
+  const char* t = std::getenv("ARDMA_BENCH_TRANSPORT");
+  return t != nullptr && std::string(t) == "ucx";
+}
+
 struct BackEnds {
   BackEnds(absl::Duration interval, std::span<const Scheme> schemes) {
-    auto wants = [&](Scheme s) { return std::find(schemes.begin(), schemes.end(), s) != schemes.end(); };
+    auto wants = [&](Scheme s) {
+      return std::find(schemes.begin(), schemes.end(), s) != schemes.end();
+    };
     if (wants(Scheme::kRdmaSync) || wants(Scheme::kRdmaAsync)) {
-      std::vector<std::string> flags = {"--nic-cpu", std::to_string(NicCpu()), "--realtime",
-                                        "--io-threads", "1", "--inline-threshold", "10ms",
-                                        "--memory", "64M", "--quiet"};
+      std::vector<std::string> flags = {
+          "--io-threads", "1", "--inline-threshold", "10ms", "--memory", "64M", "--quiet"};
+      if (!OverUcx()) {
+        flags.insert(flags.end(), {"--nic-cpu", std::to_string(NicCpu()), "--realtime"});
+      }
       if (wants(Scheme::kRdmaAsync)) {
         flags.insert(flags.end(), {"--monitor-interval", absl::FormatDuration(interval)});
       }
@@ -167,10 +180,11 @@ struct BackEnds {
   }
 
   std::string AddressFor(Scheme s) const {
-    const std::unique_ptr<Daemon>& d = IsRdma(s) ? ardmad
+    const std::unique_ptr<Daemon>& d = IsRdma(s)                  ? ardmad
                                        : s == Scheme::kSocketSync ? monitord_sync
                                                                   : monitord_async;
-    return d ? d->address() : "";
+    if (d == nullptr) return "";
+    return IsRdma(s) && OverUcx() ? "ucx://" + d->address() : d->address();
   }
 
   std::unique_ptr<Daemon> ardmad, monitord_sync, monitord_async;
@@ -183,8 +197,9 @@ class Hogs {
     if (n == n_) return;
     child_.reset();
     n_ = n;
-    if (n > 0) child_ = std::make_unique<Child>(std::vector<std::string>{
-                   "/proc/self/exe", absl::StrCat("--ardma-hogs=", n)});
+    if (n > 0)
+      child_ = std::make_unique<Child>(
+          std::vector<std::string>{"/proc/self/exe", absl::StrCat("--ardma-hogs=", n)});
     absl::SleepFor(absl::Milliseconds(100));  // let them start
   }
 
@@ -376,8 +391,8 @@ void BM_Accuracy(benchmark::State& state) {
         absl::StatusOr<LoadSample> s = sampler.Sample();
         if (s.ok() && !s->cpus.empty()) {
           const CpuTimes& c = s->cpus[HostCpu()];
-          truth.push_back({s->monotonic_ns, (*s)[Field::kProcsRunning], c.Total() - c.Idle(),
-                           c.Total()});
+          truth.push_back(
+              {s->monotonic_ns, (*s)[Field::kProcsRunning], c.Total() - c.Idle(), c.Total()});
         }
         next += absl::Milliseconds(1);
         absl::SleepFor(next - absl::Now());
@@ -423,9 +438,9 @@ void BM_Accuracy(benchmark::State& state) {
         const CpuTimes& a = prev.cpus[HostCpu()];
         const CpuTimes& b = o.sample.cpus[HostCpu()];
         uint64_t total = b.Total() - a.Total();
-        double reported = total ? static_cast<double>((b.Total() - b.Idle()) -
-                                                      (a.Total() - a.Idle())) / total
-                                : 0;
+        double reported =
+            total ? static_cast<double>((b.Total() - b.Idle()) - (a.Total() - a.Idle())) / total
+                  : 0;
         int64_t window = o.sample.monotonic_ns - prev.monotonic_ns;
         dev_cpu += 100 * std::fabs(reported - TruthBusy(truth, o.t - window, o.t));
         ++n;

@@ -1,7 +1,8 @@
 # Helper functions for the Active RDMA build. Every target of the project goes through one of them,
 # so warnings, include paths and test discovery are set in one place.
 #
-#   ardma_cc_library(NAME SRCS... [HDRS...] [DEPS...])        -> static library + alias ardma::NAME
+#   ardma_cc_library(NAME SRCS... [HDRS...] [DEPS...])        -> static library libardma_NAME.a
+#                                                                + alias ardma::NAME
 #   ardma_cc_binary(NAME SRCS... [DEPS...])                   -> executable
 #   ardma_cc_test(NAME SRCS... [DEPS...])                     -> gtest executable discovered by ctest
 #   ardma_cc_benchmark(NAME SRCS... [DEPS...])                -> Google Benchmark executable
@@ -25,6 +26,9 @@ function(ardma_cc_library name)
     add_library(${name} STATIC ${ARG_SRCS} ${ARG_HDRS})
     _ardma_common_options(${name})
     target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+    if(NOT name MATCHES "^ardma_")  # libardma_base.a, not a libbase.a that would clash
+      set_target_properties(${name} PROPERTIES OUTPUT_NAME ardma_${name})
+    endif()
   else()
     add_library(${name} INTERFACE ${ARG_HDRS})
     target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR})
@@ -44,16 +48,33 @@ function(ardma_cc_binary name)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endfunction()
 
+# TRANSPORTS runs the suite once more per transport named, with its clients on that transport
+# (core/testing/test_server.h: TestTransport):
+#   unix     the server's Unix-domain socket, tests named unix.*
+#   ucx      UCX over shared memory (UCX_TLS=shm,self): the one-sided path, tests named ucx.*
+#   ucx_tcp  UCX over its TCP transport (UCX_TLS=tcp,self), tests named ucx_tcp.*
+# (the test sets UCX_TLS itself from $ARDMA_TEST_TRANSPORT; the binaries it runs inherit it).
 function(ardma_cc_test name)
   if(NOT ARDMA_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS;TRANSPORTS" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
   _ardma_common_options(${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120
                        ENVIRONMENT "ARDMA_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
+  foreach(transport IN LISTS ARG_TRANSPORTS)
+    if(NOT transport MATCHES "^(unix|ucx|ucx_tcp)$")
+      message(FATAL_ERROR "ardma_cc_test(${name}): unknown transport ${transport}")
+    endif()
+    # (A second variable goes in ENVIRONMENT_MODIFICATION: a list in ENVIRONMENT would be split
+    # into properties.)
+    gtest_discover_tests(${name} TEST_PREFIX "${transport}." DISCOVERY_TIMEOUT 60
+                         PROPERTIES TIMEOUT 120
+                         ENVIRONMENT "ARDMA_BIN_DIR=${PROJECT_BINARY_DIR}/bin"
+                         ENVIRONMENT_MODIFICATION "ARDMA_TEST_TRANSPORT=set:${transport}")
+  endforeach()
 endfunction()
 
 function(ardma_cc_benchmark name)

@@ -5,10 +5,12 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
+  python3                 # scripts/check_structure.py (a test), bench/report.py
   libboost-dev            # Boost.Asio (header-only in 1.74)
   libabsl-dev             # Abseil: Status, Mutex, flags, strings
   libre2-dev              # RE2 (grep)
   libssl-dev              # libcrypto: SHA-256 of shipped code
+  libucx-dev ucx-utils    # the UCX transport (one-sided RDMA; shared memory, CMA, TCP, verbs)
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   openjdk-17-jdk-headless # embedded JVM for jvm active code

@@ -2,13 +2,14 @@
 // and by listing; cp's semantics for targets, -n, -p, -v and errors.
 #include <sys/stat.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstring>
 #include <random>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "apps/cp/cp_cli.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_fixture.h"
 #include "gmock/gmock.h"
@@ -18,8 +19,8 @@
 namespace ardma {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BinDir;
+using ::testing::HasSubstr;
 using testing::RunCommand;
 namespace fsys = std::filesystem;
 
@@ -32,7 +33,8 @@ class CpTest : public testing::ServerFixture<::testing::Test> {
     dir_ = (fsys::temp_directory_path() / absl::StrCat("cp_test_", ::getpid())).string();
     fsys::remove_all(dir_);
     fsys::create_directories(dir_);
-    cp_ = absl::StrCat(BinDir(), "/ardma-cp --server=", server_->address(), " ");
+    cp_ = absl::StrCat(BinDir(), "/ardma-cp --server=", testing::ClientAddress(server_->address()),
+                       " ");
   }
   void TearDown() override { fsys::remove_all(dir_); }
   int Cp(const std::string& args, std::string* out) { return RunCommand(cp_ + args, out); }
@@ -127,6 +129,27 @@ TEST_F(CpTest, TargetsNoClobberPreserveVerboseAndErrors) {
   EXPECT_THAT(out, HasSubstr("missing destination"));
   EXPECT_EQ(Cp("--help", &out), 0);
   EXPECT_THAT(out, HasSubstr("--no-clobber"));
+}
+
+// The command-line library the binary is a thin main over.
+absl::StatusOr<cp::Command> ParseCp(std::vector<std::string> args) {
+  return testing::ParseArgv("ardma-cp", std::move(args), cp::ParseCommandLine);
+}
+
+TEST(CpCommandLineTest, ParsesOptionsAndOperandsLikeCp) {
+  absl::StatusOr<cp::Command> c = ParseCp({"-rpv", "--fs=x", "a", "--", "-b", "dfs:/d"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->options.recursive);
+  EXPECT_TRUE(c->options.preserve);
+  EXPECT_TRUE(c->options.verbose);
+  EXPECT_FALSE(c->options.no_clobber);
+  EXPECT_EQ(c->fs, "x");
+  EXPECT_EQ(c->operands, (std::vector<std::string>{"a", "-b", "dfs:/d"}));
+  EXPECT_EQ(ParseCp({"-z", "a", "b"}).status().message(), "invalid option -- 'z'");
+  EXPECT_EQ(ParseCp({"--bogus", "a", "b"}).status().message(), "unrecognized option '--bogus'");
+  EXPECT_EQ(ParseCp({}).status().message(), "missing file operand");
+  EXPECT_EQ(ParseCp({"a"}).status().message(), "missing destination file operand after 'a'");
+  EXPECT_TRUE(ParseCp({"--help"})->help);
 }
 
 }  // namespace

@@ -3,13 +3,14 @@
 // table of expressions; stdout and exit status must be equal. Also: time tests, one round trip
 // per batch, errors.
 #include <filesystem>
-#include <tuple>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "apps/find/find_cli.h"
 #include "apps/find/find_format.h"
 #include "core/client/invoke.h"
 #include "core/testing/run_command.h"
@@ -23,10 +24,9 @@ ARDMA_DECLARE_ACTIVE_LIBRARY(find);
 namespace ardma::find {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::BinDir;
+using ::testing::HasSubstr;
 using testing::RunCommandSplit;
-
 
 class FindTest : public ::testing::Test {
  protected:
@@ -52,7 +52,10 @@ class FindTest : public ::testing::Test {
     delete client_;
     delete server_;
   }
-  static std::string Find() { return absl::StrCat(BinDir(), "/ardma-find --server ", server_->address()); }
+  static std::string Find() {
+    return absl::StrCat(BinDir(), "/ardma-find --server ",
+                        testing::ClientAddress(server_->address()));
+  }
   static int Ours(const std::string& expr, std::string* out, std::string* err = nullptr) {
     int code = RunCommandSplit(absl::StrCat(Find(), " dfs:/linux ", expr), out, err);
     *out = absl::StrReplaceAll(*out, {{"dfs:/", ""}});
@@ -152,7 +155,8 @@ TEST_F(FindTest, OneRoundTripPerBatch) {
   EXPECT_EQ(batches, static_cast<int>((entries + 99) / 100));
   EXPECT_EQ(client_->counters().round_trips - before, static_cast<uint64_t>(batches));
   std::string names;
-  ASSERT_EQ(RunCommandSplit("cd /usr/include && LC_ALL=C find linux -name '*.h' | wc -l", &names), 0);
+  ASSERT_EQ(RunCommandSplit("cd /usr/include && LC_ALL=C find linux -name '*.h' | wc -l", &names),
+            0);
   EXPECT_EQ(matches, std::stoul(names));
 }
 
@@ -174,6 +178,40 @@ TEST_F(FindTest, ErrorsAndRdmaMode) {
   EXPECT_EQ(active, rdma);
   EXPECT_EQ(RunCommandSplit(BinDir() + "/ardma-find --help", &out), 0);
   EXPECT_THAT(out, HasSubstr("-maxdepth"));
+}
+
+// The command-line library the binary is a thin main over.
+absl::StatusOr<Command> ParseArgs(std::vector<std::string> args) {
+  return testing::ParseArgv("ardma-find", std::move(args), ParseCommandLine);
+}
+
+TEST(FindCommandLineTest, SplitsOptionsStartingPointsAndExpression) {
+  absl::StatusOr<Command> c =
+      ParseArgs({"--fs=t", "--mode", "rdma", "dfs:/a", "dfs:/b", "-name", "*.h", "-print"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fs, "t");
+  EXPECT_EQ(c->mode, Mode::kRdma);
+  EXPECT_EQ(c->roots, (std::vector<std::string>{"dfs:/a", "dfs:/b"}));
+  EXPECT_EQ(c->expression, (std::vector<std::string>{"-name", "*.h", "-print"}));
+  EXPECT_EQ(ParseArgs({"-name", "x"}).status().message(),
+            "no dfs:/PATH starting point (see --help)");
+  EXPECT_EQ(ParseArgs({"--server"}).status().message(), "--server needs HOST:PORT");
+  EXPECT_TRUE(ParseArgs({"--help"})->help);
+}
+
+TEST(FindCommandLineTest, ParsesExpressionsWithFindsPrecedence) {
+  // a -o b c  ==  a -o (b -a c)
+  absl::StatusOr<Expression> e =
+      ParseExpression({"-name", "a", "-o", "-type", "d", "-empty", "-maxdepth", "2"}, nullptr);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->expr->op, Op::kOr);
+  ASSERT_EQ(e->expr->kids.size(), 2u);
+  EXPECT_EQ(e->expr->kids[0]->op, Op::kName);
+  EXPECT_EQ(e->expr->kids[1]->op, Op::kAnd);
+  EXPECT_FALSE(e->has_action);
+  EXPECT_EQ(e->max_depth, 2u);
+  EXPECT_EQ(ParseExpression({"-bogus"}, nullptr).status().message(), "unknown predicate `-bogus'");
+  EXPECT_EQ(ParseExpression({"-name", "a", ")"}, nullptr).status().message(), "unexpected ')'");
 }
 
 }  // namespace

@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/active/active_library.h"
-#include "core/active/context.h"
+#include "core/context/context.h"
 
 namespace ardma {
 
@@ -97,8 +97,9 @@ class CodeRegistry {
   // Takes ownership of the loader for `kind`. Call before serving.
   void SetLoader(CodeKind kind, std::unique_ptr<CodeLoader> loader);
 
-  // Loads `code` unless its hash is known. InvalidArgument when the kind has no loader or the
-  // bytes are not valid code of that kind.
+  // Loads `code` unless its hash is known. FailedPrecondition when this server has no loader
+  // for the kind; InvalidArgument when the bytes are not valid code of that kind or define a
+  // library other than `library_name`.
   absl::StatusOr<CodeHash> Load(CodeKind kind, std::string_view library_name,
                                 std::string_view code);
   // Registers a library whose table is linked into this process, under `hash`.

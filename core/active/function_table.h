@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "core/active/context.h"
+#include "core/context/context.h"
 
 namespace ardma {
 

@@ -17,8 +17,8 @@
 
 #include "absl/time/time.h"
 #include "core/active/code_registry.h"
-#include "core/active/context.h"
 #include "core/active/parking_lot.h"
+#include "core/context/context.h"
 #include "core/memory/region.h"
 
 namespace ardma {

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/client/ucx_connection.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -11,6 +12,23 @@ namespace ardma {
 using wire::Op;
 
 namespace {
+
+// A TCP or Unix-socket connection, or UCX bootstrapped over one.
+absl::StatusOr<std::shared_ptr<Transport>> OpenTransport(std::string_view address,
+                                                         const ClientOptions& options,
+                                                         ClientCounters* counters) {
+  if (address.substr(0, kUcxPrefix.size()) == kUcxPrefix) {
+    address.remove_prefix(kUcxPrefix.size());
+    ARDMA_ASSIGN_OR_RETURN(
+        std::shared_ptr<UcxConnection> ucx,
+        UcxConnection::Open(address, options.connect_timeout, options.limits, counters));
+    return std::shared_ptr<Transport>(std::move(ucx));
+  }
+  ARDMA_ASSIGN_OR_RETURN(
+      std::shared_ptr<Connection> tcp,
+      Connection::Open(address, options.connect_timeout, options.limits, counters));
+  return std::shared_ptr<Transport>(std::move(tcp));
+}
 
 uint64_t RandomClientId() {
   std::random_device rd;
@@ -37,7 +55,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string_view address
   return client;
 }
 
-absl::StatusOr<std::shared_ptr<Connection>> Client::CurrentConnection() {
+absl::StatusOr<std::shared_ptr<Transport>> Client::CurrentConnection() {
   absl::MutexLock lock(&mu_);
   if (connection_ != nullptr && !connection_->broken()) return connection_;
   absl::Duration backoff = options_.backoff_initial;
@@ -47,8 +65,7 @@ absl::StatusOr<std::shared_ptr<Connection>> Client::CurrentConnection() {
       absl::SleepFor(backoff);
       backoff = std::min(backoff * 2, options_.backoff_max);
     }
-    absl::StatusOr<std::shared_ptr<Connection>> c =
-        Connection::Open(address_, options_.connect_timeout, options_.limits, &counters_);
+    absl::StatusOr<std::shared_ptr<Transport>> c = OpenTransport(address_, options_, &counters_);
     if (c.ok()) {
       if (connected_once_) counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
       connected_once_ = true;
@@ -58,7 +75,11 @@ absl::StatusOr<std::shared_ptr<Connection>> Client::CurrentConnection() {
       return connection_;
     }
     last = c.status();
-    if (last.code() == absl::StatusCode::kInvalidArgument) return last;  // bad address
+    // A bad address, or a server without UCX: trying again will not help.
+    if (last.code() == absl::StatusCode::kInvalidArgument ||
+        last.code() == absl::StatusCode::kFailedPrecondition) {
+      return last;
+    }
   }
   return absl::UnavailableError(absl::StrCat("ardmad at ", address_, " is unreachable after ",
                                              options_.connect_attempts,
@@ -80,7 +101,7 @@ absl::StatusOr<std::vector<ResponsePayload>> Client::Flight(std::vector<Outgoing
   uint64_t first = next_request_id_.fetch_add(requests.size(), std::memory_order_relaxed);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + i;
   for (int attempt = 0;; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Connection> conn, CurrentConnection());
+    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
     absl::StatusOr<std::vector<ResponsePayload>> r =
         conn->RoundTrip(requests, ids, client_id_, deadline);
     if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable || !retryable ||
@@ -206,8 +227,7 @@ std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view f
   auto promise = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
   std::future<absl::StatusOr<std::string>> future = promise->get_future();
   ExecuteAsync(
-      function, args, [promise](ResponsePayload r) { promise->set_value(std::move(r)); },
-      options);
+      function, args, [promise](ResponsePayload r) { promise->set_value(std::move(r)); }, options);
   return future;
 }
 
@@ -230,13 +250,18 @@ absl::StatusOr<std::vector<wire::StatsEntry>> Client::Stats(const CallOptions& o
 
 void Client::CallAsync(Op op, std::string payload, ResponseCallback done,
                        const CallOptions& options) {
-  absl::StatusOr<std::shared_ptr<Connection>> conn = CurrentConnection();
+  absl::StatusOr<std::shared_ptr<Transport>> conn = CurrentConnection();
   if (!conn.ok()) {
     done(conn.status());
     return;
   }
   uint64_t id = next_request_id_.fetch_add(1, std::memory_order_relaxed);
   (*conn)->Async({op, std::move(payload)}, id, client_id_, DeadlineFor(options), std::move(done));
+}
+
+absl::StatusOr<std::string> Client::TransportDescription() {
+  ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> transport, CurrentConnection());
+  return transport->Describe();
 }
 
 bool Client::KnownLoaded(const wire::CodeHash& hash) {

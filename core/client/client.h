@@ -32,8 +32,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/active/context.h"
 #include "core/client/connection.h"
+#include "core/context/context.h"
 #include "core/wire/messages.h"
 
 namespace ardma {
@@ -90,8 +90,11 @@ class Batch {
 
 class Client {
  public:
-  // Connects to "host:port", or to "unix:/path" for a server's --unix-socket on this host.
-  // UNAVAILABLE if no connection can be made.
+  // Connects to "host:port", or to "unix:/path" for a server's --unix-socket on this host; with
+  // the prefix "ucx://" (ucx://host:port, ucx://unix:/path) over UCX: READ, WRITE, CAS and
+  // FETCH_ADD become one-sided operations where the transport allows (ucx_connection.h), the rest
+  // active messages, bootstrapped over that same listener. UNAVAILABLE if no connection can be
+  // made; FAILED_PRECONDITION if the server does not offer UCX.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(std::string_view address,
                                                          const ClientOptions& options = {});
   ~Client();
@@ -139,6 +142,8 @@ class Client {
   }
 
   ClientCounters& counters() { return counters_; }
+  // What carries this client's requests now (see Transport::Describe); connects if need be.
+  absl::StatusOr<std::string> TransportDescription();
   uint64_t client_id() const { return client_id_; }
   const std::string& address() const { return address_; }
 
@@ -157,7 +162,7 @@ class Client {
                                                       const CallOptions& options, bool retryable);
   absl::StatusOr<std::string> Call(wire::Op op, std::string payload, const CallOptions& options,
                                    bool retryable);
-  absl::StatusOr<std::shared_ptr<Connection>> CurrentConnection();
+  absl::StatusOr<std::shared_ptr<Transport>> CurrentConnection();
   absl::Time DeadlineFor(const CallOptions& options) const;
 
   const std::string address_;
@@ -167,7 +172,7 @@ class Client {
   ClientCounters counters_;
 
   absl::Mutex mu_;
-  std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Transport> connection_ ABSL_GUARDED_BY(mu_);
   bool connected_once_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<wire::CodeHash> loaded_ ABSL_GUARDED_BY(mu_);
 };

@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/client/socket_connect.h"
+#include "core/net/socket_connect.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -71,6 +71,30 @@ void Connection::Close() {
 bool Connection::broken() const {
   absl::MutexLock lock(&mu_);
   return !broken_.ok();
+}
+
+bool Connection::WaitForClose(absl::Duration timeout) {
+  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+  int n = ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  if (n > 0) {
+    // The server never speaks unasked on such a connection: anything readable is its close (or
+    // a protocol error, which ends the session as well).
+    char byte;
+    ssize_t got = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+      Break(absl::UnavailableError("connection closed by the server"));
+    } else if (got < 0 && errno != EAGAIN && errno != EINTR) {
+      Break(ErrnoUnavailable("recv", errno));
+    } else if (got > 0) {
+      Break(absl::UnavailableError("unexpected data from the server"));
+    }
+  }
+  return broken();
+}
+
+ResponsePayload ResponseFromFrame(const wire::FrameHeader& header, std::string_view payload) {
+  return header.status == 0 ? ResponsePayload(std::string(payload))
+                            : ResponsePayload(wire::StatusFromWire(header.status, payload));
 }
 
 absl::Status Connection::Send(std::string_view bytes) {
@@ -218,9 +242,7 @@ void Connection::ReadOnce() {
 }
 
 void Connection::Dispatch(const wire::FrameHeader& header, std::string_view payload) {
-  ResponsePayload result = header.status == 0
-                               ? ResponsePayload(std::string(payload))
-                               : ResponsePayload(wire::StatusFromWire(header.status, payload));
+  ResponsePayload result = ResponseFromFrame(header, payload);
   ResponseCallback callback;
   {
     absl::MutexLock lock(&mu_);
@@ -267,15 +289,7 @@ void Connection::ExpireAsync(absl::Time now) {
   std::vector<ResponseCallback> expired;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second->callback && it->second->deadline < now) {
-        expired.push_back(std::move(it->second->callback));
-        --async_pending_;
-        pending_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
+    expired = TakeExpiredCalls(pending_, &async_pending_, now);
   }
   for (auto& cb : expired) cb(absl::DeadlineExceededError("no response in time"));
 }

@@ -1,4 +1,5 @@
-// Connection: one TCP connection to ardmad, shared by any number of threads, with pipelining.
+// Connection: the TCP (or Unix-socket) Transport: one connection to ardmad, shared by any number
+// of threads, with pipelining.
 //
 // Requests are written whole under a write lock; responses may come back in any order and are
 // matched by request id. Whoever waits reads: a thread waiting for its response takes the reader
@@ -32,31 +33,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/client/transport.h"
 #include "core/wire/frame.h"
 
 namespace ardma {
 
-// Counted by the client, per Client; tests assert on them.
-struct ClientCounters {
-  std::atomic<uint64_t> round_trips{0};  // flights: a call or a batch sent, then awaited
-  std::atomic<uint64_t> requests{0};     // request frames sent
-  std::atomic<uint64_t> bytes_sent{0};
-  std::atomic<uint64_t> bytes_received{0};
-  std::atomic<uint64_t> reconnects{0};
-  std::atomic<uint64_t> retries{0};
-};
-
-// One request of a flight.
-struct OutgoingRequest {
-  wire::Op op;
-  std::string payload;
-};
-
-// A response payload, or the error status the server answered with.
-using ResponsePayload = absl::StatusOr<std::string>;
-using ResponseCallback = std::function<void(ResponsePayload)>;
-
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection : public Transport, public std::enable_shared_from_this<Connection> {
  public:
   // Connects to "host:port" (TCP, with a timeout) or "unix:/path" (a Unix-domain socket).
   // UNAVAILABLE if the server cannot be reached; INVALID_ARGUMENT for a malformed address.
@@ -73,16 +55,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // connection broke; DEADLINE_EXCEEDED: no answer in time); the inner ones are the server's.
   absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(
       const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
-      uint64_t client_id, absl::Time deadline);
+      uint64_t client_id, absl::Time deadline) override;
 
   // Sends one request; `done` runs on some client thread when the response arrives, the deadline
   // passes or the connection breaks. Never blocks on the response.
   void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
-             absl::Time deadline, ResponseCallback done);
+             absl::Time deadline, ResponseCallback done) override;
 
-  bool broken() const;
+  bool broken() const override;
+  std::string Describe() const override { return "a TCP or Unix-domain stream connection"; }
   // Fails pending calls with UNAVAILABLE and lets the background reader finish.
-  void Close();
+  void Close() override;
+  // Waits up to `timeout` for the peer to close the connection while nobody reads it, and breaks
+  // it if so; returns whether it is broken. For transports that use this connection only to stay
+  // bound to the server (UCX).
+  bool WaitForClose(absl::Duration timeout);
 
  private:
   struct Pending;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/active/active_library.h"
-#include "core/active/context.h"
 #include "core/client/client.h"
+#include "core/context/context.h"
 
 namespace ardma {
 

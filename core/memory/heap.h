@@ -35,7 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/active/context.h"
+#include "core/context/context.h"
 
 namespace ardma::heap {
 

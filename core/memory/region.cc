@@ -62,31 +62,19 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Create(const RegionOptions& opti
   void* base = ::mmap(nullptr, size, prot, flags, fd, 0);
   if (fd >= 0) ::close(fd);
   if (base == MAP_FAILED) return ErrnoStatus(absl::StrCat("mmap of ", size, " bytes"));
-  return std::unique_ptr<Region>(
-      new Region(static_cast<char*>(base), size, options.read_only, fd >= 0, reopened));
+  return std::unique_ptr<Region>(new Region(static_cast<char*>(base), size, options.read_only,
+                                            fd >= 0, reopened,
+                                            [base, size] { ::munmap(base, size); }));
 }
 
-Region::~Region() { ::munmap(base_, size_); }
-
-absl::Status Region::CheckRange(uint64_t addr, uint64_t len) const {
-  if (addr > size_ || len > size_ - addr) {
-    return absl::OutOfRangeError(absl::StrCat("access of ", len, " bytes at ", addr,
-                                              " is outside the region of ", size_, " bytes"));
-  }
-  return absl::OkStatus();
+std::unique_ptr<Region> Region::Adopt(char* base, uint64_t size, bool read_only,
+                                      std::function<void()> release) {
+  return std::unique_ptr<Region>(new Region(base, size, read_only, /*file_backed=*/false,
+                                            /*reopened=*/false, std::move(release)));
 }
 
-absl::Status Region::CheckWritable(uint64_t addr, uint64_t len) const {
-  if (read_only_) return absl::PermissionDeniedError("region is read-only");
-  return CheckRange(addr, len);
-}
-
-absl::Status Region::CheckAtomic(uint64_t addr) const {
-  if (addr % 8 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("atomic access at ", addr, " is not 8-byte aligned"));
-  }
-  return CheckWritable(addr, 8);
+Region::~Region() {
+  if (release_) release_();
 }
 
 absl::Status Region::Read(uint64_t addr, std::span<char> out) const {
@@ -103,7 +91,7 @@ absl::Status Region::Write(uint64_t addr, std::string_view data) {
 
 absl::StatusOr<CasResult> Region::CompareAndSwap(uint64_t addr, uint64_t expected,
                                                  uint64_t desired) {
-  ARDMA_RETURN_IF_ERROR(CheckAtomic(addr));
+  ARDMA_RETURN_IF_ERROR(bounds_.CheckAtomic(addr));
   std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(base_ + addr));
   uint64_t observed = expected;
   bool swapped = word.compare_exchange_strong(observed, desired, std::memory_order_seq_cst);
@@ -111,7 +99,7 @@ absl::StatusOr<CasResult> Region::CompareAndSwap(uint64_t addr, uint64_t expecte
 }
 
 absl::StatusOr<uint64_t> Region::FetchAdd(uint64_t addr, uint64_t delta) {
-  ARDMA_RETURN_IF_ERROR(CheckAtomic(addr));
+  ARDMA_RETURN_IF_ERROR(bounds_.CheckAtomic(addr));
   std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(base_ + addr));
   return word.fetch_add(delta, std::memory_order_seq_cst);
 }

@@ -14,6 +14,7 @@
 #define ARDMA_CORE_MEMORY_REGION_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -22,7 +23,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/active/context.h"
+#include "core/context/context.h"
+#include "core/memory/region_bounds.h"
 
 namespace ardma {
 
@@ -35,20 +37,29 @@ struct RegionOptions {
 class Region {
  public:
   static absl::StatusOr<std::unique_ptr<Region>> Create(const RegionOptions& options);
+  // A region over memory someone else mapped (e.g. shared memory a transport allocated, so its
+  // peers can map it too); `release` runs when the region is destroyed.
+  static std::unique_ptr<Region> Adopt(char* base, uint64_t size, bool read_only,
+                                       std::function<void()> release);
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
-  uint64_t size() const { return size_; }
-  bool read_only() const { return read_only_; }
+  uint64_t size() const { return bounds_.size; }
+  bool read_only() const { return bounds_.read_only; }
+  const RegionBounds& bounds() const { return bounds_; }
   bool file_backed() const { return file_backed_; }
   // True when the mapping came from an existing, non-empty file (its data was kept).
   bool reopened() const { return reopened_; }
 
   // OutOfRange unless [addr, addr + len) lies inside the region.
-  absl::Status CheckRange(uint64_t addr, uint64_t len) const;
+  absl::Status CheckRange(uint64_t addr, uint64_t len) const {
+    return bounds_.CheckRange(addr, len);
+  }
   // PermissionDenied for a read-only region, then CheckRange.
-  absl::Status CheckWritable(uint64_t addr, uint64_t len) const;
+  absl::Status CheckWritable(uint64_t addr, uint64_t len) const {
+    return bounds_.CheckWritable(addr, len);
+  }
 
   absl::Status Read(uint64_t addr, std::span<char> out) const;
   absl::Status Write(uint64_t addr, std::string_view data);
@@ -61,19 +72,19 @@ class Region {
   const char* data() const { return base_; }
 
  private:
-  Region(char* base, uint64_t size, bool read_only, bool file_backed, bool reopened)
+  Region(char* base, uint64_t size, bool read_only, bool file_backed, bool reopened,
+         std::function<void()> release)
       : base_(base),
-        size_(size),
-        read_only_(read_only),
+        bounds_{size, read_only},
         file_backed_(file_backed),
-        reopened_(reopened) {}
-  absl::Status CheckAtomic(uint64_t addr) const;
+        reopened_(reopened),
+        release_(std::move(release)) {}
 
   char* const base_;
-  const uint64_t size_;
-  const bool read_only_;
+  const RegionBounds bounds_;
   const bool file_backed_;
   const bool reopened_;
+  const std::function<void()> release_;  // unmaps
 };
 
 // The server's regions by id; region 0 is the heap. Regions are added before the server starts

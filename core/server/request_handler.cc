@@ -153,6 +153,17 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
     case Op::kExecute:
       HandleExecute(header, payload, sink);
       return;
+    case Op::kUcxConnect: {
+      if (!ucx_connect_) {
+        status = absl::FailedPreconditionError(
+            "this server does not offer UCX (started with --ucx off, or UCX failed to start)");
+        break;
+      }
+      absl::StatusOr<std::string> hello = ucx_connect_(payload, sink);
+      status = hello.status();
+      if (hello.ok()) out.append(*hello);
+      break;
+    }
   }
   if (!status.ok()) {
     ReplyError(sink, header, status);

@@ -4,15 +4,16 @@
 // returns, on the calling (I/O) thread. EXECUTE runs inline when its function is known to be short
 // (its running average and its last run are under `inline_threshold`), otherwise on the worker
 // pool; LOAD of new code runs on the pool. An inline function that must wait (Context::Backoff)
-// is run again from the start on the pool, so no I/O thread ever sleeps. A parked EXECUTE is answered when woken. Retried
-// EXECUTEs are de-duplicated. Connections appear here only as ResponseSinks, so tests and other
-// transports can drive it.
+// is run again from the start on the pool, so no I/O thread ever sleeps. A parked EXECUTE is
+// answered when woken. Retried EXECUTEs are de-duplicated. Connections appear here only as
+// ResponseSinks, so tests and other transports can drive it.
 //
 // Thread-safe: Handle may be called from any number of I/O threads at once.
 #ifndef ARDMA_CORE_SERVER_REQUEST_HANDLER_H_
 #define ARDMA_CORE_SERVER_REQUEST_HANDLER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,6 +62,12 @@ class RequestHandler {
   ~RequestHandler();  // Stop()
   RequestHandler(const RequestHandler&) = delete;
   RequestHandler& operator=(const RequestHandler&) = delete;
+
+  // Answers UCX_CONNECT (the server's UCX transport, ucx_server.h). Without one, UCX_CONNECT is
+  // FAILED_PRECONDITION. Set before serving.
+  using UcxConnectHook = std::function<absl::StatusOr<std::string>(
+      std::string_view payload, const std::shared_ptr<ResponseSink>& sink)>;
+  void SetUcxConnect(UcxConnectHook hook) { ucx_connect_ = std::move(hook); }
 
   // Handles one request. `payload` need only live until Handle returns.
   void Handle(const wire::FrameHeader& header, std::string_view payload,
@@ -116,6 +123,7 @@ class RequestHandler {
   RegionTable* const regions_;
   CodeRegistry* const registry_;
   ServerCounters counters_;
+  UcxConnectHook ucx_connect_;
   ParkingLot parking_;
   DedupWindow dedup_;
   // Read by running functions on every kDeadlineCheckInterval-th memory access.

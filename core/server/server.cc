@@ -3,11 +3,10 @@
 #include <pthread.h>
 #include <sched.h>
 
-
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <boost/asio.hpp>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +25,7 @@
 #include "core/host_port.h"
 #include "core/log.h"
 #include "core/memory/heap.h"
+#include "core/net/listen_socket.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -336,6 +336,7 @@ struct Server::Impl {
   std::unique_ptr<local::acceptor> unix_acceptor;  // with --unix-socket
   std::unique_ptr<asio::steady_timer> expiry;
   std::unique_ptr<RequestHandler> handler;
+  std::unique_ptr<UcxServer> ucx;  // after the handler: stopped and destroyed before it
   size_t next_io = 0;
   HostPort bound;
 
@@ -373,25 +374,6 @@ struct Server::Impl {
     });
   }
 
-  absl::Status ListenUnix(const std::string& path) {
-    // A socket file left by a server that died is replaced; one that answers is in use.
-    std::error_code fs_ec;
-    if (std::filesystem::is_socket(path, fs_ec)) {
-      local::socket probe(*ios[0]);
-      boost::system::error_code ec;
-      probe.connect(local::endpoint(path), ec);
-      if (!ec) return absl::UnavailableError(absl::StrCat("unix socket ", path, " is in use"));
-      std::filesystem::remove(path, fs_ec);
-    }
-    try {
-      unix_acceptor = std::make_unique<local::acceptor>(*ios[0], local::endpoint(path));
-    } catch (const boost::system::system_error& e) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot listen on unix socket ", path, ": ", e.code().message()));
-    }
-    return absl::OkStatus();
-  }
-
   void ScheduleExpiry() {
     expiry->expires_after(kExpiryPeriod);
     expiry->async_wait([this](boost::system::error_code ec) {
@@ -406,11 +388,33 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.io_threads < 1) return absl::InvalidArgumentError("--io_threads must be at least 1");
-  ARDMA_ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(options.listen));
+  ARDMA_RETURN_IF_ERROR(ParseHostPort(options.listen).status());  // before the heap is made
 
-  ARDMA_ASSIGN_OR_RETURN(
-      std::unique_ptr<Region> heap,
-      Region::Create({.size = options.memory_size, .file = options.memory_file}));
+  if (options.ucx != ServerOptions::Ucx::kOff) {
+    absl::StatusOr<std::unique_ptr<UcxServer>> ucx = UcxServer::Create();
+    if (ucx.ok()) {
+      impl->ucx = *std::move(ucx);
+    } else if (options.ucx == ServerOptions::Ucx::kOn) {
+      return ucx.status();
+    } else {
+      ARDMA_LOG(kWarning, "UCX is off: %s", std::string(ucx.status().message()));
+    }
+  }
+  std::unique_ptr<Region> heap;
+  if (impl->ucx != nullptr && options.memory_file.empty()) {
+    // Memory the transports can map, so clients' one-sided atomics need no server thread.
+    absl::StatusOr<std::unique_ptr<Region>> shared = impl->ucx->AllocateRegion(options.memory_size);
+    if (shared.ok()) {
+      heap = *std::move(shared);
+    } else {
+      ARDMA_LOG(kWarning, "heap not in UCX memory (%s): one-sided atomics go through the server",
+                std::string(shared.status().message()));
+    }
+  }
+  if (heap == nullptr) {
+    ARDMA_ASSIGN_OR_RETURN(
+        heap, Region::Create({.size = options.memory_size, .file = options.memory_file}));
+  }
   bool reopened = heap->reopened();
   uint64_t heap_size = heap->size();
   impl->regions.Add(std::move(heap));
@@ -436,28 +440,42 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   impl->handler =
       std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);
+  if (impl->ucx != nullptr) {
+    absl::Status started = impl->ucx->Start(impl->regions, impl->handler.get());
+    if (!started.ok()) {
+      if (options.ucx == ServerOptions::Ucx::kOn) return started;
+      ARDMA_LOG(kWarning, "UCX is off: %s", std::string(started.message()));
+      impl->ucx.reset();
+    } else {
+      impl->handler->SetUcxConnect(
+          [ucx = impl->ucx.get()](std::string_view payload,
+                                  const std::shared_ptr<ResponseSink>& sink) {
+            return ucx->Connect(payload, sink);
+          });
+    }
+  }
 
   for (int i = 0; i < options.io_threads; ++i) {
     impl->ios.push_back(std::make_unique<asio::io_context>(1));
     impl->guards.push_back(asio::make_work_guard(*impl->ios.back()));
   }
-  try {
+  // The sockets are bound by core/net (one place for every listener) and handed to Asio.
+  ARDMA_ASSIGN_OR_RETURN(ListeningSocket tcp_socket, ListenSocket(options.listen));
+  ARDMA_ASSIGN_OR_RETURN(impl->bound, ParseHostPort(tcp_socket.address));
+  {
     asio::io_context& io0 = *impl->ios[0];
-    tcp::resolver resolver(io0);
-    auto endpoints = resolver.resolve(listen.host, std::to_string(listen.port));
-    tcp::endpoint endpoint = endpoints.begin()->endpoint();
+    boost::system::error_code ec;
     impl->acceptor = std::make_unique<tcp::acceptor>(io0);
-    impl->acceptor->open(endpoint.protocol());
-    impl->acceptor->set_option(tcp::acceptor::reuse_address(true));
-    impl->acceptor->bind(endpoint);
-    impl->acceptor->listen(asio::socket_base::max_listen_connections);
-    tcp::endpoint local = impl->acceptor->local_endpoint();
-    impl->bound = HostPort{local.address().to_string(), local.port()};
-  } catch (const boost::system::system_error& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.listen, ": ", e.code().message()));
+    tcp protocol = impl->bound.host.find(':') != std::string::npos ? tcp::v6() : tcp::v4();
+    impl->acceptor->assign(protocol, tcp_socket.fd, ec);
+    if (!ec && !options.unix_socket.empty()) {
+      absl::StatusOr<ListeningSocket> unix_socket = ListenUnixSocket(options.unix_socket);
+      if (!unix_socket.ok()) return unix_socket.status();
+      impl->unix_acceptor = std::make_unique<local::acceptor>(io0);
+      impl->unix_acceptor->assign(local(), unix_socket->fd, ec);
+    }
+    if (ec) return absl::UnavailableError(absl::StrCat("listen: ", ec.message()));
   }
-  if (!options.unix_socket.empty()) ARDMA_RETURN_IF_ERROR(impl->ListenUnix(options.unix_socket));
   impl->expiry = std::make_unique<asio::steady_timer>(*impl->ios[0]);
   impl->Accept(impl->acceptor.get());
   if (impl->unix_acceptor != nullptr) impl->Accept(impl->unix_acceptor.get());
@@ -477,11 +495,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         });
   }
   placed.Wait();
-  ARDMA_LOG(kInfo, "ardmad listening on %s%s, heap %u bytes%s, %d I/O threads, %d workers",
+  ARDMA_LOG(kInfo, "ardmad listening on %s%s, heap %u bytes%s, %d I/O threads, %d workers, %s",
             impl->bound.ToString(),
             options.unix_socket.empty() ? "" : absl::StrCat(" and unix:", options.unix_socket),
             heap_size, options.memory_file.empty() ? "" : absl::StrCat(" in ", options.memory_file),
-            options.io_threads, options.handler.workers);
+            options.io_threads, options.handler.workers,
+            impl->ucx != nullptr ? "UCX on (ucx://)" : "UCX off");
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -495,6 +514,7 @@ const std::string& Server::unix_socket() const { return impl_->options.unix_sock
 RegionTable& Server::regions() { return impl_->regions; }
 CodeRegistry& Server::registry() { return impl_->registry; }
 RequestHandler& Server::handler() { return *impl_->handler; }
+UcxServer* Server::ucx() { return impl_->ucx.get(); }
 
 void Server::Stop() {
   std::list<std::weak_ptr<SessionBase>> sessions;
@@ -510,6 +530,7 @@ void Server::Stop() {
     if (impl->unix_acceptor != nullptr) impl->unix_acceptor->close(ignored);
     impl->expiry->cancel();
   });
+  if (impl_->ucx != nullptr) impl_->ucx->Stop();
   impl_->handler->Stop();
   for (auto& weak : sessions) {
     if (auto session = weak.lock()) session->Shutdown();

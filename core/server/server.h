@@ -24,6 +24,7 @@
 #include "core/active/jvm/jvm_loader.h"
 #include "core/memory/region.h"
 #include "core/server/request_handler.h"
+#include "core/server/ucx_server.h"
 
 namespace ardma {
 
@@ -48,6 +49,13 @@ struct ServerOptions {
   // Java active code: the JVM starts on the first jvm LOAD, with these options.
   JvmOptions jvm;
   HandlerOptions handler;
+  // The UCX transport (ucx_server.h; clients use ucx://HOST:PORT). kAuto starts it when it can
+  // and serves TCP alone (with a warning) when it cannot; kOn fails the start instead. Without a
+  // memory file the heap then lives in memory UCX allocates (shared memory: one-sided atomics);
+  // with one, the file's mapping is registered (one-sided reads and writes where a transport can
+  // register it; atomics through the server).
+  enum class Ucx { kOff, kAuto, kOn };
+  Ucx ucx = Ucx::kAuto;
 };
 
 class Server {
@@ -66,6 +74,8 @@ class Server {
   RegionTable& regions();
   CodeRegistry& registry();
   RequestHandler& handler();
+  // Null when the server runs without UCX.
+  UcxServer* ucx();
 
  private:
   struct Impl;

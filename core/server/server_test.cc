@@ -20,7 +20,6 @@
 #include "core/memory/heap.h"
 #include "core/testing/raw_socket.h"
 #include "core/testing/test_server.h"
-#include "core/tools/demo_library.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -68,7 +67,8 @@ class ServerTest : public ::testing::Test {
     server_ = std::move(*again);
   }
   std::unique_ptr<Client> NewClient(ClientOptions options = {}) {
-    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(server_->address(), options);
+    absl::StatusOr<std::unique_ptr<Client>> c =
+        Client::Connect(testing::ClientAddress(server_->address()), options);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
   }
@@ -122,7 +122,11 @@ TEST_F(ServerTest, BoundsAlignmentAndLimitErrors) {
   ASSERT_TRUE(client_->Write(kScratch, "keep").ok());
   EXPECT_FALSE(client_->Batch().Write(kScratch, "lost").Write(~0ull - 8, "bad").Send().ok());
   EXPECT_EQ(*client_->Read(kScratch, 4), "keep");
-  EXPECT_GE(Stat(*client_, "errors"), 7u);
+  // Over TCP the server refused them all, and counted them; over UCX the client refuses one-sided
+  // operations itself, with the same errors, before anything reaches the server.
+  if (testing::TestTransport() == "tcp") {
+    EXPECT_GE(Stat(*client_, "errors"), 7u);
+  }
   EXPECT_TRUE(client_->Ping().ok());
 }
 
@@ -197,9 +201,9 @@ TEST_F(ServerTest, BadCodeGetsAClearErrorAndTheServerKeepsServing) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("cannot load shared object"));
   // Not a class file: refused by the JVM loader, or, in a build without a JDK, by the server.
-  EXPECT_EQ(client_->Load(CodeKind::kJvm, "", "cafebabe").status().code(),
-            JvmBuiltIn() ? absl::StatusCode::kInvalidArgument
-                         : absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      client_->Load(CodeKind::kJvm, "", "cafebabe").status().code(),
+      JvmBuiltIn() ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(client_->Ping().ok());
 }
 
@@ -334,10 +338,10 @@ TEST_F(ServerTest, FunctionThatBacksOffLeavesTheIoThreadSoTheHolderCanRelease) {
 
   // Backing off past the deadline is DEADLINE_EXCEEDED, wherever it runs.
   ASSERT_TRUE(holder->Write(lock, U64s({1})).ok());
-  absl::Status late = client_
-                          ->Execute("test.wait_zero", U64s({lock, kRounds}),
-                                    {.timeout = absl::Milliseconds(100)})
-                          .status();
+  absl::Status late =
+      client_
+          ->Execute("test.wait_zero", U64s({lock, kRounds}), {.timeout = absl::Milliseconds(100)})
+          .status();
   EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
 }
 
@@ -383,7 +387,9 @@ TEST_F(ServerTest, CloseHooksRunWhenTheirConnectionCloses) {
   EXPECT_EQ(Stat(*client_, "close_hooks.run"), 1u);
   // One-sided callers have no connection hooks: OnClose is refused over RemoteContext.
   RemoteContext remote(client_.get(), {&active_libraries::test()});
-  EXPECT_EQ(active_libraries::test().table().Find("test.add_on_close")(remote, U64s({counter}))
+  EXPECT_EQ(active_libraries::test()
+                .table()
+                .Find("test.add_on_close")(remote, U64s({counter}))
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
@@ -635,39 +641,6 @@ TEST_F(ServerTest, ClaimedFrameLengthsDoNotAllocateMemoryBeforeTheBytesArrive) {
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_LT(ResidentBytes() - before, 100u << 20)
       << "20 connections claiming 60 MiB each must not cost 1.2 GB";
-}
-
-TEST_F(ServerTest, SameFunctionSameResultInBothModesWithExpectedRoundTrips) {
-  const ActiveLibrary& demo = active_libraries::demo();
-  constexpr uint64_t kLength = 50;
-  absl::StatusOr<std::string> head =
-      Invoke(*client_, Mode::kActive, demo, "demo.build_list", U64s({kLength}));
-  ASSERT_TRUE(head.ok()) << head.status();
-  std::string head_arg = head->substr(0, 8);
-
-  uint64_t before = client_->counters().round_trips.load();
-  absl::StatusOr<std::string> active =
-      Invoke(*client_, Mode::kActive, demo, "demo.sum_list", head_arg);
-  uint64_t active_rts = client_->counters().round_trips.load() - before;
-  before = client_->counters().round_trips.load();
-  absl::StatusOr<std::string> rdma = Invoke(*client_, Mode::kRdma, demo, "demo.sum_list", head_arg);
-  uint64_t rdma_rts = client_->counters().round_trips.load() - before;
-
-  ASSERT_TRUE(active.ok()) << active.status();
-  ASSERT_TRUE(rdma.ok()) << rdma.status();
-  EXPECT_EQ(*active, *rdma);
-  EXPECT_EQ(U64At(*active, 0), kLength * (kLength + 1) / 2);
-  EXPECT_EQ(U64At(*active, 1), kLength);
-  EXPECT_EQ(active_rts, 1u);
-  EXPECT_EQ(rdma_rts, kLength);  // one READ per node
-
-  // Building in RDMA mode gives the same list shape, allocated with CAS from the client.
-  absl::StatusOr<std::string> rdma_head =
-      Invoke(*client_, Mode::kRdma, demo, "demo.build_list", U64s({10}));
-  ASSERT_TRUE(rdma_head.ok()) << rdma_head.status();
-  EXPECT_EQ(
-      U64At(*Invoke(*client_, Mode::kActive, demo, "demo.sum_list", rdma_head->substr(0, 8)), 0),
-      55u);
 }
 
 TEST_F(ServerTest, ViewIsLocalOnlyAndGivesTheSameAnswer) {

@@ -1,17 +1,63 @@
 #include "core/testing/test_server.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "core/ucx/ucx_context.h"
 
 namespace ardma::testing {
 
+namespace {
+
+// Pins UCX to the test transport's transports (unless the caller set UCX_TLS), before the first
+// UCX context of the process is made.
+void ApplyTestTransport() {
+  static const bool applied = [] {
+    std::string transport = TestTransport();
+    const char* tls = transport == "ucx" ? "shm,self" : transport == "ucx_tcp" ? "tcp,self" : "";
+    if (*tls != '\0') ::setenv("UCX_TLS", tls, /*overwrite=*/0);
+    return true;
+  }();
+  (void)applied;
+}
+
+}  // namespace
+
 ServerOptions TestServerOptions() {
+  ApplyTestTransport();
   ServerOptions o;
+  if (TestTransport() == "unix") {
+    // Each server its own socket: tests run in parallel, and a suite may start several.
+    static std::atomic<int> next{0};
+    o.unix_socket = absl::StrCat("/tmp/ardma_test.", ::getpid(), ".", next++, ".sock");
+  }
   o.listen = "127.0.0.1:0";
   o.memory_size = 64 << 20;
   o.handler.workers = 2;
   return o;
+}
+
+std::string TestTransport() {
+  const char* transport = std::getenv("ARDMA_TEST_TRANSPORT");
+  return transport != nullptr && *transport != '\0' ? transport : "tcp";
+}
+
+std::string ClientAddress(const std::string& server_address) {
+  ApplyTestTransport();
+  if (TestTransport() == "unix") {
+    std::fprintf(stderr,
+                 "ClientAddress: the unix transport needs the server's socket: use "
+                 "TestServer::NewClient\n");
+    std::abort();
+  }
+  return TestTransport() == "tcp" ? server_address
+                                  : absl::StrCat(ToAbsl(kUcxPrefix), server_address);
 }
 
 absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(const ServerOptions& options) {
@@ -20,7 +66,8 @@ absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(const ServerOption
 }
 
 absl::StatusOr<std::unique_ptr<Client>> TestServer::NewClient(const ClientOptions& options) const {
-  return Client::Connect(server_->address(), options);
+  if (TestTransport() == "unix") return Client::Connect("unix:" + server_->unix_socket(), options);
+  return Client::Connect(ClientAddress(server_->address()), options);
 }
 
 std::pair<TestServer*, Client*> StartSuiteServer(uint64_t memory_size) {

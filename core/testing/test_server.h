@@ -17,11 +17,23 @@ namespace ardma::testing {
 // 64 MiB of memory, two workers, loopback with an ephemeral port.
 ServerOptions TestServerOptions();
 
+// The transport the tests' clients use: $ARDMA_TEST_TRANSPORT, "tcp" (the default), "unix" (the
+// server's Unix-domain socket: TestServerOptions gives each server one, TestServer::NewClient uses
+// it), "ucx" (UCX over shared memory) or "ucx_tcp" (UCX over its TCP transport; for the UCX ones
+// UCX_TLS is set too).
+// ctest runs a suite registered with TRANSPORTS once per transport (cmake/ArdmaHelpers.cmake), so
+// one test file covers every transport.
+std::string TestTransport();
+// The address a client of the test transport connects to: `server_address`, or ucx://that. Not for
+// the unix transport (it aborts): suites run over unix connect with TestServer::NewClient.
+std::string ClientAddress(const std::string& server_address);
+
 class TestServer {
  public:
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(
       const ServerOptions& options = TestServerOptions());
 
+  // A client over the test transport (TestTransport()).
   absl::StatusOr<std::unique_ptr<Client>> NewClient(const ClientOptions& options = {}) const;
   Server& server() { return *server_; }
   std::string address() const { return server_->address(); }

@@ -38,6 +38,8 @@ const char* OpName(Op op) {
       return "EXECUTE";
     case Op::kStats:
       return "STATS";
+    case Op::kUcxConnect:
+      return "UCX_CONNECT";
   }
   return "UNKNOWN";
 }

@@ -36,8 +36,9 @@ enum class Op : uint8_t {
   kHasCode = 7,
   kExecute = 8,
   kStats = 9,
+  kUcxConnect = 10,  // bootstraps a UCX session over this connection (messages.h)
 };
-inline constexpr int kNumOps = 10;  // op values are < kNumOps
+inline constexpr int kNumOps = 11;  // op values are < kNumOps
 bool IsKnownOp(uint8_t op);
 const char* OpName(Op op);
 

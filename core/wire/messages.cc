@@ -21,6 +21,9 @@
 //              response := result:rest
 //   STATS      request  := empty
 //              response := count:u32 (name:str16 value:u64){count}
+//   UCX_CONNECT request := worker_address:bytes32
+//              response := session:u64 worker_address:bytes32 count:u32
+//                          (region:u32 base:u64 size:u64 read_only:u8 rkey:bytes32){count}
 //
 //   Any response whose header status is not 0 (OK) := message:rest (UTF-8 text)
 //
@@ -300,6 +303,57 @@ absl::StatusOr<std::vector<StatsEntry>> DecodeStatsResponse(std::string_view pay
   }
   if (!r.AtEnd()) return Malformed("STATS");
   return entries;
+}
+
+void EncodeUcxConnectRequest(std::string_view worker_address, std::string* out) {
+  ByteWriter(out).Bytes32(worker_address);
+}
+
+absl::StatusOr<std::string_view> DecodeUcxConnectRequest(std::string_view payload) {
+  ByteReader r(payload);
+  std::string_view address;
+  if (!r.Bytes32(&address) || !r.AtEnd() || address.empty()) return Malformed("UCX_CONNECT");
+  return address;
+}
+
+void EncodeUcxHello(const UcxHello& hello, std::string* out) {
+  ByteWriter w(out);
+  w.U64(hello.session);
+  w.Bytes32(hello.worker_address);
+  w.U32(static_cast<uint32_t>(hello.regions.size()));
+  for (const UcxRegionKey& k : hello.regions) {
+    w.U32(k.region);
+    w.U64(k.base);
+    w.U64(k.size);
+    w.U8(k.read_only ? 1 : 0);
+    w.Bytes32(k.rkey);
+  }
+}
+
+absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload) {
+  ByteReader r(payload);
+  UcxHello hello;
+  std::string_view address;
+  uint32_t count;
+  if (!r.U64(&hello.session) || !r.Bytes32(&address) || !r.U32(&count) ||
+      count > r.remaining() / 29) {
+    return Malformed("UCX_CONNECT response");
+  }
+  hello.worker_address = std::string(address);
+  for (uint32_t i = 0; i < count; ++i) {
+    UcxRegionKey k;
+    uint8_t read_only;
+    std::string_view rkey;
+    if (!r.U32(&k.region) || !r.U64(&k.base) || !r.U64(&k.size) || !r.U8(&read_only) ||
+        !r.Bytes32(&rkey)) {
+      return Malformed("UCX_CONNECT response");
+    }
+    k.read_only = read_only != 0;
+    k.rkey = std::string(rkey);
+    hello.regions.push_back(std::move(k));
+  }
+  if (!r.AtEnd()) return Malformed("UCX_CONNECT response");
+  return hello;
 }
 
 }  // namespace ardma::wire

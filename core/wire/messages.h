@@ -118,6 +118,25 @@ void EncodeStatsResponse(std::span<const StatsEntry> entries, std::string* out);
 absl::StatusOr<std::vector<StatsEntry>> DecodeStatsResponse(std::string_view payload,
                                                             const WireLimits& limits);
 
+// UCX_CONNECT: the client's UCX worker address; the answer is the server's, a session number the
+// client's active messages carry, and each region's remote key and bounds.
+struct UcxRegionKey {
+  RegionId region = 0;
+  uint64_t base = 0;  // the region's first byte in the server's address space
+  uint64_t size = 0;
+  bool read_only = false;
+  std::string rkey;  // packed by ucp_rkey_pack
+};
+struct UcxHello {
+  uint64_t session = 0;
+  std::string worker_address;
+  std::vector<UcxRegionKey> regions;
+};
+void EncodeUcxConnectRequest(std::string_view worker_address, std::string* out);
+absl::StatusOr<std::string_view> DecodeUcxConnectRequest(std::string_view payload);
+void EncodeUcxHello(const UcxHello& hello, std::string* out);
+absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload);
+
 }  // namespace ardma::wire
 
 #endif  // ARDMA_CORE_WIRE_MESSAGES_H_

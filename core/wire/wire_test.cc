@@ -1,3 +1,7 @@
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <random>
 
 #include "core/wire/byte_io.h"
@@ -6,8 +10,32 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+// The largest single allocation made while a test watches (this binary's operator new counts).
+namespace {
+thread_local bool g_watching = false;
+thread_local size_t g_largest = 0;
+}  // namespace
+
+void* operator new(size_t n) {
+  if (g_watching) g_largest = std::max(g_largest, n);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
 namespace ardma::wire {
 namespace {
+
+// Runs `decode` and returns the largest single allocation it made.
+template <typename Fn>
+size_t LargestAllocation(Fn decode) {
+  g_largest = 0;
+  g_watching = true;
+  decode();
+  g_watching = false;
+  return g_largest;
+}
 
 using ::testing::ElementsAre;
 
@@ -227,23 +255,46 @@ TEST(MessagesTest, LoadHasCodeExecuteStatsRoundTrip) {
   EXPECT_THAT(*sd, ElementsAre(StatsEntry{"requests.ping", 3}, StatsEntry{"errors", 0}));
 }
 
-// Random bytes never crash a decoder and never make it allocate from a bogus length.
+// Every decoder on `payload`, as the server and client run them.
+void DecodeAll(std::string_view payload, const WireLimits& limits) {
+  (void)DecodeHeader(payload, limits);
+  (void)DecodeReadRequest(payload, limits);
+  (void)DecodeWriteRequest(payload, limits);
+  (void)DecodeCasRequest(payload);
+  (void)DecodeFetchAddRequest(payload);
+  (void)DecodeLoadRequest(payload);
+  (void)DecodeExecuteRequest(payload);
+  (void)DecodeStatsResponse(payload, limits);
+}
+
+// A few bytes that claim a huge count or length must be rejected before anything is sized by
+// the claim: no decoder may allocate more than the payload could describe.
+TEST(MessagesTest, DecodersNeverAllocateFromAClaimedLength) {
+  WireLimits generous{.max_payload_bytes = 1u << 30, .max_batch_entries = UINT32_MAX};
+  for (uint32_t claim : {0x7fffffffu, 0xffffffffu, 1u << 24, 100000u}) {
+    std::string payload;
+    ByteWriter w(&payload);
+    w.U32(claim);  // a batch count, a string length, ...
+    w.U32(claim);  // ... or the second field's length
+    w.U64(1);
+    w.U16(0xffff);  // a str16 length
+    payload.append(20, 'x');
+    size_t largest = LargestAllocation([&] { DecodeAll(payload, generous); });
+    EXPECT_LT(largest, 4096u) << "claim " << claim << " made a decoder allocate " << largest;
+  }
+}
+
+// Random bytes never crash a decoder and never make it allocate more than a few KiB.
 TEST(MessagesTest, RandomPayloadsAreRejectedOrDecodedSafely) {
   std::mt19937_64 rng(12345);
   WireLimits limits;
+  size_t largest = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string junk(rng() % 64, '\0');
     for (char& c : junk) c = static_cast<char>(rng());
-    (void)DecodeHeader(junk, limits);
-    (void)DecodeReadRequest(junk, limits);
-    (void)DecodeWriteRequest(junk, limits);
-    (void)DecodeCasRequest(junk);
-    (void)DecodeFetchAddRequest(junk);
-    (void)DecodeLoadRequest(junk);
-    (void)DecodeExecuteRequest(junk);
-    (void)DecodeStatsResponse(junk, limits);
+    largest = std::max(largest, LargestAllocation([&] { DecodeAll(junk, limits); }));
   }
-  SUCCEED();
+  EXPECT_LT(largest, 4096u);
 }
 
 }  // namespace

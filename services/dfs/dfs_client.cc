@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "absl/synchronization/mutex.h"
-
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 
@@ -67,25 +66,7 @@ absl::StatusOr<DirPage> DfsClient::ReadDir(std::string_view path, uint64_t curso
   w.U32(max);
   absl::StatusOr<std::string> bytes = Call("dfs.readdir", args);
   if (!bytes.ok()) return bytes.status();
-  ByteReader r(*bytes);
-  DirPage page;
-  uint8_t done;
-  uint32_t n;
-  if (!r.U64(&page.next) || !r.U8(&done) || !r.U32(&n)) return absl::DataLossError("dfs: bad page");
-  page.done = done != 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    DirEntry e;
-    uint8_t type;
-    std::string_view name;
-    if (!r.U64(&e.ino) || !r.U8(&type) || !r.Str16(&name)) {
-      return absl::DataLossError("dfs: bad page");
-    }
-    e.type = static_cast<FileType>(type);
-    e.name = std::string(name);
-    page.entries.push_back(std::move(e));
-  }
-  ARDMA_RETURN_IF_ERROR(Check(r, "readdir"));
-  return page;
+  return DecodeDirPage(*bytes);
 }
 
 absl::StatusOr<std::vector<DirEntry>> DfsClient::ListDir(std::string_view path) {
@@ -272,7 +253,8 @@ class Pipeline {
   }
   absl::Status Wait() {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](Pipeline* p) { return p->inflight_ == 0; }, this));
+    mu_.Await(absl::Condition(
+        +[](Pipeline* p) { return p->inflight_ == 0; }, this));
     return error_;
   }
 

@@ -64,6 +64,42 @@ absl::StatusOr<Stat> DecodeStat(std::string_view bytes) {
   return s;
 }
 
+std::string EncodeDirPage(const DirPage& page) {
+  std::string out;
+  wire::ByteWriter w(&out);
+  w.U64(page.next);
+  w.U8(page.done ? 1 : 0);
+  w.U32(static_cast<uint32_t>(page.entries.size()));
+  for (const DirEntry& e : page.entries) {
+    w.U64(e.ino);
+    w.U8(static_cast<uint8_t>(e.type));
+    w.Str16(e.name);
+  }
+  return out;
+}
+
+absl::StatusOr<DirPage> DecodeDirPage(std::string_view bytes) {
+  wire::ByteReader r(bytes);
+  DirPage page;
+  uint8_t done;
+  uint32_t n;
+  if (!r.U64(&page.next) || !r.U8(&done) || !r.U32(&n)) return absl::DataLossError("dfs: bad page");
+  page.done = done != 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    DirEntry e;
+    uint8_t type;
+    std::string_view name;
+    if (!r.U64(&e.ino) || !r.U8(&type) || !r.Str16(&name)) {
+      return absl::DataLossError("dfs: bad page");
+    }
+    e.type = static_cast<FileType>(type);
+    e.name = std::string(name);
+    page.entries.push_back(std::move(e));
+  }
+  if (!r.AtEnd()) return absl::DataLossError("dfs: bad readdir result");
+  return page;
+}
+
 std::string EncodeFindPage(const FindPage& page) {
   std::string out;
   wire::ByteWriter w(&out);
@@ -97,8 +133,8 @@ absl::StatusOr<FindPage> DecodeFindPage(std::string_view bytes) {
     std::string_view path;
     uint8_t type;
     uint64_t mtime;
-    if (!r.Str16(&path) || !r.U8(&type) || !r.U64(&e.size) || !r.U32(&e.depth) ||
-        !r.U32(&e.mode) || !r.U64(&mtime) || (type != 1 && type != 2)) {
+    if (!r.Str16(&path) || !r.U8(&type) || !r.U64(&e.size) || !r.U32(&e.depth) || !r.U32(&e.mode) ||
+        !r.U64(&mtime) || (type != 1 && type != 2)) {
       return absl::DataLossError("dfs: bad find entry");
     }
     e.path = std::string(path);

@@ -1,5 +1,6 @@
 // The in-memory distributed file system's layout, limits and argument encodings, shared by the
-// active code (dfs_functions.cc, on the server or, in RDMA mode, on the client) and DfsClient.
+// active code (dfs.h and dfs_inode.h, on the server or, in RDMA mode, on the client) and
+// DfsClient.
 //
 // A file system is named (1 to kMaxFsNameBytes bytes); its superblock hangs off the heap root
 // "dfs:<name>" and its directory entries live in the DHT table "dfs.<name>": key = parent inode
@@ -91,7 +92,7 @@ struct DirPage {
 struct FoundEntry {
   std::string path;
   FileType type = FileType::kFile;
-  uint64_t size = 0;  // bytes; for a directory, its number of entries
+  uint64_t size = 0;   // bytes; for a directory, its number of entries
   uint32_t depth = 0;  // 0 for the starting point
   uint32_t mode = 0;
   absl::Time mtime;
@@ -116,6 +117,9 @@ absl::StatusOr<std::vector<std::string_view>> SplitPath(std::string_view path);
 std::string EncodeStat(const Stat& s);
 absl::StatusOr<Stat> DecodeStat(std::string_view bytes);
 // dfs.find's result: next, done, then the entries.
+// dfs.readdir's result: next:u64 done:u8 n:u32 n x (ino:u64 type:u8 name:Str16).
+std::string EncodeDirPage(const DirPage& page);
+absl::StatusOr<DirPage> DecodeDirPage(std::string_view bytes);
 std::string EncodeFindPage(const FindPage& page);
 absl::StatusOr<FindPage> DecodeFindPage(std::string_view bytes);
 

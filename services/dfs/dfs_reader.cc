@@ -4,27 +4,20 @@
 #include <cstring>
 
 #include "core/status_macros.h"
-#include "services/dfs/dfs_format.h"
+#include "services/dfs/dfs_inode.h"
 
 namespace ardma::dfs {
 
 absl::StatusOr<FileReader> FileReader::Open(Context& ctx, uint64_t ino) {
-  char b[kInName];
-  ARDMA_RETURN_IF_ERROR(ctx.Read(ino, std::span<char>(b, sizeof(b))));
-  auto field = [&](uint64_t off) {
-    uint64_t v;
-    std::memcpy(&v, b + off, 8);
-    return v;
-  };
-  if (field(0) != kInodeMagic) return absl::NotFoundError("dfs: the file was removed");
-  if (field(kInType) != static_cast<uint64_t>(FileType::kFile)) {
-    return absl::FailedPreconditionError("dfs: is a directory");
-  }
+  absl::StatusOr<Inode> n = ReadInode(ctx, ino);
+  if (absl::IsNotFound(n.status())) return absl::NotFoundError("dfs: the file was removed");
+  if (!n.ok()) return n.status();
+  if (n->type != FileType::kFile) return IsADirectory();
   FileReader r(&ctx, ino);
-  r.size_ = field(kInSize);
-  r.gen_ = field(kInGen);
-  r.table_ = field(kInTable);
-  r.capacity_ = field(kInCapacity);
+  r.size_ = n->size;
+  r.gen_ = n->gen;
+  r.table_ = n->table;
+  r.capacity_ = n->capacity;
   return r;
 }
 
@@ -32,11 +25,7 @@ absl::StatusOr<std::string_view> FileReader::Chunk(uint64_t offset, std::string*
   if (offset >= size_) return absl::OutOfRangeError("dfs: read past the end of the file");
   if (blocks_.empty()) {
     uint64_t used = std::min(capacity_, (size_ + kBlockSize - 1) / kBlockSize);
-    blocks_.assign(used, 0);
-    if (used > 0) {
-      ARDMA_RETURN_IF_ERROR(ctx_->Read(
-          table_, std::span<char>(reinterpret_cast<char*>(blocks_.data()), 8 * used)));
-    }
+    ARDMA_ASSIGN_OR_RETURN(blocks_, ReadTable(*ctx_, table_, used));
   }
   uint64_t index = offset / kBlockSize, within = offset % kBlockSize;
   uint64_t len = std::min(kBlockSize - within, size_ - offset);
@@ -51,13 +40,6 @@ absl::StatusOr<std::string_view> FileReader::Chunk(uint64_t offset, std::string*
   return std::string_view(*scratch);
 }
 
-absl::StatusOr<bool> FileReader::Unchanged() {
-  char b[kInGen + 8];
-  ARDMA_RETURN_IF_ERROR(ctx_->Read(ino_, std::span<char>(b, sizeof(b))));
-  uint64_t magic, gen;
-  std::memcpy(&magic, b, 8);
-  std::memcpy(&gen, b + kInGen, 8);
-  return magic == kInodeMagic && gen == gen_;
-}
+absl::StatusOr<bool> FileReader::Unchanged() { return dfs::Unchanged(*ctx_, ino_, gen_); }
 
 }  // namespace ardma::dfs

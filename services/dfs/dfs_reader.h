@@ -1,6 +1,6 @@
 // FileReader: reads a DFS file's bytes from active code, a block at a time, without copying when
-// the code runs next to the data (Context::View), for scanners such as ardma-grep's. Written
-// against the layout in dfs_format.h.
+// the code runs next to the data (Context::View), for scanners such as ardma-grep's. Reads the
+// layout through dfs_inode.h, as the file system's own operations do.
 //
 //   ARDMA_ASSIGN_OR_RETURN(FileReader file, FileReader::Open(ctx, ino));
 //   std::string scratch;
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/active/context.h"
+#include "core/context/context.h"
 
 namespace ardma::dfs {
 

@@ -26,14 +26,12 @@
 #include <string>
 #include <string_view>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "services/dht/dht_format.h"
+#include "services/root_cache.h"
 
 ARDMA_DECLARE_ACTIVE_LIBRARY(dht);
 
@@ -64,17 +62,17 @@ class DhtClient {
   struct Cached {
     uint64_t header = 0, id = 0, geometry = 0;
   };
+  // Runs `function` with args = target + `rest`. In RDMA mode the target is the table as cached
+  // (resolved once per name, and created when `create`).
   absl::StatusOr<Reply> Run(std::string_view function, std::string_view table,
                             std::string_view rest, ReplyKind kind, bool create);
-  absl::StatusOr<Reply> RunOnce(std::string_view function, std::string_view table,
-                                std::string_view rest, ReplyKind kind, bool create, bool* stale);
-  absl::StatusOr<Cached> Resolve(std::string_view table, bool create);
+  // The table's header, id and geometry, through the heap's roots.
+  absl::StatusOr<Cached> ResolveTable(std::string_view table, bool create);
 
   Client* const client_;
   const Mode mode_;
   const CallOptions options_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Cached> tables_ ABSL_GUARDED_BY(mu_);
+  RootCache<Cached> tables_;  // RDMA mode
 };
 
 }  // namespace ardma::dht

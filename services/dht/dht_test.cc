@@ -15,17 +15,20 @@
 namespace ardma::dht {
 namespace {
 
-class DhtTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
+// A server, a first client and a DhtClient over it in mode().
+template <typename Base>
+class DhtFixture : public testing::ServerFixture<Base> {
  protected:
+  virtual Mode mode() const = 0;
   void SetUp() override { Start(testing::TestServerOptions()); }
   void Start(const ServerOptions& options) {
-    StartServer(options);
-    dht_ = std::make_unique<DhtClient>(client_.get(), GetParam());
+    this->StartServer(options);
+    dht_ = std::make_unique<DhtClient>(this->client_.get(), mode());
   }
-  uint64_t RoundTrips() { return client_->counters().round_trips.load(); }
+  uint64_t RoundTrips() { return this->client_->counters().round_trips.load(); }
   // log2 of the table's bucket count, read straight from its header.
   int Log2Buckets(std::string_view table) {
-    RemoteContext ctx(client_.get(), {});
+    RemoteContext ctx(this->client_.get(), {});
     auto header = heap::GetRoot(ctx, absl::StrCat("dht:", ToAbsl(table)));
     EXPECT_TRUE(header.ok()) << header.status();
     auto geometry = ctx.ReadU64(*header + 16);
@@ -34,6 +37,18 @@ class DhtTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
   }
 
   std::unique_ptr<DhtClient> dht_;
+};
+
+// Tests of one mode, run for each.
+class DhtTest : public DhtFixture<::testing::TestWithParam<Mode>> {
+ protected:
+  Mode mode() const override { return GetParam(); }
+};
+
+// Tests that mix both modes themselves, run once.
+class DhtMixedTest : public DhtFixture<::testing::Test> {
+ protected:
+  Mode mode() const override { return Mode::kActive; }
 };
 
 INSTANTIATE_TEST_SUITE_P(Modes, DhtTest, ::testing::Values(Mode::kActive, Mode::kRdma),
@@ -230,7 +245,7 @@ bool IsVersionedValue(const std::string& key, const std::string& v) {
 // Clients in both modes at once: writers with their own keys (checked against their own models
 // at the end), writers fighting over shared keys, and readers that must only ever see whole
 // values, while the table grows.
-TEST_P(DhtTest, ConcurrentClientsInBothModesStayCorrect) {
+TEST_F(DhtMixedTest, ConcurrentClientsInBothModesStayCorrect) {
   constexpr int kWriters = 4, kOps = 400;
   std::vector<std::unique_ptr<Client>> clients;
   for (int i = 0; i < kWriters + 2; ++i) clients.push_back(NewClient());

@@ -1,6 +1,5 @@
 #include "services/list/list_client.h"
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
@@ -9,59 +8,42 @@
 
 namespace ardma::list {
 
-absl::StatusOr<uint64_t> ListClient::HeaderAddress(std::string_view list, bool create) {
-  ARDMA_RETURN_IF_ERROR(CheckName(list));
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = headers_.find(ToAbsl(list));
-    if (it != headers_.end()) return it->second;
-  }
+absl::StatusOr<uint64_t> ListClient::ResolveHeader(std::string_view list, bool create) {
   RemoteContext ctx(client_, {&active_libraries::list()}, options_);
   absl::StatusOr<uint64_t> header =
       heap::GetRoot(ctx, absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(list)));
-  if (absl::IsNotFound(header.status())) {
-    if (!create) return absl::NotFoundError(absl::StrCat("no list named '", ToAbsl(list), "'"));
-    std::string args;
-    wire::ByteWriter(&args).Str16(list);
-    ARDMA_ASSIGN_OR_RETURN(
-        std::string result,
-        Invoke(*client_, Mode::kRdma, active_libraries::list(), "list.open", args, options_));
-    wire::ByteReader r(result);
-    uint64_t addr;
-    if (!r.U64(&addr)) return absl::DataLossError("list.open: bad result");
-    header = addr;
-  }
-  if (header.ok()) {
-    absl::MutexLock lock(&mu_);
-    headers_.emplace(std::string(list), *header);
-  }
-  return header;
+  if (!absl::IsNotFound(header.status())) return header;
+  if (!create) return absl::NotFoundError(absl::StrCat("no list named '", ToAbsl(list), "'"));
+  std::string args;
+  wire::ByteWriter(&args).Str16(list);
+  ARDMA_ASSIGN_OR_RETURN(std::string result, Invoke(*client_, Mode::kRdma, active_libraries::list(),
+                                                    "list.open", args, options_));
+  wire::ByteReader r(result);
+  uint64_t addr;
+  if (!r.U64(&addr)) return absl::DataLossError("list.open: bad result");
+  return addr;
 }
 
 absl::StatusOr<std::string> ListClient::Run(std::string_view function, std::string_view list,
                                             std::string_view rest, bool create) {
-  Target target{list, 0};
-  if (mode_ == Mode::kRdma) {
-    ARDMA_ASSIGN_OR_RETURN(target.header, HeaderAddress(list, create));
-  } else {
-    ARDMA_RETURN_IF_ERROR(CheckName(list));
-  }
-  std::string args;
-  EncodeTarget(target, &args);
-  args.append(rest);
-  absl::StatusOr<std::string> result =
-      Invoke(*client_, mode_, active_libraries::list(), function, args, options_);
-  if (mode_ == Mode::kRdma && absl::IsInvalidArgument(result.status()) &&
-      absl::StrContains(result.status().message(), "no list header")) {
-    // The cached address went stale (the server restarted without its memory file): resolve the
-    // name again, once.
-    {
-      absl::MutexLock lock(&mu_);
-      headers_.erase(ToAbsl(list));
+  ARDMA_RETURN_IF_ERROR(CheckName(list));
+  auto attempt = [&](std::optional<uint64_t> cached) -> absl::StatusOr<std::string> {
+    Target target{list, 0};
+    if (mode_ == Mode::kRdma) {
+      if (cached.has_value()) {
+        target.header = *cached;
+      } else {
+        ARDMA_ASSIGN_OR_RETURN(target.header, ResolveHeader(list, create));
+        headers_.Store(list, target.header);
+      }
     }
-    return Run(function, list, rest, create);
-  }
-  return result;
+    std::string args;
+    EncodeTarget(target, &args);
+    args.append(rest);
+    return Invoke(*client_, mode_, active_libraries::list(), function, args, options_);
+  };
+  if (mode_ == Mode::kActive) return attempt(std::nullopt);
+  return headers_.Run<std::string>(list, attempt);
 }
 
 absl::Status ListClient::Append(std::string_view list, const ListValue& value) {

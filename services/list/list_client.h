@@ -25,14 +25,12 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "services/list/list_format.h"
+#include "services/root_cache.h"
 
 ARDMA_DECLARE_ACTIVE_LIBRARY(list);
 
@@ -66,13 +64,13 @@ class ListClient {
   // address, resolved once per name (and created when `create`).
   absl::StatusOr<std::string> Run(std::string_view function, std::string_view list,
                                   std::string_view rest, bool create);
-  absl::StatusOr<uint64_t> HeaderAddress(std::string_view list, bool create);
+  // The header address of `list`, through the heap's roots (created when `create`).
+  absl::StatusOr<uint64_t> ResolveHeader(std::string_view list, bool create);
 
   Client* const client_;
   const Mode mode_;
   const CallOptions options_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, uint64_t> headers_ ABSL_GUARDED_BY(mu_);
+  RootCache<uint64_t> headers_;  // RDMA mode: header addresses by list name
 };
 
 }  // namespace ardma::list

@@ -26,8 +26,8 @@ absl::StatusOr<std::string> LockClient::Call(Mode mode, std::string_view functio
                                              std::string_view args, absl::Duration wait) {
   CallOptions options = options_;
   if (mode == Mode::kActive && wait > absl::ZeroDuration()) {
-    absl::Duration base = options.timeout > absl::ZeroDuration() ? options.timeout
-                                                                 : absl::Seconds(30);
+    absl::Duration base =
+        options.timeout > absl::ZeroDuration() ? options.timeout : absl::Seconds(30);
     options.timeout = std::max(base, wait + kServerSlack);
   }
   return Invoke(*client_, mode, active_libraries::lock(), function, args, options);
@@ -43,48 +43,42 @@ absl::StatusOr<std::optional<Grant>> LockClient::Run(std::string_view name, Lock
                                                      absl::Duration wait, absl::Duration lease) {
   ARDMA_RETURN_IF_ERROR(CheckLockName(name));
   ARDMA_RETURN_IF_ERROR(CheckLease(lease));
-  AcquireArgs args{.name = name,
-                   .exclusive = mode == LockMode::kExclusive,
-                   .wait = wait,
-                   .lease = lease};
-  if (mode_ == Mode::kRdma) {
-    absl::MutexLock lock(&mu_);
-    auto it = addrs_.find(ToAbsl(name));
-    if (it != addrs_.end()) args.addr = it->second;
-  }
-  absl::Time sent = absl::Now();
-  absl::StatusOr<std::string> result = Call(mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
-  if (mode_ == Mode::kRdma && args.addr != 0 && absl::IsDataLoss(result.status())) {
-    // A stale cached address (the server lost its memory): resolve the name again, once.
-    {
-      absl::MutexLock lock(&mu_);
-      addrs_.erase(ToAbsl(name));
+  AcquireArgs args{
+      .name = name, .exclusive = mode == LockMode::kExclusive, .wait = wait, .lease = lease};
+  // One attempt: with the cached block address (RDMA mode), or letting the name be resolved.
+  struct Sent {
+    std::string result;
+    uint64_t addr = 0;
+    absl::Time at;
+  };
+  auto attempt = [&](std::optional<uint64_t> cached) -> absl::StatusOr<Sent> {
+    args.addr = cached.value_or(0);
+    Sent sent{.addr = args.addr, .at = absl::Now()};
+    absl::StatusOr<std::string> result = Call(mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
+    if (!result.ok()) {
+      if (mode_ == Mode::kRdma && absl::IsDeadlineExceeded(result.status()) && args.addr != 0) {
+        Kick(args.addr).IgnoreError();  // our ticket went back: an active waiter may be next
+      }
+      return result.status();
     }
-    args.addr = 0;
-    sent = absl::Now();
-    result = Call(mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
-  }
-  if (!result.ok()) {
-    if (mode_ == Mode::kRdma && absl::IsDeadlineExceeded(result.status()) && args.addr != 0) {
-      Kick(args.addr).IgnoreError();  // our ticket went back: an active waiter may be next
-    }
-    return result.status();
-  }
-  ARDMA_ASSIGN_OR_RETURN(AcquireResult r, DecodeAcquireResult(*result));
+    sent.result = *std::move(result);
+    return sent;
+  };
+  absl::StatusOr<Sent> sent =
+      mode_ == Mode::kRdma ? addrs_.Run<Sent>(name, attempt) : attempt(std::nullopt);
+  if (!sent.ok()) return sent.status();
+  ARDMA_ASSIGN_OR_RETURN(AcquireResult r, DecodeAcquireResult(sent->result));
   if (!r.granted) {
-    if (r.kick && args.addr != 0) ARDMA_RETURN_IF_ERROR(Kick(args.addr));
+    if (r.kick && sent->addr != 0) ARDMA_RETURN_IF_ERROR(Kick(sent->addr));
     return std::nullopt;
   }
-  if (mode_ == Mode::kRdma) {
-    absl::MutexLock lock(&mu_);
-    addrs_[std::string(name)] = r.addr;
-  }
+  if (mode_ == Mode::kRdma) addrs_.Store(name, r.addr);
   Grant g;
   g.name = std::string(name);
   g.mode = mode;
   g.token = r.token;
   g.lease = lease;
-  g.lease_deadline = sent + lease;
+  g.lease_deadline = sent->at + lease;
   g.addr = r.addr;
   g.ticket = r.ticket;
   g.word = r.word;
@@ -135,8 +129,8 @@ absl::StatusOr<LockState> LockClient::Inspect(std::string_view name) {
   wire::ByteReader r(*bytes);
   uint64_t addr;
   LockState s;
-  if (!r.U64(&addr) || !r.U64(&s.tickets_taken) || !r.U64(&s.tokens_issued) ||
-      !r.U64(&s.holders) || !r.U64(&s.waiters) || !r.AtEnd()) {
+  if (!r.U64(&addr) || !r.U64(&s.tickets_taken) || !r.U64(&s.tokens_issued) || !r.U64(&s.holders) ||
+      !r.U64(&s.waiters) || !r.AtEnd()) {
     return absl::DataLossError("lock.inspect: bad result");
   }
   return s;

@@ -40,15 +40,13 @@
 #include <string>
 #include <string_view>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "services/lock/lock_format.h"
+#include "services/root_cache.h"
 
 ARDMA_DECLARE_ACTIVE_LIBRARY(lock);
 
@@ -60,8 +58,8 @@ enum class LockMode { kShared, kExclusive };
 struct Grant {
   std::string name;
   LockMode mode = LockMode::kExclusive;
-  uint64_t token = 0;           // fencing token: larger than every earlier grant's
-  absl::Time lease_deadline;    // renew or release before this (client clock, conservative)
+  uint64_t token = 0;         // fencing token: larger than every earlier grant's
+  absl::Time lease_deadline;  // renew or release before this (client clock, conservative)
   absl::Duration lease;
   // Where it is held (for Release / Renew).
   uint64_t addr = 0, ticket = 0, word = 0;
@@ -104,8 +102,7 @@ class LockClient {
   Client* const client_;
   const Mode mode_;
   const CallOptions options_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, uint64_t> addrs_ ABSL_GUARDED_BY(mu_);  // RDMA mode's cache
+  RootCache<uint64_t> addrs_;  // RDMA mode: lock block addresses by name
 };
 
 // Holds a lock for its lifetime (movable, not copyable).

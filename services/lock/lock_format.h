@@ -1,5 +1,6 @@
 // The FCFS lock service's memory layout and argument encodings, shared by the active code
-// (lock_functions.cc, which runs on the server or, in RDMA mode, on the client) and LockClient.
+// (lock.cc, which runs on the server or, in RDMA mode, on the client; lock_functions.cc) and
+// LockClient.
 //
 // A lock is a 1024-byte heap block, found by name through the DHT table "locks" (key: the lock's
 // name, value: the block's address, inserted once with dht.insert so racing creators agree):
@@ -69,8 +70,8 @@ struct Slot {
   uint64_t changes() const { return (word >> 28) & 0xfff; }
   absl::Duration lease() const { return absl::Milliseconds(static_cast<int64_t>(word >> 40)); }
 
-  static Slot Make(uint64_t ticket, SlotState state, bool exclusive, bool active,
-                   uint64_t changes, absl::Duration lease) {
+  static Slot Make(uint64_t ticket, SlotState state, bool exclusive, bool active, uint64_t changes,
+                   absl::Duration lease) {
     uint64_t ms = static_cast<uint64_t>(absl::ToInt64Milliseconds(lease)) & ((1ull << 24) - 1);
     return Slot{(ticket & kTicketMask) | static_cast<uint64_t>(state) << 24 |
                 static_cast<uint64_t>(exclusive) << 26 | static_cast<uint64_t>(active) << 27 |

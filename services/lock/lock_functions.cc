@@ -1,492 +1,88 @@
-// The "lock" active-code library: FCFS shared/exclusive locks with leases and fencing tokens
-// (layout and rules: lock_format.h). Written once against Context: on the server (active mode) a
-// waiter parks and is resumed when its turn may have come; on a client (RDMA mode) it polls.
+// The "lock" active-code library: each function parses its arguments, runs the algorithm
+// (lock.h) and encodes the result (lock_format.h).
 //
 //   lock.acquire  phase 0: see EncodeAcquireArgs; phase 1: a parked waiter's continuation
-//                 -> AcquireResult (granted:u8 [addr ticket token word])
+//                 -> AcquireResult (granted:u8 [addr ticket token word]); "" while parked
 //   lock.release  addr, ticket, word            -> kick:u8 (an active waiter needs a Resume)
 //   lock.renew    addr, ticket, word, lease_us  -> word:u64
 //   lock.drop     addr, ticket                  (close hook: release whatever the ticket holds)
 //   lock.kick     addr                          (resume active waiters whose turn came)
 //   lock.inspect  Str16 name                    -> addr next_ticket fence holders waiters (u64s)
 #include <algorithm>
-#include <array>
-#include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "core/active/function_table.h"
-#include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
-#include "services/dht/dht_format.h"
-#include "services/lock/lock_format.h"
-#include "services/stable_hash.h"
+#include "services/lock/lock.h"
 
-namespace ardma::lock {
+namespace ardma::lock::functions {
 namespace {
 
 using wire::ByteReader;
 using wire::ByteWriter;
 
-constexpr int kMaxRestarts = 1000;
-// An active waiter whose slot is still taken (more than kRingSlots live tickets) looks again
-// this often.
-constexpr absl::Duration kSlotPoll = absl::Milliseconds(2);
-
-struct Block {
-  uint64_t addr = 0;
-  uint64_t name_hash = 0, tail = 0, head = 0, fence = 0;
-  std::array<Slot, kRingSlots> ring{};
-
-  Slot SlotOf(uint64_t t) const { return ring[t % kRingSlots]; }
-  uint64_t SlotAddr(uint64_t t) const { return addr + kRingOffset + 8 * (t % kRingSlots); }
-  // Ticket t may write its slot: the previous user (t - kRingSlots) is done with it.
-  bool SlotFreeFor(uint64_t t) const {
-    Slot s = SlotOf(t);
-    if (t < kRingSlots) return s.state() == SlotState::kUnused;
-    return s.state() == SlotState::kReleased && s.ticket() == ((t - kRingSlots) & kTicketMask);
-  }
-};
-
-absl::StatusOr<Block> ReadBlock(Context& ctx, uint64_t addr) {
-  char bytes[kBlockBytes];
-  ARDMA_RETURN_IF_ERROR(ctx.Read(addr, std::span<char>(bytes, sizeof(bytes))));
-  Block b;
-  b.addr = addr;
-  uint64_t magic;
-  std::memcpy(&magic, bytes, 8);
-  if (magic != kMagic) return absl::DataLossError(absl::StrCat("no lock at address ", addr));
-  std::memcpy(&b.name_hash, bytes + kNameHashOffset, 8);
-  std::memcpy(&b.tail, bytes + kTailOffset, 8);
-  std::memcpy(&b.head, bytes + kHeadOffset, 8);
-  std::memcpy(&b.fence, bytes + kFenceOffset, 8);
-  std::memcpy(b.ring.data(), bytes + kRingOffset, 8 * kRingSlots);
-  return b;
+absl::Duration FromMicros(uint64_t us) {
+  return absl::Microseconds(static_cast<int64_t>(std::min<uint64_t>(us, INT64_MAX)));
 }
 
-struct Evaluation {
-  uint64_t first_live = 0;  // the lowest ticket before t not released (t if none)
-  bool grantable = false;
-};
-
-// Whether ticket t (exclusive or not) may hold the lock by the FCFS rule, seen in `b`.
-Evaluation Evaluate(const Block& b, uint64_t t, bool exclusive) {
-  Evaluation e;
-  uint64_t u = std::min(b.head, t);
-  while (u < t && ViewTicket(b.SlotOf(u), u) == TicketView::kReleased) ++u;
-  e.first_live = u;
-  e.grantable = true;
-  for (; u < t; ++u) {
-    Slot s = b.SlotOf(u);
-    TicketView view = ViewTicket(s, u);
-    if (view == TicketView::kReleased) continue;
-    if (!exclusive && view == TicketView::kLive && !s.exclusive()) continue;  // readers share
-    e.grantable = false;
-    break;
-  }
-  return e;
-}
-
-// After something was released: resumes (on the server) the parked waiters whose turn has come,
-// and raises the head hint. Over RemoteContext it cannot resume anyone: it returns whether an
-// active waiter needs a lock.kick.
-absl::StatusOr<bool> WakeScan(Context& ctx, const Block& b) {
-  Evaluation first = Evaluate(b, b.tail, /*exclusive=*/true);
-  bool local = ctx.IsLocal();
-  if (first.first_live > b.head && (local || first.first_live - b.head > kRingSlots / 2)) {
-    ARDMA_RETURN_IF_ERROR(
-        ctx.CompareAndSwap(b.addr + kHeadOffset, b.head, first.first_live).status());
-  }
-  bool kick = false;
-  for (uint64_t u = first.first_live; u < b.tail; ++u) {
-    Slot s = b.SlotOf(u);
-    if (ViewTicket(s, u) != TicketView::kLive || s.state() != SlotState::kWaiting || !s.active()) {
-      continue;
-    }
-    if (!Evaluate(b, u, s.exclusive()).grantable) {
-      if (s.exclusive()) break;  // nobody after an exclusive waiter can be granted either
-      continue;
-    }
-    if (!local) {
-      kick = true;
-      break;
-    }
-    ARDMA_RETURN_IF_ERROR(ctx.Resume(WaiterKey(b.addr, u)).status());
-  }
-  return kick;
-}
-
-// ---- Names ----
-
-std::string TargetArgs() {
-  std::string out;
-  dht::EncodeTarget(dht::Target{kTable}, &out);
-  return out;
-}
-
-// The address stored as a lock's DHT value.
-absl::StatusOr<uint64_t> AddressIn(const dht::Reply& reply) {
-  if (!reply.value.has_value() || reply.value->size() != 8) {
-    return absl::DataLossError("lock: bad DHT entry");
-  }
-  uint64_t addr = 0;
-  std::memcpy(&addr, reply.value->data(), 8);
-  return addr;
-}
-
-// The lock block named `name`, created on first use.
-absl::StatusOr<uint64_t> Resolve(Context& ctx, std::string_view name) {
-  ARDMA_RETURN_IF_ERROR(CheckLockName(name));
-  absl::StatusOr<std::string> got = ctx.Call("dht.get", TargetArgs() + dht::EncodeKeyArgs(name));
-  if (got.ok()) {
-    ARDMA_ASSIGN_OR_RETURN(dht::Reply reply, dht::DecodeReply(*got, dht::ReplyKind::kFlagAndValue));
-    if (reply.flag) return AddressIn(reply);
-  } else if (!absl::IsNotFound(got.status())) {
-    return got.status();
-  }
-  // Create it, then publish it with insert: of racing creators, one wins and the rest use its.
-  ARDMA_ASSIGN_OR_RETURN(uint64_t addr, heap::Allocate(ctx, kBlockBytes));
-  std::string block(kBlockBytes, '\0');
-  uint64_t magic = kMagic, hash = StableHash(name);
-  std::memcpy(block.data(), &magic, 8);
-  std::memcpy(block.data() + kNameHashOffset, &hash, 8);
-  absl::Status written = ctx.Write(addr, block);
-  std::string value(8, '\0');
-  std::memcpy(value.data(), &addr, 8);
-  absl::StatusOr<std::string> inserted =
-      written.ok() ? ctx.Call("dht.insert", TargetArgs() + dht::EncodePutArgs(name, value))
-                   : absl::StatusOr<std::string>(written);
-  absl::StatusOr<dht::Reply> reply =
-      inserted.ok() ? dht::DecodeReply(*inserted, dht::ReplyKind::kFlagAndValue)
-                    : absl::StatusOr<dht::Reply>(inserted.status());
-  if (!reply.ok() || reply->flag) heap::Free(ctx, addr).IgnoreError();
-  if (!reply.ok()) return reply.status();
-  if (reply->flag) return AddressIn(*reply);  // someone else created it first
-  return addr;
-}
-
-// ---- Acquire ----
-
-// Everything a waiter needs to go on; the continuation of a parked waiter.
-struct Waiter {
-  uint64_t addr = 0;
-  uint64_t t = 0;
-  bool exclusive = true;
-  bool try_only = false;
-  bool claimed = false;  // its slot says waiting
-  absl::Duration lease;
-  absl::Time give_up_at;
-  // The first live ticket, as last seen, and since when (on this runner's clock).
-  uint64_t watch_ticket = ~0ull, watch_word = 0;
-  absl::Time watch_since;
-};
-
-int64_t Micros(absl::Time t) { return absl::ToUnixMicros(t); }
-
-std::string EncodeContinuation(const Waiter& w) {
-  std::string out;
-  ByteWriter b(&out);
-  b.U8(1);  // phase: continuation
-  b.U64(w.addr);
-  b.U64(w.t);
-  b.U8(w.exclusive ? 1 : 0);
-  b.U8(w.claimed ? 1 : 0);
-  b.U64(static_cast<uint64_t>(absl::ToInt64Microseconds(w.lease)));
-  b.U64(static_cast<uint64_t>(Micros(w.give_up_at)));
-  b.U64(w.watch_ticket);
-  b.U64(w.watch_word);
-  b.U64(static_cast<uint64_t>(Micros(w.watch_since)));
-  return out;
-}
-
-absl::StatusOr<Waiter> DecodeContinuation(ByteReader& r) {
-  Waiter w;
-  uint8_t exclusive, claimed;
-  uint64_t lease_us, give_up_us, since_us;
-  if (!r.U64(&w.addr) || !r.U64(&w.t) || !r.U8(&exclusive) || !r.U8(&claimed) ||
-      !r.U64(&lease_us) || !r.U64(&give_up_us) || !r.U64(&w.watch_ticket) ||
-      !r.U64(&w.watch_word) || !r.U64(&since_us) || !r.AtEnd()) {
-    return absl::InvalidArgumentError("lock.acquire: bad continuation");
-  }
-  w.exclusive = exclusive != 0;
-  w.claimed = claimed != 0;
-  w.lease = absl::Microseconds(static_cast<int64_t>(lease_us));
-  w.give_up_at = absl::FromUnixMicros(static_cast<int64_t>(give_up_us));
-  w.watch_since = absl::FromUnixMicros(static_cast<int64_t>(since_us));
-  return w;
-}
-
-std::string Key(const Waiter& w) { return WaiterKey(w.addr, w.t); }
-
-std::string DropArgs(uint64_t addr, uint64_t t) {
-  std::string out;
-  ByteWriter b(&out);
-  b.U64(addr);
-  b.U64(t);
-  return out;
-}
-
-// Makes the waiter's ticket a grant: takes a fencing token, then turns its slot held (from
-// `expected`). nullopt if the slot changed first (an observer expired the ticket).
-absl::StatusOr<std::optional<AcquireResult>> Grant(Context& ctx, const Waiter& w,
-                                                   Slot expected) {
-  ARDMA_ASSIGN_OR_RETURN(uint64_t fence, ctx.FetchAdd(w.addr + kFenceOffset, 1));
-  Slot held = Slot::Make(w.t, SlotState::kHeld, w.exclusive, ctx.IsLocal(),
-                         expected.state() == SlotState::kWaiting ? expected.changes() + 1 : 1,
-                         w.lease);
-  ARDMA_ASSIGN_OR_RETURN(CasResult cas,
-                         ctx.CompareAndSwap(Block{w.addr}.SlotAddr(w.t), expected.word, held.word));
-  if (!cas.swapped) return std::nullopt;
-  if (ctx.IsLocal() && !w.claimed) {
-    // A grant without a waiting phase: watch the connection from now on.
-    ARDMA_RETURN_IF_ERROR(ctx.OnClose(Key(w), "lock.drop", DropArgs(w.addr, w.t)));
-  }
-  return AcquireResult{true, w.addr, w.t, fence + 1, held.word};
-}
-
-// Gives up ticket t (claimed, or with its slot free) and lets whoever it held up go on. Returns
-// whether an active waiter needs a lock.kick (over RemoteContext).
-absl::StatusOr<bool> Abandon(Context& ctx, const Waiter& w, const Block& b) {
-  // Claimed: the slot holds our waiting word; else the free word the previous ticket left.
-  Slot expected = b.SlotOf(w.t);
-  Slot released = Slot::Make(w.t, SlotState::kReleased, w.exclusive, false, 0, absl::ZeroDuration());
-  ARDMA_ASSIGN_OR_RETURN(CasResult cas,
-                         ctx.CompareAndSwap(b.SlotAddr(w.t), expected.word, released.word));
-  if (ctx.IsLocal() && w.claimed) ARDMA_RETURN_IF_ERROR(ctx.OnClose(Key(w), "", ""));
-  if (!cas.swapped) return false;  // an observer released it already
-  ARDMA_ASSIGN_OR_RETURN(Block after, ReadBlock(ctx, w.addr));
-  return WakeScan(ctx, after);
-}
-
-// Releases the first live ticket f if its slot word has not changed for its lease (as watched by
-// `w`). Returns true if it released it.
-absl::StatusOr<bool> ExpireIfStale(Context& ctx, Waiter& w, const Block& b, uint64_t f) {
-  Slot s = b.SlotOf(f);
-  absl::Time now = absl::Now();
-  if (w.watch_ticket != f || w.watch_word != s.word) {
-    w.watch_ticket = f;
-    w.watch_word = s.word;
-    w.watch_since = now;
-    return false;
-  }
-  bool claimed = ViewTicket(s, f) == TicketView::kLive;
-  absl::Duration lease = claimed ? s.lease() : kDefaultLease;
-  if (now - w.watch_since < lease) return false;
-  Slot released = Slot::Make(f, SlotState::kReleased, claimed && s.exclusive(), false, 0,
-                             absl::ZeroDuration());
-  ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(b.SlotAddr(f), s.word, released.word));
-  w.watch_ticket = ~0ull;
-  return cas.swapped;
-}
-
-// When a waiter next needs to look if nothing wakes it.
-absl::Time NextLook(const Waiter& w, const Block& b, uint64_t first_live) {
-  if (!w.claimed) return absl::Now() + kSlotPoll;  // waiting for the slot itself
-  absl::Time at = w.give_up_at;
-  if (first_live < w.t && w.watch_ticket == first_live) {
-    Slot s = b.SlotOf(first_live);
-    absl::Duration lease =
-        ViewTicket(s, first_live) == TicketView::kLive ? s.lease() : kDefaultLease;
-    at = std::min(at, w.watch_since + lease + absl::Milliseconds(1));
-  }
-  return at;
-}
-
-absl::StatusOr<std::string> Proceed(Context& ctx, Waiter w);
-
-// Phase 0: a new request. Takes a ticket and proceeds.
-absl::StatusOr<std::string> Start(Context& ctx, ByteReader& r) {
-  std::string_view name;
-  uint8_t exclusive;
-  uint64_t wait_us, lease_us, addr;
-  if (!r.Str16(&name) || !r.U8(&exclusive) || !r.U64(&wait_us) || !r.U64(&lease_us) ||
-      !r.U64(&addr) || !r.AtEnd()) {
-    return absl::InvalidArgumentError("lock.acquire: bad arguments");
-  }
-  Waiter w;
-  w.exclusive = exclusive != 0;
-  w.lease = absl::Microseconds(static_cast<int64_t>(std::min<uint64_t>(lease_us, INT64_MAX)));
-  ARDMA_RETURN_IF_ERROR(CheckLease(w.lease));
-  w.try_only = wait_us == 0;
-  absl::Time now = absl::Now();
-  // A try never times out: it answers as soon as it can give its ticket back.
-  w.give_up_at = w.try_only || wait_us >= (1ull << 62)
-                     ? absl::InfiniteFuture()
-                     : now + absl::Microseconds(static_cast<int64_t>(wait_us));
-  if (addr == 0) {
-    ARDMA_ASSIGN_OR_RETURN(addr, Resolve(ctx, name));
-  }
-  w.addr = addr;
-  // Check the block before touching it: a cached address may be stale.
-  ARDMA_ASSIGN_OR_RETURN(Block before, ReadBlock(ctx, addr));
-  ARDMA_RETURN_IF_ERROR(CheckLockName(name));
-  if (before.name_hash != StableHash(name)) {
-    return absl::DataLossError(absl::StrCat("the lock at ", addr, " is not '", ToAbsl(name), "'"));
-  }
-  ARDMA_ASSIGN_OR_RETURN(w.t, ctx.FetchAdd(addr + kTailOffset, 1));
-  if (before.tail == w.t) {
-    // Nobody took a ticket since the read, so it describes every ticket before ours.
-    Evaluation e = Evaluate(before, w.t, w.exclusive);
-    if (e.grantable && before.SlotFreeFor(w.t)) {
-      ARDMA_ASSIGN_OR_RETURN(std::optional<AcquireResult> granted,
-                             Grant(ctx, w, before.SlotOf(w.t)));
-      if (granted) return EncodeAcquireResult(*granted);
-    }
-  }
-  return Proceed(ctx, w);
-}
-
-// The waiting loop: claim the slot, check the turn, expire a stale first ticket, wait.
-absl::StatusOr<std::string> Proceed(Context& ctx, Waiter w) {
-  for (int round = 0; round < (1 << 30); ++round) {
-    ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, w.addr));
-    Slot mine = b.SlotOf(w.t);
-    if (w.claimed && (ViewTicket(mine, w.t) != TicketView::kLive ||
-                      mine.state() != SlotState::kWaiting)) {
-      // An observer released our ticket while we were slow: the turn is lost.
-      if (ctx.IsLocal()) ARDMA_RETURN_IF_ERROR(ctx.OnClose(Key(w), "", ""));
-      return absl::AbortedError("lock: this waiter's ticket expired before it noticed its turn");
-    }
-    bool can_claim = !w.claimed && b.SlotFreeFor(w.t);
-    Evaluation e = Evaluate(b, w.t, w.exclusive);
-    if (e.grantable && (w.claimed || can_claim)) {
-      ARDMA_ASSIGN_OR_RETURN(std::optional<AcquireResult> granted, Grant(ctx, w, mine));
-      if (!granted) continue;  // the slot changed: look again
-      return EncodeAcquireResult(*granted);
-    }
-    if (w.try_only && (w.claimed || can_claim)) {
-      ARDMA_ASSIGN_OR_RETURN(bool kick, Abandon(ctx, w, b));
-      return EncodeAcquireResult({.kick = kick});
-    }
-    // (A try whose slot is still taken waits for the slot, then gives its ticket back.)
-    if (can_claim) {
-      Slot waiting = Slot::Make(w.t, SlotState::kWaiting, w.exclusive, ctx.IsLocal(), 0, w.lease);
-      ARDMA_ASSIGN_OR_RETURN(CasResult cas,
-                             ctx.CompareAndSwap(b.SlotAddr(w.t), mine.word, waiting.word));
-      if (!cas.swapped) continue;
-      w.claimed = true;
-      if (ctx.IsLocal()) {
-        ARDMA_RETURN_IF_ERROR(ctx.OnClose(Key(w), "lock.drop", DropArgs(w.addr, w.t)));
-      }
-      continue;  // look again with the slot claimed
-    }
-    if (e.first_live < w.t) {
-      ARDMA_ASSIGN_OR_RETURN(bool expired, ExpireIfStale(ctx, w, b, e.first_live));
-      if (expired) {
-        ARDMA_ASSIGN_OR_RETURN(Block after, ReadBlock(ctx, w.addr));
-        ARDMA_RETURN_IF_ERROR(WakeScan(ctx, after).status());
-        continue;
-      }
-    }
-    if (absl::Now() >= w.give_up_at) {
-      if (w.claimed || b.SlotFreeFor(w.t)) {
-        ARDMA_RETURN_IF_ERROR(Abandon(ctx, w, b).status());
-        return absl::DeadlineExceededError("lock: not acquired within the wait");
-      }
-    }
-    if (!ctx.IsLocal()) {
-      ARDMA_RETURN_IF_ERROR(ctx.Backoff(std::min(round, 10)));
-      continue;
-    }
-    // Park until resumed (our turn may have come) or until the next look is due; the continuation
-    // carries the ticket. Then look once more, in case the turn came before we parked: if there is
-    // something to do, resume ourselves. A parked run never changes the lock itself, so a Resume
-    // that raced with this look cannot find our ticket already granted by us.
-    std::string continuation = EncodeContinuation(w);
-    ARDMA_RETURN_IF_ERROR(ctx.Park(Key(w), {.resumable = true,
-                                            .resume_at = NextLook(w, b, e.first_live),
-                                            .resume_args = continuation}));
-    ARDMA_ASSIGN_OR_RETURN(Block again, ReadBlock(ctx, w.addr));
-    bool claimable = !w.claimed && again.SlotFreeFor(w.t);
-    bool turn = Evaluate(again, w.t, w.exclusive).grantable;
-    if ((turn && (w.claimed || claimable)) || (w.try_only && claimable)) {
-      ARDMA_RETURN_IF_ERROR(ctx.Resume(Key(w)).status());
-    }
-    return std::string();
-  }
-  return absl::AbortedError("lock: waited too many rounds");
+std::string Encode(const Acquired& acquired) {
+  return acquired.has_value() ? EncodeAcquireResult(*acquired) : std::string();
 }
 
 absl::StatusOr<std::string> Acquire(Context& ctx, std::string_view args) {
   ByteReader r(args);
   uint8_t phase;
   if (!r.U8(&phase)) return absl::InvalidArgumentError("lock.acquire: no arguments");
-  if (phase == 0) return Start(ctx, r);
-  if (phase != 1) return absl::InvalidArgumentError("lock.acquire: unknown phase");
-  ARDMA_ASSIGN_OR_RETURN(Waiter w, DecodeContinuation(r));
-  return Proceed(ctx, w);
+  if (phase == 1) {
+    ARDMA_ASSIGN_OR_RETURN(Acquired acquired, Continue(ctx, args.substr(1)));
+    return Encode(acquired);
+  }
+  if (phase != 0) return absl::InvalidArgumentError("lock.acquire: unknown phase");
+  AcquireArgs a;
+  uint8_t exclusive;
+  uint64_t wait_us, lease_us;
+  if (!r.Str16(&a.name) || !r.U8(&exclusive) || !r.U64(&wait_us) || !r.U64(&lease_us) ||
+      !r.U64(&a.addr) || !r.AtEnd()) {
+    return absl::InvalidArgumentError("lock.acquire: bad arguments");
+  }
+  a.exclusive = exclusive != 0;
+  a.wait = wait_us >= (1ull << 62) ? absl::InfiniteDuration() : FromMicros(wait_us);
+  a.lease = FromMicros(lease_us);
+  ARDMA_ASSIGN_OR_RETURN(Acquired acquired, lock::Acquire(ctx, a));
+  return Encode(acquired);
 }
 
-// ---- Release, renew, drop, kick, inspect ----
-
-struct HeldArgs {
-  uint64_t addr = 0, t = 0, word = 0;
-};
-
-absl::StatusOr<HeldArgs> ParseHeld(ByteReader& r, bool with_word) {
-  HeldArgs a;
+absl::StatusOr<Held> ParseHeld(ByteReader& r, bool with_word) {
+  Held a;
   if (!r.U64(&a.addr) || !r.U64(&a.t) || (with_word && !r.U64(&a.word))) {
     return absl::InvalidArgumentError("lock: bad arguments");
   }
   return a;
 }
 
-absl::Status NotHeld() {
-  return absl::FailedPreconditionError(
-      "lock: not held (its lease ran out and it was handed on, or it was released)");
-}
-
 absl::StatusOr<std::string> Release(Context& ctx, std::string_view args) {
   ByteReader r(args);
-  ARDMA_ASSIGN_OR_RETURN(HeldArgs a, ParseHeld(r, /*with_word=*/true));
+  ARDMA_ASSIGN_OR_RETURN(Held a, ParseHeld(r, /*with_word=*/true));
   if (!r.AtEnd()) return absl::InvalidArgumentError("lock.release: trailing bytes");
-  Slot held{a.word};
-  if (held.ticket() != (a.t & kTicketMask) || held.state() != SlotState::kHeld) return NotHeld();
-  // The CAS first, then the read: the waiters to wake must be seen after the release. A waiter
-  // may claim its slot and park, having looked before the release; read after the CAS, its slot
-  // shows, so it is resumed (or kicked), and one that claims after the read sees the release
-  // when it looks. (Reading first and scanning that copy lost such a waiter until its watch ran
-  // out: a lease-long stall.) The CAS cannot succeed on memory that is not this ticket's held
-  // slot, and the read checks the address.
-  Slot released = held.With(SlotState::kReleased);
-  ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(Block{a.addr}.SlotAddr(a.t),
-                                                           held.word, released.word));
-  if (ctx.IsLocal()) ARDMA_RETURN_IF_ERROR(ctx.OnClose(WaiterKey(a.addr, a.t), "", ""));
-  ARDMA_ASSIGN_OR_RETURN(Block after, ReadBlock(ctx, a.addr));
-  if (!cas.swapped) return NotHeld();
-  ARDMA_ASSIGN_OR_RETURN(bool kick, WakeScan(ctx, after));
+  ARDMA_ASSIGN_OR_RETURN(bool kick, lock::Release(ctx, a));
   return std::string(1, kick ? '\1' : '\0');
 }
 
 absl::StatusOr<std::string> Renew(Context& ctx, std::string_view args) {
   ByteReader r(args);
-  ARDMA_ASSIGN_OR_RETURN(HeldArgs a, ParseHeld(r, /*with_word=*/true));
+  ARDMA_ASSIGN_OR_RETURN(Held a, ParseHeld(r, /*with_word=*/true));
   uint64_t lease_us;
   if (!r.U64(&lease_us) || !r.AtEnd()) return absl::InvalidArgumentError("lock.renew: bad lease");
-  absl::Duration lease = absl::Microseconds(static_cast<int64_t>(std::min<uint64_t>(lease_us, INT64_MAX)));
-  ARDMA_RETURN_IF_ERROR(CheckLease(lease));
-  Slot held{a.word};
-  if (held.ticket() != (a.t & kTicketMask) || held.state() != SlotState::kHeld) return NotHeld();
-  Slot renewed = held.Changed(lease);
-  uint64_t slot_addr = Block{a.addr}.SlotAddr(a.t);
-  ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(slot_addr, held.word, renewed.word));
-  if (!cas.swapped) return NotHeld();
+  ARDMA_ASSIGN_OR_RETURN(uint64_t word, lock::Renew(ctx, a, FromMicros(lease_us)));
   std::string out;
-  ByteWriter(&out).U64(renewed.word);
+  ByteWriter(&out).U64(word);
   return out;
 }
 
 absl::StatusOr<std::string> Drop(Context& ctx, std::string_view args) {
   ByteReader r(args);
-  ARDMA_ASSIGN_OR_RETURN(HeldArgs a, ParseHeld(r, /*with_word=*/false));
-  ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, a.addr));
-  Slot s = b.SlotOf(a.t);
-  if (ViewTicket(s, a.t) != TicketView::kLive) return std::string();  // gone already
-  Slot released = s.With(SlotState::kReleased);
-  ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(b.SlotAddr(a.t), s.word, released.word));
-  if (!cas.swapped) return std::string();
-  ARDMA_ASSIGN_OR_RETURN(Block after, ReadBlock(ctx, a.addr));  // fresh, as in Release
-  ARDMA_RETURN_IF_ERROR(WakeScan(ctx, after).status());
+  ARDMA_ASSIGN_OR_RETURN(Held a, ParseHeld(r, /*with_word=*/false));
+  ARDMA_RETURN_IF_ERROR(lock::Drop(ctx, a.addr, a.t));
   return std::string();
 }
 
@@ -494,9 +90,7 @@ absl::StatusOr<std::string> Kick(Context& ctx, std::string_view args) {
   ByteReader r(args);
   uint64_t addr;
   if (!r.U64(&addr) || !r.AtEnd()) return absl::InvalidArgumentError("lock.kick: bad arguments");
-  if (!ctx.IsLocal()) return absl::FailedPreconditionError("lock.kick runs on the server");
-  ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, addr));
-  ARDMA_RETURN_IF_ERROR(WakeScan(ctx, b).status());
+  ARDMA_RETURN_IF_ERROR(lock::Kick(ctx, addr));
   return std::string();
 }
 
@@ -504,33 +98,23 @@ absl::StatusOr<std::string> Inspect(Context& ctx, std::string_view args) {
   ByteReader r(args);
   std::string_view name;
   if (!r.Str16(&name) || !r.AtEnd()) return absl::InvalidArgumentError("lock.inspect: bad name");
-  ARDMA_ASSIGN_OR_RETURN(uint64_t addr, Resolve(ctx, name));
-  ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, addr));
-  uint64_t holders = 0, waiters = 0;
-  for (uint64_t u = Evaluate(b, b.tail, true).first_live; u < b.tail; ++u) {
-    Slot s = b.SlotOf(u);
-    TicketView view = ViewTicket(s, u);
-    if (view == TicketView::kReleased) continue;
-    if (view == TicketView::kLive && s.state() == SlotState::kHeld) {
-      ++holders;
-    } else {
-      ++waiters;
-    }
-  }
+  ARDMA_ASSIGN_OR_RETURN(Inspection i, lock::Inspect(ctx, name));
   std::string out;
   ByteWriter w(&out);
-  w.U64(addr);
-  w.U64(b.tail);
-  w.U64(b.fence);
-  w.U64(holders);
-  w.U64(waiters);
+  w.U64(i.addr);
+  w.U64(i.next_ticket);
+  w.U64(i.fence);
+  w.U64(i.holders);
+  w.U64(i.waiters);
   return out;
 }
 
 }  // namespace
-}  // namespace ardma::lock
+}  // namespace ardma::lock::functions
 
-ARDMA_ACTIVE_LIBRARY(lock, {"lock.acquire", &ardma::lock::Acquire},
-                     {"lock.release", &ardma::lock::Release}, {"lock.renew", &ardma::lock::Renew},
-                     {"lock.drop", &ardma::lock::Drop}, {"lock.kick", &ardma::lock::Kick},
-                     {"lock.inspect", &ardma::lock::Inspect});
+ARDMA_ACTIVE_LIBRARY(lock, {"lock.acquire", &ardma::lock::functions::Acquire},
+                     {"lock.release", &ardma::lock::functions::Release},
+                     {"lock.renew", &ardma::lock::functions::Renew},
+                     {"lock.drop", &ardma::lock::functions::Drop},
+                     {"lock.kick", &ardma::lock::functions::Kick},
+                     {"lock.inspect", &ardma::lock::functions::Inspect});

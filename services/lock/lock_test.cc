@@ -1,7 +1,6 @@
 // The lock service against a real server, in both modes and mixed: mutual exclusion, FCFS order,
 // shared overlap without writer starvation, leases and fencing tokens, disconnects, round trips.
-#include "services/lock/lock_client.h"
-
+#include <algorithm>
 #include <future>
 #include <thread>
 #include <vector>
@@ -10,10 +9,13 @@
 #include "core/active/native_loader.h"
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
+#include "core/status_macros.h"
 #include "core/testing/server_fixture.h"
-#include "services/dht/dht_client.h"
+#include "core/ucx/ucx_context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/dht/dht_client.h"
+#include "services/lock/lock_client.h"
 
 namespace ardma::lock {
 namespace {
@@ -114,11 +116,11 @@ TEST_P(LockTest, AcquireTryReleaseAndIncreasingTokens) {
 TEST_P(LockTest, Errors) {
   EXPECT_EQ(locks_->Acquire("", LockMode::kExclusive, absl::Seconds(1)).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(locks_->Acquire(std::string(kMaxNameBytes + 1, 'n'), LockMode::kShared,
-                            absl::Seconds(1))
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      locks_->Acquire(std::string(kMaxNameBytes + 1, 'n'), LockMode::kShared, absl::Seconds(1))
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(locks_->Acquire("x", LockMode::kExclusive, absl::Seconds(1), absl::Milliseconds(1))
                 .status()
                 .code(),
@@ -265,7 +267,8 @@ TEST_P(LockTest, RoundTrips) {
   ASSERT_TRUE(holder.ok());
   std::unique_ptr<Client> waiter_client = NewClient();
   LockClient waiter(waiter_client.get(), Mode::kActive);
-  ASSERT_TRUE(waiter.Release(*waiter.Acquire("other", LockMode::kExclusive, absl::Seconds(5))).ok());
+  ASSERT_TRUE(
+      waiter.Release(*waiter.Acquire("other", LockMode::kExclusive, absl::Seconds(5))).ok());
   uint64_t w0 = waiter_client->counters().round_trips;
   std::future<absl::StatusOr<Grant>> w = std::async(std::launch::async, [&] {
     return waiter.Acquire("rt", LockMode::kExclusive, absl::Seconds(60));
@@ -277,17 +280,28 @@ TEST_P(LockTest, RoundTrips) {
   EXPECT_EQ(waiter_client->counters().round_trips - w0, 1u);
 }
 
-TEST(LockMixedTest, MutualExclusionAndOrderWithModesMixed) {
+// Every combination at once: active and RDMA mode, over TCP and over UCX.
+TEST(LockMixedTest, MutualExclusionAndOrderWithModesAndTransportsMixed) {
   auto server = testing::TestServer::Start();
   ASSERT_TRUE(server.ok());
   std::vector<std::unique_ptr<Client>> clients;
-  for (int i = 0; i < 5; ++i) clients.push_back(*(*server)->NewClient());
+  for (int i = 0; i < 5; ++i) {
+    std::string address = (*server)->address();
+    if (i / 2 == 1 && (*server)->server().ucx() != nullptr) {
+      address = absl::StrCat(ToAbsl(kUcxPrefix), address);
+    }
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(address);
+    ASSERT_TRUE(c.ok()) << c.status();
+    clients.push_back(*std::move(c));
+  }
   uint64_t counter;
   {
     RemoteContext ctx(clients[0].get(), {});
     counter = *heap::Allocate(ctx, 64);
     ASSERT_TRUE(ctx.WriteU64(counter, 0).ok());
   }
+  absl::Mutex tokens_mu;
+  std::vector<uint64_t> tokens;  // every grant's fencing token
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
@@ -296,6 +310,10 @@ TEST(LockMixedTest, MutualExclusionAndOrderWithModesMixed) {
       for (int r = 0; r < 40; ++r) {
         absl::StatusOr<Grant> g = locks.Acquire("mixed", LockMode::kExclusive, absl::Seconds(60));
         ASSERT_TRUE(g.ok()) << g.status();
+        {
+          absl::MutexLock lock(&tokens_mu);
+          tokens.push_back(g->token);
+        }
         uint64_t v = *ctx.ReadU64(counter);
         ASSERT_TRUE(ctx.WriteU64(counter, v + 1).ok());
         ASSERT_TRUE(locks.Release(*g).ok());
@@ -305,6 +323,10 @@ TEST(LockMixedTest, MutualExclusionAndOrderWithModesMixed) {
   for (auto& t : threads) t.join();
   RemoteContext ctx(clients[4].get(), {});
   EXPECT_EQ(*ctx.ReadU64(counter), 160u);
+  // Every grant got its own token, handed out in one order across modes and transports.
+  std::sort(tokens.begin(), tokens.end());
+  ASSERT_EQ(tokens.size(), 160u);
+  for (size_t i = 1; i < tokens.size(); ++i) EXPECT_EQ(tokens[i], tokens[i - 1] + 1);
 }
 
 class LockDisconnectTest : public testing::ServerFixture<::testing::Test> {

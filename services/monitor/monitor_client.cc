@@ -11,7 +11,7 @@
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
-#include "core/client/socket_connect.h"
+#include "core/net/socket_connect.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "services/monitor/publication.h"
@@ -48,9 +48,9 @@ class RdmaSyncPoller : public Poller {
   }
 
   absl::StatusOr<LoadSample> Poll() override {
-    ARDMA_ASSIGN_OR_RETURN(std::string bytes,
-                           Invoke(*client_, Mode::kActive, active_libraries::monitor(),
-                                  "monitor.sample", args_));
+    ARDMA_ASSIGN_OR_RETURN(
+        std::string bytes,
+        Invoke(*client_, Mode::kActive, active_libraries::monitor(), "monitor.sample", args_));
     return DecodeSample(bytes);
   }
   Traffic traffic() const override { return ClientTraffic(*client_); }
@@ -73,9 +73,9 @@ class RdmaAsyncPoller : public Poller {
       bytes_ = PublicationBytes(header.slot_size);
     }
     for (int attempt = 0;; ++attempt) {
-      ARDMA_ASSIGN_OR_RETURN(std::string region,
-                             Explain(client_->Read(0, static_cast<uint32_t>(bytes_),
-                                                   options_.region)));
+      ARDMA_ASSIGN_OR_RETURN(
+          std::string region,
+          Explain(client_->Read(0, static_cast<uint32_t>(bytes_), options_.region)));
       absl::StatusOr<Published> published = ParsePublication(region);
       if (published.ok()) return DecodeSample(published->payload);
       if (!absl::IsUnavailable(published.status()) || attempt >= options_.torn_retries) {
@@ -91,9 +91,9 @@ class RdmaAsyncPoller : public Poller {
   // A server without the agent has no such region.
   absl::StatusOr<std::string> Explain(absl::StatusOr<std::string> read) {
     if (absl::IsNotFound(read.status()) || absl::IsOutOfRange(read.status())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          options_.address, " publishes no load samples in region ", options_.region,
-          " (start ardmad with --monitor-interval): ", read.status().message()));
+      return absl::FailedPreconditionError(
+          absl::StrCat(options_.address, " publishes no load samples in region ", options_.region,
+                       " (start ardmad with --monitor-interval): ", read.status().message()));
     }
     return read;
   }

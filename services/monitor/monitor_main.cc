@@ -12,14 +12,15 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "core/tools/flag_set.h"
+#include "core/cli/daemon_support.h"
+#include "core/cli/flag_set.h"
 #include "services/monitor/monitor_client.h"
 #include "services/monitor/monitor_view.h"
 
 namespace {
 
-using ardma::monitor::Balancer;
 using ardma::monitor::BackendState;
+using ardma::monitor::Balancer;
 using ardma::monitor::Poller;
 using ardma::monitor::PollerOptions;
 
@@ -52,8 +53,10 @@ void PollLoop(Shared& shared, size_t index, PollerOptions options, absl::Duratio
     absl::StatusOr<ardma::monitor::LoadSample> sample;
     if (!poller) {
       absl::StatusOr<std::unique_ptr<Poller>> connected = Poller::Connect(options);
-      if (connected.ok()) poller = *std::move(connected);
-      else sample = connected.status();
+      if (connected.ok())
+        poller = *std::move(connected);
+      else
+        sample = connected.status();
     }
     if (poller) sample = poller->Poll();
     absl::Duration latency = absl::Now() - start;
@@ -120,11 +123,7 @@ int Main(int argc, char** argv) {
     return usage_error("--balance must be least or p2c");
   }
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ardma::StopSignals stop;  // before the pollers start, so they inherit the mask
 
   Shared shared;
   {
@@ -166,11 +165,7 @@ int Main(int argc, char** argv) {
   const absl::Duration refresh = table ? std::max(interval, absl::Milliseconds(100)) : interval;
   bool done = false;
   while (!done) {
-    timespec wait{};
-    int64_t ns = absl::ToInt64Nanoseconds(refresh);
-    wait.tv_sec = ns / 1000000000;
-    wait.tv_nsec = ns % 1000000000;
-    bool interrupted = sigtimedwait(&stop_signals, nullptr, &wait) > 0;
+    bool interrupted = stop.WaitFor(refresh).has_value();
     absl::MutexLock lock(&shared.mu);
     done = interrupted || (count > 0 && shared.finished == static_cast<int>(pollers.size()));
     absl::StatusOr<size_t> pick =

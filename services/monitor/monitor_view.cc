@@ -6,7 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/client/socket_connect.h"
+#include "core/net/listen_socket.h"
+#include "core/net/socket_connect.h"
 #include "core/status_macros.h"
 
 namespace ardma::monitor {
@@ -32,8 +33,8 @@ std::string Labels(const BackendState& b) {
 
 std::string TableText(std::span<const BackendState> backends, std::optional<size_t> pick) {
   std::string out = absl::StrFormat("%-2s%-22s %-12s %8s %7s %4s %4s %6s %6s %9s %9s %7s\n", "",
-                                    "BACKEND", "SCHEME", "SEQ", "CPU", "RUN", "BLK", "LOAD1",
-                                    "MEM", "NET RX/s", "NET TX/s", "POLL");
+                                    "BACKEND", "SCHEME", "SEQ", "CPU", "RUN", "BLK", "LOAD1", "MEM",
+                                    "NET RX/s", "NET TX/s", "POLL");
   for (size_t i = 0; i < backends.size(); ++i) {
     const BackendState& b = backends[i];
     std::string mark = pick == i ? "*" : "";
@@ -56,13 +57,13 @@ std::string TableText(std::span<const BackendState> backends, std::optional<size
 std::string LineText(const BackendState& b) {
   std::string when = absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone());
   if (!b.error.empty() || !b.sample) {
-    return absl::StrCat(when, " ", b.address, " ", SchemeName(b.scheme), " error: ",
-                        b.error.empty() ? "no sample yet" : b.error);
+    return absl::StrCat(when, " ", b.address, " ", SchemeName(b.scheme),
+                        " error: ", b.error.empty() ? "no sample yet" : b.error);
   }
   const Figures& f = b.figures;
   std::string per_cpu;
-  for (double c : f.cpu_busy_per_cpu) absl::StrAppend(&per_cpu, per_cpu.empty() ? "" : ",",
-                                                      absl::StrFormat("%.0f", 100 * c));
+  for (double c : f.cpu_busy_per_cpu)
+    absl::StrAppend(&per_cpu, per_cpu.empty() ? "" : ",", absl::StrFormat("%.0f", 100 * c));
   return absl::StrFormat(
       "%s %s %s seq=%d cpu=%.1f%% cpus=%s run=%d blocked=%d load1=%.2f mem=%.1f%% "
       "rx=%.0fB/s tx=%.0fB/s intr=%d softirq=%d load=%.3f poll=%.0fus",
@@ -103,7 +104,8 @@ std::string PrometheusText(std::span<const BackendState> backends) {
   }
   family("weighted_load", "gauge", "Weighted load (CPU, memory, network, connections), 0..1.");
   for (const BackendState& b : backends) {
-    if (b.load) absl::StrAppend(&out, "ardma_monitor_weighted_load{", Labels(b), "} ", *b.load, "\n");
+    if (b.load)
+      absl::StrAppend(&out, "ardma_monitor_weighted_load{", Labels(b), "} ", *b.load, "\n");
   }
   family("cpu_ticks_total", "counter", "CPU time by CPU and mode, in ticks (USER_HZ).");
   for (const BackendState& b : backends) {
@@ -111,8 +113,8 @@ std::string PrometheusText(std::span<const BackendState> backends) {
     for (size_t c = 0; c < b.sample->cpus.size(); ++c) {
       const CpuTimes& t = b.sample->cpus[c];
       std::pair<const char*, uint64_t> modes[] = {
-          {"user", t.user},   {"nice", t.nice}, {"system", t.system},   {"idle", t.idle},
-          {"iowait", t.iowait}, {"irq", t.irq}, {"softirq", t.softirq}, {"steal", t.steal}};
+          {"user", t.user},     {"nice", t.nice}, {"system", t.system},   {"idle", t.idle},
+          {"iowait", t.iowait}, {"irq", t.irq},   {"softirq", t.softirq}, {"steal", t.steal}};
       for (auto [mode, value] : modes) {
         absl::StrAppend(&out, "ardma_monitor_cpu_ticks_total{", Labels(b), ",cpu=\"", c,
                         "\",mode=\"", mode, "\"} ", value, "\n");

@@ -2,8 +2,8 @@
 // baselines). Parses flags, starts a SocketDaemon, waits for SIGINT/SIGTERM.
 #include <iostream>
 
-#include "core/tools/daemon_support.h"
-#include "core/tools/flag_set.h"
+#include "core/cli/daemon_support.h"
+#include "core/cli/flag_set.h"
 #include "services/monitor/monitor_agent.h"
 #include "services/monitor/socket_daemon.h"
 

@@ -8,7 +8,8 @@
 
 #include <algorithm>
 
-#include "core/client/socket_connect.h"
+#include "core/net/listen_socket.h"
+#include "core/net/socket_connect.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "services/monitor/load_sample.h"
@@ -113,8 +114,9 @@ void SocketDaemon::Serve(Reporter* reporter) {
     } else if (request == kSocketAsync) {
       std::string latest = LatestSample();
       response = !latest.empty() ? Response(0, latest)
-                                 : Response(1, "this daemon runs no calculating thread: start "
-                                               "ardma-monitord with --interval for Socket-Async");
+                                 : Response(1,
+                                            "this daemon runs no calculating thread: start "
+                                            "ardma-monitord with --interval for Socket-Async");
     } else {
       response = Response(1, "unknown request (send 'S' or 'A')");
     }

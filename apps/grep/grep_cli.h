@@ -1,0 +1,51 @@
+// ardma-grep's command line: parsing (GNU grep's options) and running a search, as a library the
+// tests use; grep_main.cc is the thin main. The search runs on the server (grep.scan, one round
+// trip per bounded batch); this side only formats the batches exactly as GNU grep formats its
+// output.
+#ifndef ARDMA_APPS_GREP_GREP_CLI_H_
+#define ARDMA_APPS_GREP_GREP_CLI_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "apps/grep/grep_format.h"
+#include "core/client/invoke.h"
+#include "core/host_port.h"
+
+namespace ardma::grep {
+
+extern const char kUsage[];
+
+// What the command line asks for.
+struct Command {
+  Options options;
+  bool line_numbers = false;
+  int with_filename = -1;  // -1: by the number of files
+  bool only_matching = false;
+  bool suppress = false;
+  bool recursive = false;
+  bool color = false;
+  std::string server = DefaultServerAddress();
+  std::string fs = "default";
+  Mode mode = Mode::kActive;
+  bool help = false;                  // --help: print kUsage, exit 0
+  bool quiet = false;                 // -q
+  bool max_zero = false;              // -m 0: select nothing (GNU grep exits 1 at once)
+  std::vector<std::string> operands;  // dfs:/PATH files
+};
+
+// Parses argv as GNU grep does. A usage error is INVALID_ARGUMENT with grep's message.
+absl::StatusOr<Command> ParseCommandLine(int argc, char** argv);
+
+// Prints a usage error as GNU grep does (message, usage line, --help hint) to stderr; returns 2.
+int UsageError(std::string_view message);
+
+// Runs the search, printing to stdout and stderr; returns grep's exit status (0 a line was
+// selected, 1 none, 2 an error).
+int RunCommand(const Command& command);
+
+}  // namespace ardma::grep
+
+#endif  // ARDMA_APPS_GREP_GREP_CLI_H_

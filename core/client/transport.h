@@ -1,0 +1,90 @@
+// Transport: how a Client's requests reach one ardmad — a TCP or Unix-socket Connection
+// (connection.h), or UCX (ucx_connection.h: one-sided READ/WRITE/CAS/FETCH_ADD, the rest as active
+// messages). The Client keeps one and replaces it when it breaks.
+//
+// Once broken a transport stays broken: every pending and later call fails with UNAVAILABLE.
+// Thread-safe: any number of threads may call one transport.
+#ifndef ARDMA_CORE_CLIENT_TRANSPORT_H_
+#define ARDMA_CORE_CLIENT_TRANSPORT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/wire/frame.h"
+
+namespace ardma {
+
+// Counted by the client, per Client; tests assert on them.
+struct ClientCounters {
+  std::atomic<uint64_t> round_trips{0};  // flights: a call or a batch sent, then awaited
+  std::atomic<uint64_t> requests{0};     // request frames sent (or one-sided operations)
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
+  std::atomic<uint64_t> reconnects{0};
+  std::atomic<uint64_t> retries{0};
+};
+
+// One request of a flight.
+struct OutgoingRequest {
+  wire::Op op;
+  std::string payload;
+};
+
+// A response payload, or the error status the server answered with.
+using ResponsePayload = absl::StatusOr<std::string>;
+using ResponseCallback = std::function<void(ResponsePayload)>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Sends all requests as one flight, with the given request ids, then waits until every response
+  // has arrived or the deadline passes. The outer status is the transport's (UNAVAILABLE: it broke;
+  // DEADLINE_EXCEEDED: no answer in time); the inner ones are the server's. Requests are applied
+  // in order.
+  virtual absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(
+      const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
+      uint64_t client_id, absl::Time deadline) = 0;
+
+  // Sends one request; `done` runs on some client thread when the response arrives, the deadline
+  // passes or the transport breaks. Never blocks on the response.
+  virtual void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+                     absl::Time deadline, ResponseCallback done) = 0;
+
+  virtual bool broken() const = 0;
+  // What carries the requests, for people: "tcp", or UCX's endpoint configuration (its lanes).
+  virtual std::string Describe() const = 0;
+  // Fails pending calls with UNAVAILABLE and stops any background thread.
+  virtual void Close() = 0;
+};
+
+// Takes out of `pending` (request id -> shared_ptr to a record with `callback` and `deadline`,
+// guarded by the caller's lock) the asynchronous calls whose deadline is at or before `now`,
+// counting them off *async_pending. The caller runs the callbacks after releasing its lock.
+template <typename PendingMap>
+std::vector<ResponseCallback> TakeExpiredCalls(PendingMap& pending, size_t* async_pending,
+                                               absl::Time now) {
+  std::vector<ResponseCallback> expired;
+  for (auto it = pending.begin(); it != pending.end();) {
+    if (it->second->callback && it->second->deadline <= now) {
+      expired.push_back(std::move(it->second->callback));
+      --*async_pending;
+      pending.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return expired;
+}
+
+// The response a frame carries: its payload, or the error status and message it reports.
+ResponsePayload ResponseFromFrame(const wire::FrameHeader& header, std::string_view payload);
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_CLIENT_TRANSPORT_H_

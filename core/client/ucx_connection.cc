@@ -1,0 +1,509 @@
+#include "core/client/ucx_connection.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/status_macros.h"
+#include "core/wire/messages.h"
+
+namespace ardma {
+namespace {
+
+using wire::Op;
+
+absl::Status NoRegion(RegionId region) {
+  return absl::NotFoundError(absl::StrCat("no region ", region));
+}
+
+// A connection's last reference may go on one of its own threads (the background progress thread
+// holds one; a callback on the watcher may drop the client's), which then tears the UCX objects
+// down detached. If the process exits meanwhile, libucs's own destructor runs concurrently with
+// that teardown and aborts (UCX 1.13: "vfs_obj.c Assertion ... failed"). So such threads are
+// counted from the moment their teardown becomes certain, and exit waits for them, bounded.
+std::atomic<int> detached_teardowns{0};
+
+void WaitForDetachedTeardowns() {
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (detached_teardowns.load(std::memory_order_acquire) > 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+void BeginDetachedTeardown() {
+  static std::once_flag registered;
+  // Handlers registered after start-up run before the shared libraries' destructors.
+  std::call_once(registered, [] { std::atexit(WaitForDetachedTeardowns); });
+  detached_teardowns.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void EndDetachedTeardown() { detached_teardowns.fetch_sub(1, std::memory_order_acq_rel); }
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<UcxConnection>> UcxConnection::Open(std::string_view address,
+                                                                   absl::Duration timeout,
+                                                                   const wire::WireLimits& limits,
+                                                                   ClientCounters* counters) {
+  std::shared_ptr<UcxConnection> c(new UcxConnection(limits, counters));
+  ARDMA_RETURN_IF_ERROR(c->Bootstrap(address, timeout));
+  return c;
+}
+
+absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration timeout) {
+  ARDMA_ASSIGN_OR_RETURN(tcp_, Connection::Open(address, timeout, limits_, &bootstrap_counters_));
+  ARDMA_ASSIGN_OR_RETURN(ucx_, UcxContext::Create({}));
+  ARDMA_ASSIGN_OR_RETURN(std::string worker_address, ucx_->WorkerAddress());
+  std::string payload;
+  wire::EncodeUcxConnectRequest(worker_address, &payload);
+  ARDMA_ASSIGN_OR_RETURN(
+      std::vector<ResponsePayload> responses,
+      tcp_->RoundTrip({{Op::kUcxConnect, std::move(payload)}}, {0}, 0, absl::Now() + timeout));
+  if (!responses[0].ok()) return responses[0].status();
+  ARDMA_ASSIGN_OR_RETURN(wire::UcxHello hello, wire::DecodeUcxHello(*responses[0]));
+  session_ = hello.session;
+
+  ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmResponse, &UcxConnection::OnResponse, this));
+
+  ucp_ep_params_t ep_params{};
+  ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  ep_params.address = reinterpret_cast<const ucp_address_t*>(hello.worker_address.data());
+  ucs_status_t s = ucp_ep_create(ucx_->worker(), &ep_params, &ep_);
+  if (s != UCS_OK) return UcsError(s, "creating an endpoint to the server's worker");
+  // Finish the endpoint's wire-up before it is used (and long before it could be closed: UCX
+  // must not close an endpoint whose wire-up messages are still in flight).
+  ucp_request_param_t flush{};
+  ARDMA_RETURN_IF_ERROR(ucx_->Wait(ucp_ep_flush_nbx(ep_, &flush), absl::Now() + timeout,
+                                   "connecting to the server's worker"));
+
+  for (const wire::UcxRegionKey& k : hello.regions) {
+    if (k.region != regions_.size())
+      return absl::DataLossError("UCX_CONNECT: regions out of order");
+    RemoteRegion r;
+    r.bounds = {k.size, k.read_only};
+    r.base = k.base;
+    s = ucp_ep_rkey_unpack(ep_, k.rkey.data(), &r.rkey);
+    if (s != UCS_OK) return UcsError(s, absl::StrCat("unpacking the key of region ", k.region));
+    void* local = nullptr;
+    r.mapped = ucp_rkey_ptr(r.rkey, r.base, &local) == UCS_OK;
+    regions_.push_back(r);
+  }
+  watcher_ = std::thread([this] { WatchServer(); });
+  return absl::OkStatus();
+}
+
+UcxConnection::~UcxConnection() {
+  const bool on_watcher = watcher_.joinable() && watcher_.get_id() == std::this_thread::get_id();
+  if (on_watcher) BeginDetachedTeardown();
+  Close();
+  // The last reference may go on one of this connection's own threads (a callback run by Break on
+  // the watcher, or by the background progress thread, that replaced the connection).
+  if (watcher_.joinable()) {
+    if (watcher_.get_id() == std::this_thread::get_id()) {
+      watcher_.detach();
+    } else {
+      watcher_.join();
+    }
+  }
+  if (background_.joinable()) {
+    if (background_.get_id() == std::this_thread::get_id()) {
+      background_.detach();
+    } else {
+      background_.join();
+    }
+  }
+  for (RemoteRegion& r : regions_) {
+    if (r.rkey != nullptr) ucp_rkey_destroy(r.rkey);
+  }
+  if (ep_ != nullptr) ucx_->CloseEndpoint(ep_, absl::Seconds(1));
+  ucx_.reset();
+  if (on_watcher) EndDetachedTeardown();
+}
+
+bool UcxConnection::broken() const {
+  if (server_gone_.load(std::memory_order_acquire)) return true;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return true;
+  }
+  return tcp_ == nullptr || tcp_->broken();
+}
+
+void UcxConnection::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    // The background thread ends once it sees closing_, and may then hold the last reference.
+    if (!closing_ && background_.joinable()) BeginDetachedTeardown();
+    closing_ = true;
+    async_changed_.SignalAll();
+  }
+  Break(absl::UnavailableError("connection closed"));
+  if (tcp_ != nullptr) tcp_->Close();
+}
+
+bool UcxConnection::OneSidedAtomics(RegionId region) const {
+  return region < regions_.size() && regions_[region].mapped;
+}
+
+std::string UcxConnection::EndpointInfo() const {
+  char* buffer = nullptr;
+  size_t size = 0;
+  FILE* stream = open_memstream(&buffer, &size);
+  if (stream == nullptr) return std::string();
+  ucp_ep_print_info(ep_, stream);
+  std::fclose(stream);
+  std::string out(buffer, size);
+  std::free(buffer);
+  return out;
+}
+
+std::string UcxConnection::Describe() const {
+  std::string out = "UCX session; one-sided CAS/FETCH_ADD on regions:";
+  for (RegionId r = 0; r < regions_.size(); ++r) {
+    absl::StrAppend(&out, " ", r, regions_[r].mapped ? "=yes" : "=no(server)");
+  }
+  return absl::StrCat(out, "\n", EndpointInfo());
+}
+
+absl::StatusOr<const UcxConnection::RemoteRegion*> UcxConnection::FindRegion(
+    RegionId region) const {
+  if (region >= regions_.size()) return NoRegion(region);
+  return &regions_[region];
+}
+
+bool UcxConnection::IsOneSided(const OutgoingRequest& request) const {
+  switch (request.op) {
+    case Op::kRead:
+    case Op::kWrite:
+      return true;
+    case Op::kCas:
+    case Op::kFetchAdd: {
+      // The region is the payload's first field.
+      uint32_t region = UINT32_MAX;
+      if (request.payload.size() >= 4) std::memcpy(&region, request.payload.data(), 4);
+      return OneSidedAtomics(region);
+    }
+    default:
+      return false;
+  }
+}
+
+void UcxConnection::WatchServer() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_) return;
+    }
+    if (tcp_->WaitForClose(absl::Milliseconds(50))) {
+      server_gone_.store(true, std::memory_order_release);
+      Break(absl::UnavailableError("ardmad closed the connection"));
+      return;
+    }
+  }
+}
+
+absl::Status UcxConnection::OneSided(const OutgoingRequest& request, absl::Time deadline,
+                                     ResponsePayload* result) {
+  // A request the server would refuse is refused here, with the server's error, before anything
+  // is applied; only transport failures are returned.
+  auto refuse = [&](absl::Status s) {
+    *result = std::move(s);
+    return absl::OkStatus();
+  };
+  std::vector<ucs_status_ptr_t> inflight;
+  auto wait_all = [&](std::string_view what) -> absl::Status {
+    absl::Status status;
+    for (ucs_status_ptr_t r : inflight) status.Update(ucx_->Wait(r, deadline, what));
+    inflight.clear();
+    return status;
+  };
+  ucp_request_param_t param{};
+  switch (request.op) {
+    case Op::kRead: {
+      absl::StatusOr<std::vector<wire::ReadEntry>> entries =
+          wire::DecodeReadRequest(request.payload, limits_);
+      if (!entries.ok()) return refuse(entries.status());
+      size_t total = 0;
+      for (const wire::ReadEntry& e : *entries) {
+        absl::StatusOr<const RemoteRegion*> r = FindRegion(e.region);
+        if (!r.ok()) return refuse(r.status());
+        if (absl::Status s = (*r)->bounds.CheckRange(e.addr, e.len); !s.ok()) return refuse(s);
+        total += e.len;
+      }
+      std::string out(total, '\0');
+      size_t at = 0;
+      for (const wire::ReadEntry& e : *entries) {
+        const RemoteRegion& r = regions_[e.region];
+        if (e.len > 0) {
+          inflight.push_back(
+              ucp_get_nbx(ep_, out.data() + at, e.len, r.base + e.addr, r.rkey, &param));
+        }
+        at += e.len;
+      }
+      ARDMA_RETURN_IF_ERROR(wait_all("ucp_get"));
+      counters_->bytes_received.fetch_add(total, std::memory_order_relaxed);
+      *result = std::move(out);
+      return absl::OkStatus();
+    }
+    case Op::kWrite: {
+      absl::StatusOr<std::vector<wire::WriteEntry>> entries =
+          wire::DecodeWriteRequest(request.payload, limits_);
+      if (!entries.ok()) return refuse(entries.status());
+      for (const wire::WriteEntry& e : *entries) {
+        absl::StatusOr<const RemoteRegion*> r = FindRegion(e.region);
+        if (!r.ok()) return refuse(r.status());
+        if (absl::Status s = (*r)->bounds.CheckWritable(e.addr, e.data.size()); !s.ok()) {
+          return refuse(s);
+        }
+      }
+      for (const wire::WriteEntry& e : *entries) {
+        const RemoteRegion& r = regions_[e.region];
+        if (e.data.empty()) continue;
+        inflight.push_back(
+            ucp_put_nbx(ep_, e.data.data(), e.data.size(), r.base + e.addr, r.rkey, &param));
+        counters_->bytes_sent.fetch_add(e.data.size(), std::memory_order_relaxed);
+      }
+      ARDMA_RETURN_IF_ERROR(wait_all("ucp_put"));
+      // Acknowledged means done at the server.
+      inflight.push_back(ucp_ep_flush_nbx(ep_, &param));
+      ARDMA_RETURN_IF_ERROR(wait_all("ucp_ep_flush"));
+      *result = std::string();
+      return absl::OkStatus();
+    }
+    case Op::kCas:
+    case Op::kFetchAdd: {
+      RegionId region;
+      uint64_t addr, operand, swap = 0;
+      bool cas = request.op == Op::kCas;
+      if (cas) {
+        absl::StatusOr<wire::CasRequest> req = wire::DecodeCasRequest(request.payload);
+        if (!req.ok()) return refuse(req.status());
+        region = req->region;
+        addr = req->addr;
+        operand = req->expected;
+        swap = req->desired;
+      } else {
+        absl::StatusOr<wire::FetchAddRequest> req = wire::DecodeFetchAddRequest(request.payload);
+        if (!req.ok()) return refuse(req.status());
+        region = req->region;
+        addr = req->addr;
+        operand = req->delta;
+      }
+      absl::StatusOr<const RemoteRegion*> r = FindRegion(region);
+      if (!r.ok()) return refuse(r.status());
+      if (absl::Status s = (*r)->bounds.CheckAtomic(addr); !s.ok()) return refuse(s);
+      uint64_t reply = swap;  // CSWAP: in, the value to store; out, the old value
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+      param.datatype = ucp_dt_make_contig(8);
+      param.reply_buffer = &reply;
+      inflight.push_back(ucp_atomic_op_nbx(ep_, cas ? UCP_ATOMIC_OP_CSWAP : UCP_ATOMIC_OP_ADD,
+                                           &operand, 1, (*r)->base + addr, (*r)->rkey, &param));
+      ARDMA_RETURN_IF_ERROR(wait_all(cas ? "ucp CAS" : "ucp FETCH_ADD"));
+      std::string out;
+      wire::EncodeU64Response(reply, &out);
+      *result = std::move(out);
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InternalError("not a one-sided operation");
+  }
+}
+
+absl::Status UcxConnection::SendRequests(const std::vector<OutgoingRequest>& requests,
+                                         const std::vector<uint64_t>& ids, uint64_t client_id,
+                                         const std::vector<std::shared_ptr<Pending>>& pendings) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+    for (size_t i = 0; i < requests.size(); ++i) pending_[ids[i]] = pendings[i];
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::string frame;
+    size_t start = wire::BeginFrame(&frame);
+    frame.append(requests[i].payload);
+    wire::FinishFrame({.op = requests[i].op, .request_id = ids[i], .client_id = client_id}, start,
+                      &frame);
+    counters_->bytes_sent.fetch_add(frame.size(), std::memory_order_relaxed);
+    if (absl::Status s = SendActiveMessage(ep_, kAmRequest, session_, std::move(frame)); !s.ok()) {
+      Break(s);
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
+    const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
+    uint64_t client_id, absl::Time deadline) {
+  if (server_gone_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError("ardmad closed the connection");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+  }
+  counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
+  counters_->requests.fetch_add(requests.size(), std::memory_order_relaxed);
+  std::vector<ResponsePayload> results(requests.size());
+  // In order: one-sided operations complete before the next request starts, and a run of
+  // requests for the server is sent at once and awaited before the next one-sided operation.
+  for (size_t i = 0; i < requests.size();) {
+    if (IsOneSided(requests[i])) {
+      ARDMA_RETURN_IF_ERROR(OneSided(requests[i], deadline, &results[i]));
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < requests.size() && !IsOneSided(requests[end])) ++end;
+    std::vector<OutgoingRequest> run(requests.begin() + i, requests.begin() + end);
+    std::vector<uint64_t> ids(request_ids.begin() + i, request_ids.begin() + end);
+    std::vector<std::shared_ptr<Pending>> pendings;
+    for (size_t k = i; k < end; ++k) pendings.push_back(std::make_shared<Pending>());
+    ARDMA_RETURN_IF_ERROR(SendRequests(run, ids, client_id, pendings));
+    for (size_t k = 0; k < pendings.size(); ++k) {
+      for (int spins = 0;; ++spins) {
+        {
+          absl::MutexLock lock(&mu_);
+          if (pendings[k]->done) break;
+          absl::Status failure = broken_;
+          if (failure.ok() && (spins & 255) == 255 && absl::Now() >= deadline) {
+            failure = absl::DeadlineExceededError("no response in time");
+          }
+          if (!failure.ok()) {
+            for (uint64_t id : ids) pending_.erase(id);
+            return failure;
+          }
+        }
+        Progress();
+      }
+      results[i + k] = std::move(pendings[k]->result);
+    }
+    i = end;
+  }
+  return results;
+}
+
+void UcxConnection::Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+                          absl::Time deadline, ResponseCallback done) {
+  if (IsOneSided(request)) {
+    // One-sided operations complete on the calling thread.
+    ResponsePayload result;
+    absl::Status s = OneSided(request, deadline, &result);
+    done(s.ok() ? std::move(result) : ResponsePayload(s));
+    return;
+  }
+  auto pending = std::make_shared<Pending>();
+  pending->callback = std::move(done);
+  pending->deadline = deadline;
+  {
+    absl::MutexLock lock(&mu_);
+    ++async_pending_;
+    if (!background_.joinable() && !closing_) {
+      background_ = std::thread([self = shared_from_this()]() mutable {
+        self->BackgroundProgress();  // returns once closing_ is set (counted by Close)
+        self.reset();                // possibly the last reference: the teardown runs here
+        EndDetachedTeardown();
+      });
+    }
+    async_changed_.SignalAll();
+  }
+  counters_->requests.fetch_add(1, std::memory_order_relaxed);
+  absl::Status sent = SendRequests({request}, {request_id}, client_id, {pending});
+  if (!sent.ok()) {
+    ResponseCallback callback;
+    {
+      absl::MutexLock lock(&mu_);
+      if (pending->callback) {
+        callback = std::move(pending->callback);
+        --async_pending_;
+        pending_.erase(request_id);
+      }
+    }
+    if (callback) callback(sent);
+  }
+}
+
+ucs_status_t UcxConnection::OnResponse(void* arg, const void* /*header*/, size_t /*header_length*/,
+                                       void* data, size_t length,
+                                       const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxConnection*>(arg);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {  // the server sends eagerly
+    ucp_am_data_release(self->ucx_->worker(), data);
+    self->Break(absl::UnavailableError("unexpected rendezvous message from ardmad over UCX"));
+    return UCS_OK;
+  }
+  self->Dispatch(std::string_view(static_cast<const char*>(data), length));
+  return UCS_OK;
+}
+
+void UcxConnection::Dispatch(std::string_view frame) {
+  absl::StatusOr<wire::FrameHeader> header = wire::DecodeHeader(frame, limits_);
+  if (!header.ok() || frame.size() != wire::kHeaderSize + header->payload_len) {
+    Break(absl::UnavailableError("malformed response from ardmad over UCX"));
+    return;
+  }
+  counters_->bytes_received.fetch_add(frame.size(), std::memory_order_relaxed);
+  ResponsePayload result = ResponseFromFrame(*header, frame.substr(wire::kHeaderSize));
+  ResponseCallback callback;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(header->request_id);
+    if (it == pending_.end()) return;  // answered after its caller gave up
+    std::shared_ptr<Pending> p = std::move(it->second);
+    pending_.erase(it);
+    if (!p->callback) {
+      p->result = std::move(result);
+      p->done = true;
+      return;
+    }
+    --async_pending_;
+    callback = std::move(p->callback);
+  }
+  callback(std::move(result));  // outside the lock: it may issue further calls
+}
+
+void UcxConnection::Break(const absl::Status& status) {
+  std::vector<ResponseCallback> callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    if (broken_.ok()) broken_ = absl::UnavailableError(status.message());
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second->callback) {
+        callbacks.push_back(std::move(it->second->callback));
+        --async_pending_;
+        pending_.erase(it++);
+      } else {
+        ++it;  // a synchronous caller sees broken_ and gives up
+      }
+    }
+    async_changed_.SignalAll();
+  }
+  for (ResponseCallback& cb : callbacks) cb(absl::UnavailableError(status.message()));
+}
+
+void UcxConnection::ExpireAsync(absl::Time now) {
+  std::vector<ResponseCallback> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    expired = TakeExpiredCalls(pending_, &async_pending_, now);
+  }
+  for (ResponseCallback& cb : expired) cb(absl::DeadlineExceededError("no response in time"));
+}
+
+void UcxConnection::BackgroundProgress() {
+  for (uint64_t spins = 0;; ++spins) {
+    {
+      absl::MutexLock lock(&mu_);
+      while (async_pending_ == 0 && !closing_) async_changed_.Wait(&mu_);
+      if (closing_) return;
+    }
+    Progress();
+    if ((spins & 1023) == 1023) ExpireAsync(absl::Now());
+  }
+}
+
+}  // namespace ardma

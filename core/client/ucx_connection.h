@@ -1,0 +1,137 @@
+// UcxConnection: the UCX Transport (docs/transports.md). Opened on "ucx://HOST:PORT": it connects
+// to that listener over TCP (or a Unix socket), sends UCX_CONNECT with its worker's address, and
+// gets back the server's worker address, a session number and every region's remote key and
+// bounds. Then:
+//
+//   - READ and WRITE are ucp_get / ucp_put on the region's key: one-sided wherever the transport
+//     is (shared memory, CMA, verbs) — no server thread runs for them. A WRITE is complete at the
+//     server (ucp_ep_flush) before it is acknowledged.
+//   - CAS and FETCH_ADD are ucp atomics when the region is mapped into this process (shared
+//     memory: ucp_rkey_ptr succeeds), so they are CPU atomics on the very words active code uses.
+//     Elsewhere (CMA, TCP, a NIC whose atomics need not be coherent with the CPU's) they go to the
+//     server as requests and are done there, atomically with active code.
+//   - Every other request (PING, LOAD, HAS_CODE, EXECUTE, STATS) is an active message carrying the
+//     same frame as on TCP; the response comes back as one.
+//   - Bounds, alignment and read-only regions are checked here first, with the server's errors.
+//
+// The TCP connection stays open for the session's life: the server ends the session (running its
+// close hooks) when it closes, and a watcher thread here breaks the transport the moment the server
+// closes it, before a one-sided write could land in the memory of a server that is gone.
+// Thread-safe; waiting threads progress the worker themselves (no thread hand-off for synchronous
+// calls); a background thread progresses it for asynchronous calls.
+#ifndef ARDMA_CORE_CLIENT_UCX_CONNECTION_H_
+#define ARDMA_CORE_CLIENT_UCX_CONNECTION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/client/connection.h"
+#include "core/client/transport.h"
+#include "core/context/context.h"
+#include "core/memory/region_bounds.h"
+#include "core/ucx/ucx_context.h"
+#include "core/wire/frame.h"
+
+namespace ardma {
+
+class UcxConnection : public Transport, public std::enable_shared_from_this<UcxConnection> {
+ public:
+  // `address` is the listener without the "ucx://" prefix: "host:port" or "unix:/path".
+  // FAILED_PRECONDITION if the server does not offer UCX; UNAVAILABLE if it cannot be reached.
+  static absl::StatusOr<std::shared_ptr<UcxConnection>> Open(std::string_view address,
+                                                             absl::Duration timeout,
+                                                             const wire::WireLimits& limits,
+                                                             ClientCounters* counters);
+  ~UcxConnection() override;
+  UcxConnection(const UcxConnection&) = delete;
+  UcxConnection& operator=(const UcxConnection&) = delete;
+
+  absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(
+      const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
+      uint64_t client_id, absl::Time deadline) override;
+  void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+             absl::Time deadline, ResponseCallback done) override;
+  bool broken() const override;
+  // Which regions take one-sided atomics, then the endpoint's lanes.
+  std::string Describe() const override;
+  void Close() override;
+
+  // Whether CAS and FETCH_ADD on `region` are one-sided (the region is mapped into this process).
+  bool OneSidedAtomics(RegionId region) const;
+  // The endpoint's configuration as UCX prints it (its lanes: which transports carry what).
+  std::string EndpointInfo() const;
+
+ private:
+  struct RemoteRegion {
+    RegionBounds bounds;
+    uint64_t base = 0;
+    ucp_rkey_h rkey = nullptr;
+    bool mapped = false;  // ucp_rkey_ptr works: shared memory
+  };
+  struct Pending {
+    bool done = false;
+    ResponsePayload result;
+    ResponseCallback callback;  // asynchronous calls
+    absl::Time deadline;
+  };
+
+  UcxConnection(const wire::WireLimits& limits, ClientCounters* counters)
+      : limits_(limits), counters_(counters) {}
+  absl::Status Bootstrap(std::string_view address, absl::Duration timeout);
+
+  // One READ, WRITE, CAS or FETCH_ADD done one-sidedly: the server's answer in *result, or a
+  // transport failure.
+  absl::Status OneSided(const OutgoingRequest& request, absl::Time deadline,
+                        ResponsePayload* result);
+  bool IsOneSided(const OutgoingRequest& request) const;
+  absl::StatusOr<const RemoteRegion*> FindRegion(RegionId region) const;
+  // Sends requests as active messages, registering them as pending.
+  absl::Status SendRequests(const std::vector<OutgoingRequest>& requests,
+                            const std::vector<uint64_t>& ids, uint64_t client_id,
+                            const std::vector<std::shared_ptr<Pending>>& pendings);
+  static ucs_status_t OnResponse(void* arg, const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param);
+  void Dispatch(std::string_view frame);
+  // Progresses the worker once.
+  void Progress() { ucp_worker_progress(ucx_->worker()); }
+  // Watches the bootstrap connection and breaks this transport the moment the server closes it
+  // (exits, is killed, or ends the session), so no one-sided operation lands in the memory of a
+  // server that is gone.
+  void WatchServer();
+  void Break(const absl::Status& status);
+  void ExpireAsync(absl::Time now);
+  void BackgroundProgress();
+
+  const wire::WireLimits limits_;
+  ClientCounters* const counters_;
+  ClientCounters bootstrap_counters_;  // the bootstrap's own round trip is not the caller's
+  std::shared_ptr<Connection> tcp_;
+  std::unique_ptr<UcxContext> ucx_;
+  ucp_ep_h ep_ = nullptr;
+  uint64_t session_ = 0;
+  std::vector<RemoteRegion> regions_;
+  std::atomic<bool> server_gone_{false};  // set by the watcher; checked before every flight
+  std::thread watcher_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  size_t async_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar async_changed_;
+  std::thread background_;  // started on the first Async call
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_CLIENT_UCX_CONNECTION_H_

@@ -1,0 +1,160 @@
+// Context: the interface active code is written against (the seed paper's ActiveRDMA).
+//
+// The same function runs over a LocalContext (on the server, next to the data: every operation is a
+// memory access) or a RemoteContext (on a client: every operation is a round trip, batched where
+// the caller batches). Addresses are byte offsets into a region; region 0 is the heap.
+//
+//   absl::StatusOr<std::string> Sum(ardma::Context& ctx, std::string_view args) {
+//     ARDMA_ASSIGN_OR_RETURN(uint64_t head, ctx.ReadU64(8));
+//     ...
+//   }
+//
+// Semantics shared by all implementations:
+//  - Every access is bounds-checked (OutOfRange); CAS and FETCH_ADD need 8-byte alignment
+//    (InvalidArgument) and are atomic with respect to every other client and active function.
+//  - Plain reads and writes may tear, as with real RDMA; use lock words or versions for
+//  consistency.
+//  - A batch is validated whole before any entry is applied.
+//  - A CAS that loses is a result ({swapped = false, observed}), not an error.
+// A Context is used by one thread at a time (the one running the function).
+#ifndef ARDMA_CORE_CONTEXT_CONTEXT_H_
+#define ARDMA_CORE_CONTEXT_CONTEXT_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/wire/messages.h"
+
+namespace ardma {
+
+using wire::kHeapRegion;
+using wire::RegionId;
+
+struct CasResult {
+  bool swapped = false;
+  uint64_t observed = 0;  // the word's value before the operation
+};
+
+struct ReadOp {
+  uint64_t addr = 0;
+  std::span<char> out;  // filled with out.size() bytes from addr
+  RegionId region = kHeapRegion;
+};
+
+// How a parked request continues if no Wake answers it (see Context::Park).
+struct ParkOptions {
+  // A resumable request is run again — its top-level function, from the start, with
+  // `resume_args` as its arguments, on a worker thread — at `resume_at` if no Wake came first, or
+  // as soon as some function calls Resume(key). The new run may answer, or park again. A request
+  // that is not resumable just waits for a Wake or its deadline.
+  bool resumable = false;
+  absl::Time resume_at = absl::InfiniteFuture();
+  std::string_view resume_args;
+};
+
+struct WriteOp {
+  uint64_t addr = 0;
+  std::string_view data;
+  RegionId region = kHeapRegion;
+};
+
+class Context {
+ public:
+  virtual ~Context() = default;
+
+  // Batches: one round trip over RemoteContext.
+  absl::Status ReadBatch(std::span<const ReadOp> ops) { return DoReadBatch(ops); }
+  absl::Status WriteBatch(std::span<const WriteOp> ops) { return DoWriteBatch(ops); }
+
+  absl::Status Read(uint64_t addr, std::span<char> out, RegionId region = kHeapRegion);
+  absl::StatusOr<std::string> Read(uint64_t addr, size_t len, RegionId region = kHeapRegion);
+  absl::Status Write(uint64_t addr, std::string_view data, RegionId region = kHeapRegion);
+  absl::StatusOr<uint64_t> ReadU64(uint64_t addr, RegionId region = kHeapRegion);
+  absl::Status WriteU64(uint64_t addr, uint64_t value, RegionId region = kHeapRegion);
+
+  absl::StatusOr<CasResult> CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired,
+                                           RegionId region = kHeapRegion) {
+    return DoCompareAndSwap(region, addr, expected, desired);
+  }
+  // Returns the value before the addition (wrapping, unsigned).
+  absl::StatusOr<uint64_t> FetchAdd(uint64_t addr, uint64_t delta, RegionId region = kHeapRegion) {
+    return DoFetchAdd(region, addr, delta);
+  }
+
+  // A zero-copy view of server memory, valid until the function returns. Only where the
+  // implementation is local (IsLocal()); elsewhere FailedPrecondition: use Read.
+  absl::StatusOr<std::string_view> View(uint64_t addr, uint64_t len,
+                                        RegionId region = kHeapRegion) {
+    return DoView(region, addr, len);
+  }
+
+  // Calls another active function by name ("dht.put"). Locally this goes through the server's
+  // code registry (no network hop); remotely the function runs on the client over this context.
+  absl::StatusOr<std::string> Call(std::string_view function, std::string_view args) {
+    return DoCall(function, args);
+  }
+
+  // Parks the current request under `key`: the function returns, but its response waits until
+  // another function calls Wake(key, result); that result becomes the response. Keys are FIFO
+  // queues. To avoid a lost wake-up, park first, then re-check the condition and Wake yourself if
+  // it already holds. A parked request that outlives its deadline gets DEADLINE_EXCEEDED.
+  // Active mode only (FailedPrecondition elsewhere); a request parks at most once per run.
+  absl::Status Park(std::string_view key, const ParkOptions& options = {}) {
+    return DoPark(key, options);
+  }
+  // Runs the oldest live resumable request parked on `key` again now (see ParkOptions); false if
+  // there was none. Active mode only.
+  absl::StatusOr<bool> Resume(std::string_view key) { return DoResume(key); }
+  // Registers, on the connection of the request being run, a call of `function(args)` to be made
+  // on the server when that connection closes (at once, if it already has). One hook per `key`
+  // per connection: registering again replaces it, an empty `function` removes it. This is how a
+  // service releases what a client that went away held. Active mode only.
+  absl::Status OnClose(std::string_view key, std::string_view function, std::string_view args) {
+    return DoOnClose(key, function, args);
+  }
+  // Completes the oldest live request parked on `key` with `result`; false if there was none.
+  absl::StatusOr<bool> Wake(std::string_view key, std::string_view result) {
+    return DoWake(key, result);
+  }
+
+  // Waits before retrying something another party holds (a lock word, a half-created root): about
+  // 2^round microseconds, at most 1 ms. Remotely, and on the server's worker threads, it sleeps.
+  // A function run inline on a server I/O thread must not sleep there (it would stall that
+  // thread's connections, maybe the very holder it waits for), so Backoff returns a Rescheduled
+  // status instead (IsRescheduled): return it, after undoing anything that is not safe to do
+  // twice; the server then runs the request again from the start on a worker thread, where
+  // Backoff sleeps. Past the request's deadline it fails with DEADLINE_EXCEEDED.
+  absl::Status Backoff(int round) { return DoBackoff(BackoffDelay(round)); }
+  static absl::Duration BackoffDelay(int round);
+
+  // True when operations are local memory accesses (active mode).
+  virtual bool IsLocal() const = 0;
+
+ protected:
+  virtual absl::Status DoReadBatch(std::span<const ReadOp> ops) = 0;
+  virtual absl::Status DoWriteBatch(std::span<const WriteOp> ops) = 0;
+  virtual absl::StatusOr<CasResult> DoCompareAndSwap(RegionId region, uint64_t addr,
+                                                     uint64_t expected, uint64_t desired) = 0;
+  virtual absl::StatusOr<uint64_t> DoFetchAdd(RegionId region, uint64_t addr, uint64_t delta) = 0;
+  virtual absl::StatusOr<std::string_view> DoView(RegionId region, uint64_t addr, uint64_t len) = 0;
+  virtual absl::StatusOr<std::string> DoCall(std::string_view function, std::string_view args) = 0;
+  virtual absl::Status DoPark(std::string_view key, const ParkOptions& options) = 0;
+  virtual absl::StatusOr<bool> DoResume(std::string_view key) = 0;
+  virtual absl::Status DoOnClose(std::string_view key, std::string_view function,
+                                 std::string_view args) = 0;
+  virtual absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) = 0;
+  virtual absl::Status DoBackoff(absl::Duration delay) = 0;
+};
+
+// The status Backoff returns when the request must move to a worker thread.
+absl::Status RescheduledError();
+bool IsRescheduled(const absl::Status& status);
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_CONTEXT_CONTEXT_H_

@@ -1,0 +1,307 @@
+#include "core/server/ucx_server.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+#include "core/wire/frame.h"
+
+namespace ardma {
+namespace {
+
+// The progress thread polls this long after the last event before it sleeps on the event fd.
+constexpr absl::Duration kPollBeforeSleep = absl::Milliseconds(1);
+// How often closed connections' sessions are looked for.
+constexpr absl::Duration kSweepPeriod = absl::Milliseconds(50);
+
+}  // namespace
+
+// One client's UCX session: the server's endpoint to its worker, bound to the connection it was
+// opened on. A ResponseSink, so the RequestHandler answers it as it answers a TCP session.
+//
+// Every UCX call on a session's endpoint is made on the progress thread: a response produced on
+// another thread (a worker's EXECUTE) is queued and handed over, so no thread ever waits for the
+// worker while holding a lock the progress thread may need inside a UCX callback.
+class UcxServer::Session : public ResponseSink, public std::enable_shared_from_this<Session> {
+ public:
+  Session(UcxServer* server, uint64_t id, ucp_ep_h ep, std::weak_ptr<ResponseSink> tcp)
+      : server_(server), id_(id), ep_(ep), tcp_(std::move(tcp)) {}
+
+  void Send(std::string frame) override {
+    if (std::this_thread::get_id() != server_->progress_id_) {
+      server_->Enqueue(shared_from_this(), std::move(frame));
+      return;
+    }
+    SendNow(std::move(frame));
+  }
+
+  // On the progress thread.
+  void SendNow(std::string frame) {
+    absl::MutexLock lock(&mu_);
+    if (ep_ == nullptr || poisoned_) return;
+    // A failure means the client has gone; the sweep will close the session.
+    SendActiveMessage(ep_, kAmResponse, std::nullopt, std::move(frame)).IgnoreError();
+  }
+
+  bool Open() const override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (ep_ == nullptr || poisoned_) return false;
+    }
+    std::shared_ptr<ResponseSink> tcp = tcp_.lock();
+    return tcp != nullptr && tcp->Open();
+  }
+
+  // Closes the endpoint (on the progress thread). Idempotent.
+  void Close(UcxContext& ucx) {
+    ucp_ep_h ep;
+    {
+      absl::MutexLock lock(&mu_);
+      ep = ep_;
+      ep_ = nullptr;
+    }
+    if (ep != nullptr) ucx.CloseEndpoint(ep, absl::Milliseconds(200));
+  }
+
+  // Refuses further requests and responses; the next sweep closes the session.
+  void Poison() {
+    absl::MutexLock lock(&mu_);
+    poisoned_ = true;
+  }
+
+  uint64_t id() const { return id_; }
+
+ private:
+  UcxServer* const server_;
+  const uint64_t id_;
+  mutable absl::Mutex mu_;
+  ucp_ep_h ep_ ABSL_GUARDED_BY(mu_);
+  bool poisoned_ ABSL_GUARDED_BY(mu_) = false;
+  const std::weak_ptr<ResponseSink> tcp_;
+};
+
+absl::StatusOr<std::unique_ptr<UcxServer>> UcxServer::Create() {
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<UcxContext> ucx, UcxContext::Create({.wakeup = true}));
+  return std::unique_ptr<UcxServer>(new UcxServer(std::move(ucx)));
+}
+
+UcxServer::~UcxServer() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<Region>> UcxServer::AllocateRegion(uint64_t size) {
+  ARDMA_ASSIGN_OR_RETURN(UcxContext::Mapping m, ucx_->Allocate(size));
+  allocated_[m.base] = m.memh;
+  std::shared_ptr<UcxContext> ucx = ucx_;  // the region may outlive this server
+  return Region::Adopt(m.base, size, /*read_only=*/false,
+                       [ucx, memh = m.memh] { ucx->Unmap(memh); });
+}
+
+absl::Status UcxServer::Start(const RegionTable& regions, RequestHandler* handler) {
+  handler_ = handler;
+  for (RegionId id = 0; id < regions.size(); ++id) {
+    ARDMA_ASSIGN_OR_RETURN(Region * region, regions.Get(id));
+    RegionEntry e;
+    e.key.region = id;
+    e.key.base = reinterpret_cast<uint64_t>(region->data());
+    e.key.size = region->size();
+    e.key.read_only = region->read_only();
+    auto it = allocated_.find(region->data());
+    if (it != allocated_.end()) {
+      e.memh = it->second;
+    } else {
+      ARDMA_ASSIGN_OR_RETURN(e.memh, ucx_->Register(region->data(), region->size()));
+      e.registered_here = true;
+    }
+    absl::StatusOr<std::string> rkey = ucx_->PackRkey(e.memh);
+    if (!rkey.ok()) {
+      if (e.registered_here) ucx_->Unmap(e.memh);
+      return rkey.status();
+    }
+    e.key.rkey = *std::move(rkey);
+    regions_.push_back(std::move(e));
+  }
+  ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmRequest, &UcxServer::OnRequest, this));
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) return absl::InternalError("eventfd for the UCX progress thread");
+  progress_ = std::thread([this] { ProgressLoop(); });
+  progress_id_ = progress_.get_id();  // before any session exists: no Send can race with this
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> UcxServer::Connect(std::string_view payload,
+                                               const std::shared_ptr<ResponseSink>& tcp) {
+  if (stopping_.load()) return absl::UnavailableError("the server is stopping");
+  ARDMA_ASSIGN_OR_RETURN(std::string_view client_address, wire::DecodeUcxConnectRequest(payload));
+  ucp_ep_params_t ep_params{};
+  ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  ep_params.address = reinterpret_cast<const ucp_address_t*>(client_address.data());
+  ucp_ep_h ep = nullptr;
+  ucs_status_t s = ucp_ep_create(ucx_->worker(), &ep_params, &ep);
+  if (s != UCS_OK) return UcsError(s, "creating an endpoint to the client's worker");
+  wire::UcxHello hello;
+  ARDMA_ASSIGN_OR_RETURN(hello.worker_address, ucx_->WorkerAddress());
+  for (const RegionEntry& e : regions_) hello.regions.push_back(e.key);
+  {
+    absl::MutexLock lock(&mu_);
+    hello.session = next_session_++;
+    sessions_[hello.session] = std::make_shared<Session>(this, hello.session, ep, tcp);
+  }
+  Wake();  // the new endpoint's wire-up wants progress
+  std::string out;
+  wire::EncodeUcxHello(hello, &out);
+  return out;
+}
+
+size_t UcxServer::sessions() const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.size();
+}
+
+std::shared_ptr<UcxServer::Session> UcxServer::FindSession(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
+ucs_status_t UcxServer::OnRequest(void* arg, const void* header, size_t header_length, void* data,
+                                  size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxServer*>(arg);
+  uint64_t id = 0;
+  if (header_length == sizeof(id)) std::memcpy(&id, header, sizeof(id));
+  std::shared_ptr<Session> session = self->FindSession(id);
+  // Clients send eagerly (see Session::Send); a rendezvous or an oversized message is not ours.
+  bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+  if (session == nullptr || rendezvous ||
+      length > wire::kHeaderSize + self->handler_->limits().max_payload_bytes) {
+    self->handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    if (rendezvous) ucp_am_data_release(self->ucx_->worker(), data);
+    if (session != nullptr) session->Poison();
+    return UCS_OK;
+  }
+  self->HandleFrame(session, std::string_view(static_cast<const char*>(data), length));
+  return UCS_OK;
+}
+
+void UcxServer::HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame) {
+  absl::StatusOr<wire::FrameHeader> header = wire::DecodeHeader(frame, handler_->limits());
+  if (!header.ok() || frame.size() != wire::kHeaderSize + header->payload_len) {
+    // As a TCP session that sends a malformed frame is closed, so is this one.
+    handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    ARDMA_LOG(kWarning, "ucx session %u: %s; closing it", session->id(),
+              header.ok() ? "frame length does not match its header"
+                          : std::string(header.status().message()));
+    session->Poison();
+    return;
+  }
+  if (!session->Open()) return;
+  handler_->Handle(*header, frame.substr(wire::kHeaderSize), session);
+}
+
+void UcxServer::Enqueue(std::shared_ptr<Session> session, std::string frame) {
+  {
+    absl::MutexLock lock(&send_mu_);
+    send_queue_.emplace_back(std::move(session), std::move(frame));
+  }
+  Wake();
+}
+
+void UcxServer::Wake() {
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+bool UcxServer::SendQueued() {
+  std::vector<std::pair<std::shared_ptr<Session>, std::string>> queue;
+  {
+    absl::MutexLock lock(&send_mu_);
+    queue.swap(send_queue_);
+  }
+  for (auto& [session, frame] : queue) session->SendNow(std::move(frame));
+  return !queue.empty();
+}
+
+void UcxServer::ProgressLoop() {
+  ucp_worker_h worker = ucx_->worker();
+  int efd = -1;
+  int epfd = ::epoll_create1(EPOLL_CLOEXEC);
+  bool sleep_ok = epfd >= 0 && ucp_worker_get_efd(worker, &efd) == UCS_OK;
+  for (int fd : {efd, wake_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (sleep_ok && ::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) sleep_ok = false;
+  }
+  absl::Time last_event = absl::Now(), next_sweep = absl::Now() + kSweepPeriod;
+  for (uint64_t spins = 0; !stopping_.load(std::memory_order_relaxed); ++spins) {
+    bool busy = ucp_worker_progress(worker) != 0;
+    busy |= SendQueued();
+    if (busy) {
+      last_event = absl::Now();
+      continue;
+    }
+    if ((spins & 255) != 0) continue;
+    absl::Time now = absl::Now();
+    if (now >= next_sweep) {
+      CloseSessions(/*all=*/false);
+      next_sweep = now + kSweepPeriod;
+    }
+    if (now - last_event < kPollBeforeSleep) continue;
+    // Idle: sleep until UCX traffic, a queued response or the next sweep.
+    if (!sleep_ok) {
+      absl::SleepFor(absl::Microseconds(100));
+      continue;
+    }
+    if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;
+    epoll_event events[2];
+    int n =
+        ::epoll_wait(epfd, events, 2, static_cast<int>(absl::ToInt64Milliseconds(kSweepPeriod)));
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.fd == wake_fd_) {
+        uint64_t count;
+        (void)!::read(wake_fd_, &count, sizeof(count));
+      }
+    }
+    last_event = absl::Now();
+  }
+  SendQueued();
+  if (epfd >= 0) ::close(epfd);
+}
+
+void UcxServer::CloseSessions(bool all) {
+  std::vector<std::shared_ptr<Session>> closing;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (all || !it->second->Open()) {
+        closing.push_back(std::move(it->second));
+        sessions_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const std::shared_ptr<Session>& s : closing) {
+    if (handler_ != nullptr) handler_->ConnectionClosed(s.get());
+    s->Close(*ucx_);
+  }
+}
+
+void UcxServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  Wake();
+  if (progress_.joinable()) progress_.join();
+  CloseSessions(/*all=*/true);
+  for (const RegionEntry& e : regions_) {
+    if (e.registered_here) ucx_->Unmap(e.memh);
+  }
+  regions_.clear();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  wake_fd_ = -1;
+}
+
+}  // namespace ardma

@@ -1,0 +1,104 @@
+// UcxServer: ardmad's UCX transport (docs/transports.md). It owns a UCP context and worker, puts
+// the regions where the transports can reach them, and serves the sessions clients open with
+// UCX_CONNECT over their ordinary TCP or Unix-socket connection:
+//
+//   - One-sided READ/WRITE/CAS/FETCH_ADD never reach it: clients perform them with ucp_get/put/
+//     atomic on the remote keys it handed out (no server thread is involved where the transport is
+//     truly one-sided: shared memory, CMA, verbs).
+//   - Every other request arrives as an active message carrying a frame exactly as on TCP, and
+//     goes to the one RequestHandler; the response goes back as an active message.
+//   - A session lives as long as the connection it was opened on: once that closes, the session's
+//     close hooks run (RequestHandler::ConnectionClosed) and its endpoint is closed.
+//
+// A progress thread drives the worker: it polls while there is traffic and sleeps on the worker's
+// event fd when idle. Start/Stop from one thread; Connect from any.
+#ifndef ARDMA_CORE_SERVER_UCX_SERVER_H_
+#define ARDMA_CORE_SERVER_UCX_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/memory/region.h"
+#include "core/server/request_handler.h"
+#include "core/ucx/ucx_context.h"
+#include "core/wire/messages.h"
+
+namespace ardma {
+
+class UcxServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<UcxServer>> Create();
+  ~UcxServer();  // Stop()
+  UcxServer(const UcxServer&) = delete;
+  UcxServer& operator=(const UcxServer&) = delete;
+
+  // A region in memory UCX allocated (shared memory on one host: peers map it, and their atomics
+  // on it are one-sided and coherent with the server's CPU atomics).
+  absl::StatusOr<std::unique_ptr<Region>> AllocateRegion(uint64_t size);
+
+  // Makes every region reachable (registering those AllocateRegion did not make) and starts
+  // serving with `handler`. `regions` and `handler` must outlive Stop().
+  absl::Status Start(const RegionTable& regions, RequestHandler* handler);
+  // Answers UCX_CONNECT, received on connection `tcp`: the session's number, the worker's address
+  // and the regions' keys.
+  absl::StatusOr<std::string> Connect(std::string_view payload,
+                                      const std::shared_ptr<ResponseSink>& tcp);
+  // Stops the progress thread and closes every session (running its close hooks).
+  void Stop();
+
+  // Sessions open now.
+  size_t sessions() const;
+
+ private:
+  class Session;
+  struct RegionEntry {
+    wire::UcxRegionKey key;
+    ucp_mem_h memh = nullptr;
+    bool registered_here = false;  // unmapped by Stop (allocated ones go with their Region)
+  };
+
+  explicit UcxServer(std::shared_ptr<UcxContext> ucx) : ucx_(std::move(ucx)) {}
+  static ucs_status_t OnRequest(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param);
+  void HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame);
+  std::shared_ptr<Session> FindSession(uint64_t id);
+  void ProgressLoop();
+  // Hands a response produced off the progress thread to it.
+  void Enqueue(std::shared_ptr<Session> session, std::string frame);
+  void Wake();
+  // Sends what was queued; true if there was anything.
+  bool SendQueued();
+  // Closes the sessions whose connection has closed (all of them with `all`).
+  void CloseSessions(bool all);
+
+  const std::shared_ptr<UcxContext> ucx_;
+  RequestHandler* handler_ = nullptr;
+  std::vector<RegionEntry> regions_;
+  absl::flat_hash_map<char*, ucp_mem_h> allocated_;  // base -> memh, from AllocateRegion
+  std::atomic<bool> stopping_{false};
+  std::thread progress_;
+  std::thread::id progress_id_;  // set by the progress thread before it serves
+  int wake_fd_ = -1;             // an eventfd the progress thread sleeps on with the worker's
+
+  absl::Mutex send_mu_;
+  std::vector<std::pair<std::shared_ptr<Session>, std::string>> send_queue_
+      ABSL_GUARDED_BY(send_mu_);
+
+  mutable absl::Mutex mu_;
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_SERVER_UCX_SERVER_H_

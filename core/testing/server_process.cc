@@ -1,0 +1,87 @@
+#include "core/testing/server_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "core/testing/run_command.h"
+#include "gtest/gtest.h"
+
+namespace ardma::testing {
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          (name + "." + std::to_string(::getpid()) + "." +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+      .string();
+}
+
+ServerProcess::ServerProcess(std::vector<std::string> extra) {
+  port_file_ = TempPath("ardmad_port");
+  std::filesystem::remove(port_file_);
+  std::vector<std::string> args = {BinDir() + "/ardmad", "--listen", "127.0.0.1:0",
+                                   "--port-file",        port_file_, "--quiet"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    std::ifstream in(port_file_);
+    if (in >> address_) break;
+    int status;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);  // a stopped process ignores SIGKILL until continued
+  Kill(SIGKILL);
+}
+
+void ServerProcess::Signal(int signal) {
+  if (pid_ > 0) ::kill(pid_, signal);
+}
+
+bool ServerProcess::Freeze() {
+  if (pid_ <= 0) return false;
+  ::kill(pid_, SIGSTOP);
+  // Delivery is asynchronous: wait for state T in /proc/PID/stat ("pid (comm) T ...").
+  for (int i = 0; i < 5000; ++i) {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T') {
+      return true;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return false;
+}
+
+int ServerProcess::Kill(int signal) {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, signal);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  std::filesystem::remove(port_file_);
+  return status;
+}
+
+}  // namespace ardma::testing

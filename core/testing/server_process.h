@@ -1,0 +1,43 @@
+// ServerProcess: an ardmad child process on 127.0.0.1:0, for tests that need the server in its
+// own process (signals, SIGKILL and restart, SIGSTOP). Kills it (SIGKILL) when destroyed.
+#ifndef ARDMA_CORE_TESTING_SERVER_PROCESS_H_
+#define ARDMA_CORE_TESTING_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace ardma::testing {
+
+// A path in the temporary directory unique to this process and the running test.
+std::string TempPath(const std::string& name);
+
+class ServerProcess {
+ public:
+  // Starts $ARDMA_BIN_DIR/ardmad --listen 127.0.0.1:0 --quiet `extra...` and waits (up to 20 s)
+  // until it listens. address() is empty if it did not start.
+  explicit ServerProcess(std::vector<std::string> extra);
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
+  // Sends `signal` (SIGSTOP, SIGCONT, ...) without waiting.
+  void Signal(int signal);
+  // SIGSTOP, then waits (up to 5 s) until the kernel shows the process stopped; false if it did
+  // not.
+  bool Freeze();
+  // Sends `signal`, waits for the process to end and returns its wait status (-1 if none runs).
+  int Kill(int signal);
+
+ private:
+  pid_t pid_ = -1;
+  std::string port_file_;
+  std::string address_;
+};
+
+}  // namespace ardma::testing
+
+#endif  // ARDMA_CORE_TESTING_SERVER_PROCESS_H_

@@ -1,0 +1,202 @@
+#include "core/ucx/ucx_context.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+
+absl::Status UcsError(ucs_status_t status, std::string_view what) {
+  std::string message = absl::StrCat(ToAbsl(what), ": ", ucs_status_string(status));
+  switch (status) {
+    case UCS_ERR_NO_MEMORY:
+    case UCS_ERR_NO_RESOURCE:
+    case UCS_ERR_EXCEEDS_LIMIT:
+      return absl::ResourceExhaustedError(message);
+    case UCS_ERR_INVALID_PARAM:
+      return absl::InvalidArgumentError(message);
+    case UCS_ERR_UNSUPPORTED:
+      return absl::FailedPreconditionError(message);
+    case UCS_ERR_TIMED_OUT:
+      return absl::DeadlineExceededError(message);
+    case UCS_ERR_CANCELED:
+      return absl::CancelledError(message);
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+namespace {
+
+// An active message in flight: its header and frame live until UCX is done with them.
+struct OutgoingMessage {
+  uint64_t header;
+  std::string frame;
+};
+
+void FreeOutgoing(void* /*request*/, ucs_status_t /*status*/, void* user_data) {
+  delete static_cast<OutgoingMessage*>(user_data);
+}
+
+}  // namespace
+
+absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
+                               std::string frame) {
+  auto* message = new OutgoingMessage{header.value_or(0), std::move(frame)};
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  param.cb.send = FreeOutgoing;
+  param.user_data = message;
+  ucs_status_ptr_t r = ucp_am_send_nbx(ep, id, header ? &message->header : nullptr,
+                                       header ? sizeof(message->header) : 0, message->frame.data(),
+                                       message->frame.size(), &param);
+  if (r == nullptr) {
+    delete message;  // done at once: no callback
+  } else if (UCS_PTR_IS_ERR(r)) {
+    delete message;
+    return UcsError(UCS_PTR_STATUS(r), "ucp_am_send");
+  } else {
+    ucp_request_free(r);  // the callback still runs, and frees the message
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxContextOptions& options) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+  if (s != UCS_OK) return UcsError(s, "ucp_config_read");
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM | (options.wakeup ? UCP_FEATURE_WAKEUP : 0) |
+                    (options.rma ? UCP_FEATURE_RMA | UCP_FEATURE_AMO64 : 0);
+  params.mt_workers_shared = 1;
+  ucp_context_h context = nullptr;
+  s = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (s != UCS_OK) return UcsError(s, "ucp_init");
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_MULTI;
+  ucp_worker_h worker = nullptr;
+  s = ucp_worker_create(context, &wp, &worker);
+  if (s != UCS_OK) {
+    ucp_cleanup(context);
+    return UcsError(s, "ucp_worker_create");
+  }
+  return std::unique_ptr<UcxContext>(new UcxContext(context, worker));
+}
+
+UcxContext::~UcxContext() {
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+}
+
+absl::StatusOr<std::string> UcxContext::WorkerAddress() {
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  ucs_status_t s = ucp_worker_get_address(worker_, &address, &length);
+  if (s != UCS_OK) return UcsError(s, "ucp_worker_get_address");
+  std::string out(reinterpret_cast<const char*>(address), length);
+  ucp_worker_release_address(worker_, address);
+  return out;
+}
+
+absl::Status UcxContext::SetAmHandler(unsigned id, ucp_am_recv_callback_t callback, void* arg) {
+  ucp_am_handler_param_t am{};
+  am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                  UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  am.id = id;
+  am.cb = callback;
+  am.arg = arg;
+  am.flags = UCP_AM_FLAG_WHOLE_MSG;
+  ucs_status_t s = ucp_worker_set_am_recv_handler(worker_, &am);
+  return s == UCS_OK ? absl::OkStatus() : UcsError(s, "ucp_worker_set_am_recv_handler");
+}
+
+absl::StatusOr<UcxContext::Mapping> UcxContext::Allocate(uint64_t size) {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  params.address = nullptr;
+  params.length = size;
+  params.flags = UCP_MEM_MAP_ALLOCATE;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t s = ucp_mem_map(context_, &params, &memh);
+  if (s != UCS_OK) return UcsError(s, absl::StrCat("allocating ", size, " bytes through UCX"));
+  ucp_mem_attr_t attr{};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  s = ucp_mem_query(memh, &attr);
+  if (s != UCS_OK) {
+    ucp_mem_unmap(context_, memh);
+    return UcsError(s, "ucp_mem_query");
+  }
+  return Mapping{static_cast<char*>(attr.address), size, memh};
+}
+
+absl::StatusOr<ucp_mem_h> UcxContext::Register(char* base, uint64_t size) {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.address = base;
+  params.length = size;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t s = ucp_mem_map(context_, &params, &memh);
+  if (s != UCS_OK) return UcsError(s, absl::StrCat("registering ", size, " bytes with UCX"));
+  return memh;
+}
+
+void UcxContext::Unmap(ucp_mem_h memh) { ucp_mem_unmap(context_, memh); }
+
+absl::StatusOr<std::string> UcxContext::PackRkey(ucp_mem_h memh) {
+  void* buffer = nullptr;
+  size_t length = 0;
+  ucs_status_t s = ucp_rkey_pack(context_, memh, &buffer, &length);
+  if (s != UCS_OK) return UcsError(s, "ucp_rkey_pack");
+  std::string out(static_cast<const char*>(buffer), length);
+  ucp_rkey_buffer_release(buffer);
+  return out;
+}
+
+void UcxContext::CloseEndpoint(ucp_ep_h ep, absl::Duration flush_for) {
+  ucp_request_param_t param{};
+  ucs_status_ptr_t flush = ucp_ep_flush_nbx(ep, &param);
+  if (flush != nullptr && !UCS_PTR_IS_ERR(flush)) {
+    absl::Time deadline = absl::Now() + flush_for;
+    while (ucp_request_check_status(flush) == UCS_INPROGRESS && absl::Now() < deadline) {
+      ucp_worker_progress(worker_);
+    }
+    ucp_request_free(flush);  // released by UCX once it completes, if it has not
+  }
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  ucs_status_ptr_t close = ucp_ep_close_nbx(ep, &param);
+  if (close != nullptr && !UCS_PTR_IS_ERR(close)) {
+    while (ucp_request_check_status(close) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+    ucp_request_free(close);
+  }
+}
+
+absl::Status UcxContext::Wait(ucs_status_ptr_t request, absl::Time deadline,
+                              std::string_view what) {
+  if (request == nullptr) return absl::OkStatus();
+  if (UCS_PTR_IS_ERR(request)) return UcsError(UCS_PTR_STATUS(request), what);
+  ucs_status_t s;
+  for (int spins = 0;; ++spins) {
+    s = ucp_request_check_status(request);
+    if (s != UCS_INPROGRESS) break;
+    ucp_worker_progress(worker_);
+    if ((spins & 1023) == 1023 && absl::Now() >= deadline) {
+      ucp_request_cancel(worker_, request);
+      while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+      ucp_request_free(request);
+      return absl::DeadlineExceededError(absl::StrCat(ToAbsl(what), ": no completion in time"));
+    }
+  }
+  ucp_request_free(request);
+  return s == UCS_OK ? absl::OkStatus() : UcsError(s, what);
+}
+
+}  // namespace ardma

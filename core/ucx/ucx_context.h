@@ -1,0 +1,96 @@
+// UcxContext: one UCP context and worker, as both ends of the UCX transport use them — the
+// server (its heap allocated or registered here, requests as active messages) and each client
+// connection (one-sided operations on the server's regions, requests as active messages).
+//
+// The worker runs in UCS_THREAD_MODE_MULTI: any thread may post operations on it and progress it.
+// Settings come from the environment as for every UCX program (UCX_TLS, UCX_NET_DEVICES, ...).
+//
+//   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<UcxContext> ucx, UcxContext::Create({}));
+//   ARDMA_ASSIGN_OR_RETURN(std::string address, ucx->WorkerAddress());
+#ifndef ARDMA_CORE_UCX_UCX_CONTEXT_H_
+#define ARDMA_CORE_UCX_UCX_CONTEXT_H_
+
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ardma {
+
+// Addresses "ucx://HOST:PORT" and "ucx://unix:PATH" name the very same listener as "HOST:PORT" and
+// "unix:PATH": the client bootstraps UCX over that connection (the UCX_CONNECT op).
+inline constexpr std::string_view kUcxPrefix = "ucx://";
+// Active-message ids. A request's header is the session number (u64) UCX_CONNECT gave; the data
+// of both is one frame exactly as on TCP (core/wire/frame.h).
+inline constexpr unsigned kAmRequest = 1;   // client -> server
+inline constexpr unsigned kAmResponse = 2;  // server -> client
+
+// A UCS status as an absl::Status: "<what>: <ucs message>", with the closest code (UNAVAILABLE for
+// unreachable peers and transport errors, RESOURCE_EXHAUSTED for memory, ...).
+absl::Status UcsError(ucs_status_t status, std::string_view what);
+
+// Sends `frame` on `ep` as active message `id`, with `header` (8 bytes: the session) if given.
+// Eager only: both sides create their endpoints from worker addresses, without the wire-up
+// handshake a rendezvous reply needs; eager messages of any size are fragmented and copied. The
+// bytes are kept until UCX is done with them. UNAVAILABLE if the send fails at once.
+absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
+                               std::string frame);
+
+struct UcxContextOptions {
+  bool wakeup = false;  // the worker gets an event fd (ucp_worker_get_efd) to sleep on
+  bool rma = true;      // one-sided operations and atomics (UCP_FEATURE_RMA | AMO64)
+};
+
+class UcxContext {
+ public:
+  static absl::StatusOr<std::unique_ptr<UcxContext>> Create(const UcxContextOptions& options);
+  ~UcxContext();
+  UcxContext(const UcxContext&) = delete;
+  UcxContext& operator=(const UcxContext&) = delete;
+
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+
+  // The worker's address, for a peer to create an endpoint to it.
+  absl::StatusOr<std::string> WorkerAddress();
+
+  // Calls `callback(arg, ...)` for every whole active message `id` that arrives.
+  absl::Status SetAmHandler(unsigned id, ucp_am_recv_callback_t callback, void* arg);
+
+  // Memory the transports can reach: Allocate asks UCX for it (shared memory on one host, so a
+  // peer can map it and even its atomics are one-sided); Register makes existing memory (a file
+  // mapping) reachable where a transport can register it (CMA, verbs).
+  struct Mapping {
+    char* base = nullptr;
+    uint64_t size = 0;
+    ucp_mem_h memh = nullptr;
+  };
+  absl::StatusOr<Mapping> Allocate(uint64_t size);
+  absl::StatusOr<ucp_mem_h> Register(char* base, uint64_t size);
+  void Unmap(ucp_mem_h memh);
+  // The packed remote key of `memh`, for a peer's ucp_ep_rkey_unpack.
+  absl::StatusOr<std::string> PackRkey(ucp_mem_h memh);
+
+  // Closes an endpoint: first lets what it has in flight (its wire-up among it) finish, for at
+  // most `flush_for`, then closes it forcibly (a peer that is gone must not hang this).
+  void CloseEndpoint(ucp_ep_h ep, absl::Duration flush_for);
+
+  // Progresses the worker until `request` (a ucs_status_ptr_t from an *_nbx call) completes, then
+  // frees it. DEADLINE_EXCEEDED (the request cancelled) if `deadline` passes first.
+  absl::Status Wait(ucs_status_ptr_t request, absl::Time deadline, std::string_view what);
+
+ private:
+  UcxContext(ucp_context_h context, ucp_worker_h worker) : context_(context), worker_(worker) {}
+  ucp_context_h context_;
+  ucp_worker_h worker_;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_UCX_UCX_CONTEXT_H_

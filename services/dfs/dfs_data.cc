@@ -1,0 +1,330 @@
+// The file system's operations on file data: read, write (by path or handle), truncate, copy,
+// usage. Writers lock the inode and mark it odd while they write; readers retry until they read
+// a generation that did not move (a seqlock).
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "core/memory/heap.h"
+#include "core/status_macros.h"
+#include "services/dfs/dfs.h"
+
+namespace ardma::dfs {
+namespace {
+
+// Reads [offset, offset + len) of file inode `n` (clipped to its size) into a string.
+absl::StatusOr<std::string> ReadData(Context& ctx, const Inode& n, uint64_t offset, uint64_t len) {
+  if (offset >= n.size) return std::string();
+  len = std::min(len, n.size - offset);
+  std::string out(len, '\0');
+  if (len == 0) return out;
+  uint64_t first = offset / kBlockSize, last = (offset + len - 1) / kBlockSize;
+  uint64_t in_table = n.table == 0 ? 0 : std::min(last + 1, n.capacity);
+  ARDMA_ASSIGN_OR_RETURN(
+      std::vector<uint64_t> blocks,
+      ReadTable(ctx, n.table + 8 * first, in_table > first ? in_table - first : 0));
+  blocks.resize(last - first + 1, 0);
+  std::vector<ReadOp> ops;
+  for (uint64_t b = first; b <= last; ++b) {
+    uint64_t block = blocks[b - first];
+    if (block == 0) continue;  // a hole: zeros
+    uint64_t from = std::max(offset, b * kBlockSize);
+    uint64_t to = std::min(offset + len, (b + 1) * kBlockSize);
+    ops.push_back({block + (from - b * kBlockSize),
+                   std::span<char>(out.data() + (from - offset), to - from)});
+  }
+  if (!ops.empty()) ARDMA_RETURN_IF_ERROR(ctx.ReadBatch(ops));
+  return out;
+}
+
+absl::Status CheckReadLength(uint64_t len) {
+  if (len > kMaxIoBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dfs: reads are at most ", kMaxIoBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWrite(uint64_t offset, std::string_view data) {
+  if (data.size() > kMaxIoBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dfs: writes are at most ", kMaxIoBytes, " bytes"));
+  }
+  if (offset > (1ull << 48)) return absl::InvalidArgumentError("dfs: offset too large");
+  return absl::OkStatus();
+}
+
+// Reads a consistent copy of [offset, offset + len) of the file `inode()` gives: retried while a
+// writer is at it (odd generation) or the generation moved during the read.
+template <typename InodeFn>
+absl::StatusOr<std::string> ReadConsistent(Context& ctx, uint64_t offset, uint64_t len,
+                                           InodeFn inode) {
+  for (int attempt = 0; attempt < kMaxRetries; ++attempt) {
+    absl::StatusOr<std::optional<Inode>> n = inode();
+    if (!n.ok()) return n.status();
+    if (!n->has_value()) continue;  // removed under us: resolve again
+    if ((*n)->gen & 1) {            // being written
+      ARDMA_RETURN_IF_ERROR(ctx.Backoff(attempt));
+      continue;
+    }
+    absl::StatusOr<std::string> data = ReadData(ctx, **n, offset, len);
+    ARDMA_ASSIGN_OR_RETURN(bool unchanged, Unchanged(ctx, (*n)->ino, (*n)->gen));
+    if (unchanged && data.ok()) return data;
+  }
+  return absl::AbortedError("dfs: the file kept changing under the read");
+}
+
+// The inode behind a file handle: a live file, or NOT_FOUND (removed since it was opened).
+absl::StatusOr<Inode> HandleInode(Context& ctx, uint64_t ino) {
+  absl::StatusOr<Inode> n = ReadInode(ctx, ino);
+  if (!n.ok() || n->removed || n->type != FileType::kFile) {
+    return absl::NotFoundError("dfs: the opened file was removed");
+  }
+  return n;
+}
+
+// Writes `data` at `offset` into the locked file `n`, allocating blocks and growing the table.
+// Returns the new size.
+absl::StatusOr<uint64_t> WriteData(Context& ctx, const Fs& fs, const Inode& n, uint64_t offset,
+                                   std::string_view data) {
+  uint64_t end = offset + data.size();
+  if (data.empty()) return n.size;
+  uint64_t first = offset / kBlockSize, last = (end - 1) / kBlockSize;
+  ARDMA_ASSIGN_OR_RETURN(auto grown, GrowTable(ctx, n.table, n.capacity, last + 1));
+  auto [table, capacity] = grown;
+  ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> blocks,
+                         ReadTable(ctx, table + 8 * first, last - first + 1));
+  std::vector<uint64_t> fresh;
+  absl::Status s;
+  static const std::string kZeros(kBlockSize, '\0');
+  for (uint64_t b = first; b <= last && s.ok(); ++b) {
+    if (blocks[b - first] != 0) continue;
+    absl::StatusOr<uint64_t> block = heap::Allocate(ctx, kBlockSize);
+    if (!block.ok()) {
+      s = block.status();
+      break;
+    }
+    fresh.push_back(*block);
+    blocks[b - first] = *block;
+    // Zero what this write does not cover, so the block reads as the hole it was.
+    bool whole = offset <= b * kBlockSize && end >= (b + 1) * kBlockSize;
+    if (!whole) s = ctx.Write(*block, kZeros);
+  }
+  if (!s.ok()) {
+    for (uint64_t b : fresh) heap::Free(ctx, b).IgnoreError();
+    if (table != n.table) heap::Free(ctx, table).IgnoreError();
+    return s;
+  }
+  // Mark the file as being written (odd generation), write, publish, mark done.
+  ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.ino + kInGen, n.gen + 1));
+  std::vector<WriteOp> ops;
+  for (uint64_t b = first; b <= last; ++b) {
+    uint64_t from = std::max(offset, b * kBlockSize);
+    uint64_t to = std::min(end, (b + 1) * kBlockSize);
+    ops.push_back(
+        {blocks[b - first] + (from - b * kBlockSize), data.substr(from - offset, to - from)});
+  }
+  ops.push_back({table + 8 * first, std::string_view(reinterpret_cast<const char*>(blocks.data()),
+                                                     8 * blocks.size())});
+  ARDMA_RETURN_IF_ERROR(ctx.WriteBatch(ops));
+  uint64_t size = std::max(n.size, end);
+  uint64_t now = static_cast<uint64_t>(NowNs());
+  ARDMA_RETURN_IF_ERROR(SetFields(ctx, n.ino,
+                                  {{kInTable, table},
+                                   {kInCapacity, capacity},
+                                   {kInSize, size},
+                                   {kInMtime, now},
+                                   {kInCtime, now},
+                                   {kInGen, n.gen + 2}}));
+  if (table != n.table && n.table != 0) ARDMA_RETURN_IF_ERROR(heap::Free(ctx, n.table));
+  if (!fresh.empty()) {
+    // (A handle's superblock address comes from the client: check it before counting into it.)
+    ARDMA_ASSIGN_OR_RETURN(uint64_t magic, ctx.ReadU64(fs.sb));
+    if (magic != kSuperMagic) return absl::DataLossError("dfs: bad superblock in handle");
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(fs.sb + kSbBlocks, fresh.size()).status());
+  }
+  return size;
+}
+
+// The locked, live file at `path`.
+absl::StatusOr<Inode> LockFile(Context& ctx, const Fs& fs, std::string_view path, Locks& locks) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, ResolveFile(ctx, fs, path));
+  ARDMA_RETURN_IF_ERROR(locks.Take({ino + kInLock}));
+  ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
+  if (n.removed) return NoSuchEntry(path);
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Read(Context& ctx, const Fs& fs, std::string_view path, uint64_t offset,
+                                 uint64_t len) {
+  ARDMA_RETURN_IF_ERROR(CheckReadLength(len));
+  return ReadConsistent(ctx, offset, len, [&]() -> absl::StatusOr<std::optional<Inode>> {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t ino, ResolveFile(ctx, fs, path));
+    absl::StatusOr<Inode> n = ReadInode(ctx, ino);
+    if (absl::IsNotFound(n.status())) return std::nullopt;
+    if (!n.ok()) return n.status();
+    return *std::move(n);
+  });
+}
+
+absl::StatusOr<std::string> Pread(Context& ctx, uint64_t ino, uint64_t offset, uint64_t len) {
+  ARDMA_RETURN_IF_ERROR(CheckReadLength(len));
+  return ReadConsistent(ctx, offset, len, [&]() -> absl::StatusOr<std::optional<Inode>> {
+    ARDMA_ASSIGN_OR_RETURN(Inode n, HandleInode(ctx, ino));
+    return n;
+  });
+}
+
+absl::StatusOr<uint64_t> Write(Context& ctx, const Fs& fs, std::string_view path, uint64_t offset,
+                               std::string_view data) {
+  ARDMA_RETURN_IF_ERROR(CheckWrite(offset, data));
+  Locks locks(ctx);
+  ARDMA_ASSIGN_OR_RETURN(Inode n, LockFile(ctx, fs, path, locks));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t size, WriteData(ctx, fs, n, offset, data));
+  ARDMA_RETURN_IF_ERROR(locks.Release());
+  return size;
+}
+
+absl::StatusOr<uint64_t> Pwrite(Context& ctx, uint64_t sb, uint64_t ino, uint64_t offset,
+                                std::string_view data) {
+  ARDMA_RETURN_IF_ERROR(CheckWrite(offset, data));
+  ARDMA_RETURN_IF_ERROR(HandleInode(ctx, ino).status());
+  Locks locks(ctx);
+  ARDMA_RETURN_IF_ERROR(locks.Take({ino + kInLock}));
+  ARDMA_ASSIGN_OR_RETURN(Inode n, HandleInode(ctx, ino));
+  Fs fs;
+  fs.sb = sb;
+  ARDMA_ASSIGN_OR_RETURN(uint64_t size, WriteData(ctx, fs, n, offset, data));
+  ARDMA_RETURN_IF_ERROR(locks.Release());
+  return size;
+}
+
+absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_t len) {
+  if (len > (1ull << 48)) return absl::InvalidArgumentError("dfs: length too large");
+  Locks locks(ctx);
+  ARDMA_ASSIGN_OR_RETURN(Inode n, LockFile(ctx, fs, path, locks));
+  ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.ino + kInGen, n.gen + 1));
+  if (len < n.size && n.table != 0) {
+    // Free whole blocks past the end; zero the rest of the block the end falls in.
+    uint64_t keep = (len + kBlockSize - 1) / kBlockSize;
+    ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> blocks, ReadTable(ctx, n.table, n.capacity));
+    if (keep < blocks.size()) {
+      ARDMA_RETURN_IF_ERROR(FreeBlocks(ctx, fs, std::span(blocks).subspan(keep)));
+      std::fill(blocks.begin() + keep, blocks.end(), 0);
+    }
+    if (len % kBlockSize != 0 && blocks[keep - 1] != 0) {
+      ARDMA_RETURN_IF_ERROR(ctx.Write(blocks[keep - 1] + len % kBlockSize,
+                                      std::string(kBlockSize - len % kBlockSize, '\0')));
+    }
+    if (keep < blocks.size()) {
+      ARDMA_RETURN_IF_ERROR(ctx.Write(
+          n.table + 8 * keep, std::string_view(reinterpret_cast<const char*>(blocks.data() + keep),
+                                               8 * (blocks.size() - keep))));
+    }
+  }
+  uint64_t now = static_cast<uint64_t>(NowNs());
+  ARDMA_RETURN_IF_ERROR(SetFields(
+      ctx, n.ino, {{kInSize, len}, {kInMtime, now}, {kInCtime, now}, {kInGen, n.gen + 2}}));
+  return locks.Release();
+}
+
+absl::StatusOr<Stat> Copy(Context& ctx, const Fs& fs, std::string_view from, std::string_view to) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t src_ino, ResolveFile(ctx, fs, from));
+  if (absl::StatusOr<uint64_t> existing = Resolve(ctx, fs, to); existing.ok()) {
+    ARDMA_ASSIGN_OR_RETURN(Inode e, ReadInode(ctx, *existing));
+    if (e.type == FileType::kDirectory) return IsADirectory();
+  }
+  // The destination: an existing file (overwritten) or a new one with the source's mode.
+  ARDMA_ASSIGN_OR_RETURN(Inode src0, ReadInode(ctx, src_ino));
+  ARDMA_RETURN_IF_ERROR(
+      Make(ctx, fs, to, FileType::kFile, src0.mode, /*exclusive=*/false).status());
+  ARDMA_ASSIGN_OR_RETURN(uint64_t dst_ino, ResolveFile(ctx, fs, to));
+  if (dst_ino == src_ino) {
+    ARDMA_ASSIGN_OR_RETURN(Inode same, ReadInode(ctx, src_ino));
+    return same.ToStat();
+  }
+  Locks locks(ctx);
+  ARDMA_RETURN_IF_ERROR(locks.Take({src_ino + kInLock, dst_ino + kInLock}));
+  ARDMA_ASSIGN_OR_RETURN(Inode src, ReadInode(ctx, src_ino));
+  ARDMA_ASSIGN_OR_RETURN(Inode dst, ReadInode(ctx, dst_ino));
+  if (src.removed) return NoSuchEntry(from);
+  if (dst.removed) return NoSuchEntry(to);
+  // Build the copy's table: a new block per source block, holes stay holes.
+  uint64_t nblocks = (src.size + kBlockSize - 1) / kBlockSize;
+  ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> src_blocks,
+                         ReadTable(ctx, src.table, std::min(nblocks, src.capacity)));
+  std::vector<uint64_t> copies(nblocks, 0);
+  absl::Status s;
+  uint64_t allocated = 0;
+  uint64_t table = 0;
+  if (nblocks > 0) {
+    absl::StatusOr<uint64_t> t = heap::Allocate(ctx, 8 * nblocks);
+    if (!t.ok()) return t.status();
+    table = *t;
+  }
+  std::string buffer;
+  for (uint64_t b = 0; b < src_blocks.size() && s.ok(); ++b) {
+    if (src_blocks[b] == 0) continue;
+    absl::StatusOr<uint64_t> block = heap::Allocate(ctx, kBlockSize);
+    if (!block.ok()) {
+      s = block.status();
+      break;
+    }
+    copies[b] = *block;
+    ++allocated;
+    if (ctx.IsLocal()) {
+      absl::StatusOr<std::string_view> view = ctx.View(src_blocks[b], kBlockSize);
+      s = view.ok() ? ctx.Write(*block, *view) : view.status();
+    } else {
+      absl::StatusOr<std::string> bytes = ctx.Read(src_blocks[b], kBlockSize);
+      s = bytes.ok() ? ctx.Write(*block, *bytes) : bytes.status();
+    }
+  }
+  if (s.ok() && table != 0) {
+    s = ctx.Write(
+        table, std::string_view(reinterpret_cast<const char*>(copies.data()), 8 * copies.size()));
+  }
+  if (!s.ok()) {
+    for (uint64_t b : copies) {
+      if (b != 0) heap::Free(ctx, b).IgnoreError();
+    }
+    if (table != 0) heap::Free(ctx, table).IgnoreError();
+    return s;
+  }
+  // Swap the copy in; the destination's old data goes.
+  Inode old = dst;
+  uint64_t now = static_cast<uint64_t>(NowNs());
+  ARDMA_RETURN_IF_ERROR(ctx.WriteU64(dst.ino + kInGen, dst.gen + 1));
+  ARDMA_RETURN_IF_ERROR(SetFields(ctx, dst.ino,
+                                  {{kInTable, table},
+                                   {kInCapacity, nblocks},
+                                   {kInSize, src.size},
+                                   {kInMtime, now},
+                                   {kInCtime, now},
+                                   {kInGen, dst.gen + 2}}));
+  if (allocated > 0) ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(fs.sb + kSbBlocks, allocated).status());
+  ARDMA_RETURN_IF_ERROR(locks.Release());
+  if (old.table != 0) {
+    ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> blocks, ReadTable(ctx, old.table, old.capacity));
+    ARDMA_RETURN_IF_ERROR(FreeBlocks(ctx, fs, blocks));
+    ARDMA_RETURN_IF_ERROR(heap::Free(ctx, old.table));
+  }
+  ARDMA_ASSIGN_OR_RETURN(Inode done, ReadInode(ctx, dst.ino));
+  return done.ToStat();
+}
+
+absl::StatusOr<Usage> GetUsage(Context& ctx, const Fs& fs) {
+  char b[kSuperBytes];
+  ARDMA_RETURN_IF_ERROR(ctx.Read(fs.sb, std::span<char>(b, sizeof(b))));
+  Usage u;
+  ARDMA_ASSIGN_OR_RETURN(u.heap_allocated, ctx.ReadU64(heap::kAllocatedBytesOffset));
+  u.files = Field(b, kSbFiles);
+  u.directories = Field(b, kSbDirs);
+  u.data_blocks = Field(b, kSbBlocks);
+  return u;
+}
+
+}  // namespace ardma::dfs

@@ -1,0 +1,322 @@
+#include "services/dht/dht.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/memory/heap.h"
+#include "core/status_macros.h"
+#include "core/wire/byte_io.h"
+#include "services/dht/dht_table.h"
+#include "services/stable_hash.h"
+
+namespace ardma::dht {
+
+using wire::ByteWriter;
+namespace {
+
+// ---- Entries ----
+
+uint64_t KeyHash(std::string_view key) { return StableHash(key, kKeyHashSeed); }
+
+uint64_t EntryChecksum(uint64_t table_id, std::string_view body) {
+  return StableHash(body, table_id);
+}
+
+// A verified entry: its checksum matched, so its key and value are what a writer published.
+struct Entry {
+  std::string bytes;  // the whole entry
+  uint32_t key_len = 0, value_len = 0;
+  std::string_view key() const {
+    return std::string_view(bytes).substr(kEntryHeaderBytes, key_len);
+  }
+  std::string_view value() const {
+    return std::string_view(bytes).substr(kEntryHeaderBytes + key_len, value_len);
+  }
+};
+
+// Parses what was read of an entry; reads the rest if it is longer than the first read. nullopt
+// when the bytes are not a valid entry of this table (it was freed, or reused, under us).
+absl::StatusOr<std::optional<Entry>> CompleteEntry(Context& ctx, const Table& t, uint64_t slot,
+                                                   std::string bytes) {
+  uint64_t capacity = (1ull << SlotClass(slot)) - heap::kBlockHeader;
+  Entry e;
+  uint64_t checksum;
+  std::memcpy(&checksum, bytes.data(), 8);
+  std::memcpy(&e.key_len, bytes.data() + 16, 4);
+  std::memcpy(&e.value_len, bytes.data() + 20, 4);
+  uint64_t size = kEntryHeaderBytes + e.key_len + e.value_len;
+  if (size > capacity) return std::nullopt;
+  if (size > bytes.size()) {
+    uint64_t have = bytes.size();
+    bytes.resize(size);
+    absl::Status read = ctx.Read(SlotEntry(slot) + have, std::span<char>(bytes).subspan(have));
+    if (absl::IsOutOfRange(read)) return std::nullopt;
+    ARDMA_RETURN_IF_ERROR(read);
+  }
+  bytes.resize(size);
+  if (EntryChecksum(t.id, std::string_view(bytes).substr(8)) != checksum) return std::nullopt;
+  e.bytes = std::move(bytes);
+  return e;
+}
+
+struct Search {
+  bool stale = false;  // an entry failed verification: the caller may need to retry
+  int index = -1;      // neighbourhood slot holding the key, or -1
+  std::optional<Entry> entry;
+};
+
+// Reads the entries whose fingerprint matches (one batch) and finds the key among them.
+absl::StatusOr<Search> FindKey(Context& ctx, const Table& t, const Neighbourhood& nb,
+                               std::string_view key, uint64_t hash) {
+  Search result;
+  std::vector<int> candidates;
+  for (int i = 0; i < kNeighbourhoodSlots; ++i) {
+    if (nb.slots[i] != 0 && SlotFingerprint(nb.slots[i]) == Fingerprint(hash)) {
+      candidates.push_back(i);
+    }
+  }
+  if (candidates.empty()) return result;
+  std::vector<std::string> bytes(candidates.size());
+  std::vector<ReadOp> ops;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    uint64_t slot = nb.slots[candidates[c]];
+    uint64_t capacity = (1ull << SlotClass(slot)) - heap::kBlockHeader;
+    bytes[c].resize(std::min(capacity, kFirstEntryRead));
+    if (bytes[c].size() < kEntryHeaderBytes) bytes[c].resize(kEntryHeaderBytes);
+    ops.push_back({SlotEntry(slot), std::span<char>(bytes[c])});
+  }
+  absl::Status read = ctx.ReadBatch(ops);
+  if (absl::IsOutOfRange(read)) {
+    result.stale = true;  // a slot changed under us and pointed at nonsense
+    return result;
+  }
+  ARDMA_RETURN_IF_ERROR(read);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    uint64_t slot = nb.slots[candidates[c]];
+    ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e,
+                           CompleteEntry(ctx, t, slot, std::move(bytes[c])));
+    if (!e) {
+      result.stale = true;
+      continue;
+    }
+    if (e->key() == key) {
+      result.index = candidates[c];
+      result.entry = std::move(e);
+      return result;
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<Table> OpenByName(Context& ctx, std::string_view name, bool create) {
+  ARDMA_RETURN_IF_ERROR(CheckName(name));
+  std::string root = absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(name));
+  absl::StatusOr<uint64_t> header = heap::GetRoot(ctx, root);
+  if (absl::IsNotFound(header.status())) {
+    if (!create) return absl::NotFoundError(absl::StrCat("no table named '", ToAbsl(name), "'"));
+    header = CreateTable(ctx, root);
+  }
+  if (!header.ok()) return header.status();
+  return ReadTable(ctx, *header);
+}
+
+absl::StatusOr<Table> Resolve(Context& ctx, const Target& target, bool create) {
+  if (target.header == 0) return OpenByName(ctx, target.name, create);
+  if (target.geometry == 0 || target.id == 0) return ReadTable(ctx, target.header);
+  return Table{target.header, target.id, Geometry{target.geometry}};
+}
+
+// ---- Operations ----
+
+absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::string* value) {
+  uint64_t hash = KeyHash(key);
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Neighbourhood nb, ReadNeighbourhood(ctx, t, hash));
+    if (!Current(t, nb)) {
+      ARDMA_RETURN_IF_ERROR(Refresh(ctx, t));
+      continue;
+    }
+    ARDMA_ASSIGN_OR_RETURN(Search found, FindKey(ctx, t, nb, key, hash));
+    if (found.entry) {
+      if (value != nullptr) value->assign(found.entry->value());
+      return true;
+    }
+    if (!found.stale) return false;
+    if (attempt > 2) ARDMA_RETURN_IF_ERROR(ctx.Backoff(attempt));
+  }
+  return absl::AbortedError("dht read kept meeting entries freed under it");
+}
+
+namespace {
+
+// Writes a new entry for (key, value). Returns its slot word (without position).
+absl::StatusOr<uint64_t> WriteEntry(Context& ctx, const Table& t, std::string_view key,
+                                    std::string_view value, uint64_t hash) {
+  uint64_t size = kEntryHeaderBytes + key.size() + value.size();
+  std::string bytes;
+  bytes.reserve(size);
+  ByteWriter w(&bytes);
+  w.U64(0);
+  w.U64(hash);
+  w.U32(static_cast<uint32_t>(key.size()));
+  w.U32(static_cast<uint32_t>(value.size()));
+  w.Bytes(key);
+  w.Bytes(value);
+  uint64_t checksum = EntryChecksum(t.id, std::string_view(bytes).substr(8));
+  std::memcpy(bytes.data(), &checksum, 8);
+  ARDMA_ASSIGN_OR_RETURN(uint64_t addr, heap::Allocate(ctx, size));
+  absl::Status written = WriteLarge(ctx, addr, bytes);
+  if (!written.ok()) {
+    heap::Free(ctx, addr).IgnoreError();
+    return written;
+  }
+  return MakeSlot(addr, heap::SizeClass(size), Fingerprint(hash));
+}
+
+// put (insert or replace; answers whether it created the key) and insert (only if absent;
+// answers whether the key existed, and if so stores its value in *existing and leaves it alone).
+absl::StatusOr<bool> Write(Context& ctx, Table& t, std::string_view key, std::string_view value,
+                           bool only_if_absent, std::string* existing) {
+  uint64_t hash = KeyHash(key);
+  ARDMA_ASSIGN_OR_RETURN(uint64_t new_slot, WriteEntry(ctx, t, key, value, hash));
+  absl::Status status;
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    absl::StatusOr<Neighbourhood> nb = ReadNeighbourhood(ctx, t, hash);
+    if (!nb.ok()) {
+      status = nb.status();
+      break;
+    }
+    absl::StatusOr<std::optional<uint64_t>> lock =
+        Current(t, *nb) ? LockHome(ctx, t, *nb, hash, false) : std::optional<uint64_t>();
+    if (!lock.ok()) {
+      status = lock.status();
+      break;
+    }
+    if (!*lock) {
+      status = Refresh(ctx, t);
+      if (!status.ok()) break;
+      continue;
+    }
+    uint64_t locked = **lock;
+    // Under the lock, the key's slot cannot change; other keys may take empty slots.
+    absl::StatusOr<Search> found = FindKey(ctx, t, *nb, key, hash);
+    if (!found.ok()) {
+      Unlock(ctx, nb->base, locked).IgnoreError();
+      status = found.status();
+      break;
+    }
+    if (only_if_absent && found->entry) {
+      existing->assign(found->entry->value());
+      status = Unlock(ctx, nb->base, locked);
+      heap::Free(ctx, SlotEntry(new_slot)).IgnoreError();
+      ARDMA_RETURN_IF_ERROR(status);
+      return true;
+    }
+    bool done = false, full = false;
+    uint64_t old_slot = 0;
+    absl::Status inner;
+    for (int tries = 0; tries < kMaxAttempts && !done && !full && inner.ok(); ++tries) {
+      int index = found->index;
+      if (index < 0) {
+        for (int i = 0; i < kNeighbourhoodSlots && index < 0; ++i) {
+          if (nb->slots[i] == 0) index = i;
+        }
+        if (index < 0) {
+          full = true;
+          break;
+        }
+      }
+      uint64_t expected = nb->slots[index];
+      absl::StatusOr<CasResult> cas = ctx.CompareAndSwap(nb->SlotAddr(index), expected, new_slot);
+      if (!cas.ok()) {
+        inner = cas.status();
+      } else if (cas->swapped) {
+        done = true;
+        old_slot = expected;
+      } else if (found->index >= 0) {
+        inner = absl::DataLossError("dht slot changed under its bucket lock");
+      } else {
+        nb->slots[index] = cas->observed;  // lost an empty slot to another key: try the next
+      }
+    }
+    absl::Status unlocked = Unlock(ctx, nb->base, locked);
+    if (!inner.ok()) {
+      status = inner;
+      break;
+    }
+    if (done) {
+      if (old_slot != 0) {
+        ARDMA_RETURN_IF_ERROR(heap::Free(ctx, SlotEntry(old_slot)));
+      } else {
+        ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(t.header + kCountOffset, 1).status());
+      }
+      ARDMA_RETURN_IF_ERROR(unlocked);
+      return only_if_absent ? false : old_slot == 0;
+    }
+    ARDMA_RETURN_IF_ERROR(unlocked);
+    // The neighbourhood is full: grow the table, then try again.
+    status = Grow(ctx, t, t.geometry);
+    if (!status.ok()) break;
+    ARDMA_ASSIGN_OR_RETURN(t, ReadTable(ctx, t.header));
+  }
+  heap::Free(ctx, SlotEntry(new_slot)).IgnoreError();
+  if (status.ok()) status = absl::AbortedError("dht.put lost too many races");
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> Put(Context& ctx, Table& t, std::string_view key, std::string_view value) {
+  return Write(ctx, t, key, value, /*only_if_absent=*/false, nullptr);
+}
+
+absl::StatusOr<bool> Insert(Context& ctx, Table& t, std::string_view key, std::string_view value,
+                            std::string* existing) {
+  return Write(ctx, t, key, value, /*only_if_absent=*/true, existing);
+}
+
+absl::StatusOr<bool> Remove(Context& ctx, Table& t, std::string_view key) {
+  uint64_t hash = KeyHash(key);
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Neighbourhood nb, ReadNeighbourhood(ctx, t, hash));
+    std::optional<uint64_t> locked;
+    if (Current(t, nb)) {
+      ARDMA_ASSIGN_OR_RETURN(locked, LockHome(ctx, t, nb, hash, false));
+    }
+    if (!locked) {
+      ARDMA_RETURN_IF_ERROR(Refresh(ctx, t));
+      continue;
+    }
+    absl::StatusOr<Search> found = FindKey(ctx, t, nb, key, hash);
+    absl::StatusOr<CasResult> cas = CasResult{};
+    if (found.ok() && found->entry) {
+      cas = ctx.CompareAndSwap(nb.SlotAddr(found->index), nb.slots[found->index], 0);
+    }
+    absl::Status unlocked = Unlock(ctx, nb.base, *locked);
+    ARDMA_RETURN_IF_ERROR(found.status());
+    ARDMA_RETURN_IF_ERROR(cas.status());
+    if (!found->entry) {
+      ARDMA_RETURN_IF_ERROR(unlocked);
+      return false;
+    }
+    if (!cas->swapped) return absl::DataLossError("dht slot changed under its bucket lock");
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(t.header + kCountOffset, ~0ull).status());
+    ARDMA_RETURN_IF_ERROR(heap::Free(ctx, SlotEntry(nb.slots[found->index])));
+    ARDMA_RETURN_IF_ERROR(unlocked);
+    return true;
+  }
+  return absl::AbortedError("dht.remove lost too many races");
+}
+
+absl::StatusOr<uint64_t> Size(Context& ctx, const Table& t) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t count, ctx.ReadU64(t.header + kCountOffset));
+  // A put's +1 may land after a remove's -1 of the same key.
+  return count > (1ull << 63) ? 0 : count;
+}
+
+}  // namespace ardma::dht

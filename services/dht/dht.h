@@ -1,0 +1,45 @@
+// The hash table's algorithm: hopscotch-style buckets with per-bucket lock words, lock-free
+// reads and a claimed resize, written once against Context so the same code runs next to the data
+// (active mode) and on a client, one round trip per step (RDMA mode). Layout and protocol:
+// dht_format.h; the words and shared steps: dht_table.h. The active-code library that exposes it
+// (argument parsing and the function table) is dht_functions.cc; the typed client is DhtClient.
+//
+//   ARDMA_ASSIGN_OR_RETURN(dht::Table t, dht::OpenByName(ctx, "users", /*create=*/true));
+//   ARDMA_ASSIGN_OR_RETURN(bool created, dht::Put(ctx, t, "alice", "42"));
+//
+// Every operation may run concurrently with any other, from any number of clients and active
+// functions. Each takes the table as the caller last saw it and leaves in `t` the geometry it
+// ended with (a client caches it). A stale header address fails with a stale-root status.
+#ifndef ARDMA_SERVICES_DHT_DHT_H_
+#define ARDMA_SERVICES_DHT_DHT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/context/context.h"
+#include "services/dht/dht_format.h"
+#include "services/dht/dht_table.h"
+
+namespace ardma::dht {
+
+// The table named `name`; with `create`, a missing one is created (one racing creator wins).
+absl::StatusOr<Table> OpenByName(Context& ctx, std::string_view name, bool create);
+// The target's table: by name, or as the client cached it (re-read if it cached no geometry).
+absl::StatusOr<Table> Resolve(Context& ctx, const Target& target, bool create);
+
+// Whether `key` is present; if so and `value` is not null, its value. Lock-free.
+absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::string* value);
+// Inserts or replaces; true if it created the key.
+absl::StatusOr<bool> Put(Context& ctx, Table& t, std::string_view key, std::string_view value);
+// Inserts only if absent; true if the key existed (its value, left alone, in *existing).
+absl::StatusOr<bool> Insert(Context& ctx, Table& t, std::string_view key, std::string_view value,
+                            std::string* existing);
+// True if the key existed (and is now gone).
+absl::StatusOr<bool> Remove(Context& ctx, Table& t, std::string_view key);
+absl::StatusOr<uint64_t> Size(Context& ctx, const Table& t);
+
+}  // namespace ardma::dht
+
+#endif  // ARDMA_SERVICES_DHT_DHT_H_

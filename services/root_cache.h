@@ -1,0 +1,86 @@
+// RootCache: what an RDMA-mode client remembers about its named objects (a list's header address,
+// a table's header and geometry, a lock's block), so that an operation does not first resolve the
+// name through the heap's roots — and the one rule for when a remembered address went stale.
+//
+// A cached address goes stale when the server lost its memory (restarted without a memory file)
+// and the address now holds something else. A service's algorithm that finds no valid object at a
+// client-supplied address says so with StaleRootError — the one staleness signal, a status payload,
+// never message text — and RootCache::Run then forgets the entry and tries once more with a fresh
+// resolution, which is either right or a real error. Retries are bounded: one.
+//
+//   RootCache<uint64_t> headers;
+//   return headers.Run<std::string>(name, [&](std::optional<uint64_t> cached)
+//       -> absl::StatusOr<std::string> {
+//     uint64_t header = cached ? *cached : ...resolve the name..., headers.Store(name, header);
+//     return ...the operation with `header`...;
+//   });
+//
+// Thread-safe: any number of threads may share one cache.
+#ifndef ARDMA_SERVICES_ROOT_CACHE_H_
+#define ARDMA_SERVICES_ROOT_CACHE_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+
+// `status` (keeping its code and message) marked as "no such object at the address the caller
+// gave": the caller's cached address is stale. For the algorithms' header and block checks.
+absl::Status StaleRootError(absl::Status status);
+bool IsStaleRoot(const absl::Status& status);
+
+template <typename T>
+class RootCache {
+ public:
+  std::optional<T> Find(std::string_view name) const {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(ToAbsl(name));
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  }
+  void Store(std::string_view name, const T& value) {
+    absl::MutexLock lock(&mu_);
+    entries_.insert_or_assign(std::string(name), value);
+  }
+  void Forget(std::string_view name) {
+    absl::MutexLock lock(&mu_);
+    entries_.erase(ToAbsl(name));
+  }
+  // Applies `update` to the entry for `name`, if there is one.
+  void Update(std::string_view name, absl::FunctionRef<void(T&)> update) {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(ToAbsl(name));
+    if (it != entries_.end()) update(it->second);
+  }
+
+  // Runs attempt(the cached entry, or nullopt). If that fails with a stale-root status and a
+  // cached entry was used, forgets it and runs attempt(nullopt) once more.
+  template <typename R>
+  absl::StatusOr<R> Run(std::string_view name,
+                        absl::FunctionRef<absl::StatusOr<R>(std::optional<T>)> attempt) {
+    std::optional<T> cached = Find(name);
+    absl::StatusOr<R> result = attempt(cached);
+    if (cached.has_value() && IsStaleRoot(result.status())) {
+      Forget(name);
+      result = attempt(std::nullopt);
+    }
+    return result;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, T> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_SERVICES_ROOT_CACHE_H_

@@ -1,0 +1,63 @@
+// The admin CLI `ardma` as a library the tests use (ardma_main.cc is the thin main): global
+// options, the raw commands (ping, stats, load, has, exec, read, write, cas, fetch-add; here),
+// `ardma fs` (ardma_fs.cc) and `ardma lock` (ardma_lock.cc).
+#ifndef ARDMA_TOOLS_ARDMA_CLI_H_
+#define ARDMA_TOOLS_ARDMA_CLI_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/host_port.h"
+#include "services/lock/lock_format.h"
+
+namespace ardma::cli {
+
+extern const char kUsage[];
+
+struct Options {
+  std::string server = DefaultServerAddress();
+  int64_t region = 0;
+  bool hex = false;
+  bool raw = false;
+  absl::Duration timeout = absl::ZeroDuration();  // unset: 30 s per call; lock: wait for ever
+  bool shared = false;
+  absl::Duration lease = lock::kDefaultLease;
+  std::string fs = "default";
+  bool long_list = false;
+  bool parents = false;
+  bool recursive = false;
+  std::string kind;  // load: native or jvm; empty: from the file name
+};
+
+inline constexpr absl::Duration kDefaultCallTimeout = absl::Seconds(30);
+
+// Parses the flags and runs the command; returns the exit status (0 success, 1 the server
+// answered with an error, 2 bad usage; `lock` returns its COMMAND's).
+int Main(int argc, char** argv);
+
+// A usage error (exit status 2) and its test.
+absl::Status Usage(const std::string& message);
+bool IsUsage(const absl::Status& status);
+
+// Decimal or 0x-prefixed hex.
+absl::StatusOr<uint64_t> ParseNumber(const std::string& text);
+// Pairs of hex digits to bytes.
+absl::StatusOr<std::string> ParseHex(const std::string& text);
+// 16 bytes a line: address, hex, printable characters.
+std::string HexDump(std::string_view bytes, uint64_t base);
+
+// `ardma COMMAND ...` for every command but lock; `args` starts with the command's name.
+absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args);
+// `ardma fs SUBCOMMAND ...`; `args` starts with "fs".
+absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& args);
+// `ardma lock NAME -- COMMAND...`: runs COMMAND holding the lock; returns its exit status.
+absl::StatusOr<int> RunLocked(const Options& opt, const std::string& name,
+                              const std::vector<std::string>& command);
+
+}  // namespace ardma::cli
+
+#endif  // ARDMA_TOOLS_ARDMA_CLI_H_

@@ -1,0 +1,44 @@
+// The admin CLI's pure pieces; the commands themselves run against a live server in ardmad_test.
+#include "tools/ardma_cli.h"
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+
+namespace ardma::cli {
+namespace {
+
+TEST(ArdmaCliTest, NumbersAreDecimalOrHex) {
+  EXPECT_EQ(*ParseNumber("1048576"), 1048576u);
+  EXPECT_EQ(*ParseNumber("0x100000"), 1048576u);
+  EXPECT_EQ(*ParseNumber("0XfF"), 255u);
+  EXPECT_EQ(ParseNumber("12a").status().message(), "not a number: '12a'");
+  EXPECT_FALSE(ParseNumber("0x").ok());
+  EXPECT_FALSE(ParseNumber("-1").ok());
+}
+
+TEST(ArdmaCliTest, HexDataAndDumps) {
+  EXPECT_EQ(*ParseHex("68656c6c6f"), "hello");
+  EXPECT_EQ(*ParseHex(""), "");
+  EXPECT_EQ(ParseHex("abc").status().message(), "hex data needs an even length");
+  EXPECT_EQ(ParseHex("zz").status().message(), "bad hex data");
+  EXPECT_EQ(HexDump("hello", 0x100000),
+            "0000000000100000  68 65 6c 6c 6f                                   |hello|\n");
+  std::string two_lines = HexDump(std::string(17, '\x01'), 0x10);
+  EXPECT_EQ(std::count(two_lines.begin(), two_lines.end(), '\n'), 2);
+  EXPECT_NE(two_lines.find("\n0000000000000020  01 "), std::string::npos);
+}
+
+TEST(ArdmaCliTest, UsageErrorsAreToldApart) {
+  EXPECT_TRUE(IsUsage(Usage("usage: ardma ping [COUNT]")));
+  EXPECT_FALSE(IsUsage(absl::InvalidArgumentError("usage: ardma ping [COUNT]")));
+  // Bad usage is found before any connection is made.
+  Options opt;
+  opt.server = "127.0.0.1:1";
+  EXPECT_TRUE(IsUsage(RunCommand(opt, {"frobnicate"})));
+  EXPECT_TRUE(IsUsage(RunCommand(opt, {"ping", "1", "2"})));
+  EXPECT_TRUE(IsUsage(RunCommand(opt, {"fs", "chmod", "/x"})));
+}
+
+}  // namespace
+}  // namespace ardma::cli

@@ -1,0 +1,173 @@
+// ardmad: the Active RDMA server. Parses flags, starts a Server, waits for SIGINT/SIGTERM, stops.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "core/cli/daemon_support.h"
+#include "core/cli/flag_set.h"
+#include "core/log.h"
+#include "core/server/server.h"
+#include "services/monitor/monitor_agent.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "Usage: ardmad [flags]\n"
+    "\n"
+    "The Active RDMA server: exposes a byte-addressable memory region to clients, which either\n"
+    "operate on it one-sidedly (READ, WRITE, CAS, FETCH_ADD) or ship code to it (LOAD) and run\n"
+    "that code next to the data (EXECUTE). Stops cleanly on SIGINT or SIGTERM.";
+
+int Main(int argc, char** argv) {
+  ardma::ServerOptions options;
+  int64_t io_threads = options.io_threads;
+  int64_t workers = options.handler.workers;
+  int64_t worker_queue = static_cast<int64_t>(options.handler.worker_queue);
+  uint64_t memory = 0;
+  uint64_t max_frame = options.handler.limits.max_payload_bytes;
+  int64_t max_batch = options.handler.limits.max_batch_entries;
+  int64_t max_inflight = options.handler.limits.max_inflight_per_connection;
+  std::string port_file;
+  int64_t dma_cost_ns = 0;
+  std::string nic_cpu;
+  ardma::monitor::AgentOptions monitor;
+  monitor.interval = absl::ZeroDuration();
+  bool quiet = false;
+  std::string ucx = "auto";
+
+  ardma::FlagSet flags("ardmad", kUsage);
+  flags.String("listen", &options.listen, "HOST:PORT", "address to listen on; port 0 picks one");
+  flags.String("unix-socket", &options.unix_socket, "PATH",
+               "also listen on this Unix-domain socket (clients use --server unix:PATH)");
+  flags.Bytes("memory", &memory,
+              "heap size, e.g. 1G (default 1G; with an existing --memory-file, the file's size)");
+  flags.String(
+      "memory-file", &options.memory_file, "PATH",
+      "back the heap with this file (e.g. /dev/shm/ardma.heap) so data survives a restart");
+  flags.Int("io-threads", &io_threads, "N", "I/O threads (each runs one-sided ops inline)");
+  flags.Int("workers", &workers, "N",
+            "worker threads for long EXECUTEs and LOADs; 0 runs all inline");
+  flags.Int("worker-queue", &worker_queue, "N", "EXECUTEs that may wait for a worker");
+  flags.Int("dma-cost-ns", &dma_cost_ns, "NS",
+            "model: each memory access by active code costs NS more (busy-wait), to sweep seed "
+            "000's DMA-cost axis; 0 = off");
+  flags.Duration("inline-threshold", &options.handler.inline_threshold,
+                 "EXECUTEs whose average run time is below this run on the I/O thread");
+  flags.Duration("default-deadline", &options.handler.default_deadline,
+                 "deadline of an EXECUTE that names none");
+  flags.Bytes("max-frame", &max_frame, "largest frame payload accepted");
+  flags.Int("max-batch", &max_batch, "N", "most entries in one READ or WRITE");
+  flags.Int("max-inflight", &max_inflight, "N",
+            "unanswered requests per connection before reading pauses");
+  flags.String("preload", &options.preload_dir, "DIR", "load every .so in DIR at start");
+  flags.String("nic-cpu", &nic_cpu, "LIST",
+               "pin the I/O threads to these CPUs (e.g. 1 or 0,2-3), standing in for a NIC's own "
+               "processor");
+  flags.Bool("realtime", &options.realtime,
+             "run the I/O threads under SCHED_FIFO (needs root or CAP_SYS_NICE)");
+  flags.Duration("monitor-interval", &monitor.interval,
+                 "publish a load sample of this host every interval (at least 1ms) in read-only "
+                 "region 1, for load-monitor front ends (RDMA-Async); 0 = off");
+  flags.String("monitor-procfs", &monitor.procfs, "PATH",
+               "the procfs the load-monitor agent samples (e.g. a host's /proc mounted in a "
+               "container)");
+  std::string jvm_options;
+  flags.String("jvm-lib", &options.jvm.libjvm, "PATH",
+               "libjvm.so for Java active code (default: the JDK found at build time)");
+  flags.String("jvm-options", &jvm_options, "OPTS",
+               "options for the JVM, space-separated (e.g. \"-Xmx256m -Xss1m\"); the JVM starts "
+               "on the first Java LOAD");
+  flags.String("jvm-classpath", &options.jvm.classpath, "PATH",
+               "more classes (directories or jars, ':'-separated) visible to all Java code");
+  flags.String("ucx", &ucx, "auto|on|off",
+               "the UCX transport for clients on ucx://HOST:PORT (one-sided READ/WRITE/CAS/"
+               "FETCH_ADD, active messages for the rest); auto serves TCP alone if UCX cannot "
+               "start, on fails instead");
+  flags.String("port-file", &port_file, "PATH", "write the bound HOST:PORT here once listening");
+  flags.Bool("quiet", &quiet, "log warnings and errors only");
+
+  std::vector<std::string> positional;
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &positional)) {
+    return *exit_code;
+  }
+  if (!positional.empty()) {
+    std::cerr << "ardmad: unexpected argument '" << positional[0] << "' (see --help)\n";
+    return 2;
+  }
+  if (io_threads < 1 || io_threads > 256 || workers < 0 || workers > 1024 || worker_queue < 1 ||
+      max_batch < 1 || max_inflight < 1 || max_frame < 64 || max_frame > (1ull << 31) ||
+      dma_cost_ns < 0 || dma_cost_ns > 1000000000) {
+    std::cerr << "ardmad: a thread count, queue or limit is out of range (see --help)\n";
+    return 2;
+  }
+  if (ucx == "auto") {
+    options.ucx = ardma::ServerOptions::Ucx::kAuto;
+  } else if (ucx == "on") {
+    options.ucx = ardma::ServerOptions::Ucx::kOn;
+  } else if (ucx == "off") {
+    options.ucx = ardma::ServerOptions::Ucx::kOff;
+  } else {
+    std::cerr << "ardmad: --ucx must be auto, on or off, not '" << ucx << "'\n";
+    return 2;
+  }
+  for (absl::string_view part : absl::StrSplit(nic_cpu, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> range = absl::StrSplit(part, absl::MaxSplits('-', 1));
+    int lo, hi;
+    if (!absl::SimpleAtoi(range[0], &lo) || !absl::SimpleAtoi(range.back(), &hi) || lo < 0 ||
+        hi < lo || hi > 4095) {
+      std::cerr << "ardmad: --nic-cpu: '" << part << "' is not a CPU or a range like 2-3\n";
+      return 2;
+    }
+    for (int c = lo; c <= hi; ++c) options.io_cpus.push_back(c);
+  }
+  options.jvm.options = absl::StrSplit(jvm_options, ' ', absl::SkipEmpty());
+  if (quiet) ardma::SetMinLogLevel(ardma::LogLevel::kWarning);
+  // Abseil's lock-order graph costs a lookup on every Mutex::Lock; the tests keep it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  options.io_threads = static_cast<int>(io_threads);
+  options.handler.workers = static_cast<int>(workers);
+  options.handler.worker_queue = static_cast<size_t>(worker_queue);
+  options.handler.access_cost = absl::Nanoseconds(dma_cost_ns);
+  options.handler.limits.max_payload_bytes = static_cast<uint32_t>(max_frame);
+  options.handler.limits.max_batch_entries = static_cast<uint32_t>(max_batch);
+  options.handler.limits.max_inflight_per_connection = static_cast<uint32_t>(max_inflight);
+  options.memory_size = memory != 0 ? memory : (options.memory_file.empty() ? 1ull << 30 : 0);
+
+  std::unique_ptr<ardma::monitor::MonitorAgent> agent;
+  if (monitor.interval != absl::ZeroDuration()) {
+    absl::StatusOr<std::unique_ptr<ardma::monitor::MonitorAgent>> created =
+        ardma::monitor::MonitorAgent::Create(monitor);
+    if (!created.ok()) {
+      std::cerr << "ardmad: --monitor-interval: " << created.status().message() << "\n";
+      return 2;
+    }
+    agent = *std::move(created);
+    options.extra_regions.push_back(agent->region());
+  }
+
+  // Block the stop signals in every thread; the main thread waits for them.
+  ardma::StopSignals stop_signals;
+
+  absl::StatusOr<std::unique_ptr<ardma::Server>> server = ardma::Server::Start(options);
+  if (!server.ok()) {
+    std::cerr << "ardmad: " << server.status().message() << "\n";
+    return 1;
+  }
+  ardma::WritePortFile(port_file, (*server)->address());
+  if (agent) agent->Start();
+  int signal = stop_signals.Wait();
+  ARDMA_LOG(kInfo, "received %s, stopping", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  if (agent) agent->Stop();
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }

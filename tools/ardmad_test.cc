@@ -1,0 +1,219 @@
+// Tests of the ardmad and ardma binaries as a user runs them: flags, exit codes, and data in a
+// --memory-file surviving a SIGKILL.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/client/client.h"
+#include "core/memory/heap.h"
+#include "core/testing/run_command.h"
+#include "core/testing/server_process.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ardma {
+namespace {
+
+using testing::BinDir;
+using ::testing::HasSubstr;
+using testing::RunCommand;
+
+using testing::TempPath;
+using Daemon = testing::ServerProcess;
+
+TEST(ArdmadTest, DataInAMemoryFileSurvivesSigkill) {
+  std::string heap_file = TempPath("ardma_heap");
+  std::filesystem::remove(heap_file);
+  uint64_t addr = heap::kDataStart + 4096;
+  {
+    Daemon d({"--memory", "16M", "--memory-file", heap_file});
+    ASSERT_FALSE(d.address().empty()) << "ardmad did not start";
+    auto client = Client::Connect(d.address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->Write(addr, "acknowledged before the crash").ok());
+    ASSERT_TRUE((*client)->FetchAdd(addr + 64, 41).ok());
+    d.Kill(SIGKILL);
+  }
+  {
+    Daemon d({"--memory-file", heap_file});  // size taken from the file
+    ASSERT_FALSE(d.address().empty()) << "ardmad did not restart";
+    auto client = Client::Connect(d.address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_EQ(*(*client)->Read(addr, 29), "acknowledged before the crash");
+    EXPECT_EQ(*(*client)->FetchAdd(addr + 64, 1), 41u);
+    EXPECT_EQ(WEXITSTATUS(d.Kill(SIGTERM)), 0);  // graceful stop exits 0
+  }
+  std::filesystem::remove(heap_file);
+}
+
+TEST(ArdmadTest, HelpAndBadFlags) {
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --help", &out), 0);
+  EXPECT_THAT(out, HasSubstr("--memory-file PATH"));
+  EXPECT_THAT(out, HasSubstr("--preload DIR"));
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --no-such-flag", &out), 2);
+  EXPECT_THAT(out, HasSubstr("unknown flag --no-such-flag"));
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --memory 12Q", &out), 2);
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen nonsense", &out), 1);
+  EXPECT_THAT(out, HasSubstr("bad address"));
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --preload /nonexistent", &out), 1);
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --nic-cpu x", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--nic-cpu"));
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --nic-cpu 900", &out), 1);
+  EXPECT_THAT(out, HasSubstr("CPU 900"));
+}
+
+TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
+  Daemon d({"--memory", "16M"});
+  ASSERT_FALSE(d.address().empty());
+  std::string ardma = BinDir() + "/ardma --server " + d.address() + " ";
+  std::string out;
+  EXPECT_EQ(RunCommand(ardma + "ping 2", &out), 0);
+  EXPECT_THAT(out, HasSubstr("seq=1"));
+  EXPECT_EQ(RunCommand(ardma + "write 20000 hello", &out), 0);
+  EXPECT_EQ(RunCommand(ardma + "read --raw 20000 5", &out), 0);
+  EXPECT_EQ(out, "hello");
+  EXPECT_EQ(RunCommand(ardma + "fetch-add 20008 5", &out), 0);
+  EXPECT_EQ(RunCommand(ardma + "cas 20008 5 7", &out), 0);
+  EXPECT_THAT(out, HasSubstr("swapped old=5"));
+  EXPECT_EQ(RunCommand(ardma + "cas 20009 5 7", &out), 1);
+  EXPECT_THAT(out, HasSubstr("not 8-byte aligned"));
+  EXPECT_EQ(RunCommand(ardma + "read 99999999999 4", &out), 1);
+  EXPECT_THAT(out, HasSubstr("OUT_OF_RANGE"));
+  EXPECT_EQ(RunCommand(ardma + "exec no.such", &out), 1);
+  EXPECT_THAT(out, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(RunCommand(ardma + "load " + BinDir() + "/../active/ardma_test2.so", &out), 0);
+  std::string hash = out.substr(0, 64);
+  EXPECT_EQ(RunCommand(ardma + "has " + hash, &out), 0);
+  EXPECT_EQ(RunCommand(ardma + "--hex exec test2.double 0500000000000000", &out), 0);
+  EXPECT_EQ(out, "0a00000000000000\n");
+  EXPECT_EQ(RunCommand(ardma + "stats", &out), 0);
+  EXPECT_THAT(out, HasSubstr("requests.execute"));
+  EXPECT_EQ(RunCommand(ardma + "frobnicate", &out), 2);
+  EXPECT_EQ(RunCommand(ardma + "read 1", &out), 2);
+  EXPECT_THAT(out, HasSubstr("usage: ardma read ADDR LEN"));
+}
+
+TEST(ArdmaCliTest, LockRunsTheCommandUnderTheLockLikeFlock) {
+  Daemon d({});
+  ASSERT_FALSE(d.address().empty());
+  std::string ardma = BinDir() + "/ardma --server " + d.address() + " ";
+  std::string out;
+  // The command's exit status comes back; it sees the fencing token.
+  EXPECT_EQ(RunCommand(ardma + "lock job -- sh -c 'echo token=$ARDMA_LOCK_TOKEN; exit 3'", &out),
+            3);
+  EXPECT_THAT(out, HasSubstr("token=1"));
+  EXPECT_EQ(RunCommand(ardma + "lock job -- true", &out), 0);
+  // Starts `lock_args -- COMMAND` in the background, COMMAND holding the lock for `seconds`;
+  // returns once it holds it. pclose() it to wait for it.
+  std::string marker = TempPath("lock_marker");
+  auto hold = [&](const std::string& lock_args, int seconds) -> std::FILE* {
+    std::filesystem::remove(marker);
+    std::string holder = ardma + lock_args + " -- sh -c 'touch " + marker + "; sleep " +
+                         std::to_string(seconds) + "'";
+    std::FILE* background = ::popen(holder.c_str(), "r");
+    for (int i = 0; i < 500 && background != nullptr && !std::filesystem::exists(marker); ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return std::filesystem::exists(marker) ? background : nullptr;
+  };
+  // Held by a longer command: a second one gives up after its timeout with status 1.
+  std::FILE* background = hold("lock job", 3);
+  ASSERT_NE(background, nullptr);
+  EXPECT_EQ(RunCommand(ardma + "lock job --timeout 0.2 -- true", &out), 1);
+  EXPECT_THAT(out, HasSubstr("DEADLINE_EXCEEDED"));
+  // An exclusive holder keeps a shared taker out too.
+  EXPECT_EQ(RunCommand(ardma + "lock job --shared --timeout 0.2 -- true", &out), 1);
+  EXPECT_EQ(::pclose(background), 0);
+  // Shared holders do not conflict with each other, only with an exclusive taker.
+  background = hold("lock job --shared", 2);
+  ASSERT_NE(background, nullptr);
+  EXPECT_EQ(RunCommand(ardma + "lock job --shared --timeout 1 -- true", &out), 0) << out;
+  EXPECT_EQ(RunCommand(ardma + "lock job --timeout 0.2 -- true", &out), 1);
+  EXPECT_EQ(::pclose(background), 0);
+  std::filesystem::remove(marker);
+  EXPECT_EQ(RunCommand(ardma + "lock job", &out), 2);
+  EXPECT_EQ(RunCommand(ardma + "lock job --lease 1ms -- true", &out), 2);
+  EXPECT_EQ(RunCommand(ardma + "lock job -- /nonexistent/program", &out), 127);
+}
+
+TEST(ArdmaCliTest, FsCommands) {
+  Daemon d({});
+  ASSERT_FALSE(d.address().empty());
+  std::string fs = BinDir() + "/ardma --server " + d.address() + " fs ";
+  std::string local = TempPath("fs_local"), back = TempPath("fs_back");
+  {
+    std::ofstream out(local, std::ios::binary);
+    for (int i = 0; i < 100000; ++i) out << i << "\n";  // several blocks
+  }
+  std::string out;
+  EXPECT_EQ(RunCommand(fs + "mkdir -p /a/b/c", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "mkdir -p /a/b", &out), 0) << out;  // present: fine with -p
+  EXPECT_EQ(RunCommand(fs + "mkdir /a", &out), 1);
+  EXPECT_THAT(out, HasSubstr("ALREADY_EXISTS"));
+  EXPECT_EQ(RunCommand(fs + "put " + local + " /a/b/c/data", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "get /a/b/c/data " + back, &out), 0) << out;
+  std::ifstream l(local, std::ios::binary), b(back, std::ios::binary);
+  std::string ls((std::istreambuf_iterator<char>(l)), std::istreambuf_iterator<char>());
+  std::string bs((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(ls, bs);
+  EXPECT_EQ(RunCommand(fs + "ls -l /a/b/c", &out), 0);
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(ls.size(), " ")));
+  EXPECT_EQ(RunCommand(fs + "mv /a/b /moved", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "ls /", &out), 0);
+  EXPECT_EQ(out, "a\nmoved\n");
+  EXPECT_EQ(RunCommand(fs + "stat /moved/c/data", &out), 0);
+  EXPECT_THAT(out, HasSubstr("file, " + std::to_string(ls.size()) + " bytes"));
+  EXPECT_EQ(RunCommand(fs + "cat /moved/c/data | head -3", &out), 0);
+  EXPECT_EQ(out, "0\n1\n2\n");
+  EXPECT_EQ(RunCommand(fs + "df", &out), 0);
+  EXPECT_THAT(out, HasSubstr("1 files, 4 directories"));
+  EXPECT_EQ(RunCommand(fs + "rm /moved", &out), 1);  // a directory without -r
+  EXPECT_EQ(RunCommand(fs + "rm -r /moved", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "ls /", &out), 0);
+  EXPECT_EQ(out, "a\n");
+  EXPECT_EQ(RunCommand(fs + "cat /nope", &out), 1);
+  EXPECT_THAT(out, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(RunCommand(fs + "frob", &out), 2);
+  EXPECT_EQ(RunCommand(fs + "mv /a", &out), 2);
+  EXPECT_EQ(RunCommand(fs + "--fs other ls /", &out), 0);  // another file system: empty
+  EXPECT_EQ(out, "");
+  std::filesystem::remove(local);
+  std::filesystem::remove(back);
+}
+
+TEST(ArdmaCliTest, UnixSocketAddress) {
+  std::string sock = TempPath("ardmad_sock");
+  Daemon d({"--memory", "16M", "--unix-socket", sock});
+  ASSERT_FALSE(d.address().empty());
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma --server unix:" + sock + " ping", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("reply from unix:" + sock));
+  EXPECT_EQ(WEXITSTATUS(d.Kill(SIGTERM)), 0);
+  EXPECT_FALSE(std::filesystem::exists(sock));  // removed on a clean stop
+}
+
+TEST(ArdmaCliTest, PreloadedLibraryIsCallableAtOnce) {
+  std::string dir = TempPath("preload");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(BinDir() + "/../active/ardma_test2.so", dir + "/ardma_test2.so");
+  Daemon d({"--memory", "16M", "--preload", dir});
+  ASSERT_FALSE(d.address().empty());
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma --server " + d.address() +
+                           " --hex exec test2.double 0200000000000000",
+                       &out),
+            0);
+  EXPECT_EQ(out, "0400000000000000\n");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ardma
