@@ -13,10 +13,14 @@
 #include <random>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/client/connection.h"
 #include "core/net/socket_connect.h"
 #include "core/status_macros.h"
+#include "core/ucx/ucx_context.h"
+#include "core/wire/messages.h"
 
 namespace ardma::bench {
 namespace {
@@ -215,6 +219,173 @@ class EventLoop {
   LoadResult result_;
 };
 
+// The same shape over UCX: one worker, one endpoint per session (each opened with UCX_CONNECT over
+// its own TCP or Unix-socket connection, which stays open as long as the session), and one thread
+// polling the worker. Requests and responses are active messages carrying the usual frames.
+class UcxEventLoop {
+ public:
+  UcxEventLoop(const LoadOptions& options, const FrameMaker& make_frame)
+      : options_(options), make_frame_(make_frame) {}
+  ~UcxEventLoop() {
+    for (const std::unique_ptr<Session>& s : sessions_) {
+      if (s->ep != nullptr) ucx_->CloseEndpoint(s->ep, absl::Seconds(1));
+      if (s->bootstrap != nullptr) s->bootstrap->Close();
+    }
+  }
+
+  absl::StatusOr<LoadResult> Run() {
+    if (options_.connections < 1 || options_.pipeline < 1) {
+      return absl::InvalidArgumentError("connections and pipeline must be at least 1");
+    }
+    std::string_view bootstrap_address = options_.address;
+    bootstrap_address.remove_prefix(kUcxPrefix.size());
+    // With the features every client's worker has: the server's endpoints to this worker are
+    // configured for them (UCX 1.13 aborts on an endpoint it would have to reconfigure).
+    ARDMA_ASSIGN_OR_RETURN(ucx_, UcxContext::Create({}));
+    ARDMA_ASSIGN_OR_RETURN(std::string worker_address, ucx_->WorkerAddress());
+    ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmResponse, &UcxEventLoop::OnResponse, this));
+    for (int i = 0; i < options_.connections; ++i) {
+      sessions_.push_back(std::make_unique<Session>());
+      ARDMA_RETURN_IF_ERROR(Open(bootstrap_address, worker_address, *sessions_.back()));
+    }
+    result_.latency_ns.reserve(options_.requests);
+    inflight_.reserve(sessions_.size() * static_cast<size_t>(options_.pipeline));
+    int64_t start = NowNs();
+    for (uint32_t i = 0; i < sessions_.size(); ++i) {
+      for (int k = 0; k < options_.pipeline && issued_ < options_.requests; ++k) {
+        ARDMA_RETURN_IF_ERROR(Issue(i));
+      }
+    }
+    for (uint64_t spins = 0; result_.completed < options_.requests; ++spins) {
+      ucp_worker_progress(ucx_->worker());
+      if (!failure_.ok()) return failure_;
+      // Requests are sent here, never from inside the receive callback.
+      for (uint32_t i : ready_) ARDMA_RETURN_IF_ERROR(Issue(i));
+      ready_.clear();
+      if ((spins & 0xffff) == 0xffff) {
+        ARDMA_RETURN_IF_ERROR(CheckStalled());
+        // A session ends with its connection: a server that went away closed them.
+        for (const std::unique_ptr<Session>& s : sessions_) {
+          if (s->bootstrap->WaitForClose(absl::ZeroDuration())) {
+            return absl::UnavailableError("the server closed a connection");
+          }
+        }
+      }
+    }
+    result_.elapsed = absl::Nanoseconds(NowNs() - start);
+    result_.round_trips = result_.completed;
+    std::sort(result_.latency_ns.begin(), result_.latency_ns.end());
+    return std::move(result_);
+  }
+
+ private:
+  struct Session {
+    std::shared_ptr<Connection> bootstrap;
+    ClientCounters bootstrap_counters;
+    uint64_t id = 0;  // the server's session number
+    uint64_t client_id = 0;
+    ucp_ep_h ep = nullptr;
+  };
+  struct Inflight {
+    uint32_t session;
+    int64_t queued_ns;
+  };
+
+  absl::Status Open(std::string_view address, const std::string& worker_address, Session& s) {
+    absl::Time deadline = absl::Now() + options_.connect_timeout;
+    ARDMA_ASSIGN_OR_RETURN(s.bootstrap, Connection::Open(address, options_.connect_timeout, limits_,
+                                                         &s.bootstrap_counters));
+    std::string payload;
+    wire::EncodeUcxConnectRequest(worker_address, &payload);
+    ARDMA_ASSIGN_OR_RETURN(
+        std::vector<ResponsePayload> responses,
+        s.bootstrap->RoundTrip({{wire::Op::kUcxConnect, std::move(payload)}}, {0}, 0, deadline));
+    if (!responses[0].ok()) return responses[0].status();
+    ARDMA_ASSIGN_OR_RETURN(wire::UcxHello hello, wire::DecodeUcxHello(*responses[0]));
+    s.id = hello.session;
+    s.client_id = RandomClientId();
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    params.address = reinterpret_cast<const ucp_address_t*>(hello.worker_address.data());
+    ucs_status_t status = ucp_ep_create(ucx_->worker(), &params, &s.ep);
+    if (status != UCS_OK) return UcsError(status, "creating an endpoint to the server's worker");
+    ucp_request_param_t flush{};
+    return ucx_->Wait(ucp_ep_flush_nbx(s.ep, &flush), deadline, "connecting to the server");
+  }
+
+  absl::Status Issue(uint32_t index) {
+    Session& s = *sessions_[index];
+    std::string frame;
+    size_t start = wire::BeginFrame(&frame);
+    wire::Op op = make_frame_(issued_++, &frame);
+    uint64_t id = ++next_request_id_;
+    wire::FinishFrame({.op = op, .request_id = id, .client_id = s.client_id}, start, &frame);
+    result_.bytes += frame.size();
+    inflight_[id] = {index, NowNs()};
+    return SendActiveMessage(s.ep, kAmRequest, s.id, std::move(frame));
+  }
+
+  static ucs_status_t OnResponse(void* arg, const void* /*header*/, size_t /*header_length*/,
+                                 void* data, size_t length, const ucp_am_recv_param_t* param) {
+    auto* self = static_cast<UcxEventLoop*>(arg);
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+      ucp_am_data_release(self->ucx_->worker(), data);
+      self->failure_ = absl::DataLossError("the server sent a rendezvous message");
+      return UCS_OK;
+    }
+    self->Complete(std::string_view(static_cast<const char*>(data), length));
+    return UCS_OK;
+  }
+
+  void Complete(std::string_view frame) {
+    int64_t now = NowNs();
+    absl::StatusOr<wire::FrameHeader> header = wire::DecodeHeader(frame, limits_);
+    if (!header.ok() || frame.size() != wire::kHeaderSize + header->payload_len ||
+        !header->is_response()) {
+      failure_ = absl::DataLossError("malformed response from the server");
+      return;
+    }
+    auto it = inflight_.find(header->request_id);
+    if (it == inflight_.end()) {
+      failure_ = absl::DataLossError(
+          absl::StrCat("response to request ", header->request_id, ", which is not in flight"));
+      return;
+    }
+    result_.bytes += frame.size();
+    result_.latency_ns.push_back(static_cast<uint64_t>(now - it->second.queued_ns));
+    ++result_.completed;
+    if (header->status != 0 && result_.errors++ == 0) {
+      result_.first_error = absl::Status(static_cast<absl::StatusCode>(header->status),
+                                         ToAbsl(frame.substr(wire::kHeaderSize)))
+                                .ToString();
+    }
+    if (issued_ + ready_.size() < options_.requests) ready_.push_back(it->second.session);
+    inflight_.erase(it);
+  }
+
+  absl::Status CheckStalled() const {
+    int64_t oldest = NowNs();
+    for (const auto& [id, f] : inflight_) oldest = std::min(oldest, f.queued_ns);
+    if (absl::Nanoseconds(NowNs() - oldest) > options_.response_timeout) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("no response within ", absl::FormatDuration(options_.response_timeout)));
+    }
+    return absl::OkStatus();
+  }
+
+  const LoadOptions& options_;
+  const FrameMaker& make_frame_;
+  const wire::WireLimits limits_;
+  std::unique_ptr<UcxContext> ucx_;
+  std::vector<std::unique_ptr<Session>> sessions_;
+  absl::flat_hash_map<uint64_t, Inflight> inflight_;
+  std::vector<uint32_t> ready_;  // sessions whose response came in, to send their next request
+  absl::Status failure_;
+  uint64_t issued_ = 0;
+  uint64_t next_request_id_ = 0;
+  LoadResult result_;
+};
+
 }  // namespace
 
 double LoadResult::OpsPerSecond() const {
@@ -247,6 +418,10 @@ double LoadResult::BytesPerOp() const {
 }
 
 absl::StatusOr<LoadResult> RunEventLoop(const LoadOptions& options, const FrameMaker& make_frame) {
+  if (std::string_view(options.address).starts_with(kUcxPrefix)) {
+    UcxEventLoop loop(options, make_frame);
+    return loop.Run();
+  }
   EventLoop loop(options, make_frame);
   return loop.Run();
 }

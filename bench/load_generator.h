@@ -3,7 +3,9 @@
 // Active mode: every operation is one request frame, so one event-loop thread drives all the
 // connections, the way redis-benchmark drives Redis: each connection keeps `pipeline` requests in
 // flight and sends the next as soon as a response comes back. A request's latency runs from when
-// its frame is queued to when its response has been read.
+// its frame is queued to when its response has been read. With a `ucx://` address the same thread
+// drives one UCX worker with an endpoint per connection (a UCX session each, its requests and
+// responses active messages), polling the worker instead of sleeping in epoll.
 //
 // RDMA mode: an operation is a client-side algorithm of several dependent round trips, so each
 // connection gets a thread that runs operations back to back with a blocking Client.

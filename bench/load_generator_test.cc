@@ -32,7 +32,7 @@ class LoadGeneratorTest : public ::testing::Test {
   }
   LoadOptions Load(int connections, uint64_t requests, int pipeline = 1) const {
     LoadOptions load;
-    load.address = server_->address();
+    load.address = testing::ClientAddress(server_->address());
     load.connections = connections;
     load.requests = requests;
     load.pipeline = pipeline;
@@ -206,14 +206,13 @@ TEST_F(LoadGeneratorTest, LockAndFileSystemTestsInBothModes) {
 }
 
 TEST_F(LoadGeneratorTest, CommandLineRunsTestsAndRejectsBadFlags) {
-  std::string bench = testing::BinDir() + "/ardma-bench --server " + server_->address() + " ";
+  std::string bench = testing::BinDir() + "/ardma-bench --server " +
+                      testing::ClientAddress(server_->address()) + " ";
   std::string out;
-  EXPECT_EQ(testing::RunCommand(bench + "-t ping,dht.put -c 3 -n 200 -d 5 --json", &out), 0)
-      << out;
+  EXPECT_EQ(testing::RunCommand(bench + "-t ping,dht.put -c 3 -n 200 -d 5 --json", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("\"test\": \"dht.put\""));
   EXPECT_THAT(out, HasSubstr("\"operations\": 200"));
-  EXPECT_EQ(testing::RunCommand(bench + "-t dht.get -n 50 --csv --mode rdma -c 2", &out), 0)
-      << out;
+  EXPECT_EQ(testing::RunCommand(bench + "-t dht.get -n 50 --csv --mode rdma -c 2", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("dht.get,rdma,2,1,3,50,"));
   EXPECT_EQ(testing::RunCommand(bench + "-t dht.get -n 10 -P 4", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("round trips/op 1.00"));
@@ -221,7 +220,8 @@ TEST_F(LoadGeneratorTest, CommandLineRunsTestsAndRejectsBadFlags) {
   EXPECT_THAT(out, HasSubstr("unknown test 'dht.frob'"));
   EXPECT_EQ(testing::RunCommand(bench + "-c 0", &out), 2);
   EXPECT_EQ(testing::RunCommand(bench + "--mode rdma -P 2", &out), 2);
-  EXPECT_EQ(testing::RunCommand(bench + "--table " + std::string(60, 'n') + " -t dht.put -n 1", &out), 1);
+  EXPECT_EQ(
+      testing::RunCommand(bench + "--table " + std::string(60, 'n') + " -t dht.put -n 1", &out), 1);
   EXPECT_THAT(out, HasSubstr("INVALID_ARGUMENT"));
   EXPECT_EQ(testing::RunCommand(testing::BinDir() + "/ardma-bench --help", &out), 0);
   EXPECT_THAT(out, HasSubstr("-P, --pipeline N"));
