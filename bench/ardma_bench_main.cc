@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   bool csv = false, json = false;
 
   ardma::FlagSet flags("ardma-bench", kUsage);
-  flags.String("server", &load.address, "HOST:PORT", "the ardmad to drive (or unix:PATH)");
+  flags.String("server", &load.address, "HOST:PORT", "the ardmad to drive (or unix:PATH, ucx://HOST:PORT, ucx://unix:PATH)");
   flags.String("tests", &tests, "LIST", "comma-separated tests to run, in order");
   flags.Int("clients", &connections, "N", "connections");
   flags.Int("requests", &requests, "N", "operations per test, over all connections");

@@ -41,12 +41,15 @@ Server& SharedServer() {
   return *server;
 }
 
-std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport) {
-  // ARDMA_BENCH_TRANSPORT=ucx runs a suite's TCP clients over UCX instead (same code, same names).
+bool BenchOverUcx() {
   const char* over = std::getenv("ARDMA_BENCH_TRANSPORT");
-  if (transport == Transport::kTcp && over != nullptr && std::string(over) == "ucx") {
-    transport = Transport::kUcx;
-  }
+  return over != nullptr && std::string(over) == "ucx";
+}
+
+std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport,
+                                  const ClientOptions& options) {
+  // ARDMA_BENCH_TRANSPORT=ucx runs a suite's TCP clients over UCX instead (same code, same names).
+  if (transport == Transport::kTcp && BenchOverUcx()) transport = Transport::kUcx;
   std::string address;
   switch (transport) {
     case Transport::kTcp:
@@ -59,7 +62,7 @@ std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport) 
       address = "ucx://" + SharedServer().address();
       break;
   }
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(address);
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(address, options);
   if (!c.ok()) {
     state.SkipWithError(c.status().ToString().c_str());
     return nullptr;

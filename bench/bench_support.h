@@ -21,9 +21,11 @@ Server& SharedServer();
 
 // kUcx: ucx://, one-sided READ/WRITE/CAS/FETCH_ADD (UCX_TLS as the environment says).
 enum class Transport { kTcp, kUnix, kUcx };
-// A new connection to SharedServer(); on failure marks `state` skipped and returns null. With
-// ARDMA_BENCH_TRANSPORT=ucx in the environment, kTcp clients connect over UCX instead.
-std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport = Transport::kTcp);
+// True if ARDMA_BENCH_TRANSPORT=ucx is in the environment: kTcp clients connect over UCX instead.
+bool BenchOverUcx();
+// A new connection to SharedServer(); on failure marks `state` skipped and returns null.
+std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport = Transport::kTcp,
+                                  const ClientOptions& options = {});
 
 // Sets round_trips/op and bytes/op from the client's counters since `rt0`/`bytes0`.
 void ReportCounters(benchmark::State& state, Client& client, uint64_t rt0, uint64_t bytes0);

@@ -1,11 +1,16 @@
 // Seed 000's latency sweep: the same operations, active vs RDMA, as the network round trip grows
 // (ardma-delay-proxy adds a one-way delay each way in front of the in-process ardmad), and the
-// paper's synthetic-time model checked against it:
+// paper's synthetic-time model checked against it. With ARDMA_BENCH_TRANSPORT=ucx the client talks
+// UCX to the server directly (one-sided READ/WRITE/CAS/FETCH_ADD) and the same delay is added by
+// the client to every round trip (ClientOptions::extra_round_trip_time = 2 x delay), since no
+// proxy can sit in a shared-memory path:
 //
 //   model time per op = round trips per op x measured RTT + server time per op
 //
 // BM_Sweep/op:{0 dht.get, 1 dht.put, 2 list.append@20}/rdma:{0,1}/delay_us:D
-// Counters: round_trips/op; rtt_us (a PING through the proxy, measured at set-up); server_us
+// Counters: round_trips/op; rtt_us (measured at set-up through the proxy or the added delay: a
+// PING in active mode, an 8-byte READ in RDMA mode, the round trip each mode is made of; over
+// TCP the two are the same, over UCX the READ is one-sided); server_us
 // (active code time per op, from STATS execute.ns); model_us; model/measured.
 #include <string>
 
@@ -32,13 +37,22 @@ void BM_Sweep(benchmark::State& state) {
   int op = static_cast<int>(state.range(0));
   Mode mode = state.range(1) == 0 ? Mode::kActive : Mode::kRdma;
   absl::Duration delay = absl::Microseconds(state.range(2));
-  absl::StatusOr<std::unique_ptr<bench::DelayProxy>> proxy =
-      bench::DelayProxy::Start(bench::SharedServer().address(), delay);
-  if (!proxy.ok()) {
-    state.SkipWithError(proxy.status().ToString().c_str());
-    return;
+  std::unique_ptr<bench::DelayProxy> proxy;
+  absl::StatusOr<std::unique_ptr<Client>> client;
+  if (bench::BenchOverUcx()) {
+    ClientOptions options;
+    options.extra_round_trip_time = 2 * delay;
+    client = Client::Connect("ucx://" + bench::SharedServer().address(), options);
+  } else {
+    absl::StatusOr<std::unique_ptr<bench::DelayProxy>> started =
+        bench::DelayProxy::Start(bench::SharedServer().address(), delay);
+    if (!started.ok()) {
+      state.SkipWithError(started.status().ToString().c_str());
+      return;
+    }
+    proxy = std::move(*started);
+    client = Client::Connect(proxy->address());
   }
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect((*proxy)->address());
   absl::StatusOr<std::unique_ptr<Client>> direct = Client::Connect(bench::SharedServer().address());
   if (!client.ok() || !direct.ok()) {
     state.SkipWithError("connect failed");
@@ -82,9 +96,15 @@ void BM_Sweep(benchmark::State& state) {
     return;
   }
   absl::Time t0 = absl::Now();
-  constexpr int kPings = 20;
-  for (int p = 0; p < kPings; ++p) (*client)->Ping().IgnoreError();
-  double rtt_us = absl::ToDoubleMicroseconds(absl::Now() - t0) / kPings;
+  constexpr int kProbes = 20;
+  for (int p = 0; p < kProbes; ++p) {
+    if (mode == Mode::kActive) {
+      (*client)->Ping().IgnoreError();
+    } else {
+      (*client)->Read(0, 8).IgnoreError();
+    }
+  }
+  double rtt_us = absl::ToDoubleMicroseconds(absl::Now() - t0) / kProbes;
   uint64_t rt0 = (*client)->counters().round_trips;
   uint64_t ns0 = ExecuteNs(**direct);
   uint64_t i = 0;

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/client/ucx_connection.h"
 #include "core/status_macros.h"
 
@@ -28,6 +29,15 @@ absl::StatusOr<std::shared_ptr<Transport>> OpenTransport(std::string_view addres
       std::shared_ptr<Connection> tcp,
       Connection::Open(address, options.connect_timeout, options.limits, counters));
   return std::shared_ptr<Transport>(std::move(tcp));
+}
+
+// Waits until `until`, closely: sleeps while far from it, then spins (a sleep overshoots by tens
+// of microseconds, the size of the delays being emulated).
+void WaitUntil(absl::Time until) {
+  constexpr absl::Duration kSpin = absl::Microseconds(100);
+  for (absl::Time now = absl::Now(); now < until; now = absl::Now()) {
+    if (until - now > kSpin) absl::SleepFor(until - now - kSpin);
+  }
 }
 
 uint64_t RandomClientId() {
@@ -102,8 +112,12 @@ absl::StatusOr<std::vector<ResponsePayload>> Client::Flight(std::vector<Outgoing
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + i;
   for (int attempt = 0;; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
+    absl::Time sent = absl::Now();
     absl::StatusOr<std::vector<ResponsePayload>> r =
         conn->RoundTrip(requests, ids, client_id_, deadline);
+    if (options_.extra_round_trip_time > absl::ZeroDuration()) {
+      WaitUntil(sent + options_.extra_round_trip_time);
+    }
     if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable || !retryable ||
         absl::Now() >= deadline || attempt + 1 >= std::max(1, options_.connect_attempts)) {
       return r;

@@ -46,6 +46,11 @@ struct ClientOptions {
   absl::Duration backoff_max = absl::Seconds(1);
   wire::WireLimits limits;
   uint64_t client_id = 0;  // 0: a random id (identifies retries to the server)
+  // Experiments only: every synchronous flight (one round trip in counters()) takes at least this
+  // much longer, as if the network's round trip were longer. It is how the latency sweep puts a
+  // longer network under transports a delaying proxy cannot sit in (UCX shared memory); over TCP
+  // ardma-delay-proxy does the same outside the client. Async calls are not delayed.
+  absl::Duration extra_round_trip_time = absl::ZeroDuration();
 };
 
 struct CallOptions {

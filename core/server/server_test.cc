@@ -768,5 +768,22 @@ TEST_F(ServerTest, CallTimeoutAndUnreachableServer) {
   EXPECT_EQ(Client::Connect("not-an-address").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(ServerTest, ExtraRoundTripTimeLengthensEverySynchronousFlight) {
+  ClientOptions options;
+  options.extra_round_trip_time = absl::Milliseconds(30);
+  std::unique_ptr<Client> slow = NewClient(options);
+  uint64_t rt0 = slow->counters().round_trips;
+  absl::Time start = absl::Now();
+  ASSERT_TRUE(slow->Write(kScratch, "abc").ok());
+  // One flight: one extra round-trip time, however many operations it carries.
+  absl::StatusOr<Batch::Result> r = slow->Batch().Read(kScratch, 3).Read(kScratch + 1, 2).Send();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->reads[0], "abc");
+  ASSERT_TRUE(slow->Ping().ok());
+  // A lower bound only: the delay can make a flight slower, never faster.
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
+  EXPECT_EQ(slow->counters().round_trips - rt0, 3u);
+}
+
 }  // namespace
 }  // namespace ardma
