@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -12,122 +13,465 @@
 namespace ardma::heap {
 namespace {
 
-constexpr uint64_t kMarkAllocated = 0x445441434f4c4c41ull;  // "ALLOCATD"
-constexpr uint64_t kMarkFree = 0x214b4c4245455246ull;       // "FREEBLK!"
-constexpr uint64_t kPhaseClaiming = 1;
-constexpr uint64_t kPhaseReady = 2;
-constexpr int kMinClass = 5;  // 32-byte blocks
 constexpr int kMaxCasRetries = 1 << 20;
-// A root being created is normally published a few operations later. Waiting for it backs off
-// from 1 us to 1 ms, for about a second in all, then gives up: its creator may have died between
-// claiming the slot and publishing it.
-constexpr int kMaxClaimedWaits = 1000;
 
-absl::Status WaitForClaimedRoot(Context& ctx, std::string_view name, int* waits) {
-  if (++*waits > kMaxClaimedWaits) {
-    return absl::UnavailableError(absl::StrCat("root '", ToAbsl(name),
-                                               "' is still being created by a client that has "
-                                               "not finished (it may have died)"));
+// Header fields (heap.h has the table).
+constexpr uint64_t kPagesField = 24;
+constexpr uint64_t kPoolField = 32;
+constexpr uint64_t kDescField = 40;
+constexpr uint64_t kClassSlots = 64;
+constexpr int kNumSlots = 16;
+constexpr uint64_t kHeaderBytes = kClassSlots + 8 * kNumSlots;
+
+constexpr int kBitsPerWord = 48;
+constexpr uint64_t kBitsMask = (1ull << kBitsPerWord) - 1;
+constexpr int kDescWords = 8;
+// Descriptors are scanned (for slabs with free blocks, or empty ones) this many at a time.
+constexpr uint64_t kScanPages = 16384;
+
+enum Kind : uint64_t { kFree = 0, kSlab = 1, kRunHead = 2, kRunTail = 3 };
+
+struct State {
+  Kind kind;
+  int cls;
+  uint64_t gen;  // 16 bits
+  uint64_t low;  // 40 bits
+};
+
+uint64_t PackState(Kind kind, int cls, uint64_t gen, uint64_t low) {
+  return static_cast<uint64_t>(kind) << 62 | static_cast<uint64_t>(cls) << 56 |
+         (gen & 0xffff) << 40 | (low & ((1ull << 40) - 1));
+}
+
+State UnpackState(uint64_t w) {
+  return {static_cast<Kind>(w >> 62), static_cast<int>((w >> 56) & 63), (w >> 40) & 0xffff,
+          w & ((1ull << 40) - 1)};
+}
+
+uint64_t BlocksPerPage(int cls) { return kPageSize >> cls; }
+int BitmapWords(int cls) {
+  return static_cast<int>((BlocksPerPage(cls) + kBitsPerWord - 1) / kBitsPerWord);
+}
+// The bits of bitmap word k that stand for blocks of the page.
+uint64_t WordMask(int cls, int k) {
+  uint64_t n = std::min<uint64_t>(kBitsPerWord, BlocksPerPage(cls) - kBitsPerWord * k);
+  return n == kBitsPerWord ? kBitsMask : (1ull << n) - 1;
+}
+uint64_t Tagged(uint64_t gen, uint64_t bits) { return (gen & 0xffff) << 48 | bits; }
+
+uint64_t PageAddr(uint64_t page) { return kDataStart + page * kPageSize; }
+
+struct Layout {
+  uint64_t region_size = 0;
+  uint64_t pages = 0;
+  uint64_t pool = 0;  // offset of the pool bitmap
+  uint64_t desc = 0;  // offset of the descriptors
+  uint64_t slots[kNumSlots] = {};
+  uint64_t pool_words() const { return (pages + 63) / 64; }
+  uint64_t DescAddr(uint64_t page) const { return desc + page * kDescriptorSize; }
+};
+
+// Where everything goes in a region of `size` bytes: as many pages as fit with their bitmap bit
+// and descriptor.
+Layout ComputeLayout(uint64_t size) {
+  Layout l;
+  l.region_size = size;
+  if (size <= kDataStart) return l;
+  uint64_t n = (size - kDataStart) * 8 / (8 * (kPageSize + kDescriptorSize) + 1);
+  auto end = [](uint64_t pages) {
+    uint64_t pool = kDataStart + pages * kPageSize;
+    uint64_t desc = (pool + (pages + 63) / 64 * 8 + kDescriptorSize - 1) / kDescriptorSize *
+                    kDescriptorSize;
+    return desc + pages * kDescriptorSize;
+  };
+  while (n > 0 && end(n) > size) --n;
+  l.pages = n;
+  l.pool = kDataStart + n * kPageSize;
+  l.desc = (l.pool + l.pool_words() * 8 + kDescriptorSize - 1) / kDescriptorSize * kDescriptorSize;
+  return l;
+}
+
+absl::StatusOr<Layout> ReadLayout(Context& ctx) {
+  char h[kHeaderBytes];
+  ARDMA_RETURN_IF_ERROR(ctx.Read(0, std::span<char>(h, sizeof(h))));
+  auto at = [&h](uint64_t offset) {
+    uint64_t v;
+    std::memcpy(&v, h + offset, 8);
+    return v;
+  };
+  if (at(0) != kMagic || at(8) != kLayoutVersion) {
+    return absl::FailedPreconditionError("region 0 holds no heap of this layout");
   }
-  return ctx.Backoff(*waits);
+  Layout l;
+  l.region_size = at(16);
+  l.pages = at(kPagesField);
+  l.pool = at(kPoolField);
+  l.desc = at(kDescField);
+  for (int c = 0; c < kNumSlots; ++c) l.slots[c] = at(kClassSlots + 8 * c);
+  return l;
 }
 
-uint64_t FreeListHead(int cls) { return kFreeListOffset + 8 * static_cast<uint64_t>(cls); }
-uint64_t PackHead(uint64_t tag, uint64_t block) { return (tag << 48) | (block >> 4); }
-uint64_t HeadTag(uint64_t head) { return head >> 48; }
-uint64_t HeadBlock(uint64_t head) { return (head & ((1ull << 48) - 1)) << 4; }
+struct Descriptor {
+  uint64_t w[kDescWords];
+  State state() const { return UnpackState(w[0]); }
+};
 
-// FNV-1a folded to 48 bits; never 0 so a claimed state word is never "empty".
-uint64_t NameHash(std::string_view name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  h &= (1ull << 48) - 1;
-  return h == 0 ? 1 : h;
+absl::StatusOr<Descriptor> ReadDescriptor(Context& ctx, const Layout& l, uint64_t page) {
+  Descriptor d;
+  ARDMA_RETURN_IF_ERROR(
+      ctx.Read(l.DescAddr(page), std::span<char>(reinterpret_cast<char*>(d.w), sizeof(d.w))));
+  return d;
 }
 
-absl::Status CheckRootName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxRootName || name.find('\0') != std::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("root names are 1 to ", kMaxRootName, " bytes without NUL"));
+std::string EncodeDescriptors(const std::vector<Descriptor>& ds) {
+  std::string out(ds.size() * kDescriptorSize, '\0');
+  for (size_t i = 0; i < ds.size(); ++i) std::memcpy(&out[i * kDescriptorSize], ds[i].w, 64);
+  return out;
+}
+
+// Bytes of the heap's metadata as one read saw them: a view where memory is local (no copy).
+struct Snapshot {
+  std::string copy;
+  std::string_view bytes;
+  uint64_t Word(uint64_t i) const {
+    uint64_t v;
+    std::memcpy(&v, bytes.data() + 8 * i, 8);
+    return v;
+  }
+};
+
+absl::StatusOr<Snapshot> ReadSnapshot(Context& ctx, uint64_t addr, uint64_t len) {
+  Snapshot s;
+  if (ctx.IsLocal()) {
+    ARDMA_ASSIGN_OR_RETURN(s.bytes, ctx.View(addr, len));
+  } else {
+    ARDMA_ASSIGN_OR_RETURN(s.copy, ctx.Read(addr, len));
+    s.bytes = s.copy;
+  }
+  return s;
+}
+
+absl::StatusOr<Snapshot> ReadPool(Context& ctx, const Layout& l) {
+  return ReadSnapshot(ctx, l.pool, l.pool_words() * 8);
+}
+
+bool PageInUse(const Snapshot& pool, uint64_t page) {
+  return (pool.Word(page / 64) >> (page % 64)) & 1;
+}
+
+// Sets (claims) or clears pool bits [first, first + n) word by word. Claiming CASes each word from
+// "all these bits clear"; on a lost race it gives back what it took and returns false. Clearing
+// subtracts the bits, which are known to be set.
+absl::StatusOr<bool> ClaimPoolBits(Context& ctx, const Layout& l, const Snapshot& pool,
+                                   uint64_t first, uint64_t n) {
+  std::vector<std::pair<uint64_t, uint64_t>> taken;  // word, mask
+  for (uint64_t p = first; p < first + n;) {
+    uint64_t word = p / 64, bit = p % 64;
+    uint64_t count = std::min<uint64_t>(64 - bit, first + n - p);
+    uint64_t mask = (count == 64 ? ~0ull : ((1ull << count) - 1)) << bit;
+    uint64_t old = pool.Word(word);
+    bool ok = false;
+    for (int tries = 0; tries < 64 && !ok; ++tries) {
+      if ((old & mask) != 0) break;
+      ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(l.pool + 8 * word, old, old | mask));
+      ok = cas.swapped;
+      old = cas.observed;
+    }
+    if (!ok) {
+      for (const auto& [w, m] : taken) {
+        ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(l.pool + 8 * w, static_cast<uint64_t>(-m)).status());
+      }
+      return false;
+    }
+    taken.emplace_back(word, mask);
+    p += count;
+  }
+  return true;
+}
+
+absl::Status ReleasePoolBits(Context& ctx, const Layout& l, uint64_t first, uint64_t n) {
+  for (uint64_t p = first; p < first + n;) {
+    uint64_t word = p / 64, bit = p % 64;
+    uint64_t count = std::min<uint64_t>(64 - bit, first + n - p);
+    uint64_t mask = (count == 64 ? ~0ull : ((1ull << count) - 1)) << bit;
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(l.pool + 8 * word, static_cast<uint64_t>(-mask)).status());
+    p += count;
   }
   return absl::OkStatus();
 }
 
-uint64_t RootAddr(int slot) { return kRootsOffset + kRootSize * static_cast<uint64_t>(slot); }
-
-struct RootSlot {
-  uint64_t state;
-  uint64_t value;
-  std::string_view name;  // NUL padding stripped
-};
-
-RootSlot ParseSlot(std::string_view table, int slot) {
-  const char* p = table.data() + kRootSize * slot;
-  RootSlot s;
-  std::memcpy(&s.state, p, 8);
-  std::memcpy(&s.value, p + 8, 8);
-  s.name = std::string_view(p + 16, strnlen(p + 16, 48));
-  return s;
-}
-
-enum class Lookup { kFound, kAbsent, kClaimed };
-
-// Probes the root table for `name`. kFound sets *slot to the ready slot; kAbsent sets *slot to the
-// first empty slot on the probe path (or -1 if the table is full); kClaimed means a slot with this
-// name's hash is being created right now: the caller reads again.
-Lookup Probe(std::string_view table, std::string_view name, uint64_t hash, int* slot) {
-  int start = static_cast<int>(hash % kNumRoots);
-  for (int i = 0; i < kNumRoots; ++i) {
-    int s = (start + i) % kNumRoots;
-    RootSlot r = ParseSlot(table, s);
-    if (r.state == 0) {
-      *slot = s;
-      return Lookup::kAbsent;
+// Finds `n` contiguous free pages: the lowest run (runs), or the highest free page (slabs, n = 1).
+std::optional<uint64_t> FindFreeRun(const Layout& l, const Snapshot& pool, uint64_t n,
+                                    bool from_top) {
+  if (from_top) {
+    for (uint64_t w = l.pool_words(); w-- > 0;) {
+      uint64_t used = pool.Word(w);
+      if (w == l.pool_words() - 1 && l.pages % 64 != 0) used |= ~0ull << (l.pages % 64);
+      if (used == ~0ull) continue;
+      return w * 64 + (63 - std::countl_one(used));
     }
-    if ((r.state >> 16) != hash) continue;
-    if ((r.state & 0xffff) != kPhaseReady) {
-      *slot = s;
-      return Lookup::kClaimed;
+    return std::nullopt;
+  }
+  uint64_t run = 0;
+  for (uint64_t w = 0; w < l.pool_words(); ++w) {
+    uint64_t used = pool.Word(w);
+    if (used == ~0ull) {
+      run = 0;
+      continue;
     }
-    if (r.name == name) {
-      *slot = s;
-      return Lookup::kFound;
+    if (used == 0 && w * 64 + 64 <= l.pages) {
+      run += 64;
+      if (run >= n) return w * 64 + 64 - run;
+      continue;
+    }
+    for (uint64_t b = 0; b < 64 && w * 64 + b < l.pages; ++b) {
+      if ((used >> b) & 1) {
+        run = 0;
+      } else if (++run >= n) {
+        return w * 64 + b + 1 - run;
+      }
     }
   }
-  *slot = -1;
-  return Lookup::kAbsent;
+  return std::nullopt;
 }
 
-// The root table as one READ saw it. Where memory is local it is a view, not a copy: every
-// service call by name looks its root up, so this is on the hot path of active code.
-struct RootTable {
-  std::string copy;
-  std::string_view bytes;
-};
+// Claims `n` contiguous free pages; nullopt if the pool has no such run.
+absl::StatusOr<std::optional<uint64_t>> ClaimPages(Context& ctx, const Layout& l, uint64_t n,
+                                                   bool from_top) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Snapshot pool, ReadPool(ctx, l));
+    std::optional<uint64_t> first = FindFreeRun(l, pool, n, from_top);
+    if (!first) return std::nullopt;
+    ARDMA_ASSIGN_OR_RETURN(bool claimed, ClaimPoolBits(ctx, l, pool, *first, n));
+    if (claimed) return first;
+  }
+  return absl::AbortedError("heap page claims lost too many races");
+}
 
-absl::StatusOr<RootTable> ReadRootTable(Context& ctx) {
-  RootTable t;
-  if (ctx.IsLocal()) {
-    ARDMA_ASSIGN_OR_RETURN(t.bytes, ctx.View(kRootsOffset, kRootSize * kNumRoots));
+// Takes one free block of slab `page` (class `cls`) as `d` showed it; nullopt if it has none (or
+// is no longer such a slab).
+absl::StatusOr<std::optional<uint64_t>> TakeBlock(Context& ctx, const Layout& l, uint64_t page,
+                                                  int cls, const Descriptor& d) {
+  State s = d.state();
+  if (s.kind != kSlab || s.cls != cls) return std::nullopt;
+  for (int k = 0; k < BitmapWords(cls); ++k) {
+    uint64_t w = d.w[1 + k];
+    for (int tries = 0; tries < 1000; ++tries) {
+      if ((w >> 48) != s.gen) return std::nullopt;  // the page was recycled
+      uint64_t bits = w & WordMask(cls, k);
+      if (bits == 0) break;
+      int b = std::countr_zero(bits);
+      ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(l.DescAddr(page) + 8 * (1 + k), w,
+                                                               w & ~(1ull << b)));
+      if (cas.swapped) return PageAddr(page) + ((static_cast<uint64_t>(k) * kBitsPerWord + b) << cls);
+      w = cas.observed;
+    }
+  }
+  return std::nullopt;
+}
+
+// Calls `visit(page, descriptor)` for every page's descriptor, reading them in chunks; stops early
+// when `visit` returns true and returns that page.
+template <typename Visit>
+absl::StatusOr<std::optional<uint64_t>> ScanDescriptors(Context& ctx, const Layout& l,
+                                                        Visit visit) {
+  for (uint64_t first = 0; first < l.pages; first += kScanPages) {
+    uint64_t n = std::min(kScanPages, l.pages - first);
+    ARDMA_ASSIGN_OR_RETURN(Snapshot chunk,
+                           ReadSnapshot(ctx, l.DescAddr(first), n * kDescriptorSize));
+    for (uint64_t i = 0; i < n; ++i) {
+      Descriptor d;
+      std::memcpy(d.w, chunk.bytes.data() + i * kDescriptorSize, sizeof(d.w));
+      ARDMA_ASSIGN_OR_RETURN(bool stop, visit(first + i, d));
+      if (stop) return first + i;
+    }
+  }
+  return std::nullopt;
+}
+
+bool IsCurrent(const Layout& l, uint64_t page, int cls) { return l.slots[cls] == page + 1; }
+
+bool SlabEmpty(const Descriptor& d) {
+  State s = d.state();
+  for (int k = 0; k < BitmapWords(s.cls); ++k) {
+    if (d.w[1 + k] != Tagged(s.gen, WordMask(s.cls, k))) return false;
+  }
+  return true;
+}
+
+// Takes every block of an empty slab (so no allocator can use it any more); false if one was
+// allocated meanwhile (what was taken is given back).
+absl::StatusOr<bool> ClaimWholeSlab(Context& ctx, const Layout& l, uint64_t page,
+                                    const Descriptor& d) {
+  State s = d.state();
+  for (int k = 0; k < BitmapWords(s.cls); ++k) {
+    uint64_t full = Tagged(s.gen, WordMask(s.cls, k));
+    ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(l.DescAddr(page) + 8 * (1 + k), full,
+                                                             Tagged(s.gen, 0)));
+    if (!cas.swapped) {
+      for (int j = 0; j < k; ++j) {
+        ARDMA_RETURN_IF_ERROR(
+            ctx.FetchAdd(l.DescAddr(page) + 8 * (1 + j), WordMask(s.cls, j)).status());
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+Descriptor FreshSlab(int cls, uint64_t gen) {
+  Descriptor d{};
+  d.w[0] = PackState(kSlab, cls, gen, 0);
+  for (int k = 0; k < BitmapWords(cls); ++k) d.w[1 + k] = Tagged(gen, WordMask(cls, k));
+  return d;
+}
+
+// Empty slabs (not the current slab of their class) go back to the pool. Returns how many.
+absl::StatusOr<uint64_t> ReleaseEmptySlabs(Context& ctx, const Layout& l) {
+  uint64_t released = 0;
+  ARDMA_RETURN_IF_ERROR(
+      ScanDescriptors(ctx, l, [&](uint64_t page, const Descriptor& d) -> absl::StatusOr<bool> {
+        State s = d.state();
+        if (s.kind != kSlab || IsCurrent(l, page, s.cls) || !SlabEmpty(d)) return false;
+        ARDMA_ASSIGN_OR_RETURN(bool claimed, ClaimWholeSlab(ctx, l, page, d));
+        if (!claimed) return false;
+        Descriptor freed{};
+        freed.w[0] = PackState(kFree, 0, s.gen, 0);
+        ARDMA_RETURN_IF_ERROR(ctx.Write(l.DescAddr(page), EncodeDescriptors({freed})));
+        ARDMA_RETURN_IF_ERROR(ReleasePoolBits(ctx, l, page, 1));
+        ++released;
+        return false;
+      }).status());
+  return released;
+}
+
+// Gives class `cls` a slab with free blocks, installing it as the class's current slab if that is
+// still `observed_slot`. False if there is no memory for one.
+absl::StatusOr<bool> Refill(Context& ctx, const Layout& l, int cls, uint64_t observed_slot) {
+  std::optional<uint64_t> page;
+  uint64_t gen = 0;
+  ARDMA_ASSIGN_OR_RETURN(page, ClaimPages(ctx, l, 1, /*from_top=*/true));
+  if (page) {
+    ARDMA_ASSIGN_OR_RETURN(Descriptor old, ReadDescriptor(ctx, l, *page));
+    gen = old.state().gen + 1;
   } else {
-    ARDMA_ASSIGN_OR_RETURN(t.copy, ctx.Read(kRootsOffset, kRootSize * kNumRoots));
-    t.bytes = t.copy;
+    // No free page: a slab of this class with free blocks, else an empty slab of another class.
+    ARDMA_ASSIGN_OR_RETURN(
+        std::optional<uint64_t> partial,
+        ScanDescriptors(ctx, l, [&](uint64_t p, const Descriptor& d) -> absl::StatusOr<bool> {
+          State s = d.state();
+          if (s.kind != kSlab || s.cls != cls || IsCurrent(l, p, cls)) return false;
+          for (int k = 0; k < BitmapWords(cls); ++k) {
+            if ((d.w[1 + k] >> 48) == s.gen && (d.w[1 + k] & WordMask(cls, k)) != 0) return true;
+          }
+          return false;
+        }));
+    if (partial) {
+      ARDMA_RETURN_IF_ERROR(
+          ctx.CompareAndSwap(kClassSlots + 8 * cls, observed_slot, *partial + 1).status());
+      return true;
+    }
+    ARDMA_ASSIGN_OR_RETURN(
+        page, ScanDescriptors(ctx, l, [&](uint64_t p, const Descriptor& d) -> absl::StatusOr<bool> {
+          State s = d.state();
+          if (s.kind != kSlab || IsCurrent(l, p, s.cls) || !SlabEmpty(d)) return false;
+          ARDMA_ASSIGN_OR_RETURN(bool claimed, ClaimWholeSlab(ctx, l, p, d));
+          if (claimed) gen = s.gen + 1;
+          return claimed;
+        }));
+    if (!page) return false;
   }
-  return t;
+  ARDMA_RETURN_IF_ERROR(ctx.Write(l.DescAddr(*page), EncodeDescriptors({FreshSlab(cls, gen)})));
+  // If another slab was installed meanwhile, this one is found by a later scan.
+  ARDMA_RETURN_IF_ERROR(
+      ctx.CompareAndSwap(kClassSlots + 8 * cls, observed_slot, *page + 1).status());
+  return true;
+}
+
+absl::StatusOr<uint64_t> AllocateSmall(Context& ctx, int cls, uint64_t size) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Layout l, ReadLayout(ctx));
+    uint64_t slot = l.slots[cls];
+    if (slot != 0 && slot <= l.pages) {
+      ARDMA_ASSIGN_OR_RETURN(Descriptor d, ReadDescriptor(ctx, l, slot - 1));
+      ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> block, TakeBlock(ctx, l, slot - 1, cls, d));
+      if (block) return *block;
+    }
+    ARDMA_ASSIGN_OR_RETURN(bool refilled, Refill(ctx, l, cls, slot));
+    if (!refilled) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("heap full: cannot allocate ", size, " bytes"));
+    }
+  }
+  return absl::AbortedError("heap allocation lost too many races");
+}
+
+absl::StatusOr<uint64_t> AllocateRun(Context& ctx, uint64_t size) {
+  uint64_t n = (size + kPageSize - 1) / kPageSize;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Layout l, ReadLayout(ctx));
+    if (n > l.pages) break;
+    ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> first, ClaimPages(ctx, l, n, false));
+    if (!first) {
+      // Give empty slabs back to the pool and look again; nothing to give back: the heap is full.
+      ARDMA_ASSIGN_OR_RETURN(uint64_t released, ReleaseEmptySlabs(ctx, l));
+      if (released == 0) break;
+      continue;
+    }
+    ARDMA_ASSIGN_OR_RETURN(std::string old, ctx.Read(l.DescAddr(*first), n * kDescriptorSize));
+    std::vector<Descriptor> run(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t w0;
+      std::memcpy(&w0, old.data() + i * kDescriptorSize, 8);
+      uint64_t gen = UnpackState(w0).gen + 1;
+      run[i].w[0] = i == 0 ? PackState(kRunHead, 0, gen, n) : PackState(kRunTail, 0, gen, *first);
+    }
+    ARDMA_RETURN_IF_ERROR(ctx.Write(l.DescAddr(*first), EncodeDescriptors(run)));
+    return PageAddr(*first);
+  }
+  return absl::ResourceExhaustedError(absl::StrCat("heap full: cannot allocate ", size, " bytes"));
+}
+
+// The page and descriptor of a block address, or InvalidArgument.
+struct Located {
+  Layout layout;
+  uint64_t page;
+  uint64_t offset;  // within the page
+  Descriptor d;
+};
+
+absl::StatusOr<Located> Locate(Context& ctx, uint64_t addr) {
+  ARDMA_ASSIGN_OR_RETURN(Layout l, ReadLayout(ctx));
+  if (addr < kDataStart || addr % 16 != 0 || (addr - kDataStart) / kPageSize >= l.pages) {
+    return absl::InvalidArgumentError(absl::StrCat(addr, " is not a heap block"));
+  }
+  Located at{l, (addr - kDataStart) / kPageSize, (addr - kDataStart) % kPageSize, {}};
+  ARDMA_ASSIGN_OR_RETURN(at.d, ReadDescriptor(ctx, l, at.page));
+  return at;
+}
+
+absl::Status NotABlock(uint64_t addr) {
+  return absl::InvalidArgumentError(absl::StrCat(addr, " is not the start of a heap block"));
 }
 
 }  // namespace
 
 int SizeClass(uint64_t size) {
-  uint64_t block = size + kBlockHeader;
-  int cls = std::bit_width(block - 1);
+  int cls = size <= 1 ? 0 : std::bit_width(size - 1);
   return cls < kMinClass ? kMinClass : cls;
 }
 
+double HeapReport::fragmentation() const {
+  uint64_t free = free_bytes();
+  return free == 0 ? 0.0
+                   : 1.0 - static_cast<double>(largest_free_run) / static_cast<double>(free);
+}
+
 absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
-  if (region_size < kDataStart + 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a heap needs at least ", kDataStart + 4096, " bytes"));
+  Layout l = ComputeLayout(region_size);
+  if (l.pages < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a heap needs at least ", kDataStart + 2 * (kPageSize + kDescriptorSize) + 64, " bytes"));
   }
   ARDMA_ASSIGN_OR_RETURN(std::string header, ctx.Read(0, 24));
   uint64_t magic, version, size;
@@ -135,19 +479,32 @@ absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
   std::memcpy(&version, header.data() + 8, 8);
   std::memcpy(&size, header.data() + 16, 8);
   if (magic == kMagic) {
-    if (version != kLayoutVersion || size != region_size) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("region holds a heap of layout ", version, " and ", size,
-                       " bytes; expected layout ", kLayoutVersion, " and ", region_size, " bytes"));
+    if (version != kLayoutVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "region holds a heap of layout version ", version, "; this ardmad reads layout version ",
+          kLayoutVersion, " only (start it on a new memory file, or use the ardmad that wrote it)"));
+    }
+    if (size != region_size) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "region holds a heap of ", size, " bytes; this region has ", region_size, " bytes"));
     }
     return false;
+  }
+  // Metadata first (the region may hold anything), then the header, the magic last: a crash
+  // mid-format leaves an unformatted region.
+  constexpr uint64_t kChunk = 1 << 20;
+  std::string zeros(kChunk, '\0');
+  for (uint64_t at = l.pool; at < region_size; at += kChunk) {
+    uint64_t n = std::min(kChunk, region_size - at);
+    ARDMA_RETURN_IF_ERROR(ctx.Write(at, std::string_view(zeros).substr(0, n)));
   }
   std::string fresh(kDataStart, '\0');
   auto put = [&fresh](uint64_t offset, uint64_t value) { std::memcpy(&fresh[offset], &value, 8); };
   put(8, kLayoutVersion);
   put(16, region_size);
-  put(kBumpOffset, kDataStart);
-  // The magic goes last, so a crash mid-format leaves an unformatted region.
+  put(kPagesField, l.pages);
+  put(kPoolField, l.pool);
+  put(kDescField, l.desc);
   ARDMA_RETURN_IF_ERROR(ctx.Write(0, fresh));
   ARDMA_RETURN_IF_ERROR(ctx.WriteU64(0, kMagic));
   return true;
@@ -156,145 +513,148 @@ absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
 absl::StatusOr<uint64_t> Allocate(Context& ctx, uint64_t size) {
   if (size > (1ull << 46)) return absl::ResourceExhaustedError("allocation too large");
   int cls = SizeClass(size);
-  uint64_t block_size = 1ull << cls;
-  uint64_t head_addr = FreeListHead(cls);
-  // Pop a free block of this class, if any.
-  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(uint64_t head, ctx.ReadU64(head_addr));
-    uint64_t block = HeadBlock(head);
-    if (block == 0) break;
-    ARDMA_ASSIGN_OR_RETURN(uint64_t next, ctx.ReadU64(block + kBlockHeader));
-    ARDMA_ASSIGN_OR_RETURN(CasResult cas,
-                           ctx.CompareAndSwap(head_addr, head, PackHead(HeadTag(head) + 1, next)));
-    if (!cas.swapped) continue;
-    ARDMA_ASSIGN_OR_RETURN(CasResult mark,
-                           ctx.CompareAndSwap(block + 8, kMarkFree, kMarkAllocated));
-    if (!mark.swapped) return absl::DataLossError("heap free list holds a block that is not free");
-    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(kAllocatedBytesOffset, block_size).status());
-    return block + kBlockHeader;
-  }
-  // Otherwise carve a new block from the bump pointer. Blocks are aligned to min(size, 4096)
-  // so a block never straddles more pages than it must.
-  uint64_t align = block_size < 4096 ? block_size : 4096;
-  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(uint64_t bump, ctx.ReadU64(kBumpOffset));
-    ARDMA_ASSIGN_OR_RETURN(uint64_t region_size, ctx.ReadU64(16));
-    uint64_t block = (bump + align - 1) & ~(align - 1);
-    if (block > region_size || block_size > region_size - block) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("heap full: cannot allocate ", size, " bytes"));
-    }
-    ARDMA_ASSIGN_OR_RETURN(CasResult cas,
-                           ctx.CompareAndSwap(kBumpOffset, bump, block + block_size));
-    if (!cas.swapped) continue;
-    char header[kBlockHeader];
-    uint64_t cls64 = static_cast<uint64_t>(cls);
-    std::memcpy(header, &cls64, 8);
-    std::memcpy(header + 8, &kMarkAllocated, 8);
-    ARDMA_RETURN_IF_ERROR(ctx.Write(block, std::string_view(header, kBlockHeader)));
-    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(kAllocatedBytesOffset, block_size).status());
-    return block + kBlockHeader;
-  }
-  return absl::AbortedError("heap allocation lost too many races");
+  if (cls <= kMaxSmallClass) return AllocateSmall(ctx, cls, size);
+  return AllocateRun(ctx, size);
 }
 
 absl::StatusOr<uint64_t> BlockCapacity(Context& ctx, uint64_t addr) {
-  if (addr < kDataStart + kBlockHeader || addr % 16 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(addr, " is not a heap block"));
+  ARDMA_ASSIGN_OR_RETURN(Located at, Locate(ctx, addr));
+  State s = at.d.state();
+  switch (s.kind) {
+    case kSlab: {
+      if (at.offset % (1ull << s.cls) != 0) return NotABlock(addr);
+      uint64_t index = at.offset >> s.cls;
+      uint64_t w = at.d.w[1 + index / kBitsPerWord];
+      if ((w >> (index % kBitsPerWord)) & 1) {
+        return absl::FailedPreconditionError(absl::StrCat(addr, " is a freed heap block"));
+      }
+      return 1ull << s.cls;
+    }
+    case kRunHead:
+      if (at.offset != 0) return NotABlock(addr);
+      return s.low * kPageSize;
+    case kRunTail:
+      return NotABlock(addr);
+    case kFree:
+      break;
   }
-  uint64_t block = addr - kBlockHeader;
-  ARDMA_ASSIGN_OR_RETURN(std::string header, ctx.Read(block, kBlockHeader));
-  uint64_t cls, mark;
-  std::memcpy(&cls, header.data(), 8);
-  std::memcpy(&mark, header.data() + 8, 8);
-  if (mark == kMarkFree && cls >= kMinClass && cls < kNumClasses) {
-    return absl::FailedPreconditionError(absl::StrCat(addr, " is a freed heap block"));
-  }
-  if (mark != kMarkAllocated || cls < kMinClass || cls >= kNumClasses) {
-    return absl::InvalidArgumentError(absl::StrCat(addr, " is not an allocated heap block"));
-  }
-  return (1ull << cls) - kBlockHeader;
+  return absl::FailedPreconditionError(absl::StrCat(addr, " is not allocated (freed?)"));
 }
 
 absl::Status Free(Context& ctx, uint64_t addr) {
-  ARDMA_ASSIGN_OR_RETURN(uint64_t capacity, BlockCapacity(ctx, addr));
-  uint64_t block = addr - kBlockHeader;
-  uint64_t block_size = capacity + kBlockHeader;
-  int cls = std::bit_width(block_size) - 1;
-  ARDMA_ASSIGN_OR_RETURN(CasResult mark, ctx.CompareAndSwap(block + 8, kMarkAllocated, kMarkFree));
-  if (!mark.swapped) return absl::FailedPreconditionError(absl::StrCat("double free of ", addr));
-  uint64_t head_addr = FreeListHead(cls);
-  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(uint64_t head, ctx.ReadU64(head_addr));
-    ARDMA_RETURN_IF_ERROR(ctx.WriteU64(addr, HeadBlock(head)));
-    ARDMA_ASSIGN_OR_RETURN(CasResult cas,
-                           ctx.CompareAndSwap(head_addr, head, PackHead(HeadTag(head) + 1, block)));
-    if (cas.swapped) {
-      return ctx.FetchAdd(kAllocatedBytesOffset, static_cast<uint64_t>(-block_size)).status();
+  ARDMA_ASSIGN_OR_RETURN(Located at, Locate(ctx, addr));
+  const Layout& l = at.layout;
+  State s = at.d.state();
+  switch (s.kind) {
+    case kSlab: {
+      if (at.offset % (1ull << s.cls) != 0) return NotABlock(addr);
+      uint64_t index = at.offset >> s.cls;
+      int k = static_cast<int>(index / kBitsPerWord);
+      uint64_t bit = 1ull << (index % kBitsPerWord);
+      uint64_t w = at.d.w[1 + k];
+      for (int tries = 0; tries < kMaxCasRetries; ++tries) {
+        if ((w >> 48) != s.gen) return absl::DataLossError("heap slab changed under a free");
+        if (w & bit) return absl::FailedPreconditionError(absl::StrCat("double free of ", addr));
+        ARDMA_ASSIGN_OR_RETURN(CasResult cas,
+                               ctx.CompareAndSwap(l.DescAddr(at.page) + 8 * (1 + k), w, w | bit));
+        if (cas.swapped) return absl::OkStatus();
+        w = cas.observed;
+      }
+      return absl::AbortedError("heap free lost too many races");
     }
-  }
-  return absl::AbortedError("heap free lost too many races");
-}
-
-absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
-  ARDMA_RETURN_IF_ERROR(CheckRootName(name));
-  uint64_t hash = NameHash(name);
-  for (int waits = 0;;) {
-    ARDMA_ASSIGN_OR_RETURN(RootTable root_table, ReadRootTable(ctx));
-    std::string_view table = root_table.bytes;
-    int slot;
-    switch (Probe(table, name, hash, &slot)) {
-      case Lookup::kFound:
-        return RootAddr(slot) + 8;
-      case Lookup::kAbsent:
-        return absl::NotFoundError(absl::StrCat("no root named '", ToAbsl(name), "'"));
-      case Lookup::kClaimed:
-        ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(ctx, name, &waits));  // then read again
-        break;
+    case kRunHead: {
+      if (at.offset != 0) return NotABlock(addr);
+      uint64_t n = s.low;
+      ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(l.DescAddr(at.page), at.d.w[0],
+                                                               PackState(kFree, 0, s.gen, 0)));
+      if (!cas.swapped) return absl::FailedPreconditionError(absl::StrCat("double free of ", addr));
+      if (n > 1) {
+        std::vector<Descriptor> tails(n - 1);
+        for (Descriptor& t : tails) t.w[0] = PackState(kFree, 0, s.gen, 0);
+        ARDMA_RETURN_IF_ERROR(ctx.Write(l.DescAddr(at.page + 1), EncodeDescriptors(tails)));
+      }
+      return ReleasePoolBits(ctx, l, at.page, n);
     }
+    case kRunTail:
+      return NotABlock(addr);
+    case kFree:
+      break;
   }
+  return absl::FailedPreconditionError(absl::StrCat("free of ", addr, ", which is not allocated"));
 }
 
-absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name) {
-  ARDMA_ASSIGN_OR_RETURN(uint64_t addr, RootValueAddress(ctx, name));
-  return ctx.ReadU64(addr);
-}
-
-absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, uint64_t initial) {
-  ARDMA_RETURN_IF_ERROR(CheckRootName(name));
-  uint64_t hash = NameHash(name);
-  int waits = 0;
-  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(RootTable root_table, ReadRootTable(ctx));
-    std::string_view table = root_table.bytes;
-    int slot;
-    Lookup found = Probe(table, name, hash, &slot);
-    if (found == Lookup::kFound) return ParseSlot(table, slot).value;
-    if (found == Lookup::kClaimed) {
-      ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(ctx, name, &waits));
-      continue;
-    }
-    if (slot < 0) return absl::ResourceExhaustedError("the root table is full");
-    uint64_t addr = RootAddr(slot);
-    ARDMA_ASSIGN_OR_RETURN(CasResult claim,
-                           ctx.CompareAndSwap(addr, 0, hash << 16 | kPhaseClaiming));
-    if (!claim.swapped) continue;  // someone took this slot: probe again
-    char body[kRootSize - 8] = {};
-    std::memcpy(body, &initial, 8);
-    std::memcpy(body + 8, name.data(), name.size());
-    ARDMA_RETURN_IF_ERROR(ctx.Write(addr + 8, std::string_view(body, sizeof(body))));
-    ARDMA_ASSIGN_OR_RETURN(CasResult publish, ctx.CompareAndSwap(addr, hash << 16 | kPhaseClaiming,
-                                                                 hash << 16 | kPhaseReady));
-    if (!publish.swapped) return absl::DataLossError("root slot changed while being created");
-    return initial;
+absl::StatusOr<HeapReport> Check(Context& ctx) {
+  ARDMA_ASSIGN_OR_RETURN(Layout l, ReadLayout(ctx));
+  ARDMA_ASSIGN_OR_RETURN(Snapshot pool, ReadPool(ctx, l));
+  HeapReport r;
+  r.data_bytes = l.pages * kPageSize;
+  uint64_t free_run = 0, run_end = 0, run_head = 0;
+  auto error = [&r](uint64_t page, std::string what) {
+    if (r.errors.size() < 100) r.errors.push_back(absl::StrCat("page ", page, ": ", what));
+  };
+  ARDMA_RETURN_IF_ERROR(
+      ScanDescriptors(ctx, l, [&](uint64_t page, const Descriptor& d) -> absl::StatusOr<bool> {
+        State s = d.state();
+        bool used = PageInUse(pool, page);
+        if (s.kind != kFree || used) free_run = 0;
+        if (page < run_end) {  // inside a run
+          if (s.kind != kRunTail || s.low != run_head) error(page, "run tail does not name its head");
+          if (!used) error(page, "run page not in use in the pool");
+          return false;
+        }
+        switch (s.kind) {
+          case kFree:
+            if (used) {
+              r.orphaned_bytes += kPageSize;
+            } else {
+              r.free_page_bytes += kPageSize;
+              free_run += kPageSize;
+              r.largest_free_run = std::max(r.largest_free_run, free_run);
+            }
+            break;
+          case kSlab: {
+            if (!used) error(page, "slab not in use in the pool");
+            if (s.cls < kMinClass || s.cls > kMaxSmallClass) {
+              error(page, absl::StrCat("slab of class ", s.cls));
+              break;
+            }
+            ++r.slabs;
+            uint64_t free_blocks = 0;
+            for (int k = 0; k < BitmapWords(s.cls); ++k) {
+              uint64_t w = d.w[1 + k];
+              if ((w >> 48) != s.gen) error(page, "bitmap word of another generation");
+              if ((w & kBitsMask & ~WordMask(s.cls, k)) != 0) error(page, "bits past the page");
+              free_blocks += std::popcount(w & WordMask(s.cls, k));
+            }
+            uint64_t block = 1ull << s.cls;
+            r.slab_free_bytes += free_blocks * block;
+            r.slab_live_bytes += (BlocksPerPage(s.cls) - free_blocks) * block;
+            r.slab_overhead_bytes += kPageSize - BlocksPerPage(s.cls) * block;
+            break;
+          }
+          case kRunHead:
+            if (s.low == 0 || page + s.low > l.pages) {
+              error(page, absl::StrCat("run of ", s.low, " pages"));
+              break;
+            }
+            if (!used) error(page, "run page not in use in the pool");
+            ++r.runs;
+            r.run_live_bytes += s.low * kPageSize;
+            run_head = page;
+            run_end = page + s.low;
+            break;
+          case kRunTail:
+            error(page, "run tail outside a run");
+            break;
+        }
+        return false;
+      }).status());
+  uint64_t total = r.free_page_bytes + r.slab_free_bytes + r.slab_live_bytes +
+                   r.slab_overhead_bytes + r.run_live_bytes + r.orphaned_bytes;
+  if (total != r.data_bytes) {
+    r.errors.push_back(absl::StrCat("accounted for ", total, " of ", r.data_bytes, " bytes"));
   }
-  return absl::AbortedError("root creation lost too many races");
-}
-
-absl::StatusOr<CasResult> CompareAndSetRoot(Context& ctx, std::string_view name, uint64_t expected,
-                                            uint64_t desired) {
-  ARDMA_ASSIGN_OR_RETURN(uint64_t addr, RootValueAddress(ctx, name));
-  return ctx.CompareAndSwap(addr, expected, desired);
+  return r;
 }
 
 }  // namespace ardma::heap

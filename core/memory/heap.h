@@ -2,36 +2,62 @@
 // client (every step a round trip, races settled with CAS) and active code on the server (every
 // step a local access) allocate and name things with one set of metadata.
 //
-// Layout of region 0 (all words little-endian u64):
+// Layout version 2. Region 0 (all words little-endian u64):
 //
-//   offset  size        field
-//   0       8           magic "ARDMAHP1"
-//   8       8           layout version (1)
-//   16      8           region size in bytes
-//   24      8           bump: first never-allocated byte (advanced with FETCH_ADD)
-//   32      8           bytes currently allocated (FETCH_ADD on allocate/free; statistics)
-//   64      8 * 48      free-list heads, one per size class c (blocks of 2^c bytes):
-//                       tag:u16 << 48 | (block offset / 16); tag counts every push and pop (ABA)
-//   4096    64 * 128    named roots, probed linearly from hash(name) % 128; each 64 bytes:
-//                         state:u64  0 empty | hash48(name) << 16 | phase (1 claiming, 2 ready)
-//                         value:u64
-//                         name:char[48] (NUL-padded; at most 47 bytes)
-//   16384   ...         blocks
+//   offset        size         field
+//   0             8            magic "ARDMAHP1"
+//   8             8            layout version (2)
+//   16            8            region size in bytes
+//   24            8            data pages N
+//   32            8            pool bitmap offset P
+//   40            8            descriptor table offset D
+//   64            8 * 16       current slab of size class c (4 <= c <= 11): page index + 1, 0 none
+//   4096          64 * 128     named roots, probed linearly from hash(name) % 128; each 64 bytes:
+//                                state:u64  0 empty | hash48(name) << 16 | phase (1 claiming, 2 ready)
+//                                value:u64
+//                                name:char[48] (NUL-padded; at most 47 bytes)
+//   16384         4096 * N     data pages (kDataStart: page i at kDataStart + 4096 i)
+//   P             8 * ceil(N/64)  page pool bitmap: bit i set = page i is in use
+//   D             64 * N       page descriptors, one per data page:
+//                                word 0   state: kind:2 << 62 | class:6 << 56 | gen:16 << 40 |
+//                                         low:40 (run head: its pages; run tail: its head page)
+//                                         kind 0 free, 1 slab, 2 run head, 3 run tail
+//                                words 1-6  slab bitmap, 48 blocks a word: gen:16 << 48 |
+//                                         bits:48, a set bit is a free block
+//                                word 7   reserved (0)
 //
-//   block := class:u64 mark:u64 payload        ; payload address is what Allocate returns
-//   mark is "ALLOCATD" while allocated and "FREEBLK!" while free (a CAS between the two catches a
-//   double free); a free block's first payload word links to the next free block of its class.
+// Small allocations (up to 2 KiB) come from slabs: a page cut into blocks of one power-of-two
+// class, 16 B to 2 KiB, with no per-block header. Allocating is three steps, three round trips for
+// an RDMA-mode client: read the header (with the class's current slab), read that slab's
+// descriptor, clear one free bit with a CAS. Freeing reads the descriptor and sets the bit with a
+// CAS (a set bit is a double free). The gen field in every bitmap word ties it to one use of the
+// page as a slab, so a CAS prepared from a stale read of a page since recycled fails.
+// Larger allocations are runs of whole pages found in the pool bitmap (first fit from the bottom;
+// new slab pages are taken from the top, so small and large allocations do not interleave), claimed
+// with a CAS per bitmap word, then described (head and tails).
 //
-// Allocation rounds the block (16-byte header + size) up to a power of two (minimum 32 bytes); a
-// freed block goes on its class's free list, a Treiber stack with a tagged head. Payloads are
-// 16-byte aligned and not zeroed. Roots are never deleted; their values can be changed.
+// Free memory serves any size: an empty slab is returned to the pool (or re-cut for another class)
+// when the pool cannot satisfy a request, and a slab with free blocks is found again by a scan of
+// the descriptors when its class needs a page and the pool has none. Fragmentation that remains:
+//   - inside blocks: a block is the next power of two (up to 2x the size asked); a run is whole
+//     pages (under 4 KiB lost per run);
+//   - slabs: a page with one live block holds its 4 KiB; with live small blocks at fraction f of
+//     their slabs' capacity, small data uses up to 1/f of its size;
+//   - pages: a run needs contiguous free pages; live runs and slabs can split the free pages so
+//     that a large run fails while the sum of free pages would hold it (no allocator that never
+//     moves data can rule this out). `Check` reports the largest free run.
+// Crash safety: every step that publishes an allocation or a free is a single CAS. A client that
+// dies between steps can leave pages claimed in the pool that no descriptor owns yet ("orphaned",
+// reported by Check) or blocks allocated that nobody will free; it never leaves a block owned twice.
 //
 // All functions are safe to call concurrently from any number of clients and active functions.
 #ifndef ARDMA_CORE_MEMORY_HEAP_H_
 #define ARDMA_CORE_MEMORY_HEAP_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,34 +66,56 @@
 namespace ardma::heap {
 
 inline constexpr uint64_t kMagic = 0x3150484D41445241ull;  // "ARDMAHP1"
-inline constexpr uint64_t kLayoutVersion = 1;
-inline constexpr uint64_t kBumpOffset = 24;
-inline constexpr uint64_t kAllocatedBytesOffset = 32;
-inline constexpr uint64_t kFreeListOffset = 64;
-inline constexpr int kNumClasses = 48;
+inline constexpr uint64_t kLayoutVersion = 2;
 inline constexpr uint64_t kRootsOffset = 4096;
 inline constexpr int kNumRoots = 128;
 inline constexpr uint64_t kRootSize = 64;
 inline constexpr size_t kMaxRootName = 47;
 inline constexpr uint64_t kDataStart = 16384;
-inline constexpr uint64_t kBlockHeader = 16;
+inline constexpr uint64_t kPageSize = 4096;
+inline constexpr uint64_t kDescriptorSize = 64;
+inline constexpr int kMinClass = 4;        // 16-byte blocks
+inline constexpr int kMaxSmallClass = 11;  // 2 KiB blocks; larger allocations are page runs
+// Blocks carry no header (kept for code that computes a class's capacity as 2^c - header).
+inline constexpr uint64_t kBlockHeader = 0;
 
-// Writes a fresh header unless the region already holds one. Returns true if it formatted.
-// FailedPrecondition if the region holds a heap of another layout or size.
+// Writes a fresh heap unless the region already holds one. Returns true if it formatted.
+// FailedPrecondition if the region holds a heap of another layout version or size.
 absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size);
 
-// The class c of the block Allocate(size) returns: the block is 2^c bytes, its payload 2^c - 16.
+// The class c of `size`: Allocate(size) returns a block of at least `size` and at most 2^c bytes.
 int SizeClass(uint64_t size);
 
-// Allocates `size` payload bytes; returns the payload address (16-byte aligned, not zeroed).
-// ResourceExhausted when the region is full.
+// Allocates `size` payload bytes; returns the address (16-byte aligned, page-aligned above 2 KiB,
+// not zeroed). ResourceExhausted when no free memory can hold it.
 absl::StatusOr<uint64_t> Allocate(Context& ctx, uint64_t size);
 // Frees a block returned by Allocate. InvalidArgument for an address that is not an allocated
-// block's payload; FailedPrecondition for a double free.
+// block's start; FailedPrecondition for a double free.
 absl::Status Free(Context& ctx, uint64_t addr);
-// The payload capacity of an allocated block (at least the size asked for). InvalidArgument for an
-// address that is no block's payload; FailedPrecondition for a freed block.
+// The capacity of an allocated block (at least the size asked for). InvalidArgument for an
+// address that is no block's start; FailedPrecondition for a freed block.
 absl::StatusOr<uint64_t> BlockCapacity(Context& ctx, uint64_t addr);
+
+// What a walk of every piece of metadata found: each data byte is in exactly one category.
+struct HeapReport {
+  uint64_t data_bytes = 0;          // N pages
+  uint64_t free_page_bytes = 0;     // pages in the pool, free
+  uint64_t slab_free_bytes = 0;     // free blocks in slabs
+  uint64_t slab_live_bytes = 0;     // allocated blocks (capacity)
+  uint64_t slab_overhead_bytes = 0;  // slab tails too small for a block
+  uint64_t run_live_bytes = 0;      // allocated page runs
+  uint64_t orphaned_bytes = 0;      // pages claimed in the pool that no descriptor owns
+  uint64_t largest_free_run = 0;    // bytes, contiguous free pages
+  uint64_t slabs = 0, runs = 0;
+  std::vector<std::string> errors;  // inconsistencies; empty for a sound heap
+  uint64_t live_bytes() const { return slab_live_bytes + run_live_bytes; }
+  uint64_t free_bytes() const { return free_page_bytes + slab_free_bytes; }
+  // 1 - largest free run / free bytes: 0 when all free memory is one run.
+  double fragmentation() const;
+};
+// Walks the pool bitmap and every descriptor (for an RDMA-mode client: a few large READs). Meant
+// for statistics and for checking; concurrent changes can show as transient errors.
+absl::StatusOr<HeapReport> Check(Context& ctx);
 
 // Named roots: the well-known entry points of data structures ("dht", "lock", ...). A root being
 // created by someone else is waited for; if it stays unpublished for about a second (its creator

@@ -1,10 +1,15 @@
 #include "core/memory/heap.h"
 
+#include <atomic>
+#include <cmath>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "core/active/local_context.h"
+#include "core/status_macros.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ardma {
@@ -124,6 +129,200 @@ TEST_F(HeapTest, ConcurrentAllocateFreeAndRootCreation) {
   for (auto& v : got) all.insert(v.begin(), v.end());
   EXPECT_EQ(all.size(), static_cast<size_t>(kThreads * 1000));
   for (uint64_t v : root_values) EXPECT_EQ(v, root_values[0]);
+}
+
+TEST_F(HeapTest, AHeapOfTheOldLayoutIsRefusedNamingBothVersions) {
+  ASSERT_TRUE(ctx_.WriteU64(8, 1).ok());  // as layout version 1 wrote its header
+  absl::StatusOr<bool> r = heap::FormatIfNeeded(ctx_, kSize);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("layout version 1"));
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("layout version 2"));
+  EXPECT_EQ(heap::Allocate(ctx_, 16).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(HeapTest, FreedMemoryServesEverySizeAndCheckAccountsForEveryByte) {
+  // Fill the heap with small blocks, free them all, then take nearly all of it as one run.
+  std::vector<uint64_t> small;
+  for (;;) {
+    absl::StatusOr<uint64_t> a = heap::Allocate(ctx_, 40);
+    if (!a.ok()) {
+      ASSERT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted) << a.status();
+      break;
+    }
+    small.push_back(*a);
+  }
+  absl::StatusOr<heap::HeapReport> full = heap::Check(ctx_);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_TRUE(full->errors.empty()) << full->errors[0];
+  EXPECT_EQ(full->slab_live_bytes, small.size() * 64);
+  EXPECT_EQ(full->free_page_bytes, 0u);
+  for (uint64_t a : small) ASSERT_TRUE(heap::Free(ctx_, a).ok());
+  absl::StatusOr<uint64_t> big = heap::Allocate(ctx_, full->data_bytes * 9 / 10);
+  ASSERT_TRUE(big.ok()) << big.status();
+  heap::HeapReport r = *heap::Check(ctx_);
+  EXPECT_TRUE(r.errors.empty()) << r.errors[0];
+  EXPECT_EQ(r.run_live_bytes, *heap::BlockCapacity(ctx_, *big));
+  EXPECT_EQ(r.live_bytes() + r.free_bytes() + r.orphaned_bytes + r.slab_overhead_bytes,
+            r.data_bytes);
+  ASSERT_TRUE(heap::Free(ctx_, *big).ok());
+  EXPECT_EQ(heap::Free(ctx_, *big).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(heap::Check(ctx_)->live_bytes(), 0u);
+}
+
+// Allocate/free churn, sizes 16 B to 64 MiB (log-uniform), from several threads, until 20x the
+// region has gone through: with live data under 60% of the region no allocation may fail; once
+// everything is freed, one allocation of 90% of the region succeeds.
+TEST(HeapChurnTest, NeverFailsUnderSixtyPercentLiveAndEndsWhole) {
+  constexpr uint64_t kRegion = 1ull << 30;
+  RegionTable regions;
+  regions.Add(*Region::Create({.size = kRegion}));
+  Execution ex{.regions = &regions};
+  LocalContext setup(&ex);
+  ASSERT_TRUE(*heap::FormatIfNeeded(setup, kRegion));
+  constexpr int kThreads = 4;
+  std::atomic<uint64_t> live{0}, churned{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Execution tex{.regions = &regions};
+      LocalContext ctx(&tex);
+      std::mt19937_64 rng(1234 + t);
+      std::uniform_real_distribution<double> log_size(std::log(16.0), std::log(64.0 * (1 << 20)));
+      std::vector<std::pair<uint64_t, uint64_t>> mine;  // address, size
+      auto free_one = [&] {
+        size_t i = rng() % mine.size();
+        ASSERT_TRUE(heap::Free(ctx, mine[i].first).ok());
+        live -= mine[i].second;
+        mine[i] = mine.back();
+        mine.pop_back();
+      };
+      while (churned.load() < 20 * kRegion) {
+        uint64_t size = static_cast<uint64_t>(std::exp(log_size(rng)));
+        while (live.load() + size > kRegion * 6 / 10 && !mine.empty()) free_one();
+        if (live.fetch_add(size) + size > kRegion * 6 / 10) {  // the others hold it: wait
+          live -= size;
+          std::this_thread::yield();
+          continue;
+        }
+        absl::StatusOr<uint64_t> a = heap::Allocate(ctx, size);
+        if (!a.ok()) {
+          if (failures++ == 0) ADD_FAILURE() << size << " bytes at " << live << " live: " << a.status();
+          live -= size;
+          continue;
+        }
+        mine.emplace_back(*a, size);
+        churned += size;
+        if (rng() % 2 == 0 && !mine.empty()) free_one();
+      }
+      while (!mine.empty()) free_one();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0u);
+  heap::HeapReport r = *heap::Check(setup);
+  EXPECT_TRUE(r.errors.empty()) << r.errors[0];
+  EXPECT_EQ(r.live_bytes(), 0u);
+  EXPECT_TRUE(heap::Allocate(setup, kRegion * 9 / 10).ok());
+}
+
+// A Context whose client dies at its `steps`-th change of memory (write, CAS or fetch-add): that
+// change and every later operation fail, as if the client had been killed just before it.
+class DyingContext : public Context {
+ public:
+  DyingContext(Context& inner, int steps) : inner_(inner), steps_left_(steps) {}
+  bool IsLocal() const override { return false; }  // the RDMA-mode path: reads, then CAS
+  bool dead() const { return steps_left_ <= 0; }
+
+ protected:
+  absl::Status Step() {
+    if (--steps_left_ <= 0) return absl::UnavailableError("client killed");
+    return absl::OkStatus();
+  }
+  absl::Status DoReadBatch(std::span<const ReadOp> ops) override {
+    if (dead()) return absl::UnavailableError("client killed");
+    return inner_.ReadBatch(ops);
+  }
+  absl::Status DoWriteBatch(std::span<const WriteOp> ops) override {
+    ARDMA_RETURN_IF_ERROR(Step());
+    return inner_.WriteBatch(ops);
+  }
+  absl::StatusOr<CasResult> DoCompareAndSwap(RegionId region, uint64_t addr, uint64_t expected,
+                                             uint64_t desired) override {
+    ARDMA_RETURN_IF_ERROR(Step());
+    return inner_.CompareAndSwap(addr, expected, desired, region);
+  }
+  absl::StatusOr<uint64_t> DoFetchAdd(RegionId region, uint64_t addr, uint64_t delta) override {
+    ARDMA_RETURN_IF_ERROR(Step());
+    return inner_.FetchAdd(addr, delta, region);
+  }
+  absl::StatusOr<std::string_view> DoView(RegionId, uint64_t, uint64_t) override {
+    return absl::FailedPreconditionError("not local");
+  }
+  absl::StatusOr<std::string> DoCall(std::string_view, std::string_view) override {
+    return absl::UnimplementedError("call");
+  }
+  absl::Status DoPark(std::string_view, const ParkOptions&) override {
+    return absl::UnimplementedError("park");
+  }
+  absl::StatusOr<bool> DoResume(std::string_view) override {
+    return absl::UnimplementedError("resume");
+  }
+  absl::Status DoOnClose(std::string_view, std::string_view, std::string_view) override {
+    return absl::UnimplementedError("on close");
+  }
+  absl::StatusOr<bool> DoWake(std::string_view, std::string_view) override {
+    return absl::UnimplementedError("wake");
+  }
+  absl::Status DoBackoff(absl::Duration) override { return absl::OkStatus(); }
+
+ private:
+  Context& inner_;
+  int steps_left_;
+};
+
+TEST_F(HeapTest, AClientKilledBetweenAnyTwoStepsLeavesTheHeapConsistent) {
+  // Some state to work against: a current slab per class in use, runs, free pages.
+  std::vector<uint64_t> keep;
+  for (uint64_t size : {16, 100, 3000, 9000, 70000}) keep.push_back(*heap::Allocate(ctx_, size));
+  int kills = 0;
+  for (uint64_t size : {16, 48, 2000, 5000, 300000}) {
+    // Killed at its 1st, 2nd, ... change, until an allocation gets through whole.
+    for (int steps = 1;; ++steps) {
+      SCOPED_TRACE(testing::Message() << "allocate " << size << ", killed at step " << steps);
+      DyingContext dying(ctx_, steps);
+      absl::StatusOr<uint64_t> a = heap::Allocate(dying, size);
+      heap::HeapReport r = *heap::Check(ctx_);
+      ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+      ASSERT_EQ(r.live_bytes() + r.free_bytes() + r.orphaned_bytes + r.slab_overhead_bytes,
+                r.data_bytes);
+      if (a.ok()) {
+        // And the free of it, killed at every step too; then a whole free.
+        for (int free_steps = 1;; ++free_steps) {
+          DyingContext dying_free(ctx_, free_steps);
+          absl::Status f = heap::Free(dying_free, *a);
+          heap::HeapReport after = *heap::Check(ctx_);
+          ASSERT_TRUE(after.errors.empty()) << after.errors[0];
+          if (f.ok() || !dying_free.dead()) break;
+          ++kills;
+          // A free that died before its one publishing CAS left the block allocated.
+          absl::Status again = heap::Free(ctx_, *a);
+          if (again.ok()) break;
+          ASSERT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
+          break;  // it had been published: freeing again is a double free
+        }
+        break;
+      }
+      ASSERT_TRUE(dying.dead()) << a.status();
+      ASSERT_LT(steps, 50);
+      ++kills;
+    }
+  }
+  EXPECT_GE(kills, 10);  // the steps above were really interrupted
+  // The heap still works: everything else can be freed and the memory allocated again.
+  for (uint64_t a : keep) ASSERT_TRUE(heap::Free(ctx_, a).ok());
+  heap::HeapReport r = *heap::Check(ctx_);
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_TRUE(heap::Allocate(ctx_, (r.free_bytes() - r.orphaned_bytes) / 2).ok());
 }
 
 }  // namespace

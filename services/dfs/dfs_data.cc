@@ -320,7 +320,8 @@ absl::StatusOr<Usage> GetUsage(Context& ctx, const Fs& fs) {
   char b[kSuperBytes];
   ARDMA_RETURN_IF_ERROR(ctx.Read(fs.sb, std::span<char>(b, sizeof(b))));
   Usage u;
-  ARDMA_ASSIGN_OR_RETURN(u.heap_allocated, ctx.ReadU64(heap::kAllocatedBytesOffset));
+  ARDMA_ASSIGN_OR_RETURN(heap::HeapReport heap_report, heap::Check(ctx));
+  u.heap_allocated = heap_report.live_bytes();
   u.files = Field(b, kSbFiles);
   u.directories = Field(b, kSbDirs);
   u.data_blocks = Field(b, kSbBlocks);
