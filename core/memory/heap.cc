@@ -8,20 +8,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/memory/heap_layout.h"
 #include "core/status_macros.h"
 
 namespace ardma::heap {
 namespace {
 
-constexpr int kMaxCasRetries = 1 << 20;
+using internal::ComputeLayout;
+using internal::kClassSlots;
+using internal::Layout;
+using internal::ReadLayout;
 
-// Header fields (heap.h has the table).
-constexpr uint64_t kPagesField = 24;
-constexpr uint64_t kPoolField = 32;
-constexpr uint64_t kDescField = 40;
-constexpr uint64_t kClassSlots = 64;
-constexpr int kNumSlots = 16;
-constexpr uint64_t kHeaderBytes = kClassSlots + 8 * kNumSlots;
+constexpr int kMaxCasRetries = 1 << 20;
 
 constexpr int kBitsPerWord = 48;
 constexpr uint64_t kBitsMask = (1ull << kBitsPerWord) - 1;
@@ -60,56 +58,6 @@ uint64_t WordMask(int cls, int k) {
 uint64_t Tagged(uint64_t gen, uint64_t bits) { return (gen & 0xffff) << 48 | bits; }
 
 uint64_t PageAddr(uint64_t page) { return kDataStart + page * kPageSize; }
-
-struct Layout {
-  uint64_t region_size = 0;
-  uint64_t pages = 0;
-  uint64_t pool = 0;  // offset of the pool bitmap
-  uint64_t desc = 0;  // offset of the descriptors
-  uint64_t slots[kNumSlots] = {};
-  uint64_t pool_words() const { return (pages + 63) / 64; }
-  uint64_t DescAddr(uint64_t page) const { return desc + page * kDescriptorSize; }
-};
-
-// Where everything goes in a region of `size` bytes: as many pages as fit with their bitmap bit
-// and descriptor.
-Layout ComputeLayout(uint64_t size) {
-  Layout l;
-  l.region_size = size;
-  if (size <= kDataStart) return l;
-  uint64_t n = (size - kDataStart) * 8 / (8 * (kPageSize + kDescriptorSize) + 1);
-  auto end = [](uint64_t pages) {
-    uint64_t pool = kDataStart + pages * kPageSize;
-    uint64_t desc = (pool + (pages + 63) / 64 * 8 + kDescriptorSize - 1) / kDescriptorSize *
-                    kDescriptorSize;
-    return desc + pages * kDescriptorSize;
-  };
-  while (n > 0 && end(n) > size) --n;
-  l.pages = n;
-  l.pool = kDataStart + n * kPageSize;
-  l.desc = (l.pool + l.pool_words() * 8 + kDescriptorSize - 1) / kDescriptorSize * kDescriptorSize;
-  return l;
-}
-
-absl::StatusOr<Layout> ReadLayout(Context& ctx) {
-  char h[kHeaderBytes];
-  ARDMA_RETURN_IF_ERROR(ctx.Read(0, std::span<char>(h, sizeof(h))));
-  auto at = [&h](uint64_t offset) {
-    uint64_t v;
-    std::memcpy(&v, h + offset, 8);
-    return v;
-  };
-  if (at(0) != kMagic || at(8) != kLayoutVersion) {
-    return absl::FailedPreconditionError("region 0 holds no heap of this layout");
-  }
-  Layout l;
-  l.region_size = at(16);
-  l.pages = at(kPagesField);
-  l.pool = at(kPoolField);
-  l.desc = at(kDescField);
-  for (int c = 0; c < kNumSlots; ++c) l.slots[c] = at(kClassSlots + 8 * c);
-  return l;
-}
 
 struct Descriptor {
   uint64_t w[kDescWords];
@@ -502,9 +450,7 @@ absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
   auto put = [&fresh](uint64_t offset, uint64_t value) { std::memcpy(&fresh[offset], &value, 8); };
   put(8, kLayoutVersion);
   put(16, region_size);
-  put(kPagesField, l.pages);
-  put(kPoolField, l.pool);
-  put(kDescField, l.desc);
+  internal::PutLayout(l, &fresh);
   ARDMA_RETURN_IF_ERROR(ctx.Write(0, fresh));
   ARDMA_RETURN_IF_ERROR(ctx.WriteU64(0, kMagic));
   return true;

@@ -11,11 +11,11 @@
 //   24            8            data pages N
 //   32            8            pool bitmap offset P
 //   40            8            descriptor table offset D
+//   48            8            root directory offset R
+//   56            8            root directory buckets B (a power of two, 1,024 to 2^20, one per
+//                              64 KiB of region)
 //   64            8 * 16       current slab of size class c (4 <= c <= 11): page index + 1, 0 none
-//   4096          64 * 128     named roots, probed linearly from hash(name) % 128; each 64 bytes:
-//                                state:u64  0 empty | hash48(name) << 16 | phase (1 claiming, 2 ready)
-//                                value:u64
-//                                name:char[48] (NUL-padded; at most 47 bytes)
+//   192           16192        reserved (0)
 //   16384         4096 * N     data pages (kDataStart: page i at kDataStart + 4096 i)
 //   P             8 * ceil(N/64)  page pool bitmap: bit i set = page i is in use
 //   D             64 * N       page descriptors, one per data page:
@@ -25,6 +25,10 @@
 //                                words 1-6  slab bitmap, 48 blocks a word: gen:16 << 48 |
 //                                         bits:48, a set bit is a free block
 //                                word 7   reserved (0)
+//   R             8 * B        root directory: bucket b holds the first entry of the chain of
+//                              names whose FNV-1a hash is b modulo B (0: none). An entry is a heap
+//                              block: next:u64, state:u64 (tag48(hash) << 16 | 2 live, 3 deleted),
+//                              value:u64, name length:u64, name (1 to 255 bytes, no NUL)
 //
 // Small allocations (up to 2 KiB) come from slabs: a page cut into blocks of one power-of-two
 // class, 16 B to 2 KiB, with no per-block header. Allocating is three steps, three round trips for
@@ -67,10 +71,7 @@ namespace ardma::heap {
 
 inline constexpr uint64_t kMagic = 0x3150484D41445241ull;  // "ARDMAHP1"
 inline constexpr uint64_t kLayoutVersion = 2;
-inline constexpr uint64_t kRootsOffset = 4096;
-inline constexpr int kNumRoots = 128;
-inline constexpr uint64_t kRootSize = 64;
-inline constexpr size_t kMaxRootName = 47;
+inline constexpr size_t kMaxRootName = 255;
 inline constexpr uint64_t kDataStart = 16384;
 inline constexpr uint64_t kPageSize = 4096;
 inline constexpr uint64_t kDescriptorSize = 64;
@@ -117,9 +118,10 @@ struct HeapReport {
 // for statistics and for checking; concurrent changes can show as transient errors.
 absl::StatusOr<HeapReport> Check(Context& ctx);
 
-// Named roots: the well-known entry points of data structures ("dht", "lock", ...). A root being
-// created by someone else is waited for; if it stays unpublished for about a second (its creator
-// died between claiming and publishing it) these fail with UNAVAILABLE.
+// Named roots: the well-known entry points of data structures ("dht", "list:todo", ...); as many
+// as memory holds. A root is created whole (its entry is written, then linked with one CAS), so a
+// creator that dies leaves no half-made root. Deleting a root marks its entry deleted (the 32 +
+// name-length bytes of the entry stay in its chain; the name can be created again).
 absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name);  // NotFound
 // Returns the root's value, creating it with `initial` if it does not exist yet. When several
 // callers race, exactly one creates it and all return the same value.
@@ -127,8 +129,11 @@ absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, ui
 // Atomically replaces the value if it equals `expected`. NotFound if there is no such root.
 absl::StatusOr<CasResult> CompareAndSetRoot(Context& ctx, std::string_view name, uint64_t expected,
                                             uint64_t desired);
+// Deletes the root (not what its value points to). NotFound if there is no such root.
+absl::Status DeleteRoot(Context& ctx, std::string_view name);
 
-// The address of the root's value word (8-byte aligned), for CAS/FETCH_ADD on it directly.
+// The address of the root's value word (8-byte aligned, fixed for the root's life), for CAS and
+// FETCH_ADD on it directly.
 absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name);
 
 }  // namespace ardma::heap

@@ -1,38 +1,25 @@
-// Named roots (heap.h): a fixed table in the heap's header, probed by name hash.
+// Named roots (heap.h): a hash directory whose bucket array is part of the heap's layout and whose
+// entries are heap blocks, pushed onto their bucket's chain with one CAS once fully written.
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/memory/heap.h"
+#include "core/memory/heap_layout.h"
 #include "core/status_macros.h"
 
 namespace ardma::heap {
 namespace {
 
-constexpr uint64_t kPhaseClaiming = 1;
-constexpr uint64_t kPhaseReady = 2;
+using internal::Layout;
+
+constexpr uint64_t kReady = 2;
+constexpr uint64_t kDeleted = 3;
+constexpr uint64_t kEntryHeader = 32;  // next, state, value, name length
 constexpr int kMaxCasRetries = 1 << 20;
-// A root being created is normally published a few operations later. Waiting for it backs off
-// from 1 us to 1 ms, for about a second in all, then gives up: its creator may have died between
-// claiming the slot and publishing it.
-constexpr int kMaxClaimedWaits = 1000;
-
-absl::Status WaitForClaimedRoot(Context& ctx, std::string_view name, int* waits) {
-  if (++*waits > kMaxClaimedWaits) {
-    return absl::UnavailableError(absl::StrCat("root '", ToAbsl(name),
-                                               "' is still being created by a client that has "
-                                               "not finished (it may have died)"));
-  }
-  return ctx.Backoff(*waits);
-}
-
-// FNV-1a folded to 48 bits; never 0 so a claimed state word is never "empty".
-uint64_t NameHash(std::string_view name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  h &= (1ull << 48) - 1;
-  return h == 0 ? 1 : h;
-}
+// Longer chains than this mean a corrupted (cyclic) chain, not a long one.
+constexpr int kMaxChain = 1 << 24;
 
 absl::Status CheckRootName(std::string_view name) {
   if (name.empty() || name.size() > kMaxRootName || name.find('\0') != std::string_view::npos) {
@@ -42,123 +29,110 @@ absl::Status CheckRootName(std::string_view name) {
   return absl::OkStatus();
 }
 
-uint64_t RootAddr(int slot) { return kRootsOffset + kRootSize * static_cast<uint64_t>(slot); }
-
-struct RootSlot {
-  uint64_t state;
-  uint64_t value;
-  std::string_view name;  // NUL padding stripped
+struct Name {
+  std::string_view text;
+  uint64_t hash;    // FNV-1a
+  uint64_t tag;     // what the entry's state keeps of it: 48 bits, never 0
+  uint64_t bucket;  // address of its bucket's head word
 };
 
-RootSlot ParseSlot(std::string_view table, int slot) {
-  const char* p = table.data() + kRootSize * slot;
-  RootSlot s;
-  std::memcpy(&s.state, p, 8);
-  std::memcpy(&s.value, p + 8, 8);
-  s.name = std::string_view(p + 16, strnlen(p + 16, 48));
-  return s;
+absl::StatusOr<Name> Prepare(Context& ctx, std::string_view text, Layout* layout) {
+  ARDMA_RETURN_IF_ERROR(CheckRootName(text));
+  ARDMA_ASSIGN_OR_RETURN(*layout, internal::ReadLayout(ctx));
+  Name n{text, 1469598103934665603ull, 0, 0};
+  for (unsigned char c : text) n.hash = (n.hash ^ c) * 1099511628211ull;
+  n.tag = (n.hash >> 16) == 0 ? 1 : (n.hash >> 16);
+  n.bucket = layout->dir + 8 * (n.hash & (layout->buckets - 1));
+  return n;
 }
 
-enum class Lookup { kFound, kAbsent, kClaimed };
+uint64_t State(uint64_t tag, uint64_t phase) { return tag << 16 | phase; }
 
-// Probes the root table for `name`. kFound sets *slot to the ready slot; kAbsent sets *slot to the
-// first empty slot on the probe path (or -1 if the table is full); kClaimed means a slot with this
-// name's hash is being created right now: the caller reads again.
-Lookup Probe(std::string_view table, std::string_view name, uint64_t hash, int* slot) {
-  int start = static_cast<int>(hash % kNumRoots);
-  for (int i = 0; i < kNumRoots; ++i) {
-    int s = (start + i) % kNumRoots;
-    RootSlot r = ParseSlot(table, s);
-    if (r.state == 0) {
-      *slot = s;
-      return Lookup::kAbsent;
-    }
-    if ((r.state >> 16) != hash) continue;
-    if ((r.state & 0xffff) != kPhaseReady) {
-      *slot = s;
-      return Lookup::kClaimed;
-    }
-    if (r.name == name) {
-      *slot = s;
-      return Lookup::kFound;
-    }
-  }
-  *slot = -1;
-  return Lookup::kAbsent;
-}
+struct Entry {
+  uint64_t addr = 0;
+  uint64_t state = 0;
+  uint64_t value = 0;
+};
 
-// The root table as one READ saw it. Where memory is local it is a view, not a copy: every
-// service call by name looks its root up, so this is on the hot path of active code.
-struct RootTable {
+// Walks the chain from `head` for a live entry named `name`.
+absl::StatusOr<std::optional<Entry>> Find(Context& ctx, const Name& name, uint64_t head) {
   std::string copy;
-  std::string_view bytes;
-};
-
-absl::StatusOr<RootTable> ReadRootTable(Context& ctx) {
-  RootTable t;
-  if (ctx.IsLocal()) {
-    ARDMA_ASSIGN_OR_RETURN(t.bytes, ctx.View(kRootsOffset, kRootSize * kNumRoots));
-  } else {
-    ARDMA_ASSIGN_OR_RETURN(t.copy, ctx.Read(kRootsOffset, kRootSize * kNumRoots));
-    t.bytes = t.copy;
+  for (int hops = 0; head != 0; ++hops) {
+    if (hops > kMaxChain) return absl::DataLossError("the root directory has a cyclic chain");
+    uint64_t len = kEntryHeader + name.text.size();
+    std::string_view bytes;
+    if (ctx.IsLocal()) {
+      ARDMA_ASSIGN_OR_RETURN(bytes, ctx.View(head, len));
+    } else {
+      ARDMA_ASSIGN_OR_RETURN(copy, ctx.Read(head, len));
+      bytes = copy;
+    }
+    uint64_t w[4];
+    std::memcpy(w, bytes.data(), sizeof(w));
+    if (w[1] == State(name.tag, kReady) && w[3] == name.text.size() &&
+        bytes.substr(kEntryHeader) == name.text) {
+      return Entry{head, w[1], w[2]};
+    }
+    head = w[0];
   }
-  return t;
+  return std::nullopt;
+}
+
+absl::StatusOr<Entry> FindOrNotFound(Context& ctx, std::string_view text) {
+  Layout layout;
+  ARDMA_ASSIGN_OR_RETURN(Name name, Prepare(ctx, text, &layout));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t head, ctx.ReadU64(name.bucket));
+  ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e, Find(ctx, name, head));
+  if (!e) return absl::NotFoundError(absl::StrCat("no root named '", ToAbsl(text), "'"));
+  return *e;
 }
 
 }  // namespace
 
 absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
-  ARDMA_RETURN_IF_ERROR(CheckRootName(name));
-  uint64_t hash = NameHash(name);
-  for (int waits = 0;;) {
-    ARDMA_ASSIGN_OR_RETURN(RootTable root_table, ReadRootTable(ctx));
-    std::string_view table = root_table.bytes;
-    int slot;
-    switch (Probe(table, name, hash, &slot)) {
-      case Lookup::kFound:
-        return RootAddr(slot) + 8;
-      case Lookup::kAbsent:
-        return absl::NotFoundError(absl::StrCat("no root named '", ToAbsl(name), "'"));
-      case Lookup::kClaimed:
-        ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(ctx, name, &waits));  // then read again
-        break;
-    }
-  }
+  ARDMA_ASSIGN_OR_RETURN(Entry e, FindOrNotFound(ctx, name));
+  return e.addr + 16;
 }
 
 absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t addr, RootValueAddress(ctx, name));
-  return ctx.ReadU64(addr);
+  return ctx.ReadU64(addr);  // now, not as the walk saw it: CompareAndSetRoot may have moved it
 }
 
-absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, uint64_t initial) {
-  ARDMA_RETURN_IF_ERROR(CheckRootName(name));
-  uint64_t hash = NameHash(name);
-  int waits = 0;
+absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view text, uint64_t initial) {
+  Layout layout;
+  ARDMA_ASSIGN_OR_RETURN(Name name, Prepare(ctx, text, &layout));
+  uint64_t mine = 0;  // our entry, written once, relinked on every retry
+  auto drop_mine = [&ctx, &mine] {
+    if (mine != 0) Free(ctx, mine).IgnoreError();
+  };
   for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(RootTable root_table, ReadRootTable(ctx));
-    std::string_view table = root_table.bytes;
-    int slot;
-    Lookup found = Probe(table, name, hash, &slot);
-    if (found == Lookup::kFound) return ParseSlot(table, slot).value;
-    if (found == Lookup::kClaimed) {
-      ARDMA_RETURN_IF_ERROR(WaitForClaimedRoot(ctx, name, &waits));
-      continue;
+    ARDMA_ASSIGN_OR_RETURN(uint64_t head, ctx.ReadU64(name.bucket));
+    absl::StatusOr<std::optional<Entry>> found = Find(ctx, name, head);
+    if (!found.ok() || found->has_value()) {
+      drop_mine();
+      if (!found.ok()) return found.status();
+      return ctx.ReadU64((*found)->addr + 16);
     }
-    if (slot < 0) return absl::ResourceExhaustedError("the root table is full");
-    uint64_t addr = RootAddr(slot);
-    ARDMA_ASSIGN_OR_RETURN(CasResult claim,
-                           ctx.CompareAndSwap(addr, 0, hash << 16 | kPhaseClaiming));
-    if (!claim.swapped) continue;  // someone took this slot: probe again
-    char body[kRootSize - 8] = {};
-    std::memcpy(body, &initial, 8);
-    std::memcpy(body + 8, name.data(), name.size());
-    ARDMA_RETURN_IF_ERROR(ctx.Write(addr + 8, std::string_view(body, sizeof(body))));
-    ARDMA_ASSIGN_OR_RETURN(CasResult publish, ctx.CompareAndSwap(addr, hash << 16 | kPhaseClaiming,
-                                                                 hash << 16 | kPhaseReady));
-    if (!publish.swapped) return absl::DataLossError("root slot changed while being created");
-    return initial;
+    if (mine == 0) {
+      ARDMA_ASSIGN_OR_RETURN(mine, Allocate(ctx, kEntryHeader + text.size()));
+      std::string entry(kEntryHeader, '\0');
+      uint64_t w[4] = {head, State(name.tag, kReady), initial, text.size()};
+      std::memcpy(entry.data(), w, sizeof(w));
+      entry.append(text);
+      if (absl::Status s = ctx.Write(mine, entry); !s.ok()) {
+        drop_mine();
+        return s;
+      }
+    } else if (absl::Status s = ctx.WriteU64(mine, head); !s.ok()) {
+      drop_mine();
+      return s;
+    }
+    // Published whole: the entry is complete before the bucket points at it.
+    ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(name.bucket, head, mine));
+    if (cas.swapped) return initial;
   }
+  drop_mine();
   return absl::AbortedError("root creation lost too many races");
 }
 
@@ -166,6 +140,16 @@ absl::StatusOr<CasResult> CompareAndSetRoot(Context& ctx, std::string_view name,
                                             uint64_t desired) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t addr, RootValueAddress(ctx, name));
   return ctx.CompareAndSwap(addr, expected, desired);
+}
+
+absl::Status DeleteRoot(Context& ctx, std::string_view name) {
+  for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Entry e, FindOrNotFound(ctx, name));
+    ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(e.addr + 8, e.state,
+                                                             (e.state & ~0xffffull) | kDeleted));
+    if (cas.swapped) return absl::OkStatus();
+  }
+  return absl::AbortedError("root deletion lost too many races");
 }
 
 }  // namespace ardma::heap

@@ -73,33 +73,33 @@ TEST_F(HeapTest, RootsCreateGetAndCompareAndSet) {
   EXPECT_TRUE(heap::CompareAndSetRoot(ctx_, "dht", 777, 2)->swapped);
   EXPECT_EQ(*heap::GetRoot(ctx_, "dht"), 2u);
   EXPECT_EQ(heap::GetRoot(ctx_, "").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(heap::GetRoot(ctx_, std::string(48, 'x')).status().code(),
+  EXPECT_EQ(heap::GetRoot(ctx_, std::string(heap::kMaxRootName + 1, 'x')).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(HeapTest, RootLeftHalfCreatedByADeadCreatorFailsInsteadOfSpinning) {
-  ASSERT_TRUE(heap::GetOrCreateRoot(ctx_, "orphan", 5).ok());
-  // Put its slot back into the "claiming" phase, as a creator that died mid-way leaves it.
-  uint64_t state_addr = *heap::RootValueAddress(ctx_, "orphan") - 8;
-  uint64_t state = *ctx_.ReadU64(state_addr);
-  ASSERT_TRUE(ctx_.WriteU64(state_addr, (state & ~0xffffull) | 1).ok());
-  absl::Time start = absl::Now();
-  EXPECT_EQ(heap::GetRoot(ctx_, "orphan").status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(heap::GetOrCreateRoot(ctx_, "orphan", 6).status().code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
-  EXPECT_TRUE(heap::GetOrCreateRoot(ctx_, "other", 1).ok());  // the rest of the table works
-}
-
-TEST_F(HeapTest, RootTableFillsUp) {
-  for (int i = 0; i < heap::kNumRoots; ++i) {
+TEST_F(HeapTest, RootsAreUnlimitedLongNamedAndDeletable) {
+  constexpr int kRoots = 10000;
+  for (int i = 0; i < kRoots; ++i) {
     ASSERT_TRUE(heap::GetOrCreateRoot(ctx_, "root" + std::to_string(i), i).ok()) << i;
   }
-  for (int i = 0; i < heap::kNumRoots; ++i) {
+  for (int i = 0; i < kRoots; i += 7) {
     EXPECT_EQ(*heap::GetRoot(ctx_, "root" + std::to_string(i)), static_cast<uint64_t>(i));
   }
-  EXPECT_EQ(heap::GetOrCreateRoot(ctx_, "one-too-many", 1).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  std::string long_name(heap::kMaxRootName, 'n');
+  EXPECT_EQ(*heap::GetOrCreateRoot(ctx_, long_name, 9), 9u);
+  EXPECT_EQ(*heap::GetRoot(ctx_, long_name), 9u);
+  EXPECT_EQ(heap::GetRoot(ctx_, long_name + "n").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(heap::GetRoot(ctx_, std::string("a\0b", 3)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  ASSERT_TRUE(heap::DeleteRoot(ctx_, "root42").ok());
+  EXPECT_EQ(heap::GetRoot(ctx_, "root42").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(heap::DeleteRoot(ctx_, "root42").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*heap::GetRoot(ctx_, "root43"), 43u);  // its neighbours are untouched
+  EXPECT_EQ(*heap::GetOrCreateRoot(ctx_, "root42", 4242), 4242u);  // and the name is free again
+  EXPECT_EQ(*heap::GetRoot(ctx_, "root42"), 4242u);
+  EXPECT_TRUE(heap::Check(ctx_)->errors.empty());
 }
 
 // Many threads allocating, creating the same roots and freeing at once: no block handed out
@@ -316,6 +316,19 @@ TEST_F(HeapTest, AClientKilledBetweenAnyTwoStepsLeavesTheHeapConsistent) {
       ASSERT_LT(steps, 50);
       ++kills;
     }
+  }
+  // A root creator killed at any step leaves either no root or the whole root.
+  for (int steps = 1;; ++steps) {
+    DyingContext dying(ctx_, steps);
+    absl::StatusOr<uint64_t> v = heap::GetOrCreateRoot(dying, "made-by-the-dying", 77);
+    absl::StatusOr<uint64_t> seen = heap::GetRoot(ctx_, "made-by-the-dying");
+    if (seen.ok()) {
+      EXPECT_EQ(*seen, 77u);
+      break;
+    }
+    ASSERT_EQ(seen.status().code(), absl::StatusCode::kNotFound);
+    ASSERT_FALSE(v.ok());
+    ++kills;
   }
   EXPECT_GE(kills, 10);  // the steps above were really interrupted
   // The heap still works: everything else can be freed and the memory allocated again.
