@@ -1,0 +1,82 @@
+// The heap issue's user scenario, end to end through the services: fill the server through the
+// file system, remove everything, and the freed memory must serve any size again — a 200 MB
+// upload and 10,000 new lists (each list is a named root).
+#include <string>
+#include <vector>
+
+#include "core/testing/test_server.h"
+#include "gtest/gtest.h"
+#include "services/dfs/dfs_client.h"
+#include "services/list/list_client.h"
+
+namespace ardma {
+namespace {
+
+constexpr uint64_t kMemory = 512ull << 20;
+
+absl::Status RemoveTree(dfs::DfsClient& fs, const std::string& dir) {
+  absl::StatusOr<std::vector<dfs::DirEntry>> entries = fs.ListDir(dir);
+  if (!entries.ok()) return entries.status();
+  for (const dfs::DirEntry& e : *entries) {
+    std::string path = dir + "/" + e.name;
+    absl::Status s = e.type == dfs::FileType::kDirectory ? RemoveTree(fs, path) : fs.Unlink(path);
+    if (!s.ok()) return s;
+  }
+  return fs.Rmdir(dir);
+}
+
+TEST(HeapReuseTest, FillThroughTheFileSystemRemoveAllThenLargeUploadAndManyLists) {
+  ServerOptions options = testing::TestServerOptions();
+  options.memory_size = kMemory;
+  absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = *(*server)->NewClient();
+  dfs::DfsClient fs(client.get(), Mode::kActive);
+
+  // Fill: directories of small files of many sizes and one 1 MiB file each, until the heap is full.
+  ASSERT_TRUE(fs.Mkdir("/fill").ok());
+  const std::string mib(1 << 20, 'm');
+  bool full = false;
+  int files = 0;
+  for (int d = 0; !full; ++d) {
+    std::string dir = "/fill/d" + std::to_string(d);
+    absl::Status made = fs.Mkdir(dir).status();
+    if (absl::IsResourceExhausted(made)) break;
+    ASSERT_TRUE(made.ok()) << made;
+    for (int f = 0; f < 40 && !full; ++f) {
+      std::string data = f == 0 ? mib : std::string(17 + 97 * f, 's');
+      absl::Status s = fs.WriteFile(dir + "/f" + std::to_string(f), data);
+      if (absl::IsResourceExhausted(s)) {
+        full = true;
+      } else {
+        ASSERT_TRUE(s.ok()) << s;
+        ++files;
+      }
+    }
+  }
+  ASSERT_TRUE(full);
+  EXPECT_GT(files, 400);
+
+  ASSERT_TRUE(RemoveTree(fs, "/fill").ok());
+  absl::StatusOr<uint64_t> errors = testing::StatValue(*client, "heap.errors");
+  ASSERT_TRUE(errors.ok()) << errors.status();
+  EXPECT_EQ(*errors, 0u);
+
+  // The memory is back for any size.
+  std::string big(200'000'000, 'b');
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>('a' + i / 4096 % 26);
+  ASSERT_TRUE(fs.Upload("/big", big).ok());
+  absl::StatusOr<std::string> back = fs.ReadFile("/big");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == big);
+
+  list::ListClient lists(client.get(), Mode::kActive);
+  for (int i = 0; i < 10000; ++i) {
+    ASSERT_TRUE(lists.Append("list-" + std::to_string(i), int64_t{i}).ok()) << i;
+  }
+  EXPECT_EQ(*lists.Size("list-9999"), 1u);
+  EXPECT_EQ(*testing::StatValue(*client, "heap.errors"), 0u);
+}
+
+}  // namespace
+}  // namespace ardma
