@@ -409,6 +409,12 @@ int SizeClass(uint64_t size) {
   return cls < kMinClass ? kMinClass : cls;
 }
 
+uint64_t CapacityFor(uint64_t size) {
+  int cls = SizeClass(size);
+  if (cls <= kMaxSmallClass) return 1ull << cls;
+  return (size + kPageSize - 1) / kPageSize * kPageSize;
+}
+
 double HeapReport::fragmentation() const {
   uint64_t free = free_bytes();
   return free == 0 ? 0.0

@@ -87,6 +87,9 @@ absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size);
 // The class c of `size`: Allocate(size) returns a block of at least `size` and at most 2^c bytes.
 int SizeClass(uint64_t size);
 
+// The capacity Allocate(size) gives: 2^SizeClass(size) up to 2 KiB, else whole 4 KiB pages.
+uint64_t CapacityFor(uint64_t size);
+
 // Allocates `size` payload bytes; returns the address (16-byte aligned, page-aligned above 2 KiB,
 // not zeroed). ResourceExhausted when no free memory can hold it.
 absl::StatusOr<uint64_t> Allocate(Context& ctx, uint64_t size);

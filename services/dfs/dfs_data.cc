@@ -84,8 +84,33 @@ absl::StatusOr<Inode> HandleInode(Context& ctx, uint64_t ino) {
   return n;
 }
 
-// Writes `data` at `offset` into the locked file `n`, allocating blocks and growing the table.
-// Returns the new size.
+// The bytes of a file of `size` that fall in block `b`.
+uint64_t UsedInBlock(uint64_t size, uint64_t b) {
+  return size <= b * kBlockSize ? 0 : std::min(kBlockSize, size - b * kBlockSize);
+}
+
+// A block that can hold `need` bytes in place of `old` (0: none), which holds `used` bytes and has
+// room for `have`: at least double `have`, a whole block if that is most of one. Its bytes past
+// `used` are zero; the caller writes over the rest. `fresh` collects it for the caller to free
+// should the operation fail.
+absl::StatusOr<uint64_t> GrowBlock(Context& ctx, uint64_t old, uint64_t used, uint64_t have,
+                                   uint64_t need, bool overwritten_whole,
+                                   std::vector<uint64_t>* fresh) {
+  uint64_t want = std::min(kBlockSize, std::max(need, 2 * have));
+  if (want > kBlockSize / 2) want = kBlockSize;
+  ARDMA_ASSIGN_OR_RETURN(uint64_t block, heap::Allocate(ctx, want));
+  fresh->push_back(block);
+  if (overwritten_whole && heap::CapacityFor(want) == need) return block;
+  std::string image(heap::CapacityFor(want), '\0');
+  if (old != 0 && used > 0) {
+    ARDMA_RETURN_IF_ERROR(ctx.Read(old, std::span<char>(image.data(), used)));
+  }
+  ARDMA_RETURN_IF_ERROR(ctx.Write(block, image));
+  return block;
+}
+
+// Writes `data` at `offset` into the locked file `n`, allocating or growing blocks and growing the
+// table. Returns the new size.
 absl::StatusOr<uint64_t> WriteData(Context& ctx, const Fs& fs, const Inode& n, uint64_t offset,
                                    std::string_view data) {
   uint64_t end = offset + data.size();
@@ -95,21 +120,30 @@ absl::StatusOr<uint64_t> WriteData(Context& ctx, const Fs& fs, const Inode& n, u
   auto [table, capacity] = grown;
   ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> blocks,
                          ReadTable(ctx, table + 8 * first, last - first + 1));
-  std::vector<uint64_t> fresh;
+  std::vector<uint64_t> fresh, replaced;
   absl::Status s;
-  static const std::string kZeros(kBlockSize, '\0');
   for (uint64_t b = first; b <= last && s.ok(); ++b) {
-    if (blocks[b - first] != 0) continue;
-    absl::StatusOr<uint64_t> block = heap::Allocate(ctx, kBlockSize);
+    uint64_t used = UsedInBlock(n.size, b);
+    uint64_t need = std::max(used, UsedInBlock(end, b));
+    uint64_t old = blocks[b - first];
+    uint64_t have = used;  // a block always holds the file's bytes in it
+    if (old != 0 && need > have) {
+      absl::StatusOr<uint64_t> cap = heap::BlockCapacity(ctx, old);
+      if (!cap.ok()) {
+        s = cap.status();
+        break;
+      }
+      have = *cap;
+    }
+    if (old != 0 && need <= have) continue;
+    bool whole = offset <= b * kBlockSize && end >= b * kBlockSize + need;
+    absl::StatusOr<uint64_t> block = GrowBlock(ctx, old, used, have, need, whole, &fresh);
     if (!block.ok()) {
       s = block.status();
       break;
     }
-    fresh.push_back(*block);
     blocks[b - first] = *block;
-    // Zero what this write does not cover, so the block reads as the hole it was.
-    bool whole = offset <= b * kBlockSize && end >= (b + 1) * kBlockSize;
-    if (!whole) s = ctx.Write(*block, kZeros);
+    if (old != 0) replaced.push_back(old);
   }
   if (!s.ok()) {
     for (uint64_t b : fresh) heap::Free(ctx, b).IgnoreError();
@@ -138,11 +172,13 @@ absl::StatusOr<uint64_t> WriteData(Context& ctx, const Fs& fs, const Inode& n, u
                                    {kInCtime, now},
                                    {kInGen, n.gen + 2}}));
   if (table != n.table && n.table != 0) ARDMA_RETURN_IF_ERROR(heap::Free(ctx, n.table));
-  if (!fresh.empty()) {
+  for (uint64_t b : replaced) ARDMA_RETURN_IF_ERROR(heap::Free(ctx, b));
+  if (fresh.size() > replaced.size()) {
     // (A handle's superblock address comes from the client: check it before counting into it.)
     ARDMA_ASSIGN_OR_RETURN(uint64_t magic, ctx.ReadU64(fs.sb));
     if (magic != kSuperMagic) return absl::DataLossError("dfs: bad superblock in handle");
-    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(fs.sb + kSbBlocks, fresh.size()).status());
+    ARDMA_RETURN_IF_ERROR(
+        ctx.FetchAdd(fs.sb + kSbBlocks, fresh.size() - replaced.size()).status());
   }
   return size;
 }
@@ -207,6 +243,26 @@ absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_
   Locks locks(ctx);
   ARDMA_ASSIGN_OR_RETURN(Inode n, LockFile(ctx, fs, path, locks));
   ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.ino + kInGen, n.gen + 1));
+  std::vector<uint64_t> fresh;
+  if (len > n.size && n.size > 0 && n.table != 0) {
+    // Growing: the block the old end falls in must hold the new bytes in it (zeros).
+    uint64_t b = (n.size - 1) / kBlockSize;
+    uint64_t used = UsedInBlock(n.size, b), need = UsedInBlock(len, b);
+    ARDMA_ASSIGN_OR_RETURN(uint64_t old, ctx.ReadU64(n.table + 8 * b));
+    if (old != 0 && need > used) {
+      ARDMA_ASSIGN_OR_RETURN(uint64_t have, heap::BlockCapacity(ctx, old));
+      if (need > have) {
+        absl::StatusOr<uint64_t> block = GrowBlock(ctx, old, used, have, need, false, &fresh);
+        if (!block.ok()) {
+          for (uint64_t f : fresh) heap::Free(ctx, f).IgnoreError();
+          ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.ino + kInGen, n.gen + 2));
+          return block.status();
+        }
+        ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.table + 8 * b, *block));
+        ARDMA_RETURN_IF_ERROR(heap::Free(ctx, old));
+      }
+    }
+  }
   if (len < n.size && n.table != 0) {
     // Free whole blocks past the end; zero the rest of the block the end falls in.
     uint64_t keep = (len + kBlockSize - 1) / kBlockSize;
@@ -216,8 +272,12 @@ absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_
       std::fill(blocks.begin() + keep, blocks.end(), 0);
     }
     if (len % kBlockSize != 0 && blocks[keep - 1] != 0) {
-      ARDMA_RETURN_IF_ERROR(ctx.Write(blocks[keep - 1] + len % kBlockSize,
-                                      std::string(kBlockSize - len % kBlockSize, '\0')));
+      // Zero the rest of what the block holds, so growing the file again reads zeros there.
+      uint64_t tail = len % kBlockSize, held = UsedInBlock(n.size, keep - 1);
+      if (held > tail) {
+        ARDMA_RETURN_IF_ERROR(
+            ctx.Write(blocks[keep - 1] + tail, std::string(held - tail, '\0')));
+      }
     }
     if (keep < blocks.size()) {
       ARDMA_RETURN_IF_ERROR(ctx.Write(
@@ -265,23 +325,26 @@ absl::StatusOr<Stat> Copy(Context& ctx, const Fs& fs, std::string_view from, std
     if (!t.ok()) return t.status();
     table = *t;
   }
-  std::string buffer;
   for (uint64_t b = 0; b < src_blocks.size() && s.ok(); ++b) {
     if (src_blocks[b] == 0) continue;
-    absl::StatusOr<uint64_t> block = heap::Allocate(ctx, kBlockSize);
+    // A block as big as the source's bytes in it; its rounding past them reads as zeros.
+    uint64_t used = UsedInBlock(src.size, b);
+    absl::StatusOr<uint64_t> block = heap::Allocate(ctx, used);
     if (!block.ok()) {
       s = block.status();
       break;
     }
     copies[b] = *block;
     ++allocated;
+    uint64_t pad = heap::CapacityFor(used) - used;
     if (ctx.IsLocal()) {
-      absl::StatusOr<std::string_view> view = ctx.View(src_blocks[b], kBlockSize);
+      absl::StatusOr<std::string_view> view = ctx.View(src_blocks[b], used);
       s = view.ok() ? ctx.Write(*block, *view) : view.status();
     } else {
-      absl::StatusOr<std::string> bytes = ctx.Read(src_blocks[b], kBlockSize);
+      absl::StatusOr<std::string> bytes = ctx.Read(src_blocks[b], used);
       s = bytes.ok() ? ctx.Write(*block, *bytes) : bytes.status();
     }
+    if (s.ok() && pad > 0) s = ctx.Write(*block + used, std::string(pad, '\0'));
   }
   if (s.ok() && table != 0) {
     s = ctx.Write(

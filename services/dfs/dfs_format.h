@@ -5,13 +5,13 @@
 // A file system is named (1 to kMaxFsNameBytes bytes); its superblock hangs off the heap root
 // "dfs:<name>" and its directory entries live in the DHT table "dfs.<name>": key = parent inode
 // (8 bytes, little-endian) + entry name, value = child inode (8 bytes) + type (1 byte). Inodes are
-// 512-byte heap blocks (496 bytes of payload); an inode number is its payload's address.
+// 512-byte heap blocks; an inode number is its address.
 //
 // Superblock (64 B): +0 magic "ARDMADFS", +8 root inode, +16 rename lock (cross-directory renames
 // take it, so no rename can make a directory its own ancestor), +24 files, +32 directories,
 // +40 data blocks in use.
 //
-// Inode (496 B):
+// Inode (512 B):
 //   +0   magic "ARDMAINO" (cleared when freed)   +8   lock word (0 free, else the holder's nonce)
 //   +16  type (1 file, 2 directory)              +24  parent inode (the root is its own parent)
 //   +32  size: file bytes / directory entries   +40  mode (permission bits)
@@ -22,9 +22,14 @@
 //   +96  name length                             +104 name (up to kMaxNameBytes)
 //   +360 removed (a removed directory takes no new entries)
 //
-// File data lives in heap blocks of kBlockSize data bytes listed by the block table (tables and
-// child arrays are sized to fill their heap blocks); a 0 entry is a hole and
-// reads as zeros. Growing a file grows only its table (entries are copied, data blocks are not).
+// File data lives in blocks of up to kBlockSize bytes listed by the block table (tables and child
+// arrays are sized to fill their heap blocks); a 0 entry is a hole and reads as zeros. A block
+// holds at least the file's bytes that fall in it but may be smaller than kBlockSize: a small
+// file's only block is just big enough for it (16 B to 2 KiB in powers of two, then whole 4 KiB
+// pages), and grows (at least doubling, moved with its data) as the file does. So a file of n
+// bytes costs its 512-byte inode, n rounded up as above, a table of 2 or more entries (16 B) and
+// its directory entry; an empty file has no table. Growing a file grows only its table and its
+// last block (entries are copied, data blocks are not).
 // Directories list their children (inode numbers) in a child array for readdir; a child knows its
 // index, so unlink moves the last child into the gap (O(1)). Namespace changes lock the directory
 // (or directories, in address order); writes lock the file. A lock word left by a client that died
@@ -43,9 +48,8 @@
 
 namespace ardma::dfs {
 
-// A data block is one 64 KiB heap block: 65,520 bytes of data after the allocator's 16-byte
-// header (so nothing is wasted to size-class rounding).
-inline constexpr uint64_t kBlockSize = 64 * 1024 - 16;
+// The largest data block: a run of 16 heap pages.
+inline constexpr uint64_t kBlockSize = 64 * 1024;
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kMaxPathBytes = 4096;
 inline constexpr size_t kMaxFsNameBytes = 39;
@@ -55,7 +59,7 @@ inline constexpr absl::Duration kLockStealAfter = absl::Seconds(2);
 inline constexpr uint64_t kSuperMagic = 0x5346444d41445241ull;  // "ARDMADFS"
 inline constexpr uint64_t kInodeMagic = 0x4f4e49414d445241ull;  // "ARDMAINO"
 inline constexpr uint64_t kSuperBytes = 64;
-inline constexpr uint64_t kInodeBytes = 512 - 16;  // a 512-byte heap block
+inline constexpr uint64_t kInodeBytes = 512;  // a 512-byte heap block
 
 // Superblock fields.
 inline constexpr uint64_t kSbRoot = 8, kSbRenameLock = 16, kSbFiles = 24, kSbDirs = 32,

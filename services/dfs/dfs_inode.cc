@@ -311,9 +311,9 @@ absl::Status CheckNotBelow(Context& ctx, const Fs& fs, uint64_t dir, uint64_t in
 absl::StatusOr<std::pair<uint64_t, uint64_t>> GrowTable(Context& ctx, uint64_t table,
                                                         uint64_t capacity, uint64_t need) {
   if (need <= capacity) return std::make_pair(table, capacity);
-  // At least double, and as many entries as fill the heap block (8 * cap + 16 a power of two).
-  uint64_t cap = std::max<uint64_t>({need, 2 * capacity, 6});
-  cap = (std::bit_ceil(8 * cap + 16) - 16) / 8;
+  // At least double, and as many entries as fill the heap block.
+  uint64_t cap = std::max<uint64_t>({need, 2 * capacity, 2});
+  cap = heap::CapacityFor(8 * cap) / 8;
   ARDMA_ASSIGN_OR_RETURN(uint64_t fresh, heap::Allocate(ctx, 8 * cap));
   std::string bytes(8 * cap, '\0');
   absl::Status s;
