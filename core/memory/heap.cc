@@ -27,6 +27,7 @@ constexpr int kDescWords = 8;
 // Descriptors are scanned (for slabs with free blocks, or empty ones) this many at a time.
 constexpr uint64_t kScanPages = 16384;
 
+// (Kind 3 is not written: a run is described by its first page alone.)
 enum Kind : uint64_t { kFree = 0, kSlab = 1, kRunHead = 2, kRunTail = 3 };
 
 struct State {
@@ -209,9 +210,10 @@ absl::StatusOr<std::optional<uint64_t>> TakeBlock(Context& ctx, const Layout& l,
       uint64_t bits = w & WordMask(cls, k);
       if (bits == 0) break;
       int b = std::countr_zero(bits);
-      ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(l.DescAddr(page) + 8 * (1 + k), w,
-                                                               w & ~(1ull << b)));
-      if (cas.swapped) return PageAddr(page) + ((static_cast<uint64_t>(k) * kBitsPerWord + b) << cls);
+      ARDMA_ASSIGN_OR_RETURN(
+          CasResult cas, ctx.CompareAndSwap(l.DescAddr(page) + 8 * (1 + k), w, w & ~(1ull << b)));
+      if (cas.swapped)
+        return PageAddr(page) + ((static_cast<uint64_t>(k) * kBitsPerWord + b) << cls);
       w = cas.observed;
     }
   }
@@ -254,8 +256,8 @@ absl::StatusOr<bool> ClaimWholeSlab(Context& ctx, const Layout& l, uint64_t page
   State s = d.state();
   for (int k = 0; k < BitmapWords(s.cls); ++k) {
     uint64_t full = Tagged(s.gen, WordMask(s.cls, k));
-    ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(l.DescAddr(page) + 8 * (1 + k), full,
-                                                             Tagged(s.gen, 0)));
+    ARDMA_ASSIGN_OR_RETURN(
+        CasResult cas, ctx.CompareAndSwap(l.DescAddr(page) + 8 * (1 + k), full, Tagged(s.gen, 0)));
     if (!cas.swapped) {
       for (int j = 0; j < k; ++j) {
         ARDMA_RETURN_IF_ERROR(
@@ -366,15 +368,11 @@ absl::StatusOr<uint64_t> AllocateRun(Context& ctx, uint64_t size) {
       if (released == 0) break;
       continue;
     }
-    ARDMA_ASSIGN_OR_RETURN(std::string old, ctx.Read(l.DescAddr(*first), n * kDescriptorSize));
-    std::vector<Descriptor> run(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t w0;
-      std::memcpy(&w0, old.data() + i * kDescriptorSize, 8);
-      uint64_t gen = UnpackState(w0).gen + 1;
-      run[i].w[0] = i == 0 ? PackState(kRunHead, 0, gen, n) : PackState(kRunTail, 0, gen, *first);
-    }
-    ARDMA_RETURN_IF_ERROR(ctx.Write(l.DescAddr(*first), EncodeDescriptors(run)));
+    // Only the head is described: the other pages keep the free descriptors they had in the pool
+    // (a run's size is in its head, and Check knows the pages it covers).
+    ARDMA_ASSIGN_OR_RETURN(uint64_t was, ctx.ReadU64(l.DescAddr(*first)));
+    ARDMA_RETURN_IF_ERROR(
+        ctx.WriteU64(l.DescAddr(*first), PackState(kRunHead, 0, UnpackState(was).gen + 1, n)));
     return PageAddr(*first);
   }
   return absl::ResourceExhaustedError(absl::StrCat("heap full: cannot allocate ", size, " bytes"));
@@ -417,8 +415,7 @@ uint64_t CapacityFor(uint64_t size) {
 
 double HeapReport::fragmentation() const {
   uint64_t free = free_bytes();
-  return free == 0 ? 0.0
-                   : 1.0 - static_cast<double>(largest_free_run) / static_cast<double>(free);
+  return free == 0 ? 0.0 : 1.0 - static_cast<double>(largest_free_run) / static_cast<double>(free);
 }
 
 absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
@@ -434,9 +431,10 @@ absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
   std::memcpy(&size, header.data() + 16, 8);
   if (magic == kMagic) {
     if (version != kLayoutVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "region holds a heap of layout version ", version, "; this ardmad reads layout version ",
-          kLayoutVersion, " only (start it on a new memory file, or use the ardmad that wrote it)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("region holds a heap of layout version ", version,
+                       "; this ardmad reads layout version ", kLayoutVersion,
+                       " only (start it on a new memory file, or use the ardmad that wrote it)"));
     }
     if (size != region_size) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -520,11 +518,6 @@ absl::Status Free(Context& ctx, uint64_t addr) {
       ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(l.DescAddr(at.page), at.d.w[0],
                                                                PackState(kFree, 0, s.gen, 0)));
       if (!cas.swapped) return absl::FailedPreconditionError(absl::StrCat("double free of ", addr));
-      if (n > 1) {
-        std::vector<Descriptor> tails(n - 1);
-        for (Descriptor& t : tails) t.w[0] = PackState(kFree, 0, s.gen, 0);
-        ARDMA_RETURN_IF_ERROR(ctx.Write(l.DescAddr(at.page + 1), EncodeDescriptors(tails)));
-      }
       return ReleasePoolBits(ctx, l, at.page, n);
     }
     case kRunTail:
@@ -549,8 +542,9 @@ absl::StatusOr<HeapReport> Check(Context& ctx) {
         State s = d.state();
         bool used = PageInUse(pool, page);
         if (s.kind != kFree || used) free_run = 0;
-        if (page < run_end) {  // inside a run
-          if (s.kind != kRunTail || s.low != run_head) error(page, "run tail does not name its head");
+        if (page < run_end) {  // inside a run: its pages keep their free descriptors
+          if (s.kind != kFree)
+            error(page, absl::StrCat("page of the run at ", run_head, " is described"));
           if (!used) error(page, "run page not in use in the pool");
           return false;
         }
@@ -596,7 +590,7 @@ absl::StatusOr<HeapReport> Check(Context& ctx) {
             run_end = page + s.low;
             break;
           case kRunTail:
-            error(page, "run tail outside a run");
+            error(page, "a run tail (no longer used)");
             break;
         }
         return false;

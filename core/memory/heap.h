@@ -20,8 +20,9 @@
 //   P             8 * ceil(N/64)  page pool bitmap: bit i set = page i is in use
 //   D             64 * N       page descriptors, one per data page:
 //                                word 0   state: kind:2 << 62 | class:6 << 56 | gen:16 << 40 |
-//                                         low:40 (run head: its pages; run tail: its head page)
-//                                         kind 0 free, 1 slab, 2 run head, 3 run tail
+//                                         low:40 (run head: its pages)
+//                                         kind 0 free, 1 slab, 2 run head (a run's other pages
+//                                         keep the free descriptor they had in the pool)
 //                                words 1-6  slab bitmap, 48 blocks a word: gen:16 << 48 |
 //                                         bits:48, a set bit is a free block
 //                                word 7   reserved (0)
@@ -38,7 +39,7 @@
 // page as a slab, so a CAS prepared from a stale read of a page since recycled fails.
 // Larger allocations are runs of whole pages found in the pool bitmap (first fit from the bottom;
 // new slab pages are taken from the top, so small and large allocations do not interleave), claimed
-// with a CAS per bitmap word, then described (head and tails).
+// with a CAS per bitmap word, then described in their first page's descriptor.
 //
 // Free memory serves any size: an empty slab is returned to the pool (or re-cut for another class)
 // when the pool cannot satisfy a request, and a slab with free blocks is found again by a scan of

@@ -1,0 +1,159 @@
+// The heap allocator (core/memory/heap.h), both modes:
+//
+//   BM_AllocFree/size:S/rdma:{0,1}   one Allocate + Free of S bytes: active mode on the server's
+//                                    memory (a LocalContext, as active code runs), RDMA mode over a
+//                                    client (RemoteContext; round_trips/op counts Allocate and Free
+//                                    together, alloc_round_trips the Allocate alone)
+//   BM_AllocFreeThreads/threads:T    64-byte Allocate + Free from T threads at once, active mode
+//   BM_Churn                         the heap issue's churn (16 B..64 MiB, 4 threads, 20x a 1 GiB
+//                                    region, under 60% live): the fragmentation it leaves while
+//                                    its data is still live, and whether 90% of the region can be
+//                                    allocated once everything is freed
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_support.h"
+#include "benchmark/benchmark.h"
+#include "core/active/local_context.h"
+#include "core/client/remote_context.h"
+#include "core/memory/heap.h"
+
+namespace ardma {
+namespace {
+
+// A formatted heap in local memory, as the server's active code sees it.
+struct LocalHeap {
+  explicit LocalHeap(uint64_t size) {
+    regions.Add(*Region::Create({.size = size}));
+    Execution ex{.regions = &regions};
+    LocalContext ctx(&ex);
+    (void)heap::FormatIfNeeded(ctx, size);
+  }
+  RegionTable regions;
+};
+
+LocalHeap& SharedLocalHeap() {
+  static LocalHeap* heap = new LocalHeap(256 << 20);
+  return *heap;
+}
+
+void BM_AllocFree(benchmark::State& state) {
+  uint64_t size = static_cast<uint64_t>(state.range(0));
+  bool rdma = state.range(1) != 0;
+  std::unique_ptr<Client> client;
+  std::unique_ptr<Context> ctx;
+  Execution ex{.regions = &SharedLocalHeap().regions};
+  if (rdma) {
+    client = bench::NewClient(state);
+    if (client == nullptr) return;
+    ctx = std::make_unique<RemoteContext>(client.get(), std::vector<const ActiveLibrary*>{});
+  } else {
+    ctx = std::make_unique<LocalContext>(&ex);
+  }
+  uint64_t rt0 = rdma ? client->counters().round_trips.load() : 0, alloc_rts = 0;
+  for (auto _ : state) {
+    uint64_t before = rdma ? client->counters().round_trips.load() : 0;
+    absl::StatusOr<uint64_t> a = heap::Allocate(*ctx, size);
+    if (!a.ok()) {
+      state.SkipWithError(a.status().ToString().c_str());
+      return;
+    }
+    if (rdma) alloc_rts += client->counters().round_trips.load() - before;
+    if (absl::Status s = heap::Free(*ctx, *a); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+  }
+  double n = static_cast<double>(state.iterations());
+  if (rdma) {
+    state.counters["round_trips/op"] =
+        static_cast<double>(client->counters().round_trips.load() - rt0) / n;
+    state.counters["alloc_round_trips"] = static_cast<double>(alloc_rts) / n;
+  }
+}
+BENCHMARK(BM_AllocFree)
+    ->ArgNames({"size", "rdma"})
+    ->ArgsProduct({{16, 256, 2048, 65536, 1 << 20}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+void BM_AllocFreeThreads(benchmark::State& state) {
+  Execution ex{.regions = &SharedLocalHeap().regions};
+  LocalContext ctx(&ex);
+  for (auto _ : state) {
+    absl::StatusOr<uint64_t> a = heap::Allocate(ctx, 64);
+    if (!a.ok() || !heap::Free(ctx, *a).ok()) {
+      state.SkipWithError("allocate/free failed");
+      return;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_AllocFreeThreads)->ThreadRange(1, 8)->UseRealTime();
+
+void BM_Churn(benchmark::State& state) {
+  constexpr uint64_t kRegion = 1ull << 30;
+  for (auto _ : state) {
+    LocalHeap h(kRegion);
+    std::atomic<uint64_t> live{0}, churned{0}, failures{0};
+    std::vector<std::vector<uint64_t>> kept(4);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        Execution ex{.regions = &h.regions};
+        LocalContext ctx(&ex);
+        std::mt19937_64 rng(99 + t);
+        std::uniform_real_distribution<double> log_size(std::log(16.0), std::log(64.0 * (1 << 20)));
+        std::vector<std::pair<uint64_t, uint64_t>> mine;
+        auto free_one = [&] {
+          size_t i = rng() % mine.size();
+          (void)heap::Free(ctx, mine[i].first);
+          live -= mine[i].second;
+          mine[i] = mine.back();
+          mine.pop_back();
+        };
+        while (churned.load() < 20 * kRegion) {
+          uint64_t size = static_cast<uint64_t>(std::exp(log_size(rng)));
+          while (live.load() + size > kRegion * 6 / 10 && !mine.empty()) free_one();
+          if (live.fetch_add(size) + size > kRegion * 6 / 10) {
+            live -= size;
+            std::this_thread::yield();
+            continue;
+          }
+          absl::StatusOr<uint64_t> a = heap::Allocate(ctx, size);
+          if (!a.ok()) {
+            ++failures;
+            live -= size;
+            continue;
+          }
+          mine.emplace_back(*a, size);
+          churned += size;
+          if (rng() % 2 == 0) free_one();
+        }
+        for (auto& [addr, size] : mine) kept[t].push_back(addr);
+      });
+    }
+    for (auto& t : threads) t.join();
+    Execution ex{.regions = &h.regions};
+    LocalContext ctx(&ex);
+    heap::HeapReport r = *heap::Check(ctx);
+    state.counters["failures"] = static_cast<double>(failures.load());
+    state.counters["live_MiB"] = static_cast<double>(r.live_bytes()) / (1 << 20);
+    state.counters["free_MiB"] = static_cast<double>(r.free_bytes()) / (1 << 20);
+    state.counters["largest_free_run_MiB"] = static_cast<double>(r.largest_free_run) / (1 << 20);
+    state.counters["fragmentation_pct"] = r.fragmentation() * 100;
+    for (auto& v : kept) {
+      for (uint64_t a : v) (void)heap::Free(ctx, a);
+    }
+    state.counters["alloc_90pct_after_free_all"] =
+        heap::Allocate(ctx, kRegion * 9 / 10).ok() ? 1 : 0;
+  }
+}
+BENCHMARK(BM_Churn)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace ardma
+
+BENCHMARK_MAIN();
