@@ -370,9 +370,10 @@ absl::StatusOr<uint64_t> AllocateRun(Context& ctx, uint64_t size) {
     }
     // Only the head is described: the other pages keep the free descriptors they had in the pool
     // (a run's size is in its head, and Check knows the pages it covers).
-    ARDMA_ASSIGN_OR_RETURN(uint64_t was, ctx.ReadU64(l.DescAddr(*first)));
+    // Free(gen) -> RunHead(gen + 1, n) in one step: a page in the pool is described as free with
+    // nothing but its generation, so adding the difference is exact.
     ARDMA_RETURN_IF_ERROR(
-        ctx.WriteU64(l.DescAddr(*first), PackState(kRunHead, 0, UnpackState(was).gen + 1, n)));
+        ctx.FetchAdd(l.DescAddr(*first), PackState(kRunHead, 0, 1, n)).status());
     return PageAddr(*first);
   }
   return absl::ResourceExhaustedError(absl::StrCat("heap full: cannot allocate ", size, " bytes"));

@@ -51,9 +51,15 @@ void PutLayout(const Layout& l, std::string* header) {
 }
 
 absl::StatusOr<Layout> ReadLayout(Context& ctx) {
-  char h[kHeaderBytes];
-  ARDMA_RETURN_IF_ERROR(ctx.Read(0, std::span<char>(h, sizeof(h))));
-  auto at = [&h](uint64_t offset) {
+  char copy[kHeaderBytes];
+  const char* h = copy;
+  if (ctx.IsLocal()) {  // on the server: read in place
+    ARDMA_ASSIGN_OR_RETURN(std::string_view view, ctx.View(0, kHeaderBytes));
+    h = view.data();
+  } else {
+    ARDMA_RETURN_IF_ERROR(ctx.Read(0, std::span<char>(copy, sizeof(copy))));
+  }
+  auto at = [h](uint64_t offset) {
     uint64_t v;
     std::memcpy(&v, h + offset, 8);
     return v;
