@@ -14,99 +14,9 @@
 namespace ardma::heap {
 namespace {
 
-using internal::ComputeLayout;
-using internal::kClassSlots;
-using internal::Layout;
-using internal::ReadLayout;
+using namespace internal;  // NOLINT: the layout's encoding, private to the heap
 
 constexpr int kMaxCasRetries = 1 << 20;
-
-constexpr int kBitsPerWord = 48;
-constexpr uint64_t kBitsMask = (1ull << kBitsPerWord) - 1;
-constexpr int kDescWords = 8;
-// Descriptors are scanned (for slabs with free blocks, or empty ones) this many at a time.
-constexpr uint64_t kScanPages = 16384;
-
-// (Kind 3 is not written: a run is described by its first page alone.)
-enum Kind : uint64_t { kFree = 0, kSlab = 1, kRunHead = 2, kRunTail = 3 };
-
-struct State {
-  Kind kind;
-  int cls;
-  uint64_t gen;  // 16 bits
-  uint64_t low;  // 40 bits
-};
-
-uint64_t PackState(Kind kind, int cls, uint64_t gen, uint64_t low) {
-  return static_cast<uint64_t>(kind) << 62 | static_cast<uint64_t>(cls) << 56 |
-         (gen & 0xffff) << 40 | (low & ((1ull << 40) - 1));
-}
-
-State UnpackState(uint64_t w) {
-  return {static_cast<Kind>(w >> 62), static_cast<int>((w >> 56) & 63), (w >> 40) & 0xffff,
-          w & ((1ull << 40) - 1)};
-}
-
-uint64_t BlocksPerPage(int cls) { return kPageSize >> cls; }
-int BitmapWords(int cls) {
-  return static_cast<int>((BlocksPerPage(cls) + kBitsPerWord - 1) / kBitsPerWord);
-}
-// The bits of bitmap word k that stand for blocks of the page.
-uint64_t WordMask(int cls, int k) {
-  uint64_t n = std::min<uint64_t>(kBitsPerWord, BlocksPerPage(cls) - kBitsPerWord * k);
-  return n == kBitsPerWord ? kBitsMask : (1ull << n) - 1;
-}
-uint64_t Tagged(uint64_t gen, uint64_t bits) { return (gen & 0xffff) << 48 | bits; }
-
-uint64_t PageAddr(uint64_t page) { return kDataStart + page * kPageSize; }
-
-struct Descriptor {
-  uint64_t w[kDescWords];
-  State state() const { return UnpackState(w[0]); }
-};
-
-absl::StatusOr<Descriptor> ReadDescriptor(Context& ctx, const Layout& l, uint64_t page) {
-  Descriptor d;
-  ARDMA_RETURN_IF_ERROR(
-      ctx.Read(l.DescAddr(page), std::span<char>(reinterpret_cast<char*>(d.w), sizeof(d.w))));
-  return d;
-}
-
-std::string EncodeDescriptors(const std::vector<Descriptor>& ds) {
-  std::string out(ds.size() * kDescriptorSize, '\0');
-  for (size_t i = 0; i < ds.size(); ++i) std::memcpy(&out[i * kDescriptorSize], ds[i].w, 64);
-  return out;
-}
-
-// Bytes of the heap's metadata as one read saw them: a view where memory is local (no copy).
-struct Snapshot {
-  std::string copy;
-  std::string_view bytes;
-  uint64_t Word(uint64_t i) const {
-    uint64_t v;
-    std::memcpy(&v, bytes.data() + 8 * i, 8);
-    return v;
-  }
-};
-
-absl::StatusOr<Snapshot> ReadSnapshot(Context& ctx, uint64_t addr, uint64_t len) {
-  Snapshot s;
-  if (ctx.IsLocal()) {
-    ARDMA_ASSIGN_OR_RETURN(s.bytes, ctx.View(addr, len));
-  } else {
-    ARDMA_ASSIGN_OR_RETURN(s.copy, ctx.Read(addr, len));
-    s.bytes = s.copy;
-  }
-  return s;
-}
-
-absl::StatusOr<Snapshot> ReadPool(Context& ctx, const Layout& l) {
-  return ReadSnapshot(ctx, l.pool, l.pool_words() * 8);
-}
-
-bool PageInUse(const Snapshot& pool, uint64_t page) {
-  return (pool.Word(page / 64) >> (page % 64)) & 1;
-}
 
 // Sets (claims) or clears pool bits [first, first + n) word by word. Claiming CASes each word from
 // "all these bits clear"; on a lost race it gives back what it took and returns false. Clearing
@@ -215,25 +125,6 @@ absl::StatusOr<std::optional<uint64_t>> TakeBlock(Context& ctx, const Layout& l,
       if (cas.swapped)
         return PageAddr(page) + ((static_cast<uint64_t>(k) * kBitsPerWord + b) << cls);
       w = cas.observed;
-    }
-  }
-  return std::nullopt;
-}
-
-// Calls `visit(page, descriptor)` for every page's descriptor, reading them in chunks; stops early
-// when `visit` returns true and returns that page.
-template <typename Visit>
-absl::StatusOr<std::optional<uint64_t>> ScanDescriptors(Context& ctx, const Layout& l,
-                                                        Visit visit) {
-  for (uint64_t first = 0; first < l.pages; first += kScanPages) {
-    uint64_t n = std::min(kScanPages, l.pages - first);
-    ARDMA_ASSIGN_OR_RETURN(Snapshot chunk,
-                           ReadSnapshot(ctx, l.DescAddr(first), n * kDescriptorSize));
-    for (uint64_t i = 0; i < n; ++i) {
-      Descriptor d;
-      std::memcpy(d.w, chunk.bytes.data() + i * kDescriptorSize, sizeof(d.w));
-      ARDMA_ASSIGN_OR_RETURN(bool stop, visit(first + i, d));
-      if (stop) return first + i;
     }
   }
   return std::nullopt;
@@ -372,8 +263,7 @@ absl::StatusOr<uint64_t> AllocateRun(Context& ctx, uint64_t size) {
     // (a run's size is in its head, and Check knows the pages it covers).
     // Free(gen) -> RunHead(gen + 1, n) in one step: a page in the pool is described as free with
     // nothing but its generation, so adding the difference is exact.
-    ARDMA_RETURN_IF_ERROR(
-        ctx.FetchAdd(l.DescAddr(*first), PackState(kRunHead, 0, 1, n)).status());
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(l.DescAddr(*first), PackState(kRunHead, 0, 1, n)).status());
     return PageAddr(*first);
   }
   return absl::ResourceExhaustedError(absl::StrCat("heap full: cannot allocate ", size, " bytes"));

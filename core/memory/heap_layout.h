@@ -4,12 +4,19 @@
 #ifndef ARDMA_CORE_MEMORY_HEAP_LAYOUT_H_
 #define ARDMA_CORE_MEMORY_HEAP_LAYOUT_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/context/context.h"
 #include "core/memory/heap.h"
+#include "core/status_macros.h"
 
 namespace ardma::heap::internal {
 
@@ -42,6 +49,113 @@ Layout ComputeLayout(uint64_t size);
 void PutLayout(const Layout& l, std::string* header);
 // Reads the header (one READ). FailedPrecondition if region 0 holds no heap of this layout.
 absl::StatusOr<Layout> ReadLayout(Context& ctx);
+
+// Descriptors and bitmaps (heap.h has their layout).
+inline constexpr int kBitsPerWord = 48;
+inline constexpr uint64_t kBitsMask = (1ull << kBitsPerWord) - 1;
+inline constexpr int kDescWords = 8;
+// Descriptors are scanned (for slabs with free blocks, or empty ones) this many at a time.
+inline constexpr uint64_t kScanPages = 16384;
+
+// (Kind 3 is not written: a run is described by its first page alone.)
+enum Kind : uint64_t { kFree = 0, kSlab = 1, kRunHead = 2, kRunTail = 3 };
+
+struct State {
+  Kind kind;
+  int cls;
+  uint64_t gen;  // 16 bits
+  uint64_t low;  // 40 bits
+};
+
+inline uint64_t PackState(Kind kind, int cls, uint64_t gen, uint64_t low) {
+  return static_cast<uint64_t>(kind) << 62 | static_cast<uint64_t>(cls) << 56 |
+         (gen & 0xffff) << 40 | (low & ((1ull << 40) - 1));
+}
+
+inline State UnpackState(uint64_t w) {
+  return {static_cast<Kind>(w >> 62), static_cast<int>((w >> 56) & 63), (w >> 40) & 0xffff,
+          w & ((1ull << 40) - 1)};
+}
+
+inline uint64_t BlocksPerPage(int cls) { return kPageSize >> cls; }
+inline int BitmapWords(int cls) {
+  return static_cast<int>((BlocksPerPage(cls) + kBitsPerWord - 1) / kBitsPerWord);
+}
+// The bits of bitmap word k that stand for blocks of the page.
+inline uint64_t WordMask(int cls, int k) {
+  uint64_t n = std::min<uint64_t>(kBitsPerWord, BlocksPerPage(cls) - kBitsPerWord * k);
+  return n == kBitsPerWord ? kBitsMask : (1ull << n) - 1;
+}
+inline uint64_t Tagged(uint64_t gen, uint64_t bits) { return (gen & 0xffff) << 48 | bits; }
+
+inline uint64_t PageAddr(uint64_t page) { return kDataStart + page * kPageSize; }
+
+struct Descriptor {
+  uint64_t w[kDescWords];
+  State state() const { return UnpackState(w[0]); }
+};
+
+inline absl::StatusOr<Descriptor> ReadDescriptor(Context& ctx, const Layout& l, uint64_t page) {
+  Descriptor d;
+  ARDMA_RETURN_IF_ERROR(
+      ctx.Read(l.DescAddr(page), std::span<char>(reinterpret_cast<char*>(d.w), sizeof(d.w))));
+  return d;
+}
+
+inline std::string EncodeDescriptors(const std::vector<Descriptor>& ds) {
+  std::string out(ds.size() * kDescriptorSize, '\0');
+  for (size_t i = 0; i < ds.size(); ++i) std::memcpy(&out[i * kDescriptorSize], ds[i].w, 64);
+  return out;
+}
+
+// Bytes of the heap's metadata as one read saw them: a view where memory is local (no copy).
+struct Snapshot {
+  std::string copy;
+  std::string_view bytes;
+  uint64_t Word(uint64_t i) const {
+    uint64_t v;
+    std::memcpy(&v, bytes.data() + 8 * i, 8);
+    return v;
+  }
+};
+
+inline absl::StatusOr<Snapshot> ReadSnapshot(Context& ctx, uint64_t addr, uint64_t len) {
+  Snapshot s;
+  if (ctx.IsLocal()) {
+    ARDMA_ASSIGN_OR_RETURN(s.bytes, ctx.View(addr, len));
+  } else {
+    ARDMA_ASSIGN_OR_RETURN(s.copy, ctx.Read(addr, len));
+    s.bytes = s.copy;
+  }
+  return s;
+}
+
+inline absl::StatusOr<Snapshot> ReadPool(Context& ctx, const Layout& l) {
+  return ReadSnapshot(ctx, l.pool, l.pool_words() * 8);
+}
+
+inline bool PageInUse(const Snapshot& pool, uint64_t page) {
+  return (pool.Word(page / 64) >> (page % 64)) & 1;
+}
+
+// Calls `visit(page, descriptor)` for every page's descriptor, reading them in chunks; stops early
+// when `visit` returns true and returns that page.
+template <typename Visit>
+absl::StatusOr<std::optional<uint64_t>> ScanDescriptors(Context& ctx, const Layout& l,
+                                                        Visit visit) {
+  for (uint64_t first = 0; first < l.pages; first += kScanPages) {
+    uint64_t n = std::min(kScanPages, l.pages - first);
+    ARDMA_ASSIGN_OR_RETURN(Snapshot chunk,
+                           ReadSnapshot(ctx, l.DescAddr(first), n * kDescriptorSize));
+    for (uint64_t i = 0; i < n; ++i) {
+      Descriptor d;
+      std::memcpy(d.w, chunk.bytes.data() + i * kDescriptorSize, sizeof(d.w));
+      ARDMA_ASSIGN_OR_RETURN(bool stop, visit(first + i, d));
+      if (stop) return first + i;
+    }
+  }
+  return std::nullopt;
+}
 
 }  // namespace ardma::heap::internal
 
