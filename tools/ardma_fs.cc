@@ -161,14 +161,14 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
   }
   // df
   ARDMA_ASSIGN_OR_RETURN(dfs::Usage u, fs.GetUsage());
+  // (A data block holds up to kBlockSize bytes: a small file's is just big enough for it.)
   std::printf(
-      "file system %s: %llu files, %llu directories, %llu data blocks of %llu bytes "
-      "(%llu bytes); heap in use %llu bytes\n",
+      "file system %s: %llu files, %llu directories, %llu data blocks of up to %llu bytes; "
+      "heap in use %llu bytes\n",
       opt.fs.c_str(), static_cast<unsigned long long>(u.files),
       static_cast<unsigned long long>(u.directories),
       static_cast<unsigned long long>(u.data_blocks),
       static_cast<unsigned long long>(dfs::kBlockSize),
-      static_cast<unsigned long long>(u.data_blocks * dfs::kBlockSize),
       static_cast<unsigned long long>(u.heap_allocated));
   return absl::OkStatus();
 }
