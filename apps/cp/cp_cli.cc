@@ -273,6 +273,11 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
       c.server = a.substr(9);
     } else if (a.rfind("--fs=", 0) == 0) {
       c.fs = a.substr(5);
+    } else if (a == "--server" || a == "--fs") {  // GNU style: the value as the next argument
+      if (i + 1 >= argc) {
+        return absl::InvalidArgumentError(absl::StrCat("option '", a, "' requires an argument"));
+      }
+      (a == "--server" ? c.server : c.fs) = argv[++i];
     } else if (a.size() > 1 && a[1] != '-') {
       for (char ch : a.substr(1)) {
         switch (ch) {

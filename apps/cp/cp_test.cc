@@ -145,6 +145,12 @@ TEST(CpCommandLineTest, ParsesOptionsAndOperandsLikeCp) {
   EXPECT_FALSE(c->options.no_clobber);
   EXPECT_EQ(c->fs, "x");
   EXPECT_EQ(c->operands, (std::vector<std::string>{"a", "-b", "dfs:/d"}));
+  absl::StatusOr<cp::Command> spaced = ParseCp({"--server", "h:1", "--fs", "y", "a", "b"});
+  ASSERT_TRUE(spaced.ok()) << spaced.status();
+  EXPECT_EQ(spaced->server, "h:1");
+  EXPECT_EQ(spaced->fs, "y");
+  EXPECT_EQ(ParseCp({"a", "b", "--server"}).status().message(),
+            "option '--server' requires an argument");
   EXPECT_EQ(ParseCp({"-z", "a", "b"}).status().message(), "invalid option -- 'z'");
   EXPECT_EQ(ParseCp({"--bogus", "a", "b"}).status().message(), "unrecognized option '--bogus'");
   EXPECT_EQ(ParseCp({}).status().message(), "missing file operand");
