@@ -32,7 +32,9 @@ const char kUsage[] =
     "anything else a local file. DFS to DFS copies run on the server in one request (a whole\n"
     "tree with -r); uploads and downloads stream pipelined requests.\n"
     "\n"
-    "  -r, -R, --recursive  copy directories recursively\n"
+    "  -r, -R, --recursive  copy directories recursively; inside a local tree, symbolic links to\n"
+    "                       directories are reported and not followed, links to files are\n"
+    "                       copied as the file (the file system has no symbolic links)\n"
     "  -n, --no-clobber     do not overwrite an existing file\n"
     "  -p                   preserve mode and modification time\n"
     "  -v, --verbose        explain what is being done\n"
@@ -92,6 +94,15 @@ class Copier {
     std::optional<FileType> kind = Kind(src);
     if (!kind) {
       return Fail(absl::StrCat("cannot stat '", src.display, "': No such file or directory"));
+    }
+    if (!src.remote) {
+      // The file system holds regular files and directories only: a FIFO would block the copy
+      // forever, a device or socket has no contents to copy.
+      struct stat st;
+      if (::stat(src.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        return Fail(absl::StrCat("cannot copy special file '", src.display,
+                                 "': the file system holds only regular files and directories"));
+      }
     }
     if (*kind == FileType::kDirectory) {
       if (!o_.recursive) {
@@ -228,7 +239,15 @@ class Copier {
     } else {
       std::error_code ec;
       for (const auto& e : fsys::directory_iterator(src.path, ec)) {
-        names.push_back(e.path().filename().string());
+        std::string name = e.path().filename().string();
+        std::error_code link_ec;
+        if (e.is_symlink(link_ec) && fsys::is_directory(e.path(), link_ec)) {
+          // Not followed: a link like `up -> ..` would copy the tree into itself forever.
+          Fail(absl::StrCat("not following symbolic link to a directory '",
+                            Join(src, name), "' (the file system has no symbolic links)"));
+          continue;
+        }
+        names.push_back(std::move(name));
       }
       if (ec) return Fail(absl::StrCat("cannot read '", src.display, "': ", ec.message()));
     }

@@ -82,6 +82,25 @@ TEST_F(CpTest, LargeRandomFileRoundTripsByteForByte) {
   EXPECT_EQ(RunCommand("cmp " + dir_ + "/big " + dir_ + "/big2", &out), 0) << out;
 }
 
+// A FIFO and a symbolic link back up the tree neither hang nor run away: both are reported, the
+// rest is copied, and the exit status says something was not.
+TEST_F(CpTest, SpecialFilesAndDirectoryLinkLoopsAreReportedNotFollowed) {
+  fsys::create_directories(dir_ + "/t/d");
+  std::ofstream(dir_ + "/t/d/file") << "data\n";
+  ASSERT_EQ(::mkfifo((dir_ + "/t/pipe").c_str(), 0644), 0);
+  fsys::create_directory_symlink("..", dir_ + "/t/d/up");
+  fsys::create_symlink("file", dir_ + "/t/d/alias");
+  std::string out;
+  EXPECT_EQ(RunCommand("timeout 60 " + cp_ + "-r " + dir_ + "/t dfs:/t", &out), 1) << out;
+  EXPECT_THAT(out, HasSubstr("cannot copy special file"));
+  EXPECT_THAT(out, HasSubstr("not following symbolic link to a directory"));
+  dfs::DfsClient fs(client_.get(), Mode::kActive);
+  EXPECT_EQ(*fs.ReadFile("/t/d/file"), "data\n");
+  EXPECT_EQ(*fs.ReadFile("/t/d/alias"), "data\n");  // a link to a file: copied as the file
+  EXPECT_EQ(fs.Lookup("/t/d/up").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs.Lookup("/t/pipe").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(CpTest, TargetsNoClobberPreserveVerboseAndErrors) {
   std::string out;
   {
