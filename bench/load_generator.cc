@@ -34,6 +34,23 @@ int64_t NowNs() {
       .count();
 }
 
+// DEADLINE_EXCEEDED if the oldest request in flight (queued at `oldest_ns`) has waited too long.
+absl::Status CheckStalledSince(int64_t oldest_ns, absl::Duration timeout) {
+  if (absl::Nanoseconds(NowNs() - oldest_ns) > timeout) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("no response within ", absl::FormatDuration(timeout)));
+  }
+  return absl::OkStatus();
+}
+
+// Ends a run: its duration, one round trip per operation, latencies sorted for percentiles.
+LoadResult Finish(LoadResult result, int64_t start_ns) {
+  result.elapsed = absl::Nanoseconds(NowNs() - start_ns);
+  result.round_trips = result.completed;
+  std::sort(result.latency_ns.begin(), result.latency_ns.end());
+  return result;
+}
+
 uint64_t RandomClientId() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;  // never 0: 0 opts out of de-dup
@@ -102,10 +119,7 @@ class EventLoop {
         ARDMA_RETURN_IF_ERROR(Flush(s));
       }
     }
-    result_.elapsed = absl::Nanoseconds(NowNs() - start);
-    result_.round_trips = result_.completed;
-    std::sort(result_.latency_ns.begin(), result_.latency_ns.end());
-    return std::move(result_);
+    return Finish(std::move(result_), start);
   }
 
  private:
@@ -202,11 +216,7 @@ class EventLoop {
     for (const Sock& s : socks_) {
       for (const auto& f : s.inflight) oldest = std::min(oldest, f.second);
     }
-    if (absl::Nanoseconds(NowNs() - oldest) > options_.response_timeout) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("no response within ", absl::FormatDuration(options_.response_timeout)));
-    }
-    return absl::OkStatus();
+    return CheckStalledSince(oldest, options_.response_timeout);
   }
 
   const LoadOptions& options_;
@@ -272,10 +282,7 @@ class UcxEventLoop {
         }
       }
     }
-    result_.elapsed = absl::Nanoseconds(NowNs() - start);
-    result_.round_trips = result_.completed;
-    std::sort(result_.latency_ns.begin(), result_.latency_ns.end());
-    return std::move(result_);
+    return Finish(std::move(result_), start);
   }
 
  private:
@@ -366,11 +373,7 @@ class UcxEventLoop {
   absl::Status CheckStalled() const {
     int64_t oldest = NowNs();
     for (const auto& [id, f] : inflight_) oldest = std::min(oldest, f.queued_ns);
-    if (absl::Nanoseconds(NowNs() - oldest) > options_.response_timeout) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("no response within ", absl::FormatDuration(options_.response_timeout)));
-    }
-    return absl::OkStatus();
+    return CheckStalledSince(oldest, options_.response_timeout);
   }
 
   const LoadOptions& options_;

@@ -10,7 +10,6 @@
 
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
-
 #include "core/testing/test_server.h"
 #include "gtest/gtest.h"
 #include "services/dfs/dfs_client.h"
@@ -20,6 +19,14 @@ namespace ardma {
 namespace {
 
 constexpr uint64_t kMemory = 512ull << 20;
+
+std::unique_ptr<testing::TestServer> StartServer(uint64_t memory_size) {
+  ServerOptions options = testing::TestServerOptions();
+  options.memory_size = memory_size;
+  absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
 
 absl::Status RemoveTree(dfs::DfsClient& fs, const std::string& dir) {
   absl::StatusOr<std::vector<dfs::DirEntry>> entries = fs.ListDir(dir);
@@ -33,11 +40,9 @@ absl::Status RemoveTree(dfs::DfsClient& fs, const std::string& dir) {
 }
 
 TEST(HeapReuseTest, FillThroughTheFileSystemRemoveAllThenLargeUploadAndManyLists) {
-  ServerOptions options = testing::TestServerOptions();
-  options.memory_size = kMemory;
-  absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<Client> client = *(*server)->NewClient();
+  std::unique_ptr<testing::TestServer> server = StartServer(kMemory);
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<Client> client = *server->NewClient();
   dfs::DfsClient fs(client.get(), Mode::kActive);
 
   // Fill: directories of small files of many sizes and one 1 MiB file each, until the heap is full.
@@ -89,11 +94,9 @@ TEST(HeapReuseTest, FillThroughTheFileSystemRemoveAllThenLargeUploadAndManyLists
 // directories fit in a 512 MiB server; what the file system keeps beyond the data is within the
 // bound dfs_format.h documents (inode, table, block rounding, directory entry).
 TEST(HeapReuseTest, SixtyFiveThousandSmallFilesFitWithTheDocumentedOverhead) {
-  ServerOptions options = testing::TestServerOptions();
-  options.memory_size = kMemory;
-  absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<Client> client = *(*server)->NewClient();
+  std::unique_ptr<testing::TestServer> server = StartServer(kMemory);
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<Client> client = *server->NewClient();
   dfs::DfsClient fs(client.get(), Mode::kActive);
   ASSERT_TRUE(fs.Mkdir("/share").ok());
   uint64_t before = *testing::StatValue(*client, "heap.allocated");
@@ -131,11 +134,9 @@ TEST(HeapReuseTest, SixtyFiveThousandSmallFilesFitWithTheDocumentedOverhead) {
 // through, under 60% live: nothing fails, the checker finds the heap sound, and once all is freed
 // 90% of the region's pages can be allocated at once.
 TEST(HeapReuseTest, RdmaModeChurnFromTwoClients) {
-  ServerOptions options = testing::TestServerOptions();
-  options.memory_size = 64 << 20;
-  absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<Client> setup = *(*server)->NewClient();
+  std::unique_ptr<testing::TestServer> server = StartServer(64 << 20);
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<Client> setup = *server->NewClient();
   RemoteContext setup_ctx(setup.get(), {});
   absl::StatusOr<heap::HeapReport> start = heap::Check(setup_ctx);
   ASSERT_TRUE(start.ok()) << start.status();
@@ -144,7 +145,7 @@ TEST(HeapReuseTest, RdmaModeChurnFromTwoClients) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
-      std::unique_ptr<Client> client = *(*server)->NewClient();
+      std::unique_ptr<Client> client = *server->NewClient();
       RemoteContext ctx(client.get(), {});
       std::mt19937_64 rng(77 + t);
       std::uniform_real_distribution<double> log_size(std::log(16.0), std::log(1024.0 * 1024));
