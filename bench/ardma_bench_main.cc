@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
 
   ardma::FlagSet flags("ardma-bench", kUsage);
   flags.String("server", &load.address, "HOST:PORT", "the ardmad to drive (or unix:PATH, ucx://HOST:PORT, ucx://unix:PATH)");
+  std::string auth_file;
+  ardma::AuthFileFlag(flags, &auth_file);
   flags.String("tests", &tests, "LIST", "comma-separated tests to run, in order");
   flags.Int("clients", &connections, "N", "connections");
   flags.Int("requests", &requests, "N", "operations per test, over all connections");
@@ -132,6 +134,13 @@ int main(int argc, char** argv) {
     return 2;
   };
   if (!positional.empty()) return usage_error("unexpected argument '" + positional[0] + "'");
+  if (absl::Status s = ardma::UseAuthFile(auth_file); !s.ok()) {
+    return usage_error("--auth-file: " + std::string(s.message()));
+  }
+  absl::StatusOr<std::optional<ardma::security::Credentials>> credentials =
+      ardma::security::CredentialsFromEnvironment();
+  if (!credentials.ok()) return usage_error(std::string(credentials.status().message()));
+  load.credentials = *credentials;
   absl::StatusOr<ardma::Mode> parsed_mode = ardma::ParseMode(mode);
   if (!parsed_mode.ok()) return usage_error(std::string(parsed_mode.status().message()));
   w.mode = *parsed_mode;

@@ -89,6 +89,12 @@ class EventLoop {
     for (size_t i = 0; i < socks_.size(); ++i) {
       ARDMA_ASSIGN_OR_RETURN(socks_[i].fd,
                              ConnectSocket(options_.address, options_.connect_timeout));
+      if (options_.credentials.has_value()) {
+        timeval limit = absl::ToTimeval(options_.connect_timeout);
+        ::setsockopt(socks_[i].fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+        ARDMA_RETURN_IF_ERROR(
+            AuthenticateSocket(socks_[i].fd, *options_.credentials, limits_, nullptr));
+      }
       socks_[i].client_id = RandomClientId();
       ::fcntl(socks_[i].fd, F_SETFL, ::fcntl(socks_[i].fd, F_GETFL) | O_NONBLOCK);
       epoll_event ev{};
@@ -188,6 +194,11 @@ class EventLoop {
       ARDMA_ASSIGN_OR_RETURN(wire::FrameHeader header, wire::DecodeHeader(rest, limits_));
       if (rest.size() < wire::kHeaderSize + header.payload_len) break;
       if (!header.is_response()) return absl::DataLossError("the server sent a request frame");
+      if (header.op == wire::Op::kHello) {  // the greeting, unasked (read already if authenticated)
+        s.in_begin += wire::kHeaderSize + header.payload_len;
+        result_.bytes -= wire::kHeaderSize + header.payload_len;  // connecting, not an operation
+        continue;
+      }
       auto it = std::find_if(s.inflight.begin(), s.inflight.end(),
                              [&](const auto& f) { return f.first == header.request_id; });
       if (it == s.inflight.end()) {
@@ -300,8 +311,10 @@ class UcxEventLoop {
 
   absl::Status Open(std::string_view address, const std::string& worker_address, Session& s) {
     absl::Time deadline = absl::Now() + options_.connect_timeout;
-    ARDMA_ASSIGN_OR_RETURN(s.bootstrap, Connection::Open(address, options_.connect_timeout, limits_,
-                                                         &s.bootstrap_counters));
+    ARDMA_ASSIGN_OR_RETURN(
+        s.bootstrap, Connection::Open(address, options_.connect_timeout, limits_,
+                                      &s.bootstrap_counters,
+                                      options_.credentials ? &*options_.credentials : nullptr));
     std::string payload;
     wire::EncodeUcxConnectRequest(worker_address, &payload);
     ARDMA_ASSIGN_OR_RETURN(

@@ -22,11 +22,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/security/auth.h"
 #include "core/client/client.h"
 #include "core/wire/frame.h"
 
@@ -40,6 +42,8 @@ struct LoadOptions {
   absl::Duration connect_timeout = absl::Seconds(5);
   // A response slower than this fails the run (a lost response would otherwise hang it).
   absl::Duration response_timeout = absl::Seconds(60);
+  // Authenticate every connection as this (docs/SECURITY.md); unset: no authentication.
+  std::optional<security::Credentials> credentials;
 };
 
 struct LoadResult {

@@ -25,9 +25,10 @@ CORE_LAYERS = {
     "active": {"wire", "context", "memory"},
     "net": set(),
     "ucx": set(),
-    "server": {"wire", "context", "memory", "active", "net", "ucx"},
-    "client": {"wire", "context", "memory", "active", "net", "ucx"},
-    "cli": {"wire", "context", "memory"},
+    "security": set(),
+    "server": {"wire", "context", "memory", "active", "net", "ucx", "security"},
+    "client": {"wire", "context", "memory", "active", "net", "ucx", "security"},
+    "cli": {"wire", "context", "memory", "security"},
     "testing": None,  # helpers for tests: any core layer
 }
 # Above core: which top-level directories each may include.

@@ -267,6 +267,8 @@ int Main(int argc, char** argv) {
   Options opt;
   FlagSet flags("ardma", kUsage);
   flags.String("server", &opt.server, "HOST:PORT", "the ardmad to talk to");
+  std::string auth_file;
+  AuthFileFlag(flags, &auth_file);
   flags.Int("region", &opt.region, "N", "region for read/write/cas/fetch-add");
   flags.Bool("hex", &opt.hex, "ARGS/DATA are given, and results printed, as hex");
   flags.Bool("raw", &opt.raw, "read prints raw bytes instead of a hex dump");
@@ -289,6 +291,10 @@ int Main(int argc, char** argv) {
   }
   if (positional.empty()) {
     std::cerr << "ardma: missing COMMAND (see --help)\n";
+    return 2;
+  }
+  if (absl::Status s = UseAuthFile(auth_file); !s.ok()) {
+    std::cerr << "ardma: --auth-file: " << s.message() << "\n";
     return 2;
   }
   if (positional[0] == "lock") {

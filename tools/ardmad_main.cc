@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/cli/daemon_support.h"
 #include "core/cli/flag_set.h"
 #include "core/log.h"
+#include "core/security/auth.h"
 #include "core/server/server.h"
 #include "services/monitor/monitor_agent.h"
 
@@ -90,6 +92,17 @@ int Main(int argc, char** argv) {
                "FETCH_ADD, active messages for the rest); auto serves TCP alone if UCX cannot "
                "start, on fails instead");
   flags.String("port-file", &port_file, "PATH", "write the bound HOST:PORT here once listening");
+  std::string auth_file;
+  std::string unix_socket_mode = "0600";
+  flags.String("auth-file", &auth_file, "FILE",
+               "require clients to authenticate with a secret of FILE (lines NAME SECRET "
+               "PERM[,PERM...]; PERM: read, write, exec, load, admin, all; mode 0600); "
+               "docs/SECURITY.md");
+  flags.Bool("insecure", &options.insecure,
+             "allow listening on a non-loopback address without --auth-file (anyone who reaches "
+             "it may run code as this server's user)");
+  flags.String("unix-socket-mode", &unix_socket_mode, "MODE",
+               "permissions of the --unix-socket file, octal (default 0600: this user only)");
   flags.Bool("quiet", &quiet, "log warnings and errors only");
 
   std::vector<std::string> positional;
@@ -138,6 +151,25 @@ int Main(int argc, char** argv) {
   options.handler.limits.max_batch_entries = static_cast<uint32_t>(max_batch);
   options.handler.limits.max_inflight_per_connection = static_cast<uint32_t>(max_inflight);
   options.memory_size = memory != 0 ? memory : (options.memory_file.empty() ? 1ull << 30 : 0);
+  {
+    char* end = nullptr;
+    unsigned long mode = std::strtoul(unix_socket_mode.c_str(), &end, 8);
+    if (unix_socket_mode.empty() || *end != '\0' || mode > 0777) {
+      std::cerr << "ardmad: --unix-socket-mode: '" << unix_socket_mode
+                << "' is not an octal mode like 0600 or 0660\n";
+      return 2;
+    }
+    options.unix_socket_mode = static_cast<uint32_t>(mode);
+  }
+  if (!auth_file.empty()) {
+    absl::StatusOr<ardma::security::AuthTable> table = ardma::security::AuthTable::LoadFile(auth_file);
+    if (!table.ok()) {
+      std::cerr << "ardmad: --auth-file: " << table.status().message() << "\n";
+      return 2;
+    }
+    ARDMA_LOG(kInfo, "clients must authenticate: %u secrets in %s", table->size(), auth_file);
+    options.handler.auth = std::make_shared<const ardma::security::AuthTable>(*std::move(table));
+  }
 
   std::unique_ptr<ardma::monitor::MonitorAgent> agent;
   if (monitor.interval != absl::ZeroDuration()) {

@@ -1,10 +1,13 @@
 #include "core/cli/flag_set.h"
 
+#include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/security/auth.h"
+#include "core/status_macros.h"
 #include "core/memory/region.h"
 #include "core/status_macros.h"
 
@@ -207,6 +210,19 @@ std::string FlagSet::Help() const {
   }
   absl::StrAppendFormat(&out, "%-32s %s\n", "  -h, --help", "show this help");
   return out;
+}
+
+void AuthFileFlag(FlagSet& flags, std::string* path) {
+  flags.String("auth-file", path, "FILE",
+               "authenticate as the NAME SECRET on FILE's first line (mode 0600; default: "
+               "$ARDMA_AUTH_FILE)");
+}
+
+absl::Status UseAuthFile(const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  ARDMA_RETURN_IF_ERROR(security::LoadCredentials(path).status());
+  ::setenv("ARDMA_AUTH_FILE", path.c_str(), 1);
+  return absl::OkStatus();
 }
 
 }  // namespace ardma

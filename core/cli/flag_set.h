@@ -79,6 +79,12 @@ class FlagSet {
   bool help_requested_ = false;
 };
 
+// The clients' --auth-file FILE flag (docs/SECURITY.md): declares it on `flags`.
+void AuthFileFlag(FlagSet& flags, std::string* path);
+// Checks FILE (a private file with a NAME SECRET line) and makes it the credentials of every
+// client this process opens, as $ARDMA_AUTH_FILE does; nothing for an empty path.
+absl::Status UseAuthFile(const std::string& path);
+
 }  // namespace ardma
 
 #endif  // ARDMA_CORE_CLI_FLAG_SET_H_

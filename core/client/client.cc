@@ -18,16 +18,18 @@ namespace {
 absl::StatusOr<std::shared_ptr<Transport>> OpenTransport(std::string_view address,
                                                          const ClientOptions& options,
                                                          ClientCounters* counters) {
+  const security::Credentials* credentials =
+      options.credentials.has_value() ? &*options.credentials : nullptr;
   if (address.substr(0, kUcxPrefix.size()) == kUcxPrefix) {
     address.remove_prefix(kUcxPrefix.size());
-    ARDMA_ASSIGN_OR_RETURN(
-        std::shared_ptr<UcxConnection> ucx,
-        UcxConnection::Open(address, options.connect_timeout, options.limits, counters));
+    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<UcxConnection> ucx,
+                           UcxConnection::Open(address, options.connect_timeout, options.limits,
+                                               counters, credentials));
     return std::shared_ptr<Transport>(std::move(ucx));
   }
   ARDMA_ASSIGN_OR_RETURN(
       std::shared_ptr<Connection> tcp,
-      Connection::Open(address, options.connect_timeout, options.limits, counters));
+      Connection::Open(address, options.connect_timeout, options.limits, counters, credentials));
   return std::shared_ptr<Transport>(std::move(tcp));
 }
 
@@ -60,7 +62,11 @@ Client::~Client() {
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string_view address,
                                                         const ClientOptions& options) {
-  std::unique_ptr<Client> client(new Client(std::string(address), options));
+  ClientOptions resolved = options;
+  if (!resolved.credentials.has_value() && resolved.credentials_from_environment) {
+    ARDMA_ASSIGN_OR_RETURN(resolved.credentials, security::CredentialsFromEnvironment());
+  }
+  std::unique_ptr<Client> client(new Client(std::string(address), resolved));
   ARDMA_RETURN_IF_ERROR(client->CurrentConnection().status());
   return client;
 }
@@ -85,9 +91,12 @@ absl::StatusOr<std::shared_ptr<Transport>> Client::CurrentConnection() {
       return connection_;
     }
     last = c.status();
-    // A bad address, or a server without UCX: trying again will not help.
+    // A bad address, a server without UCX, refused credentials: trying again will not help.
     if (last.code() == absl::StatusCode::kInvalidArgument ||
-        last.code() == absl::StatusCode::kFailedPrecondition) {
+        last.code() == absl::StatusCode::kFailedPrecondition ||
+        last.code() == absl::StatusCode::kUnauthenticated ||
+        last.code() == absl::StatusCode::kNotFound ||
+        last.code() == absl::StatusCode::kDataLoss) {
       return last;
     }
   }

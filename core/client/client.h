@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,10 @@ struct ClientOptions {
   // longer network under transports a delaying proxy cannot sit in (UCX shared memory); over TCP
   // ardma-delay-proxy does the same outside the client. Async calls are not delayed.
   absl::Duration extra_round_trip_time = absl::ZeroDuration();
+  // Who to authenticate as (docs/SECURITY.md). Unset: the file $ARDMA_AUTH_FILE names, if any
+  // (unless credentials_from_environment is false); with neither, no authentication.
+  std::optional<security::Credentials> credentials;
+  bool credentials_from_environment = true;
 };
 
 struct CallOptions {

@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/net/socket_connect.h"
+#include "core/security/auth.h"
+#include "core/wire/messages.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -22,7 +24,54 @@ namespace {
 // A reader blocked in recv(2) wakes this often to check deadlines.
 constexpr int kReadTickMs = 100;
 constexpr size_t kInitialReadBuffer = 64 << 10;
+// Reads one whole frame (blocking, within the socket's receive timeout).
+absl::StatusOr<std::pair<wire::FrameHeader, std::string>> ReadFrame(int fd,
+                                                                   const wire::WireLimits& limits) {
+  char head[wire::kHeaderSize];
+  ARDMA_RETURN_IF_ERROR(RecvExactly(fd, head, sizeof head));
+  ARDMA_ASSIGN_OR_RETURN(wire::FrameHeader h,
+                         wire::DecodeHeader(std::string_view(head, sizeof head), limits));
+  std::string payload(h.payload_len, '\0');
+  ARDMA_RETURN_IF_ERROR(RecvExactly(fd, payload.data(), payload.size()));
+  return std::make_pair(h, std::move(payload));
+}
+
 }  // namespace
+
+absl::Status AuthenticateSocket(int fd, const security::Credentials& credentials,
+                                const wire::WireLimits& limits, ClientCounters* counters) {
+  ARDMA_ASSIGN_OR_RETURN(auto hello_frame, ReadFrame(fd, limits));
+  if (hello_frame.first.op != wire::Op::kHello) {
+    return absl::DataLossError("the server did not open with HELLO (not an ardmad?)");
+  }
+  ARDMA_ASSIGN_OR_RETURN(wire::Hello hello, wire::DecodeHello(hello_frame.second));
+  if (!hello.auth_required) return absl::OkStatus();
+  wire::AuthRequest req{.name = credentials.name, .client_nonce = security::RandomNonce()};
+  req.proof = security::ComputeProof(credentials.secret, security::Role::kClient, hello.nonce,
+                                     req.client_nonce, credentials.name);
+  std::string frame;
+  size_t start = wire::BeginFrame(&frame);
+  wire::EncodeAuthRequest(req, &frame);
+  wire::FinishFrame({.op = wire::Op::kAuth, .request_id = 0}, start, &frame);
+  ARDMA_RETURN_IF_ERROR(SendAll(fd, frame));
+  ARDMA_ASSIGN_OR_RETURN(auto answer, ReadFrame(fd, limits));
+  if (counters != nullptr) {
+    counters->round_trips.fetch_add(1, std::memory_order_relaxed);
+    counters->bytes_sent.fetch_add(frame.size(), std::memory_order_relaxed);
+  }
+  if (answer.first.status != 0) {
+    return wire::StatusFromWire(answer.first.status, answer.second);
+  }
+  ARDMA_ASSIGN_OR_RETURN(wire::AuthResponse resp, wire::DecodeAuthResponse(answer.second));
+  security::Proof expected = security::ComputeProof(credentials.secret, security::Role::kServer,
+                                                    hello.nonce, req.client_nonce, credentials.name);
+  if (!security::ProofsEqual(expected, resp.proof)) {
+    return absl::UnauthenticatedError(
+        "the server could not prove it knows this secret (not the ardmad you meant?)");
+  }
+  return absl::OkStatus();
+}
+
 
 struct Connection::Pending {
   bool done = false;
@@ -35,8 +84,21 @@ struct Connection::Pending {
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(std::string_view address,
                                                              absl::Duration timeout,
                                                              const wire::WireLimits& limits,
-                                                             ClientCounters* counters) {
+                                                             ClientCounters* counters,
+                                                             const security::Credentials* credentials) {
   ARDMA_ASSIGN_OR_RETURN(int fd, ConnectSocket(address, timeout));
+  if (credentials != nullptr) {
+    timeval limit = absl::ToTimeval(timeout);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    if (absl::Status s = AuthenticateSocket(fd, *credentials, limits, counters); !s.ok()) {
+      ::close(fd);
+      if (absl::IsUnavailable(s)) {
+        return absl::UnavailableError(absl::StrCat("authenticating to ", std::string(address),
+                                                   ": ", s.message()));
+      }
+      return s;
+    }
+  }
   // A receive timeout, so a reader blocked in recv(2) can check deadlines.
   timeval tick{0, kReadTickMs * 1000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
@@ -242,6 +304,9 @@ void Connection::ReadOnce() {
 }
 
 void Connection::Dispatch(const wire::FrameHeader& header, std::string_view payload) {
+  // The server's greeting answers no request (if it asked for authentication, every request will
+  // be refused with a message that says so).
+  if (header.op == wire::Op::kHello) return;
   ResponsePayload result = ResponseFromFrame(header, payload);
   ResponseCallback callback;
   {

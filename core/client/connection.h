@@ -34,18 +34,28 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/client/transport.h"
+#include "core/security/auth.h"
 #include "core/wire/frame.h"
 
 namespace ardma {
 
+// The client's side of the handshake (core/security/auth.h) on a freshly connected, blocking
+// socket: reads HELLO and, if the server asks for it, authenticates (one round trip, counted in
+// `counters` if given). Nothing to do when the server does not ask. For programs that speak the
+// protocol on their own sockets; Connection::Open does this itself.
+absl::Status AuthenticateSocket(int fd, const security::Credentials& credentials,
+                                const wire::WireLimits& limits, ClientCounters* counters);
+
 class Connection : public Transport, public std::enable_shared_from_this<Connection> {
  public:
-  // Connects to "host:port" (TCP, with a timeout) or "unix:/path" (a Unix-domain socket).
-  // UNAVAILABLE if the server cannot be reached; INVALID_ARGUMENT for a malformed address.
-  static absl::StatusOr<std::shared_ptr<Connection>> Open(std::string_view address,
-                                                          absl::Duration timeout,
-                                                          const wire::WireLimits& limits,
-                                                          ClientCounters* counters);
+  // Connects to "host:port" (TCP, with a timeout) or "unix:/path" (a Unix-domain socket) and,
+  // given credentials, authenticates (one round trip; docs/SECURITY.md). UNAVAILABLE if the
+  // server cannot be reached; INVALID_ARGUMENT for a malformed address; UNAUTHENTICATED if the
+  // server refuses the credentials. Without credentials a server that requires them answers
+  // every request UNAUTHENTICATED and closes the connection.
+  static absl::StatusOr<std::shared_ptr<Connection>> Open(
+      std::string_view address, absl::Duration timeout, const wire::WireLimits& limits,
+      ClientCounters* counters, const security::Credentials* credentials = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

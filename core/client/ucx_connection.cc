@@ -1,5 +1,7 @@
 #include "core/client/ucx_connection.h"
 
+#include <algorithm>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -48,14 +50,17 @@ void EndDetachedTeardown() { detached_teardowns.fetch_sub(1, std::memory_order_a
 absl::StatusOr<std::shared_ptr<UcxConnection>> UcxConnection::Open(std::string_view address,
                                                                    absl::Duration timeout,
                                                                    const wire::WireLimits& limits,
-                                                                   ClientCounters* counters) {
+                                                                   ClientCounters* counters,
+                                                                   const security::Credentials* credentials) {
   std::shared_ptr<UcxConnection> c(new UcxConnection(limits, counters));
-  ARDMA_RETURN_IF_ERROR(c->Bootstrap(address, timeout));
+  ARDMA_RETURN_IF_ERROR(c->Bootstrap(address, timeout, credentials));
   return c;
 }
 
-absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration timeout) {
-  ARDMA_ASSIGN_OR_RETURN(tcp_, Connection::Open(address, timeout, limits_, &bootstrap_counters_));
+absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration timeout,
+                                      const security::Credentials* credentials) {
+  ARDMA_ASSIGN_OR_RETURN(
+      tcp_, Connection::Open(address, timeout, limits_, &bootstrap_counters_, credentials));
   ARDMA_ASSIGN_OR_RETURN(ucx_, UcxContext::Create({}));
   ARDMA_ASSIGN_OR_RETURN(std::string worker_address, ucx_->WorkerAddress());
   std::string payload;
@@ -86,6 +91,11 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
     RemoteRegion r;
     r.bounds = {k.size, k.read_only};
     r.base = k.base;
+    if (k.rkey.empty()) {  // not for this connection's permissions: through the server
+      all_keyed_ = false;
+      regions_.push_back(r);
+      continue;
+    }
     s = ucp_ep_rkey_unpack(ep_, k.rkey.data(), &r.rkey);
     if (s != UCS_OK) return UcsError(s, absl::StrCat("unpacking the key of region ", k.region));
     void* local = nullptr;
@@ -175,11 +185,29 @@ absl::StatusOr<const UcxConnection::RemoteRegion*> UcxConnection::FindRegion(
   return &regions_[region];
 }
 
+bool UcxConnection::Keyed(const OutgoingRequest& request) const {
+  auto keyed = [this](RegionId region) {
+    return region >= regions_.size() || regions_[region].rkey != nullptr;  // unknown: refused
+  };
+  if (request.op == Op::kRead) {
+    absl::StatusOr<std::vector<wire::ReadEntry>> entries =
+        wire::DecodeReadRequest(request.payload, limits_);
+    if (!entries.ok()) return true;  // refused with the server's error by OneSided
+    return std::all_of(entries->begin(), entries->end(),
+                       [&](const wire::ReadEntry& e) { return keyed(e.region); });
+  }
+  absl::StatusOr<std::vector<wire::WriteEntry>> entries =
+      wire::DecodeWriteRequest(request.payload, limits_);
+  if (!entries.ok()) return true;
+  return std::all_of(entries->begin(), entries->end(),
+                     [&](const wire::WriteEntry& e) { return keyed(e.region); });
+}
+
 bool UcxConnection::IsOneSided(const OutgoingRequest& request) const {
   switch (request.op) {
     case Op::kRead:
     case Op::kWrite:
-      return true;
+      return all_keyed_ || Keyed(request);
     case Op::kCas:
     case Op::kFetchAdd: {
       // The region is the payload's first field.

@@ -13,6 +13,8 @@
 //   - Every other request (PING, LOAD, HAS_CODE, EXECUTE, STATS) is an active message carrying the
 //     same frame as on TCP; the response comes back as one.
 //   - Bounds, alignment and read-only regions are checked here first, with the server's errors.
+//   - A region the server gave no key for (this connection's secret may not write it: an rkey is
+//     a mapping of the memory, docs/SECURITY.md) is accessed through the server, which checks.
 //
 // The TCP connection stays open for the session's life: the server ends the session (running its
 // close hooks) when it closes, and a watcher thread here breaks the transport the moment the server
@@ -51,7 +53,8 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   static absl::StatusOr<std::shared_ptr<UcxConnection>> Open(std::string_view address,
                                                              absl::Duration timeout,
                                                              const wire::WireLimits& limits,
-                                                             ClientCounters* counters);
+                                                             ClientCounters* counters,
+                                                             const security::Credentials* credentials = nullptr);
   ~UcxConnection() override;
   UcxConnection(const UcxConnection&) = delete;
   UcxConnection& operator=(const UcxConnection&) = delete;
@@ -75,7 +78,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   struct RemoteRegion {
     RegionBounds bounds;
     uint64_t base = 0;
-    ucp_rkey_h rkey = nullptr;
+    ucp_rkey_h rkey = nullptr;  // null: this connection may not access it one-sidedly
     bool mapped = false;  // ucp_rkey_ptr works: shared memory
   };
   struct Pending {
@@ -87,13 +90,16 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
 
   UcxConnection(const wire::WireLimits& limits, ClientCounters* counters)
       : limits_(limits), counters_(counters) {}
-  absl::Status Bootstrap(std::string_view address, absl::Duration timeout);
+  absl::Status Bootstrap(std::string_view address, absl::Duration timeout,
+                         const security::Credentials* credentials);
 
   // One READ, WRITE, CAS or FETCH_ADD done one-sidedly: the server's answer in *result, or a
   // transport failure.
   absl::Status OneSided(const OutgoingRequest& request, absl::Time deadline,
                         ResponsePayload* result);
   bool IsOneSided(const OutgoingRequest& request) const;
+  // Whether every region a READ / WRITE names has a key here.
+  bool Keyed(const OutgoingRequest& request) const;
   absl::StatusOr<const RemoteRegion*> FindRegion(RegionId region) const;
   // Sends requests as active messages, registering them as pending.
   absl::Status SendRequests(const std::vector<OutgoingRequest>& requests,
@@ -120,6 +126,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   ucp_ep_h ep_ = nullptr;
   uint64_t session_ = 0;
   std::vector<RemoteRegion> regions_;
+  bool all_keyed_ = true;  // every region came with a key (the usual case: no decoding to route)
   std::atomic<bool> server_gone_{false};  // set by the watcher; checked before every flight
   std::thread watcher_;
 

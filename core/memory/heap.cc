@@ -18,12 +18,22 @@ using namespace internal;  // NOLINT: the layout's encoding, private to the heap
 
 constexpr int kMaxCasRetries = 1 << 20;
 
-// Sets (claims) or clears pool bits [first, first + n) word by word. Claiming CASes each word from
-// "all these bits clear"; on a lost race it gives back what it took and returns false. Clearing
-// subtracts the bits, which are known to be set.
+// Gives pool bits [first, first + n) back, subtracting each word's mask (the bits are known set).
+absl::Status ReleasePoolBits(Context& ctx, const Layout& l, uint64_t first, uint64_t n) {
+  for (uint64_t p = first; p < first + n;) {
+    uint64_t word = p / 64, bit = p % 64;
+    uint64_t count = std::min<uint64_t>(64 - bit, first + n - p);
+    uint64_t mask = (count == 64 ? ~0ull : ((1ull << count) - 1)) << bit;
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(l.pool + 8 * word, static_cast<uint64_t>(-mask)).status());
+    p += count;
+  }
+  return absl::OkStatus();
+}
+
+// Claims pool bits [first, first + n) word by word, CASing each word from "all these bits clear".
+// On a lost race it gives back the words it took (those before the one it lost) and returns false.
 absl::StatusOr<bool> ClaimPoolBits(Context& ctx, const Layout& l, const Snapshot& pool,
                                    uint64_t first, uint64_t n) {
-  std::vector<std::pair<uint64_t, uint64_t>> taken;  // word, mask
   for (uint64_t p = first; p < first + n;) {
     uint64_t word = p / 64, bit = p % 64;
     uint64_t count = std::min<uint64_t>(64 - bit, first + n - p);
@@ -37,26 +47,12 @@ absl::StatusOr<bool> ClaimPoolBits(Context& ctx, const Layout& l, const Snapshot
       old = cas.observed;
     }
     if (!ok) {
-      for (const auto& [w, m] : taken) {
-        ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(l.pool + 8 * w, static_cast<uint64_t>(-m)).status());
-      }
+      ARDMA_RETURN_IF_ERROR(ReleasePoolBits(ctx, l, first, p - first));
       return false;
     }
-    taken.emplace_back(word, mask);
     p += count;
   }
   return true;
-}
-
-absl::Status ReleasePoolBits(Context& ctx, const Layout& l, uint64_t first, uint64_t n) {
-  for (uint64_t p = first; p < first + n;) {
-    uint64_t word = p / 64, bit = p % 64;
-    uint64_t count = std::min<uint64_t>(64 - bit, first + n - p);
-    uint64_t mask = (count == 64 ? ~0ull : ((1ull << count) - 1)) << bit;
-    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(l.pool + 8 * word, static_cast<uint64_t>(-mask)).status());
-    p += count;
-  }
-  return absl::OkStatus();
 }
 
 // Finds `n` contiguous free pages: the lowest run (runs), or the highest free page (slabs, n = 1).

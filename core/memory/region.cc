@@ -27,14 +27,25 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Create(const RegionOptions& opti
   bool reopened = false;
   int fd = -1;
   if (!options.file.empty()) {
-    fd = ::open(options.file.c_str(), (options.read_only ? O_RDONLY : O_RDWR) | O_CREAT | O_CLOEXEC,
-                0600);
+    // Never through a symbolic link: one planted where the memory file should be would point
+    // the server's writes at any file its user may write.
+    fd = ::open(options.file.c_str(),
+                (options.read_only ? O_RDONLY : O_RDWR) | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 && errno == ELOOP) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "memory file ", options.file, " is a symbolic link; give the file's own path"));
+    }
     if (fd < 0) return ErrnoStatus(absl::StrCat("open ", options.file));
     struct stat st;
     if (::fstat(fd, &st) != 0) {
       absl::Status s = ErrnoStatus(absl::StrCat("stat ", options.file));
       ::close(fd);
       return s;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return absl::FailedPreconditionError(
+          absl::StrCat("memory file ", options.file, " is not a regular file"));
     }
     uint64_t existing = static_cast<uint64_t>(st.st_size);
     if (existing > 0) {
@@ -114,9 +125,8 @@ RegionId RegionTable::Add(std::shared_ptr<Region> region) {
   return static_cast<RegionId>(regions_.size() - 1);
 }
 
-absl::StatusOr<Region*> RegionTable::Get(RegionId id) const {
-  if (id >= regions_.size()) return absl::NotFoundError(absl::StrCat("no region ", id));
-  return regions_[id].get();
+absl::Status RegionTable::NoRegion(RegionId id) {
+  return absl::NotFoundError(absl::StrCat("no region ", id));
 }
 
 absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {

@@ -95,10 +95,15 @@ class RegionTable {
   // agent, which publishes into a read-only region).
   RegionId Add(std::shared_ptr<Region> region);
   // NotFound for an unknown id.
-  absl::StatusOr<Region*> Get(RegionId id) const;
+  absl::StatusOr<Region*> Get(RegionId id) const {
+    if (id >= regions_.size()) [[unlikely]] return NoRegion(id);
+    return regions_[id].get();
+  }
   size_t size() const { return regions_.size(); }
 
  private:
+  static absl::Status NoRegion(RegionId id);
+
   std::vector<std::shared_ptr<Region>> regions_;
 };
 

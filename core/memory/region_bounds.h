@@ -15,11 +15,26 @@ struct RegionBounds {
   bool read_only = false;
 
   // OutOfRange unless [addr, addr + len) lies inside the region.
-  absl::Status CheckRange(uint64_t addr, uint64_t len) const;
+  absl::Status CheckRange(uint64_t addr, uint64_t len) const {
+    if (addr > size || len > size - addr) [[unlikely]] return OutOfRange(addr, len);
+    return absl::OkStatus();
+  }
   // PermissionDenied for a read-only region, then CheckRange.
-  absl::Status CheckWritable(uint64_t addr, uint64_t len) const;
+  absl::Status CheckWritable(uint64_t addr, uint64_t len) const {
+    if (read_only) [[unlikely]] return ReadOnly();
+    return CheckRange(addr, len);
+  }
   // InvalidArgument unless 8-byte aligned, then CheckWritable(addr, 8).
-  absl::Status CheckAtomic(uint64_t addr) const;
+  absl::Status CheckAtomic(uint64_t addr) const {
+    if (addr % 8 != 0) [[unlikely]] return Misaligned(addr);
+    return CheckWritable(addr, 8);
+  }
+
+ private:
+  // The refusals, built out of line: the checks above sit on every access's path.
+  absl::Status OutOfRange(uint64_t addr, uint64_t len) const;
+  static absl::Status ReadOnly();
+  static absl::Status Misaligned(uint64_t addr);
 };
 
 }  // namespace ardma

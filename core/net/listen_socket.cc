@@ -59,7 +59,7 @@ absl::StatusOr<ListeningSocket> ListenSocket(std::string_view address) {
   return out;
 }
 
-absl::StatusOr<ListeningSocket> ListenUnixSocket(const std::string& path) {
+absl::StatusOr<ListeningSocket> ListenUnixSocket(const std::string& path, mode_t mode) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
@@ -77,8 +77,14 @@ absl::StatusOr<ListeningSocket> ListenUnixSocket(const std::string& path) {
   }
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoUnavailable("socket", errno);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(fd, SOMAXCONN) != 0) {
+  // The socket file is created with `mode` (through the umask, so it never exists with a wider
+  // one), then given exactly that mode.
+  mode_t old_umask = ::umask(0777 & ~mode);
+  int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int bind_errno = errno;
+  ::umask(old_umask);
+  errno = bind_errno;
+  if (bound != 0 || ::chmod(path.c_str(), mode) != 0 || ::listen(fd, SOMAXCONN) != 0) {
     absl::Status s = ErrnoUnavailable(absl::StrCat("cannot listen on unix socket ", path), errno);
     ::close(fd);
     return s;

@@ -7,6 +7,8 @@
 #ifndef ARDMA_CORE_NET_LISTEN_SOCKET_H_
 #define ARDMA_CORE_NET_LISTEN_SOCKET_H_
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 
@@ -25,8 +27,9 @@ struct ListeningSocket {
 absl::StatusOr<ListeningSocket> ListenSocket(std::string_view address);
 
 // Binds a Unix-domain socket at `path`. A socket file left by a server that died is replaced; one
-// that still answers is in use (UNAVAILABLE "unix socket PATH is in use").
-absl::StatusOr<ListeningSocket> ListenUnixSocket(const std::string& path);
+// that still answers is in use (UNAVAILABLE "unix socket PATH is in use"). The socket file gets
+// `mode` (0600: only the server's user may connect).
+absl::StatusOr<ListeningSocket> ListenUnixSocket(const std::string& path, mode_t mode = 0600);
 
 }  // namespace ardma
 

@@ -115,6 +115,27 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
     return;
   }
 
+  if (header.op == Op::kAuth) {
+    HandleAuth(header, payload, sink);
+    return;
+  }
+  const security::Grant* grant = sink->auth().Granted();
+  if (grant == nullptr) {
+    ServerCounters::Add(counters_.auth_refused, 1);
+    ServerCounters::Add(counters_.errors, 1);
+    ServerCounters::Add(counters_.bytes_out, wire::kHeaderSize);
+    sink->SendAndClose(wire::EncodeErrorResponse(
+        header, absl::UnauthenticatedError(
+                    "this server requires authentication before any other request (give the "
+                    "client --auth-file FILE or set ARDMA_AUTH_FILE)")));
+    return;
+  }
+  if (absl::Status allowed = Allowed(header.op, *grant); !allowed.ok()) {
+    ServerCounters::Add(counters_.permission_denied, 1);
+    ReplyError(sink, header, allowed);
+    return;
+  }
+
   std::string out;
   size_t start = wire::BeginFrame(&out);
   absl::Status status;
@@ -123,16 +144,16 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
       out.append(payload.data(), payload.size());
       break;
     case Op::kRead:
-      status = HandleRead(payload, &out);
+      status = HandleRead(payload, *grant, &out);
       break;
     case Op::kWrite:
-      status = HandleWrite(payload);
+      status = HandleWrite(payload, *grant);
       break;
     case Op::kCas:
-      status = HandleCas(payload, &out);
+      status = HandleCas(payload, *grant, &out);
       break;
     case Op::kFetchAdd:
-      status = HandleFetchAdd(payload, &out);
+      status = HandleFetchAdd(payload, *grant, &out);
       break;
     case Op::kHasCode: {
       absl::StatusOr<wire::CodeHash> hash = wire::DecodeHash(payload);
@@ -144,7 +165,7 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
       if (!payload.empty()) {
         status = absl::InvalidArgumentError("STATS takes no payload");
       } else {
-        wire::EncodeStatsResponse(Stats(), &out);
+        wire::EncodeStatsResponse(grant->Has(security::kAdmin) ? Stats() : StatsSummary(), &out);
       }
       break;
     case Op::kLoad:
@@ -153,6 +174,10 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
     case Op::kExecute:
       HandleExecute(header, payload, sink);
       return;
+    case Op::kHello:
+    case Op::kAuth:  // handled above
+      status = absl::InvalidArgumentError("HELLO is sent by the server only");
+      break;
     case Op::kUcxConnect: {
       if (!ucx_connect_) {
         status = absl::FailedPreconditionError(
@@ -176,12 +201,14 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
   Reply(sink, std::move(out));
 }
 
-absl::Status RequestHandler::HandleRead(std::string_view payload, std::string* out) {
+absl::Status RequestHandler::HandleRead(std::string_view payload, const security::Grant& grant,
+                                        std::string* out) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<wire::ReadEntry> entries,
                          wire::DecodeReadRequest(payload, options_.limits));
   // Validate everything before sizing the response.
   size_t total = 0;
   for (const wire::ReadEntry& e : entries) {
+    ARDMA_RETURN_IF_ERROR(MayAccess(grant, e.region, /*write=*/false));
     ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(e.region));
     ARDMA_RETURN_IF_ERROR(region->CheckRange(e.addr, e.len));
     total += e.len;
@@ -196,10 +223,11 @@ absl::Status RequestHandler::HandleRead(std::string_view payload, std::string* o
   return absl::OkStatus();
 }
 
-absl::Status RequestHandler::HandleWrite(std::string_view payload) {
+absl::Status RequestHandler::HandleWrite(std::string_view payload, const security::Grant& grant) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<wire::WriteEntry> entries,
                          wire::DecodeWriteRequest(payload, options_.limits));
   for (const wire::WriteEntry& e : entries) {
+    ARDMA_RETURN_IF_ERROR(MayAccess(grant, e.region, /*write=*/true));
     ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(e.region));
     ARDMA_RETURN_IF_ERROR(region->CheckWritable(e.addr, e.data.size()));
   }
@@ -210,16 +238,20 @@ absl::Status RequestHandler::HandleWrite(std::string_view payload) {
   return absl::OkStatus();
 }
 
-absl::Status RequestHandler::HandleCas(std::string_view payload, std::string* out) {
+absl::Status RequestHandler::HandleCas(std::string_view payload, const security::Grant& grant,
+                                       std::string* out) {
   ARDMA_ASSIGN_OR_RETURN(wire::CasRequest req, wire::DecodeCasRequest(payload));
+  ARDMA_RETURN_IF_ERROR(MayAccess(grant, req.region, /*write=*/true));
   ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(req.region));
   ARDMA_ASSIGN_OR_RETURN(CasResult r, region->CompareAndSwap(req.addr, req.expected, req.desired));
   wire::EncodeU64Response(r.observed, out);
   return absl::OkStatus();
 }
 
-absl::Status RequestHandler::HandleFetchAdd(std::string_view payload, std::string* out) {
+absl::Status RequestHandler::HandleFetchAdd(std::string_view payload, const security::Grant& grant,
+                                            std::string* out) {
   ARDMA_ASSIGN_OR_RETURN(wire::FetchAddRequest req, wire::DecodeFetchAddRequest(payload));
+  ARDMA_RETURN_IF_ERROR(MayAccess(grant, req.region, /*write=*/true));
   ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(req.region));
   ARDMA_ASSIGN_OR_RETURN(uint64_t old, region->FetchAdd(req.addr, req.delta));
   wire::EncodeU64Response(old, out);
@@ -460,6 +492,17 @@ void RequestHandler::RunCloseHook(const std::string& function, const std::string
 }
 
 void RequestHandler::ExpireParked() { parking_.Expire(absl::Now()); }
+
+std::vector<wire::StatsEntry> RequestHandler::StatsSummary() const {
+  std::vector<wire::StatsEntry> out;
+  out.emplace_back("connections.open",
+                   counters_.connections_open.load(std::memory_order_relaxed));
+  out.emplace_back("code.libraries", registry_->size());
+  if (absl::StatusOr<Region*> heap = regions_->Get(kHeapRegion); heap.ok()) {
+    out.emplace_back("heap.size", (*heap)->size());
+  }
+  return out;
+}
 
 std::vector<wire::StatsEntry> RequestHandler::Stats() const {
   std::vector<wire::StatsEntry> out = counters_.Snapshot();

@@ -26,6 +26,7 @@
 #include "core/active/code_registry.h"
 #include "core/active/parking_lot.h"
 #include "core/memory/region.h"
+#include "core/security/auth.h"
 #include "core/server/dedup_window.h"
 #include "core/server/server_counters.h"
 #include "core/server/worker_pool.h"
@@ -34,14 +35,38 @@
 
 namespace ardma {
 
+// Who a connection is and what it may do (core/security/auth.h). Written by the handler while it
+// handles the connection's AUTH (or its greeting); `authenticated` is set last, with release order,
+// so a thread that sees it true sees the rest.
+struct ConnectionAuth {
+  wire::Nonce nonce{};  // the HELLO challenge
+  std::string name;     // the secret's name; empty on a server without an auth file
+  security::Grant grant;
+  std::atomic<bool> authenticated{false};
+
+  // The grant, once authenticated; nothing before.
+  const security::Grant* Granted() const {
+    return authenticated.load(std::memory_order_acquire) ? &grant : nullptr;
+  }
+};
+
 // A connection, as the handler sees it.
 class ResponseSink {
  public:
   virtual ~ResponseSink() = default;
   // Queues one complete response frame. Callable from any thread.
   virtual void Send(std::string frame) = 0;
+  // Sends `frame`, then closes the connection and reads nothing more from it (refused
+  // authentication). Callable from any thread.
+  virtual void SendAndClose(std::string frame) { Send(std::move(frame)); }
   // False once the connection is closed.
   virtual bool Open() const = 0;
+
+  ConnectionAuth& auth() { return auth_; }
+  const ConnectionAuth& auth() const { return auth_; }
+
+ private:
+  ConnectionAuth auth_;
 };
 
 struct HandlerOptions {
@@ -51,6 +76,9 @@ struct HandlerOptions {
   // Modelled cost of each memory access by active code (busy-wait); see Execution::access_cost.
   absl::Duration access_cost;
   int workers = 2;  // 0: every EXECUTE and LOAD runs inline
+  // The secrets connections authenticate with (--auth-file); null: no authentication, and every
+  // connection may do everything.
+  std::shared_ptr<const security::AuthTable> auth;
   size_t worker_queue = 4096;
   DedupLimits dedup;
 };
@@ -69,6 +97,12 @@ class RequestHandler {
       std::string_view payload, const std::shared_ptr<ResponseSink>& sink)>;
   void SetUcxConnect(UcxConnectHook hook) { ucx_connect_ = std::move(hook); }
 
+  // The HELLO frame that opens a new stream connection: its challenge, and whether it must
+  // authenticate. Without an auth file the connection is granted everything here.
+  std::string Greeting(ResponseSink& sink);
+  // Grants a connection what `from` was granted (a UCX session opened over it).
+  static void InheritAuth(const ResponseSink& from, ResponseSink& to);
+
   // Handles one request. `payload` need only live until Handle returns.
   void Handle(const wire::FrameHeader& header, std::string_view payload,
               const std::shared_ptr<ResponseSink>& sink);
@@ -85,6 +119,9 @@ class RequestHandler {
   const wire::WireLimits& limits() const { return options_.limits; }
   // Counters plus gauges: parked now, libraries, worker queue depth, heap bytes allocated, ...
   std::vector<wire::StatsEntry> Stats() const;
+  // What a connection without `admin` gets from STATS: the heap's size, open connections and
+  // loaded libraries (no walk of the heap, no counters).
+  std::vector<wire::StatsEntry> StatsSummary() const;
 
  private:
   class ExecuteResponder;
@@ -96,10 +133,19 @@ class RequestHandler {
   // The answer to an EXECUTE: its result bytes or its error; dropped if the connection is gone.
   void ReplyResult(const std::shared_ptr<ResponseSink>& sink, const wire::FrameHeader& header,
                    const absl::StatusOr<std::string>& result);
-  absl::Status HandleRead(std::string_view payload, std::string* out);
-  absl::Status HandleWrite(std::string_view payload);
-  absl::Status HandleCas(std::string_view payload, std::string* out);
-  absl::Status HandleFetchAdd(std::string_view payload, std::string* out);
+  // PERMISSION_DENIED unless `grant` allows `op` (READ/WRITE are checked per region as well).
+  static absl::Status Allowed(wire::Op op, const security::Grant& grant);
+  // PERMISSION_DENIED unless `grant` may read (write) `region`.
+  static absl::Status MayAccess(const security::Grant& grant, RegionId region, bool write);
+  // AUTH: checks the proof; on success grants the secret's permissions, otherwise answers
+  // UNAUTHENTICATED and closes the connection.
+  void HandleAuth(const wire::FrameHeader& header, std::string_view payload,
+                  const std::shared_ptr<ResponseSink>& sink);
+  absl::Status HandleRead(std::string_view payload, const security::Grant& grant, std::string* out);
+  absl::Status HandleWrite(std::string_view payload, const security::Grant& grant);
+  absl::Status HandleCas(std::string_view payload, const security::Grant& grant, std::string* out);
+  absl::Status HandleFetchAdd(std::string_view payload, const security::Grant& grant,
+                              std::string* out);
   void HandleLoad(const wire::FrameHeader& header, std::string_view payload,
                   const std::shared_ptr<ResponseSink>& sink);
   void HandleExecute(const wire::FrameHeader& header, std::string_view payload,

@@ -84,6 +84,15 @@ absl::Status CheckPlacement(const ServerOptions& options) {
   return status;
 }
 
+// Whether a bound numeric address is a loopback one (127.0.0.0/8, ::1, ::ffff:127.x.y.z).
+bool IsLoopback(std::string_view host) {
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.rfind("::ffff:", 0) == 0) host.remove_prefix(7);
+  return host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 // What the server keeps of a connection, whatever its socket type.
 class SessionBase : public ResponseSink {
  public:
@@ -106,6 +115,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   void Start() {
     handler_.counters().connections_open.fetch_add(1, std::memory_order_relaxed);
+    Send(handler_.Greeting(*this));
     asio::co_spawn(executor_, ReadLoop(shared_from_this()), asio::detached);
   }
 
@@ -121,6 +131,21 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     });
   }
 
+  void SendAndClose(std::string frame) override {
+    auto finish = [](Session& self, std::string frame) {
+      self.Enqueue(std::move(frame));
+      self.close_when_written_ = true;
+      self.Flush();
+    };
+    if (executor_.running_in_this_thread()) {
+      finish(*this, std::move(frame));
+      return;
+    }
+    asio::post(executor_, [self = shared_from_this(), frame = std::move(frame), finish]() mutable {
+      finish(*self, std::move(frame));
+    });
+  }
+
   bool Open() const override { return open_.load(std::memory_order_acquire); }
 
   void Shutdown() override {
@@ -130,7 +155,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
  private:
   static asio::awaitable<void> ReadLoop(std::shared_ptr<Session> self) {
     co_await self->Read();
-    self->Close();
+    // A refused connection closes once its last answer is written (Flush).
+    if (!self->close_when_written_ || !self->writing_) self->Close();
   }
 
   asio::awaitable<void> Read() {
@@ -172,6 +198,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
             *header, std::string_view(buf.data() + begin + wire::kHeaderSize, header->payload_len),
             shared_from_this());
         begin += frame_size;
+        if (close_when_written_) co_return;  // refused: nothing more is read (Flush closes)
       }
       Flush();
       if (begin == end) {
@@ -253,6 +280,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
                           return;
                         }
                         self->Flush();
+                        if (!self->writing_ && self->close_when_written_) self->Close();
                       });
   }
 
@@ -278,6 +306,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::vector<std::string> writing_frames_;
   std::vector<asio::const_buffer> write_buffers_;
   bool writing_ = false;
+  bool close_when_written_ = false;  // SendAndClose: close once the queue is written
 };
 
 absl::Status Preload(CodeRegistry& registry, const std::string& dir) {
@@ -462,6 +491,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // The sockets are bound by core/net (one place for every listener) and handed to Asio.
   ARDMA_ASSIGN_OR_RETURN(ListeningSocket tcp_socket, ListenSocket(options.listen));
   ARDMA_ASSIGN_OR_RETURN(impl->bound, ParseHostPort(tcp_socket.address));
+  if (options.handler.auth == nullptr && !options.insecure && !IsLoopback(impl->bound.host)) {
+    ::close(tcp_socket.fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to listen on ", tcp_socket.address,
+        " without authentication: anyone who can reach it could run code as this server's user; "
+        "give --auth-file FILE, listen on 127.0.0.1, or pass --insecure (docs/SECURITY.md)"));
+  }
   {
     asio::io_context& io0 = *impl->ios[0];
     boost::system::error_code ec;
@@ -469,7 +505,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     tcp protocol = impl->bound.host.find(':') != std::string::npos ? tcp::v6() : tcp::v4();
     impl->acceptor->assign(protocol, tcp_socket.fd, ec);
     if (!ec && !options.unix_socket.empty()) {
-      absl::StatusOr<ListeningSocket> unix_socket = ListenUnixSocket(options.unix_socket);
+      absl::StatusOr<ListeningSocket> unix_socket = ListenUnixSocket(options.unix_socket, options.unix_socket_mode);
       if (!unix_socket.ok()) return unix_socket.status();
       impl->unix_acceptor = std::make_unique<local::acceptor>(io0);
       impl->unix_acceptor->assign(local(), unix_socket->fd, ec);

@@ -34,6 +34,10 @@ int DefaultIoThreads();
 struct ServerOptions {
   std::string listen = "127.0.0.1:15712";  // HOST:PORT; port 0 picks a free port
   std::string unix_socket;  // also listen on this Unix-domain socket (clients: "unix:PATH")
+  uint32_t unix_socket_mode = 0600;  // who may connect to it: by default the server's user only
+  // Protected mode (docs/SECURITY.md): without authentication (handler.auth) the server listens
+  // on loopback addresses only, unless this is set.
+  bool insecure = false;
   uint64_t memory_size = 1ull << 30;    // heap bytes; 0 with an existing memory file: its size
   std::string memory_file;              // empty: anonymous memory (lost at exit)
   int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8

@@ -31,6 +31,9 @@ std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
   put("connections.accepted", connections_accepted);
   put("connections.open", connections_open);
   put("connections.protocol_errors", protocol_errors);
+  put("auth.ok", auth_ok);
+  put("auth.refused", auth_refused);
+  put("auth.permission_denied", permission_denied);
   put("execute.ns", execute_ns);
   put("execute.inline", executes_inline);
   put("execute.pooled", executes_pooled);

@@ -24,6 +24,9 @@ struct ServerCounters {
   Counter connections_accepted{0};
   Counter connections_open{0};
   Counter protocol_errors{0};  // connections closed for unparseable frames
+  Counter auth_ok{0};            // connections authenticated
+  Counter auth_refused{0};       // AUTH failed, or a request before AUTH: answered and closed
+  Counter permission_denied{0};  // requests beyond the connection's permissions
   Counter execute_ns{0};       // time spent running active functions
   Counter executes_inline{0};
   Counter executes_pooled{0};

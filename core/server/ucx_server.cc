@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/log.h"
+#include "core/security/auth.h"
+#include "core/server/request_handler.h"
 #include "core/status_macros.h"
 #include "core/wire/frame.h"
 
@@ -145,11 +147,27 @@ absl::StatusOr<std::string> UcxServer::Connect(std::string_view payload,
   if (s != UCS_OK) return UcsError(s, "creating an endpoint to the client's worker");
   wire::UcxHello hello;
   ARDMA_ASSIGN_OR_RETURN(hello.worker_address, ucx_->WorkerAddress());
-  for (const RegionEntry& e : regions_) hello.regions.push_back(e.key);
+  // A key is a mapping of the region (on shared memory the client writes it like its own), so it
+  // goes only to a connection that may write the region, or read one that nobody may write;
+  // anything else goes through the server, which checks (docs/SECURITY.md).
+  const security::Grant* grant = tcp->auth().Granted();
+  for (const RegionEntry& e : regions_) {
+    wire::UcxRegionKey key = e.key;
+    bool keyed = grant != nullptr && grant->MayRead(key.region) &&
+                 (grant->MayWrite(key.region) || key.read_only);
+    if (!keyed) key.rkey.clear();
+    hello.regions.push_back(std::move(key));
+  }
   {
     absl::MutexLock lock(&mu_);
-    hello.session = next_session_++;
-    sessions_[hello.session] = std::make_shared<Session>(this, hello.session, ep, tcp);
+    // Active messages name their session by this number: random, so that it cannot be guessed
+    // by another client of this worker.
+    do {
+      hello.session = security::RandomU64();
+    } while (hello.session == 0 || sessions_.contains(hello.session));
+    auto session = std::make_shared<Session>(this, hello.session, ep, tcp);
+    RequestHandler::InheritAuth(*tcp, *session);
+    sessions_[hello.session] = std::move(session);
   }
   Wake();  // the new endpoint's wire-up wants progress
   std::string out;
@@ -192,7 +210,7 @@ void UcxServer::HandleFrame(const std::shared_ptr<Session>& session, std::string
   if (!header.ok() || frame.size() != wire::kHeaderSize + header->payload_len) {
     // As a TCP session that sends a malformed frame is closed, so is this one.
     handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
-    ARDMA_LOG(kWarning, "ucx session %u: %s; closing it", session->id(),
+    ARDMA_LOG(kWarning, "ucx session ...%04x: %s; closing it", session->id() & 0xffff,
               header.ok() ? "frame length does not match its header"
                           : std::string(header.status().message()));
     session->Poison();

@@ -95,7 +95,6 @@ class UcxServer {
       ABSL_GUARDED_BY(send_mu_);
 
   mutable absl::Mutex mu_;
-  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
 };
 

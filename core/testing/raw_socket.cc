@@ -20,6 +20,14 @@ RawSocket::RawSocket(uint16_t port) {
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   fd_ = fd;
+  // Every connection opens with the server's HELLO.
+  std::optional<RawResponse> hello = Receive();
+  if (!hello.has_value() || hello->header.op != wire::Op::kHello) {
+    ::close(fd_);
+    fd_ = -1;
+    return;
+  }
+  hello_ = std::move(hello->payload);
 }
 
 RawSocket::~RawSocket() {

@@ -22,7 +22,8 @@ bool RecvExactly(int fd, char* out, size_t n);
 
 class RawSocket {
  public:
-  explicit RawSocket(uint16_t port);  // connects to 127.0.0.1:port; check ok()
+  // Connects to 127.0.0.1:port and reads the server's HELLO; check ok().
+  explicit RawSocket(uint16_t port);
   ~RawSocket();
   RawSocket(const RawSocket&) = delete;
   RawSocket& operator=(const RawSocket&) = delete;
@@ -34,9 +35,12 @@ class RawSocket {
   std::optional<RawResponse> Receive();
   // True if the server closed the connection within 5 s.
   bool WaitClosed();
+  // The payload of the server's HELLO.
+  const std::string& hello() const { return hello_; }
 
  private:
   int fd_ = -1;
+  std::string hello_;
 };
 
 }  // namespace ardma::testing

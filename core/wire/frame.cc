@@ -38,6 +38,10 @@ const char* OpName(Op op) {
       return "EXECUTE";
     case Op::kStats:
       return "STATS";
+    case Op::kHello:
+      return "HELLO";
+    case Op::kAuth:
+      return "AUTH";
     case Op::kUcxConnect:
       return "UCX_CONNECT";
   }

@@ -37,8 +37,10 @@ enum class Op : uint8_t {
   kExecute = 8,
   kStats = 9,
   kUcxConnect = 10,  // bootstraps a UCX session over this connection (messages.h)
+  kHello = 11,       // the server's first frame on every connection, unasked (messages.h)
+  kAuth = 12,        // the client's answer to HELLO's challenge (core/security/auth.h)
 };
-inline constexpr int kNumOps = 11;  // op values are < kNumOps
+inline constexpr int kNumOps = 13;  // op values are < kNumOps
 bool IsKnownOp(uint8_t op);
 const char* OpName(Op op);
 

@@ -1,5 +1,7 @@
 #include "core/wire/messages.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "core/wire/byte_io.h"
 
@@ -24,6 +26,11 @@
 //   UCX_CONNECT request := worker_address:bytes32
 //              response := session:u64 worker_address:bytes32 count:u32
 //                          (region:u32 base:u64 size:u64 read_only:u8 rkey:bytes32){count}
+//
+//   HELLO      (server to client, unasked, request id 0)
+//              response := flags:u8 (bit 0: authentication required) nonce:u8[32]
+//   AUTH       request  := name:u8-length-prefixed (1..255 bytes) client_nonce:u8[32] proof:u8[32]
+//              response := proof:u8[32] permissions:u32
 //
 //   Any response whose header status is not 0 (OK) := message:rest (UTF-8 text)
 //
@@ -354,6 +361,72 @@ absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload) {
   }
   if (!r.AtEnd()) return Malformed("UCX_CONNECT response");
   return hello;
+}
+
+namespace {
+
+template <size_t N>
+void PutArray(ByteWriter& w, const std::array<uint8_t, N>& a) {
+  w.Bytes(std::string_view(reinterpret_cast<const char*>(a.data()), N));
+}
+
+template <size_t N>
+bool GetArray(ByteReader& r, std::array<uint8_t, N>* a) {
+  std::string_view bytes;
+  if (!r.Bytes(N, &bytes)) return false;
+  std::memcpy(a->data(), bytes.data(), N);
+  return true;
+}
+
+}  // namespace
+
+void EncodeHello(const Hello& hello, std::string* out) {
+  ByteWriter w(out);
+  w.U8(hello.auth_required ? 1 : 0);
+  PutArray(w, hello.nonce);
+}
+
+absl::StatusOr<Hello> DecodeHello(std::string_view payload) {
+  ByteReader r(payload);
+  Hello hello;
+  uint8_t flags;
+  if (!r.U8(&flags) || !GetArray(r, &hello.nonce) || !r.AtEnd()) return Malformed("HELLO");
+  hello.auth_required = (flags & 1) != 0;
+  return hello;
+}
+
+void EncodeAuthRequest(const AuthRequest& req, std::string* out) {
+  ByteWriter w(out);
+  w.U8(static_cast<uint8_t>(req.name.size()));
+  w.Bytes(req.name);
+  PutArray(w, req.client_nonce);
+  PutArray(w, req.proof);
+}
+
+absl::StatusOr<AuthRequest> DecodeAuthRequest(std::string_view payload) {
+  ByteReader r(payload);
+  AuthRequest req;
+  uint8_t len;
+  if (!r.U8(&len) || len == 0 || !r.Bytes(len, &req.name) || !GetArray(r, &req.client_nonce) ||
+      !GetArray(r, &req.proof) || !r.AtEnd()) {
+    return Malformed("AUTH");
+  }
+  return req;
+}
+
+void EncodeAuthResponse(const AuthResponse& resp, std::string* out) {
+  ByteWriter w(out);
+  PutArray(w, resp.proof);
+  w.U32(resp.permissions);
+}
+
+absl::StatusOr<AuthResponse> DecodeAuthResponse(std::string_view payload) {
+  ByteReader r(payload);
+  AuthResponse resp;
+  if (!GetArray(r, &resp.proof) || !r.U32(&resp.permissions) || !r.AtEnd()) {
+    return Malformed("AUTH response");
+  }
+  return resp;
 }
 
 }  // namespace ardma::wire

@@ -137,6 +137,35 @@ absl::StatusOr<std::string_view> DecodeUcxConnectRequest(std::string_view payloa
 void EncodeUcxHello(const UcxHello& hello, std::string* out);
 absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload);
 
+// HELLO: sent by the server as the first frame of every stream connection, a response frame with
+// request id 0 that no request asked for. It says whether the connection must authenticate before
+// any other op and carries the challenge for it.
+inline constexpr size_t kNonceSize = 32;
+using Nonce = std::array<uint8_t, kNonceSize>;
+struct Hello {
+  bool auth_required = false;
+  Nonce nonce{};
+};
+void EncodeHello(const Hello& hello, std::string* out);
+absl::StatusOr<Hello> DecodeHello(std::string_view payload);
+
+// AUTH: who the client is, its own nonce and its proof (core/security/auth.h). The answer is the
+// server's proof and what the connection may now do (security::Permission bits).
+inline constexpr size_t kMaxAuthNameLength = 255;
+struct AuthRequest {
+  std::string_view name;
+  Nonce client_nonce{};
+  std::array<uint8_t, 32> proof{};
+};
+struct AuthResponse {
+  std::array<uint8_t, 32> proof{};
+  uint32_t permissions = 0;
+};
+void EncodeAuthRequest(const AuthRequest& req, std::string* out);
+absl::StatusOr<AuthRequest> DecodeAuthRequest(std::string_view payload);
+void EncodeAuthResponse(const AuthResponse& resp, std::string* out);
+absl::StatusOr<AuthResponse> DecodeAuthResponse(std::string_view payload);
+
 }  // namespace ardma::wire
 
 #endif  // ARDMA_CORE_WIRE_MESSAGES_H_
