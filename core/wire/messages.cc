@@ -343,7 +343,7 @@ absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload) {
   std::string_view address;
   uint32_t count;
   if (!r.U64(&hello.session) || !r.Bytes32(&address) || !r.U32(&count) ||
-      count > r.remaining() / 29) {
+      count > r.remaining() / 25) {  // an entry is at least 25 bytes (an empty key: no access)
     return Malformed("UCX_CONNECT response");
   }
   hello.worker_address = std::string(address);
