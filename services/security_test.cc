@@ -2,6 +2,7 @@
 // with an auth file, clients with good, wrong, missing and replayed credentials, and secrets with
 // fewer permissions than everything.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -44,7 +45,9 @@ std::unique_ptr<testing::TestServer> StartAuthServer() {
       "test");
   EXPECT_TRUE(table.ok()) << table.status();
   options.handler.auth = std::make_shared<const security::AuthTable>(*table);
-  std::string dir = TempDirFor("preload");
+  // One directory per server: tests of other transports run in parallel processes.
+  static int next = 0;
+  std::string dir = TempDirFor(absl::StrCat("preload.", ::getpid(), ".", next++));
   for (const ActiveLibrary* lib :
        {&active_libraries::dht(), &active_libraries::list(), &active_libraries::lock(),
         &active_libraries::dfs()}) {
