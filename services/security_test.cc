@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/active/active_library.h"
+#include "core/active/testdata/test_library.h"
 #include "core/security/auth.h"
 #include "core/testing/raw_socket.h"
 #include "core/testing/test_server.h"
@@ -28,6 +29,7 @@ using ::testing::HasSubstr;
 constexpr char kAdminSecret[] = "admin-secret-0123456789";
 constexpr char kAppSecret[] = "app-secret-0123456789ab";
 constexpr char kReaderSecret[] = "reader-secret-012345678";
+constexpr char kLoaderSecret[] = "loader-secret-012345678";
 
 std::string TempDirFor(const std::string& name) {
   std::string dir = ::testing::TempDir() + "/" + name;
@@ -35,13 +37,13 @@ std::string TempDirFor(const std::string& name) {
   return dir;
 }
 
-// A server that requires authentication, with the services' libraries preloaded (so a secret
-// without `load` can use them).
-std::unique_ptr<testing::TestServer> StartAuthServer() {
+// A server that requires authentication, by default with the services' libraries preloaded (so a
+// secret without `load` can use them).
+std::unique_ptr<testing::TestServer> StartAuthServer(bool preload = true) {
   ServerOptions options = testing::TestServerOptions();
   absl::StatusOr<security::AuthTable> table = security::AuthTable::Parse(
       absl::StrCat("admin ", kAdminSecret, " all\napp ", kAppSecret, " exec\nreader ",
-                   kReaderSecret, " read:0\n"),
+                   kReaderSecret, " read:0\nloader ", kLoaderSecret, " load,exec\n"),
       "test");
   EXPECT_TRUE(table.ok()) << table.status();
   options.handler.auth = std::make_shared<const security::AuthTable>(*table);
@@ -54,7 +56,7 @@ std::unique_ptr<testing::TestServer> StartAuthServer() {
     std::ofstream(dir + "/" + std::string(lib->name()) + ".so", std::ios::binary)
         << lib->code();
   }
-  options.preload_dir = dir;
+  if (preload) options.preload_dir = dir;
   absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
@@ -221,6 +223,47 @@ TEST_F(SecurityTest, ReadLimitedToARegionReadsItAndNothingElse) {
   EXPECT_EQ((*reader)->Ping().code(), absl::StatusCode::kOk);
   EXPECT_EQ(*(*admin)->Read(4096 * 4, 6), "shared");  // the refused writes changed nothing
   EXPECT_GE(*testing::StatValue(**admin, "auth.permission_denied"), 2u);
+}
+
+// A secret with `load` but not `admin` cannot take over names another secret's library holds.
+TEST_F(SecurityTest, ALoadThatWouldRepointAnotherSecretsNamesIsRefused) {
+  absl::StatusOr<std::unique_ptr<Client>> loader = server_->NewClient(As("loader", kLoaderSecret));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const ActiveLibrary& hijack = active_libraries::hijack();
+  absl::StatusOr<wire::CodeHash> loaded =
+      (*loader)->Load(hijack.kind(), hijack.name(), hijack.code());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kPermissionDenied) << loaded.status();
+  EXPECT_THAT(loaded.status().message(), HasSubstr("re-point 'dht."));
+  EXPECT_FALSE(*(*loader)->HasCode(hijack.hash()));
+  // Names nobody holds are free to take; the services still answer as before.
+  dfs::DfsClient fs(loader->get(), Mode::kActive);
+  ASSERT_TRUE(fs.WriteFile("/f", "still the DHT").ok());
+  EXPECT_EQ(*fs.ReadFile("/f"), "still the DHT");
+}
+
+// Even an admin's re-pointing of dht.* leaves the DFS and the lock manager calling the DHT they
+// were built against (their LOAD named it by hash); only calls by bare name see the new code.
+TEST(SecurityPinningTest, LibrariesKeepCallingTheVersionsTheyWereBuiltAgainst) {
+  std::unique_ptr<testing::TestServer> server = StartAuthServer(/*preload=*/false);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<std::unique_ptr<Client>> admin = server->NewClient(As("admin", kAdminSecret));
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  dfs::DfsClient fs(admin->get(), Mode::kActive);
+  ASSERT_TRUE(fs.WriteFile("/before", "1").ok());
+  lock::LockClient locks(admin->get(), Mode::kActive);
+  ASSERT_TRUE(locks.Release(*locks.Acquire("m", lock::LockMode::kExclusive, absl::Seconds(5))).ok());
+
+  const ActiveLibrary& hijack = active_libraries::hijack();
+  ASSERT_TRUE((*admin)->Load(hijack.kind(), hijack.name(), hijack.code()).ok());
+  absl::StatusOr<std::string> by_name = (*admin)->Execute("dht.put", "");
+  EXPECT_EQ(by_name.status().code(), absl::StatusCode::kDataLoss);  // the name was re-pointed
+
+  ASSERT_TRUE(fs.WriteFile("/after", "2").ok());  // dfs.* -> its own dht.put, not "hijacked"
+  EXPECT_EQ(*fs.ReadFile("/before"), "1");
+  EXPECT_EQ(*fs.ReadFile("/after"), "2");
+  absl::StatusOr<lock::Grant> grant = locks.Acquire("n", lock::LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  EXPECT_TRUE(locks.Release(*grant).ok());
 }
 
 TEST(ProtectedModeTest, NoNonLoopbackListenerWithoutAuthUnlessInsecure) {

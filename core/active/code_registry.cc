@@ -31,7 +31,7 @@ void CodeRegistry::SetLoader(CodeKind kind, std::unique_ptr<CodeLoader> loader) 
 }
 
 absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view library_name,
-                                            std::string_view code) {
+                                            std::string_view code, const LoadAuthority& by) {
   CodeHash hash = Sha256(code);
   if (Has(hash)) return hash;
   auto loader = loaders_.find(kind);
@@ -49,23 +49,43 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
                                                    ToAbsl(library->name()), "'"));
   }
   absl::MutexLock lock(&mu_);
-  if (!by_hash_.contains(hash)) InsertLocked(hash, kind, std::move(library));
+  if (by_hash_.contains(hash)) return hash;
+  if (!by.may_repoint) {
+    for (size_t i = 0; i < library->num_functions(); ++i) {
+      auto it = by_function_.find(ToAbsl(library->function_name(i)));
+      if (it == by_function_.end()) continue;
+      const Slot& holder = by_hash_.at(it->second);
+      if (holder.owner == by.owner) continue;
+      return absl::PermissionDeniedError(absl::StrCat(
+          "this LOAD would re-point '", ToAbsl(library->function_name(i)), "' from library '",
+          ToAbsl(holder.library->name()), "', which another secret loaded; that needs the 'admin' "
+          "permission"));
+    }
+  }
+  InsertLocked(hash, kind, std::move(library), by);
   return hash;
 }
 
 void CodeRegistry::AddLinked(const FunctionTable& table, const CodeHash& hash) {
   absl::MutexLock lock(&mu_);
-  if (!by_hash_.contains(hash)) InsertLocked(hash, CodeKind::kNative, LibraryFromTable(table));
+  if (!by_hash_.contains(hash)) {
+    InsertLocked(hash, CodeKind::kNative, LibraryFromTable(table), {});
+  }
 }
 
 void CodeRegistry::InsertLocked(const CodeHash& hash, CodeKind kind,
-                                std::unique_ptr<LoadedLibrary> library) {
+                                std::unique_ptr<LoadedLibrary> library, const LoadAuthority& by) {
   size_t n = library->num_functions();
+  auto scope = std::make_shared<std::vector<CodeHash>>();
+  scope->push_back(hash);
+  scope->insert(scope->end(), by.deps.begin(), by.deps.end());
   Slot slot{kind,
             std::shared_ptr<LoadedLibrary>(std::move(library)),
             {},
             std::make_unique<FunctionStats[]>(n),
-            next_sequence_++};
+            next_sequence_++,
+            by.owner,
+            std::move(scope)};
   for (size_t i = 0; i < slot.library->num_functions(); ++i) {
     std::string fn(slot.library->function_name(i));
     slot.functions.emplace(fn, i);
@@ -87,8 +107,25 @@ absl::StatusOr<BoundFunction> CodeRegistry::Resolve(std::string_view function) c
     return absl::NotFoundError(absl::StrCat("no loaded library exports '", ToAbsl(function), "'"));
   }
   const Slot& slot = by_hash_.at(it->second);
-  size_t index = slot.functions.at(ToAbsl(function));
-  return BoundFunction(slot.library, index, &slot.stats[index]);
+  return BindLocked(slot, slot.functions.at(ToAbsl(function)));
+}
+
+absl::StatusOr<BoundFunction> CodeRegistry::ResolveFrom(const BoundFunction& caller,
+                                                        std::string_view function) const {
+  if (caller.scope() != nullptr) {
+    absl::MutexLock lock(&mu_);
+    for (const CodeHash& h : *caller.scope()) {
+      auto slot = by_hash_.find(h);
+      if (slot == by_hash_.end()) continue;  // a dependency never loaded here
+      auto fn = slot->second.functions.find(ToAbsl(function));
+      if (fn != slot->second.functions.end()) return BindLocked(slot->second, fn->second);
+    }
+  }
+  return Resolve(function);
+}
+
+BoundFunction CodeRegistry::BindLocked(const Slot& slot, size_t index) const {
+  return BoundFunction(slot.library, index, &slot.stats[index], slot.scope);
 }
 
 absl::StatusOr<BoundFunction> CodeRegistry::Resolve(const CodeHash& hash,
@@ -103,7 +140,7 @@ absl::StatusOr<BoundFunction> CodeRegistry::Resolve(const CodeHash& hash,
     return absl::NotFoundError(absl::StrCat("library '", ToAbsl(it->second.library->name()),
                                             "' does not export '", ToAbsl(function), "'"));
   }
-  return BoundFunction(it->second.library, fn->second, &it->second.stats[fn->second]);
+  return BindLocked(it->second, fn->second);
 }
 
 std::vector<LibraryInfo> CodeRegistry::List() const {

@@ -66,18 +66,30 @@ struct FunctionStats {
 // A resolved function: keeps its library alive.
 class BoundFunction {
  public:
-  BoundFunction(std::shared_ptr<LoadedLibrary> library, size_t index, FunctionStats* stats)
-      : library_(std::move(library)), index_(index), stats_(stats) {}
+  // `scope`: where the function's own calls of other functions look first (its library, then
+  // the libraries it was built against); null: nowhere (newest exporter of each name).
+  BoundFunction(std::shared_ptr<LoadedLibrary> library, size_t index, FunctionStats* stats,
+                std::shared_ptr<const std::vector<CodeHash>> scope = nullptr)
+      : library_(std::move(library)), index_(index), stats_(stats), scope_(std::move(scope)) {}
   std::string_view name() const { return library_->function_name(index_); }
   FunctionStats& stats() const { return *stats_; }
   absl::StatusOr<std::string> Run(Context& ctx, std::string_view args) const {
     return library_->Run(index_, ctx, args);
   }
+  const std::vector<CodeHash>* scope() const { return scope_.get(); }
 
  private:
   std::shared_ptr<LoadedLibrary> library_;
   size_t index_;
   FunctionStats* stats_;  // owned by the registry, which outlives every BoundFunction use
+  std::shared_ptr<const std::vector<CodeHash>> scope_;
+};
+
+// Who loads code, for the name rules (docs/SECURITY.md).
+struct LoadAuthority {
+  std::string owner;         // the loading secret's name ("" on a server without an auth file)
+  bool may_repoint = true;   // may re-point names owned by another secret's library (admin)
+  std::vector<CodeHash> deps;  // the libraries the code was built against
 };
 
 struct LibraryInfo {
@@ -100,14 +112,20 @@ class CodeRegistry {
   // Loads `code` unless its hash is known. FailedPrecondition when this server has no loader
   // for the kind; InvalidArgument when the bytes are not valid code of that kind or define a
   // library other than `library_name`.
+  // Re-pointing a function name to this code when another owner's library holds it needs
+  // `by.may_repoint` (PermissionDenied otherwise, and nothing changes).
   absl::StatusOr<CodeHash> Load(CodeKind kind, std::string_view library_name,
-                                std::string_view code);
+                                std::string_view code, const LoadAuthority& by = {});
   // Registers a library whose table is linked into this process, under `hash`.
   void AddLinked(const FunctionTable& table, const CodeHash& hash);
 
   bool Has(const CodeHash& hash) const;
   // NotFound: "no loaded library exports <function>".
   absl::StatusOr<BoundFunction> Resolve(std::string_view function) const;
+  // A call made by `caller`'s code: its own library first, then the libraries it was built
+  // against, then the newest exporter of the name.
+  absl::StatusOr<BoundFunction> ResolveFrom(const BoundFunction& caller,
+                                            std::string_view function) const;
   absl::StatusOr<BoundFunction> Resolve(const CodeHash& hash, std::string_view function) const;
 
   std::vector<LibraryInfo> List() const;
@@ -120,9 +138,12 @@ class CodeRegistry {
     absl::flat_hash_map<std::string, size_t> functions;
     std::unique_ptr<FunctionStats[]> stats;  // one per function
     uint64_t sequence;                       // load order; higher is newer
+    std::string owner;                       // who loaded it
+    std::shared_ptr<const std::vector<CodeHash>> scope;  // its own hash, then its deps
   };
-  void InsertLocked(const CodeHash& hash, CodeKind kind, std::unique_ptr<LoadedLibrary> library)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertLocked(const CodeHash& hash, CodeKind kind, std::unique_ptr<LoadedLibrary> library,
+                    const LoadAuthority& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  BoundFunction BindLocked(const Slot& slot, size_t index) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   std::map<CodeKind, std::unique_ptr<CodeLoader>> loaders_;  // fixed before serving
   mutable absl::Mutex mu_;

@@ -9,6 +9,7 @@ namespace ardma {
 absl::StatusOr<std::string> LocalContext::Run(Execution* execution, const BoundFunction& fn,
                                               std::string_view args) {
   LocalContext ctx(execution);
+  ctx.caller_ = &fn;
   return fn.Run(ctx, args);
 }
 
@@ -86,7 +87,10 @@ absl::StatusOr<std::string> LocalContext::DoCall(std::string_view function, std:
     return absl::ResourceExhaustedError(
         absl::StrCat("active calls nested deeper than ", kMaxCallDepth));
   }
-  ARDMA_ASSIGN_OR_RETURN(BoundFunction fn, ex_->registry->Resolve(function));
+  // The caller's code calls what it was built against (docs/SECURITY.md).
+  ARDMA_ASSIGN_OR_RETURN(BoundFunction fn, caller_ != nullptr
+                                               ? ex_->registry->ResolveFrom(*caller_, function)
+                                               : ex_->registry->Resolve(function));
   ++ex_->counts.calls;
   ++ex_->depth;
   absl::StatusOr<std::string> result = Run(ex_, fn, args);

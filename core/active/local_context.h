@@ -112,6 +112,7 @@ class LocalContext : public Context {
 
   Execution* const ex_;
   uint64_t ops_ = 0;
+  const BoundFunction* caller_ = nullptr;  // the function running in this context, if any
 };
 
 }  // namespace ardma

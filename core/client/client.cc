@@ -188,12 +188,14 @@ absl::StatusOr<uint64_t> Client::FetchAdd(uint64_t addr, uint64_t delta, RegionI
 }
 
 absl::StatusOr<wire::CodeHash> Client::Load(wire::CodeKind kind, std::string_view library_name,
-                                            std::string_view code, const CallOptions& options) {
+                                            std::string_view code, const CallOptions& options,
+                                            std::vector<wire::CodeHash> deps) {
   if (library_name.size() > wire::kMaxNameLength) {
     return absl::InvalidArgumentError("library name too long");
   }
+  if (deps.size() > wire::kMaxLoadDeps) return absl::InvalidArgumentError("too many dependencies");
   std::string payload;
-  wire::EncodeLoadRequest({kind, library_name, code}, &payload);
+  wire::EncodeLoadRequest({kind, library_name, code, std::move(deps)}, &payload);
   ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kLoad, std::move(payload), options, true));
   return wire::DecodeHash(r);
 }

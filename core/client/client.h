@@ -126,8 +126,11 @@ class Client {
                                     const CallOptions& options = {});
 
   // Ships code; returns its hash. A no-op on the server if the hash is known.
+  // `deps`: the libraries the code was built against; its calls of their functions resolve to
+  // exactly those versions on the server (docs/SECURITY.md).
   absl::StatusOr<wire::CodeHash> Load(wire::CodeKind kind, std::string_view library_name,
-                                      std::string_view code, const CallOptions& options = {});
+                                      std::string_view code, const CallOptions& options = {},
+                                      std::vector<wire::CodeHash> deps = {});
   absl::StatusOr<bool> HasCode(const wire::CodeHash& hash, const CallOptions& options = {});
   // Runs a function by name (the newest library exporting it) or by library hash + name.
   absl::StatusOr<std::string> Execute(std::string_view function, std::string_view args,

@@ -32,8 +32,12 @@ absl::Status EnsureLoaded(Client& client, const ActiveLibrary& library) {
   if (client.KnownLoaded(library.hash())) return absl::OkStatus();
   ARDMA_ASSIGN_OR_RETURN(bool present, client.HasCode(library.hash()));
   if (!present) {
-    ARDMA_ASSIGN_OR_RETURN(wire::CodeHash hash,
-                           client.Load(library.kind(), library.name(), library.code()));
+    // With the versions it was built against: its calls of them resolve to exactly these.
+    std::vector<wire::CodeHash> deps;
+    for (const ActiveLibrary* dep : library.deps()) deps.push_back(dep->hash());
+    ARDMA_ASSIGN_OR_RETURN(
+        wire::CodeHash hash,
+        client.Load(library.kind(), library.name(), library.code(), {}, std::move(deps)));
     if (hash != library.hash()) return absl::DataLossError("server hashed the code differently");
   }
   client.MarkLoaded(library.hash());

@@ -265,9 +265,17 @@ void RequestHandler::HandleLoad(const FrameHeader& header, std::string_view payl
     ReplyError(sink, header, req.status());
     return;
   }
-  auto load = [this, header, sink](wire::CodeKind kind, std::string_view name,
-                                   std::string_view code) {
-    absl::StatusOr<wire::CodeHash> hash = registry_->Load(kind, name, code);
+  // Who loads decides which names the code may take over (docs/SECURITY.md).
+  LoadAuthority by;
+  if (const security::Grant* grant = sink->auth().Granted(); grant != nullptr) {
+    by.owner = sink->auth().name;
+    by.may_repoint = grant->Has(security::kAdmin);
+  }
+  auto load = [this, header, sink, by](const wire::LoadRequest& r) {
+    LoadAuthority with_deps = by;
+    with_deps.deps = r.deps;
+    std::string_view code = r.code;
+    absl::StatusOr<wire::CodeHash> hash = registry_->Load(r.kind, r.library_name, code, with_deps);
     if (!hash.ok()) {
       ARDMA_LOG(kWarning, "LOAD of %u bytes failed: %s", code.size(), hash.status().ToString());
       ReplyError(sink, header, hash.status());
@@ -279,15 +287,12 @@ void RequestHandler::HandleLoad(const FrameHeader& header, std::string_view payl
   };
   // Known code, or no pool: answer here. New code is loaded on a worker (dlopen can be slow).
   if (workers_ == nullptr || registry_->Has(Sha256(req->code))) {
-    load(req->kind, req->library_name, req->code);
+    load(*req);
     return;
   }
   auto owned = std::make_shared<std::string>(payload);
   WorkerPool::Job job;
-  job.run = [owned, load] {
-    wire::LoadRequest r = *wire::DecodeLoadRequest(*owned);
-    load(r.kind, r.library_name, r.code);
-  };
+  job.run = [owned, load] { load(*wire::DecodeLoadRequest(*owned)); };
   job.expired = [this, header, sink] {
     ReplyError(sink, header, absl::UnavailableError("server is shutting down"));
   };

@@ -16,7 +16,8 @@
 //              response := empty
 //   CAS        request  := region:u32 addr:u64 expected:u64 desired:u64  response := old:u64
 //   FETCH_ADD  request  := region:u32 addr:u64 delta:u64                 response := old:u64
-//   LOAD       request  := kind:u8 library:str16 code:bytes32            response := hash:u8[32]
+//   LOAD       request  := kind:u8 library:str16 code:bytes32 [count:u8 dep_hash:u8[32]{count}]
+//              response := hash:u8[32]   (deps: the libraries the code was built against, 1..64)
 //   HAS_CODE   request  := hash:u8[32]                                   response := present:u8
 //   EXECUTE    request  := target:u8 [hash:u8[32] if target=1] function:str16 timeout_us:u64
 //                          args:rest
@@ -214,6 +215,11 @@ void EncodeLoadRequest(const LoadRequest& req, std::string* out) {
   w.U8(static_cast<uint8_t>(req.kind));
   w.Str16(req.library_name);
   w.Bytes32(req.code);
+  if (req.deps.empty()) return;  // the field is optional: older clients send none
+  w.U8(static_cast<uint8_t>(req.deps.size()));
+  for (const CodeHash& h : req.deps) {
+    w.Bytes(std::string_view(reinterpret_cast<const char*>(h.data()), h.size()));
+  }
 }
 
 absl::StatusOr<LoadRequest> DecodeLoadRequest(std::string_view payload) {
@@ -223,6 +229,18 @@ absl::StatusOr<LoadRequest> DecodeLoadRequest(std::string_view payload) {
   r.U8(&kind);
   r.Str16(&req.library_name);
   r.Bytes32(&req.code);
+  if (r.ok() && !r.AtEnd()) {
+    uint8_t count = 0;
+    r.U8(&count);
+    if (count == 0 || count > kMaxLoadDeps) return Malformed("LOAD dependencies");
+    for (uint8_t i = 0; i < count; ++i) {
+      std::string_view h;
+      if (!r.Bytes(32, &h)) return Malformed("LOAD dependencies");
+      CodeHash hash;
+      std::memcpy(hash.data(), h.data(), 32);
+      req.deps.push_back(hash);
+    }
+  }
   if (!r.AtEnd()) return Malformed("LOAD");
   if (!IsKnownCodeKind(kind)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown code kind ", kind));

@@ -62,10 +62,15 @@ struct FetchAddRequest {
   uint64_t delta = 0;
 };
 
+inline constexpr size_t kMaxLoadDeps = 64;
+
 struct LoadRequest {
   CodeKind kind = CodeKind::kNative;
   std::string_view library_name;  // may be empty: then the code names itself
   std::string_view code;
+  // The libraries this code was built against: its calls of their functions resolve to exactly
+  // these versions (docs/SECURITY.md). Empty: calls resolve to the newest exporter of a name.
+  std::vector<CodeHash> deps;
 };
 
 struct ExecuteRequest {

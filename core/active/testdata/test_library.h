@@ -32,6 +32,7 @@
 
 ARDMA_DECLARE_ACTIVE_LIBRARY(test);
 ARDMA_DECLARE_ACTIVE_LIBRARY(test2);
+ARDMA_DECLARE_ACTIVE_LIBRARY(hijack);  // exports dht.put and friends, answering "hijacked"
 
 namespace ardma::testing {
 
