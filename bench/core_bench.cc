@@ -19,6 +19,7 @@
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "core/memory/heap.h"
+#include "core/security/auth.h"
 #include "core/server/server.h"
 #include "core/wire/frame.h"
 
@@ -170,6 +171,71 @@ void BM_ReadBatch16(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_ReadBatch16)->Threads(1)->UseRealTime();
+
+// --- Authentication (docs/SECURITY.md): the same ops against a server with an auth file. ---
+
+constexpr char kBenchSecret[] = "bench-secret-0123456789abcdef";
+
+// A second in-process ardmad that requires authentication.
+Server& AuthServer() {
+  static Server* server = [] {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.memory_size = 64 << 20;
+    options.handler.workers = 2;
+    options.handler.auth = std::make_shared<const security::AuthTable>(
+        *security::AuthTable::Parse(std::string("bench ") + kBenchSecret + " all", "bench"));
+    static std::unique_ptr<Server> owner = *Server::Start(options);
+    std::atexit([] { owner->Stop(); });
+    return owner.get();
+  }();
+  return *server;
+}
+
+// auth:0 the usual server, no credentials; auth:1 the authenticating server, with them.
+absl::StatusOr<std::unique_ptr<Client>> ConnectFor(bool auth) {
+  ClientOptions options;
+  options.credentials_from_environment = false;
+  if (auth) options.credentials = security::Credentials{"bench", kBenchSecret};
+  return Client::Connect(auth ? AuthServer().address() : SharedServer().address(), options);
+}
+
+// A connection set up (and authenticated) and closed per iteration.
+void BM_Connect(benchmark::State& state) {
+  bool auth = state.range(0) != 0;
+  uint64_t round_trips = 0;
+  for (auto _ : state) {
+    absl::StatusOr<std::unique_ptr<Client>> c = ConnectFor(auth);
+    if (!c.ok() || !(*c)->Ping().ok()) {
+      state.SkipWithError("connect failed");
+      return;
+    }
+    round_trips += (*c)->counters().round_trips.load() - 1;  // less the PING
+  }
+  state.counters["round_trips/op"] =
+      static_cast<double>(round_trips) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_Connect)->ArgName("auth")->Arg(0)->Arg(1)->UseRealTime();
+
+// One 8-byte READ per iteration on an open connection: authentication adds nothing per op.
+void BM_ReadAuth(benchmark::State& state) {
+  absl::StatusOr<std::unique_ptr<Client>> c = ConnectFor(state.range(0) != 0);
+  if (!c.ok()) {
+    state.SkipWithError(c.status().ToString().c_str());
+    return;
+  }
+  Client& client = **c;
+  uint64_t rt0 = client.counters().round_trips, b0 = client.counters().bytes_sent +
+                                                     client.counters().bytes_received;
+  for (auto _ : state) {
+    if (!client.Read(kBenchAddr, 8).ok()) {
+      state.SkipWithError("READ failed");
+      return;
+    }
+  }
+  ReportCounters(state, client, rt0, b0);
+}
+BENCHMARK(BM_ReadAuth)->ArgName("auth")->Arg(0)->Arg(1)->UseRealTime();
 
 }  // namespace
 }  // namespace ardma
