@@ -9,7 +9,8 @@ packages=(
   libboost-dev            # Boost.Asio (header-only in 1.74)
   libabsl-dev             # Abseil: Status, Mutex, flags, strings
   libre2-dev              # RE2 (grep)
-  libssl-dev              # libcrypto: SHA-256 of shipped code
+  libssl-dev              # OpenSSL: SHA-256 of shipped code, HMAC authentication, TLS
+  openssl                 # the tests make their TLS certificates with it
   libucx-dev ucx-utils    # the UCX transport (one-sided RDMA; shared memory, CMA, TCP, verbs)
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev

@@ -101,8 +101,15 @@ int Main(int argc, char** argv) {
   flags.Bool("insecure", &options.insecure,
              "allow listening on a non-loopback address without --auth-file (anyone who reaches "
              "it may run code as this server's user)");
+  flags.String("tls-cert", &options.tls_cert, "FILE",
+               "serve TCP clients over TLS with this certificate chain (PEM); clients connect to "
+               "tls://HOST:PORT");
+  flags.String("tls-key", &options.tls_key, "FILE", "the private key of --tls-cert (PEM)");
+  flags.String("tls-ca", &options.tls_ca, "FILE",
+               "require client certificates signed by these CAs (mutual TLS); a certificate's "
+               "common name authenticates as that --auth-file name");
   flags.String("unix-socket-mode", &unix_socket_mode, "MODE",
-               "permissions of the --unix-socket file, octal (default 0600: this user only)");
+               "permissions of the --unix-socket file, octal; 0600 lets only this user connect");
   flags.Bool("quiet", &quiet, "log warnings and errors only");
 
   std::vector<std::string> positional;

@@ -22,6 +22,10 @@ absl::StatusOr<std::shared_ptr<Transport>> OpenTransport(std::string_view addres
       options.credentials.has_value() ? &*options.credentials : nullptr;
   if (address.substr(0, kUcxPrefix.size()) == kUcxPrefix) {
     address.remove_prefix(kUcxPrefix.size());
+    if (address.substr(0, kTlsPrefix.size()) == kTlsPrefix) {
+      return absl::InvalidArgumentError(
+          "UCX sessions are not encrypted, so ucx:// cannot take tls:// (docs/SECURITY.md)");
+    }
     ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<UcxConnection> ucx,
                            UcxConnection::Open(address, options.connect_timeout, options.limits,
                                                counters, credentials));
@@ -29,7 +33,8 @@ absl::StatusOr<std::shared_ptr<Transport>> OpenTransport(std::string_view addres
   }
   ARDMA_ASSIGN_OR_RETURN(
       std::shared_ptr<Connection> tcp,
-      Connection::Open(address, options.connect_timeout, options.limits, counters, credentials));
+      Connection::Open(address, options.connect_timeout, options.limits, counters, credentials,
+                       options.tls));
   return std::shared_ptr<Transport>(std::move(tcp));
 }
 

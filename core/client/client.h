@@ -56,6 +56,9 @@ struct ClientOptions {
   // (unless credentials_from_environment is false); with neither, no authentication.
   std::optional<security::Credentials> credentials;
   bool credentials_from_environment = true;
+  // For "tls://HOST:PORT" addresses: whom to trust, and this client's certificate for mutual TLS
+  // (empty fields come from $ARDMA_TLS_CA, $ARDMA_TLS_CERT, $ARDMA_TLS_KEY).
+  TlsOptions tls;
 };
 
 struct CallOptions {

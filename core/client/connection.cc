@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/host_port.h"
 #include "core/net/socket_connect.h"
 #include "core/security/auth.h"
 #include "core/wire/messages.h"
@@ -25,14 +26,14 @@ namespace {
 constexpr int kReadTickMs = 100;
 constexpr size_t kInitialReadBuffer = 64 << 10;
 // Reads one whole frame (blocking, within the socket's receive timeout).
-absl::StatusOr<std::pair<wire::FrameHeader, std::string>> ReadFrame(int fd,
+absl::StatusOr<std::pair<wire::FrameHeader, std::string>> ReadFrame(ByteStream& stream,
                                                                    const wire::WireLimits& limits) {
   char head[wire::kHeaderSize];
-  ARDMA_RETURN_IF_ERROR(RecvExactly(fd, head, sizeof head));
+  ARDMA_RETURN_IF_ERROR(stream.RecvExactly(head, sizeof head));
   ARDMA_ASSIGN_OR_RETURN(wire::FrameHeader h,
                          wire::DecodeHeader(std::string_view(head, sizeof head), limits));
   std::string payload(h.payload_len, '\0');
-  ARDMA_RETURN_IF_ERROR(RecvExactly(fd, payload.data(), payload.size()));
+  ARDMA_RETURN_IF_ERROR(stream.RecvExactly(payload.data(), payload.size()));
   return std::make_pair(h, std::move(payload));
 }
 
@@ -40,7 +41,12 @@ absl::StatusOr<std::pair<wire::FrameHeader, std::string>> ReadFrame(int fd,
 
 absl::Status AuthenticateSocket(int fd, const security::Credentials& credentials,
                                 const wire::WireLimits& limits, ClientCounters* counters) {
-  ARDMA_ASSIGN_OR_RETURN(auto hello_frame, ReadFrame(fd, limits));
+  return AuthenticateStream(*PlainStream(fd, /*owned=*/false), credentials, limits, counters);
+}
+
+absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials& credentials,
+                                const wire::WireLimits& limits, ClientCounters* counters) {
+  ARDMA_ASSIGN_OR_RETURN(auto hello_frame, ReadFrame(stream, limits));
   if (hello_frame.first.op != wire::Op::kHello) {
     return absl::DataLossError("the server did not open with HELLO (not an ardmad?)");
   }
@@ -53,8 +59,8 @@ absl::Status AuthenticateSocket(int fd, const security::Credentials& credentials
   size_t start = wire::BeginFrame(&frame);
   wire::EncodeAuthRequest(req, &frame);
   wire::FinishFrame({.op = wire::Op::kAuth, .request_id = 0}, start, &frame);
-  ARDMA_RETURN_IF_ERROR(SendAll(fd, frame));
-  ARDMA_ASSIGN_OR_RETURN(auto answer, ReadFrame(fd, limits));
+  ARDMA_RETURN_IF_ERROR(stream.SendAll(frame));
+  ARDMA_ASSIGN_OR_RETURN(auto answer, ReadFrame(stream, limits));
   if (counters != nullptr) {
     counters->round_trips.fetch_add(1, std::memory_order_relaxed);
     counters->bytes_sent.fetch_add(frame.size(), std::memory_order_relaxed);
@@ -81,17 +87,31 @@ struct Connection::Pending {
   absl::Time deadline;
 };
 
-absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(std::string_view address,
-                                                             absl::Duration timeout,
-                                                             const wire::WireLimits& limits,
-                                                             ClientCounters* counters,
-                                                             const security::Credentials* credentials) {
+absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
+    std::string_view address, absl::Duration timeout, const wire::WireLimits& limits,
+    ClientCounters* counters, const security::Credentials* credentials, const TlsOptions& tls) {
+  bool use_tls = address.substr(0, kTlsPrefix.size()) == kTlsPrefix;
+  if (use_tls) address.remove_prefix(kTlsPrefix.size());
+  std::string host;
+  if (use_tls) {
+    ARDMA_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
+    host = hp.host;
+  }
   ARDMA_ASSIGN_OR_RETURN(int fd, ConnectSocket(address, timeout));
+  std::unique_ptr<ByteStream> tls_stream;
+  if (use_tls) {
+    ARDMA_ASSIGN_OR_RETURN(tls_stream, TlsStream(fd, host, tls.WithEnvironment(), timeout));
+  }
   if (credentials != nullptr) {
-    timeval limit = absl::ToTimeval(timeout);
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-    if (absl::Status s = AuthenticateSocket(fd, *credentials, limits, counters); !s.ok()) {
-      ::close(fd);
+    std::unique_ptr<ByteStream> plain;
+    ByteStream* stream = tls_stream.get();
+    if (stream == nullptr) {
+      plain = PlainStream(fd, /*owned=*/false);
+      stream = plain.get();
+    }
+    stream->SetRecvTimeout(timeout);
+    if (absl::Status s = AuthenticateStream(*stream, *credentials, limits, counters); !s.ok()) {
+      if (tls_stream == nullptr) ::close(fd);
       if (absl::IsUnavailable(s)) {
         return absl::UnavailableError(absl::StrCat("authenticating to ", std::string(address),
                                                    ": ", s.message()));
@@ -102,7 +122,9 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(std::string_view ad
   // A receive timeout, so a reader blocked in recv(2) can check deadlines.
   timeval tick{0, kReadTickMs * 1000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
-  return std::shared_ptr<Connection>(new Connection(fd, limits, counters));
+  std::shared_ptr<Connection> c(new Connection(fd, limits, counters));
+  c->tls_ = std::move(tls_stream);
+  return c;
 }
 
 Connection::Connection(int fd, const wire::WireLimits& limits, ClientCounters* counters)
@@ -119,7 +141,11 @@ Connection::~Connection() {
       background_.join();
     }
   }
-  ::close(fd_);
+  if (tls_ != nullptr) {
+    tls_.reset();  // closes fd_
+  } else {
+    ::close(fd_);
+  }
 }
 
 void Connection::Close() {
@@ -161,6 +187,11 @@ ResponsePayload ResponseFromFrame(const wire::FrameHeader& header, std::string_v
 
 absl::Status Connection::Send(std::string_view bytes) {
   absl::MutexLock lock(&write_mu_);
+  if (tls_ != nullptr) {
+    ARDMA_RETURN_IF_ERROR(tls_->SendAll(bytes));
+    counters_->bytes_sent.fetch_add(bytes.size(), std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
   while (!bytes.empty()) {
     ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -271,7 +302,19 @@ void Connection::ReadOnce() {
       rbuf_.resize(rbuf_.size() * 2);
     }
   }
-  ssize_t n = ::recv(fd_, rbuf_.data() + rend_, rbuf_.size() - rend_, 0);
+  ssize_t n;
+  if (tls_ != nullptr) {
+    absl::StatusOr<size_t> got = tls_->RecvSome(rbuf_.data() + rend_, rbuf_.size() - rend_,
+                                                absl::Milliseconds(kReadTickMs));
+    if (!got.ok()) {
+      Break(got.status());
+      return;
+    }
+    if (*got == 0) return;  // tick
+    n = static_cast<ssize_t>(*got);
+  } else {
+    n = ::recv(fd_, rbuf_.data() + rend_, rbuf_.size() - rend_, 0);
+  }
   if (n == 0) {
     Break(absl::UnavailableError("server closed the connection"));
     return;

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/client/byte_stream.h"
 #include "core/client/transport.h"
 #include "core/security/auth.h"
 #include "core/wire/frame.h"
@@ -45,6 +46,10 @@ namespace ardma {
 // protocol on their own sockets; Connection::Open does this itself.
 absl::Status AuthenticateSocket(int fd, const security::Credentials& credentials,
                                 const wire::WireLimits& limits, ClientCounters* counters);
+absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials& credentials,
+                                const wire::WireLimits& limits, ClientCounters* counters);
+
+inline constexpr std::string_view kTlsPrefix = "tls://";
 
 class Connection : public Transport, public std::enable_shared_from_this<Connection> {
  public:
@@ -53,9 +58,11 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   // server cannot be reached; INVALID_ARGUMENT for a malformed address; UNAUTHENTICATED if the
   // server refuses the credentials. Without credentials a server that requires them answers
   // every request UNAUTHENTICATED and closes the connection.
+  // "tls://host:port" speaks TLS (byte_stream.h), verifying the server against `tls`.
   static absl::StatusOr<std::shared_ptr<Connection>> Open(
       std::string_view address, absl::Duration timeout, const wire::WireLimits& limits,
-      ClientCounters* counters, const security::Credentials* credentials = nullptr);
+      ClientCounters* counters, const security::Credentials* credentials = nullptr,
+      const TlsOptions& tls = {});
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -94,6 +101,7 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   void BackgroundReader();
 
   const int fd_;
+  std::unique_ptr<ByteStream> tls_;  // set for tls:// (then it owns fd_)
   const wire::WireLimits limits_;
   ClientCounters* const counters_;
   absl::Mutex write_mu_;

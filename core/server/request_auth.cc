@@ -15,7 +15,7 @@ std::string RequestHandler::Greeting(ResponseSink& sink) {
   if (options_.auth == nullptr) {
     auth.grant = security::FullGrant();
     auth.authenticated.store(true, std::memory_order_release);
-  } else {
+  } else if (auth.Granted() == nullptr) {
     auth.nonce = security::RandomNonce();
     hello.auth_required = true;
     hello.nonce = auth.nonce;
@@ -26,6 +26,21 @@ std::string RequestHandler::Greeting(ResponseSink& sink) {
   wire::FinishFrame({.op = Op::kHello, .flags = wire::kFlagResponse}, start, &out);
   ServerCounters::Add(counters_.bytes_out, out.size());
   return out;
+}
+
+void RequestHandler::AuthenticateCertificate(ResponseSink& sink, std::string_view name) {
+  ConnectionAuth& auth = sink.auth();
+  if (options_.auth == nullptr) return;  // Greeting grants everything
+  const security::AuthTable::Entry* entry = options_.auth->Find(name);
+  if (entry == nullptr) {
+    ARDMA_LOG(kInfo, "client certificate '%s' names no secret: the connection must authenticate",
+              std::string(name));
+    return;
+  }
+  auth.name = std::string(name);
+  auth.grant = entry->grant;
+  auth.authenticated.store(true, std::memory_order_release);
+  ServerCounters::Add(counters_.auth_ok, 1);
 }
 
 void RequestHandler::InheritAuth(const ResponseSink& from, ResponseSink& to) {

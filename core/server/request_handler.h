@@ -100,6 +100,10 @@ class RequestHandler {
   // The HELLO frame that opens a new stream connection: its challenge, and whether it must
   // authenticate. Without an auth file the connection is granted everything here.
   std::string Greeting(ResponseSink& sink);
+  // A connection whose client certificate (mutual TLS) names `name`: authenticated as that
+  // auth-file name if the file has it; without an auth file, with every permission. Call before
+  // Greeting.
+  void AuthenticateCertificate(ResponseSink& sink, std::string_view name);
   // Grants a connection what `from` was granted (a UCX session opened over it).
   static void InheritAuth(const ResponseSink& from, ResponseSink& to);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -84,6 +85,48 @@ absl::Status CheckPlacement(const ServerOptions& options) {
   return status;
 }
 
+constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
+
+// The common name of a verified client certificate ("" if none).
+std::string PeerCommonName(SSL* ssl) {
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr) return "";
+  char cn[256] = "";
+  int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn);
+  X509_free(cert);
+  return n > 0 ? std::string(cn, static_cast<size_t>(n)) : std::string();
+}
+
+// The listener's TLS context from PEM files.
+absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const ServerOptions& o) {
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (o.tls_cert.empty()) {
+    if (!o.tls_ca.empty()) return absl::InvalidArgumentError("--tls-ca needs --tls-cert");
+    return nullptr;
+  }
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  boost::system::error_code ec;
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                       asio::ssl::context::no_tlsv1_1,
+                   ec);
+  if (ctx->use_certificate_chain_file(o.tls_cert, ec); ec) {
+    return absl::InvalidArgumentError(absl::StrCat("--tls-cert ", o.tls_cert, ": ", ec.message()));
+  }
+  if (ctx->use_private_key_file(o.tls_key, asio::ssl::context::pem, ec); ec) {
+    return absl::InvalidArgumentError(absl::StrCat("--tls-key ", o.tls_key, ": ", ec.message()));
+  }
+  if (!o.tls_ca.empty()) {
+    if (ctx->load_verify_file(o.tls_ca, ec); ec) {
+      return absl::InvalidArgumentError(absl::StrCat("--tls-ca ", o.tls_ca, ": ", ec.message()));
+    }
+    ctx->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  }
+  return ctx;
+}
+
 // Whether a bound numeric address is a loopback one (127.0.0.0/8, ::1, ::ffff:127.x.y.z).
 bool IsLoopback(std::string_view host) {
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
@@ -147,6 +190,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   bool Open() const override { return open_.load(std::memory_order_acquire); }
+  Socket& socket() { return socket_; }
 
   void Shutdown() override {
     asio::post(executor_, [self = shared_from_this()] { self->Close(); });
@@ -289,8 +333,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     handler_.counters().connections_open.fetch_sub(1, std::memory_order_relaxed);
     handler_.ConnectionClosed(this);
     boost::system::error_code ignored;
-    socket_.shutdown(Socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    socket_.lowest_layer().shutdown(asio::socket_base::shutdown_both, ignored);
+    socket_.lowest_layer().close(ignored);
     resume_.cancel();
     queue_.clear();
   }
@@ -363,6 +407,7 @@ struct Server::Impl {
   std::vector<std::thread> threads;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::unique_ptr<local::acceptor> unix_acceptor;  // with --unix-socket
+  std::unique_ptr<asio::ssl::context> tls;         // with --tls-cert: the TCP listener's TLS
   std::unique_ptr<asio::steady_timer> expiry;
   std::unique_ptr<RequestHandler> handler;
   std::unique_ptr<UcxServer> ucx;  // after the handler: stopped and destroyed before it
@@ -392,15 +437,55 @@ struct Server::Impl {
         socket.set_option(tcp::no_delay(true), ignored);
       }
       handler->counters().connections_accepted.fetch_add(1, std::memory_order_relaxed);
-      auto session = std::make_shared<Session<Socket>>(std::move(socket), io, *handler);
-      {
-        absl::MutexLock lock(&mu);
-        sessions.remove_if([](const std::weak_ptr<SessionBase>& w) { return w.expired(); });
-        sessions.push_back(session);
+      if constexpr (std::is_same_v<Socket, tcp::socket>) {
+        if (tls != nullptr) {
+          HandshakeThenServe(std::move(socket), io);
+          Accept(acceptor);
+          return;
+        }
       }
-      session->Start();
+      Serve(std::make_shared<Session<Socket>>(std::move(socket), io, *handler));
       Accept(acceptor);
     });
+  }
+
+  template <typename Socket>
+  void Serve(const std::shared_ptr<Session<Socket>>& session) {
+    {
+      absl::MutexLock lock(&mu);
+      sessions.remove_if([](const std::weak_ptr<SessionBase>& w) { return w.expired(); });
+      sessions.push_back(session);
+    }
+    session->Start();
+  }
+
+  // The TLS handshake (at most kTlsHandshakeTimeout), then a session over the TLS stream. With
+  // mutual TLS, the client certificate's common name authenticates the connection.
+  void HandshakeThenServe(tcp::socket socket, asio::io_context& io) {
+    using TlsSocket = asio::ssl::stream<tcp::socket>;
+    auto stream = std::make_shared<TlsSocket>(std::move(socket), *tls);
+    auto timer = std::make_shared<asio::steady_timer>(io, kTlsHandshakeTimeout);
+    timer->async_wait([stream](boost::system::error_code ec) {
+      if (ec) return;  // the handshake finished first
+      boost::system::error_code ignored;
+      stream->lowest_layer().close(ignored);
+    });
+    stream->async_handshake(
+        asio::ssl::stream_base::server,
+        [this, stream, timer, &io](boost::system::error_code ec) {
+          timer->cancel();
+          if (ec) {
+            handler->counters().auth_refused.fetch_add(1, std::memory_order_relaxed);
+            ARDMA_LOG(kWarning, "TLS handshake failed: %s", ec.message());
+            return;
+          }
+          auto session = std::make_shared<Session<TlsSocket>>(std::move(*stream), io, *handler);
+          if (!options.tls_ca.empty()) {
+            std::string name = PeerCommonName(session->socket().native_handle());
+            handler->AuthenticateCertificate(*session, name);
+          }
+          Serve(session);
+        });
   }
 
   void ScheduleExpiry() {
@@ -489,14 +574,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     impl->guards.push_back(asio::make_work_guard(*impl->ios.back()));
   }
   // The sockets are bound by core/net (one place for every listener) and handed to Asio.
+  ARDMA_ASSIGN_OR_RETURN(impl->tls, MakeTlsContext(options));
   ARDMA_ASSIGN_OR_RETURN(ListeningSocket tcp_socket, ListenSocket(options.listen));
   ARDMA_ASSIGN_OR_RETURN(impl->bound, ParseHostPort(tcp_socket.address));
-  if (options.handler.auth == nullptr && !options.insecure && !IsLoopback(impl->bound.host)) {
+  bool mutual_tls = !options.tls_ca.empty();
+  if (options.handler.auth == nullptr && !mutual_tls && !options.insecure &&
+      !IsLoopback(impl->bound.host)) {
     ::close(tcp_socket.fd);
     return absl::FailedPreconditionError(absl::StrCat(
         "refusing to listen on ", tcp_socket.address,
         " without authentication: anyone who can reach it could run code as this server's user; "
-        "give --auth-file FILE, listen on 127.0.0.1, or pass --insecure (docs/SECURITY.md)"));
+        "give --auth-file FILE (or --tls-ca for mutual TLS), listen on 127.0.0.1, or pass "
+        "--insecure (docs/SECURITY.md)"));
   }
   {
     asio::io_context& io0 = *impl->ios[0];
@@ -531,12 +620,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         });
   }
   placed.Wait();
-  ARDMA_LOG(kInfo, "ardmad listening on %s%s, heap %u bytes%s, %d I/O threads, %d workers, %s",
-            impl->bound.ToString(),
+  ARDMA_LOG(kInfo, "ardmad listening on %s%s%s, heap %u bytes%s, %d I/O threads, %d workers, %s%s",
+            impl->tls != nullptr ? "tls://" : "", impl->bound.ToString(),
             options.unix_socket.empty() ? "" : absl::StrCat(" and unix:", options.unix_socket),
             heap_size, options.memory_file.empty() ? "" : absl::StrCat(" in ", options.memory_file),
             options.io_threads, options.handler.workers,
-            impl->ucx != nullptr ? "UCX on (ucx://)" : "UCX off");
+            impl->ucx != nullptr ? "UCX on (ucx://)" : "UCX off",
+            options.handler.auth != nullptr ? ", authentication required"
+            : !options.tls_ca.empty()       ? ", client certificates required"
+                                            : "");
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

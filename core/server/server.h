@@ -38,6 +38,13 @@ struct ServerOptions {
   // Protected mode (docs/SECURITY.md): without authentication (handler.auth) the server listens
   // on loopback addresses only, unless this is set.
   bool insecure = false;
+  // TLS on the TCP listener (PEM files; docs/SECURITY.md): with tls_cert and tls_key every TCP
+  // client must speak TLS (clients use tls://HOST:PORT). With tls_ca too, every client must present
+  // a certificate that CA signed (mutual TLS); its common name then authenticates the connection
+  // as that auth-file name (or, without an auth file, with every permission).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
   uint64_t memory_size = 1ull << 30;    // heap bytes; 0 with an existing memory file: its size
   std::string memory_file;              // empty: anonymous memory (lost at exit)
   int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8
