@@ -20,6 +20,7 @@
 #include "core/client/invoke.h"
 #include "core/memory/heap.h"
 #include "core/security/auth.h"
+#include "core/testing/test_certificates.h"
 #include "core/server/server.h"
 #include "core/wire/frame.h"
 
@@ -236,6 +237,54 @@ void BM_ReadAuth(benchmark::State& state) {
   ReportCounters(state, client, rt0, b0);
 }
 BENCHMARK(BM_ReadAuth)->ArgName("auth")->Arg(0)->Arg(1)->UseRealTime();
+
+// --- TLS: an 8-byte READ and a no-op PING over TLS beside plain TCP, on open connections. ---
+
+Server& TlsServer() {
+  static Server* server = [] {
+    const testing::TestCertificates& certs = testing::TestCertificates::Get();
+    if (!certs.ok()) {
+      std::fprintf(stderr, "cannot make TLS certificates (is openssl installed?)\n");
+      std::abort();
+    }
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.memory_size = 64 << 20;
+    options.ucx = ServerOptions::Ucx::kOff;
+    options.tls_cert = certs.Path("server.pem");
+    options.tls_key = certs.Path("server.key");
+    static std::unique_ptr<Server> owner = *Server::Start(options);
+    std::atexit([] { owner->Stop(); });
+    return owner.get();
+  }();
+  return *server;
+}
+
+// tls:0 plain TCP to the usual server; tls:1 TLS to the TLS server.
+void BM_ReadTls(benchmark::State& state) {
+  bool tls = state.range(0) != 0;
+  ClientOptions options;
+  options.credentials_from_environment = false;
+  if (tls) options.tls.ca_file = testing::TestCertificates::Get().Path("ca.pem");
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(
+      tls ? "tls://" + TlsServer().address() : SharedServer().address(), options);
+  if (!c.ok()) {
+    state.SkipWithError(c.status().ToString().c_str());
+    return;
+  }
+  Client& client = **c;
+  uint32_t len = static_cast<uint32_t>(state.range(1));
+  uint64_t rt0 = client.counters().round_trips, b0 = client.counters().bytes_sent +
+                                                     client.counters().bytes_received;
+  for (auto _ : state) {
+    if (!client.Read(kBenchAddr, len).ok()) {
+      state.SkipWithError("READ failed");
+      return;
+    }
+  }
+  ReportCounters(state, client, rt0, b0);
+}
+BENCHMARK(BM_ReadTls)->ArgNames({"tls", "bytes"})->ArgsProduct({{0, 1}, {8, 4096}})->UseRealTime();
 
 }  // namespace
 }  // namespace ardma

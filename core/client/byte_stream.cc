@@ -168,6 +168,13 @@ class Tls : public ByteStream {
 
   absl::StatusOr<size_t> RecvSome(char* out, size_t n, absl::Duration timeout) override {
     absl::Time deadline = absl::Now() + timeout;
+    bool nothing_buffered;
+    {
+      absl::MutexLock lock(&mu_);
+      nothing_buffered = SSL_pending(ssl_) == 0 && !SSL_has_pending(ssl_);
+    }
+    // Usually nothing is buffered: wait for the socket first instead of a read that fails.
+    if (nothing_buffered && !WaitFor(fd_, POLLIN, deadline)) return 0;
     for (;;) {
       int want;
       {
