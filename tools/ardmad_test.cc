@@ -1,6 +1,7 @@
 // Tests of the ardmad and ardma binaries as a user runs them: flags, exit codes, and data in a
 // --memory-file surviving a SIGKILL.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +69,33 @@ TEST(ArdmadTest, HelpAndBadFlags) {
   EXPECT_THAT(out, HasSubstr("--nic-cpu"));
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --nic-cpu 900", &out), 1);
   EXPECT_THAT(out, HasSubstr("CPU 900"));
+}
+
+// The security flags from the command line (docs/SECURITY.md): a readable auth file and a public
+// listener without one are refused in one line; with a private file, `ardma --auth-file` works and
+// a client without it is told what to do.
+TEST(ArdmadTest, AuthFileProtectedModeAndClientsWithAndWithoutASecret) {
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 0.0.0.0:0", &out), 1);
+  EXPECT_THAT(out, HasSubstr("without authentication"));
+  EXPECT_THAT(out, HasSubstr("--insecure"));
+
+  std::string auth = TempPath("auth");
+  std::ofstream(auth) << "# test secrets\nops 0123456789abcdef0123 all\n";
+  ::chmod(auth.c_str(), 0644);
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --auth-file " + auth, &out), 2);
+  EXPECT_THAT(out, HasSubstr("chmod 600"));
+  ::chmod(auth.c_str(), 0600);
+
+  Daemon d({"--memory", "16M", "--auth-file", auth});
+  ASSERT_FALSE(d.address().empty());
+  std::string ardma = BinDir() + "/ardma --server " + d.address() + " ";
+  EXPECT_EQ(RunCommand(ardma + "--auth-file " + auth + " write 20000 hello", &out), 0) << out;
+  EXPECT_EQ(RunCommand(ardma + "--auth-file " + auth + " read --raw 20000 5", &out), 0);
+  EXPECT_EQ(out, "hello");
+  EXPECT_EQ(RunCommand("ARDMA_AUTH_FILE=" + auth + " " + ardma + "ping 1", &out), 0) << out;
+  EXPECT_EQ(RunCommand(ardma + "ping 1", &out), 1);
+  EXPECT_THAT(out, HasSubstr("requires authentication"));
 }
 
 TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
