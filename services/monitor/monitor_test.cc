@@ -1,6 +1,7 @@
 // The load monitor: samples (parsed, encoded, compared with /proc), the four schemes, torn-read
 // detection, the balancer, the Prometheus export and the CLIs.
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,7 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "core/client/invoke.h"
 #include "core/net/socket_connect.h"
+#include "core/security/auth.h"
+#include "core/status_macros.h"
 #include "core/testing/run_command.h"
+#include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -321,6 +325,47 @@ TEST(PublicationTest, ConcurrentReadsThroughTheServerNeverReturnATornSample) {
   std::printf("accepted %d, both slots torn %d\n", accepted, torn);
   // The region is read-only to clients.
   EXPECT_TRUE(absl::IsPermissionDenied((*client)->Write(0, "x", 1)));
+}
+
+// --- Authentication (docs/SECURITY.md): a front end needs only read:1 for rdma-async, and exec
+// (with the library preloaded) for rdma-sync. ---
+
+TEST(MonitorAuthTest, FrontEndsNeedOnlyTheirSchemesPermission) {
+  absl::StatusOr<std::unique_ptr<MonitorAgent>> agent =
+      MonitorAgent::Create({.interval = absl::Milliseconds(2)});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  ServerOptions options = testing::TestServerOptions();
+  options.extra_regions.push_back((*agent)->region());
+  options.handler.auth = std::make_shared<const security::AuthTable>(*security::AuthTable::Parse(
+      "watcher watcher-secret-0123456789 read:1\nsampler sampler-secret-01234567 exec\n", "t"));
+  std::string dir = testing::TempPath("preload");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/monitor.so", std::ios::binary) << active_libraries::monitor().code();
+  options.preload_dir = dir;
+  absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*agent)->Start();
+  absl::Cleanup stop = [&] {
+    (*agent)->Stop();
+    unsetenv("ARDMA_AUTH_FILE");
+  };
+  auto poll_as = [&](const std::string& line, Scheme scheme) -> absl::Status {
+    std::string creds = testing::TempPath("creds");
+    std::ofstream(creds) << line << "\n";
+    ::chmod(creds.c_str(), 0600);
+    setenv("ARDMA_AUTH_FILE", creds.c_str(), 1);
+    PollerOptions o;
+    o.scheme = scheme;
+    o.address = testing::ClientAddress((*server)->address());
+    ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Poller> poller, Poller::Connect(o));
+    return poller->Poll().status();
+  };
+  EXPECT_TRUE(poll_as("watcher watcher-secret-0123456789", Scheme::kRdmaAsync).ok());
+  EXPECT_EQ(poll_as("watcher watcher-secret-0123456789", Scheme::kRdmaSync).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(poll_as("sampler sampler-secret-01234567", Scheme::kRdmaSync).ok());
+  EXPECT_EQ(poll_as("sampler sampler-secret-01234567", Scheme::kRdmaAsync).code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 // --- The four schemes ---
