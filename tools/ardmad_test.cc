@@ -96,6 +96,30 @@ TEST(ArdmadTest, AuthFileProtectedModeAndClientsWithAndWithoutASecret) {
   EXPECT_EQ(RunCommand("ARDMA_AUTH_FILE=" + auth + " " + ardma + "ping 1", &out), 0) << out;
   EXPECT_EQ(RunCommand(ardma + "ping 1", &out), 1);
   EXPECT_THAT(out, HasSubstr("requires authentication"));
+
+  // The file tools take --auth-file as well.
+  std::string local = TempPath("local.txt");
+  std::ofstream(local) << "hello world\n";
+  std::string server = " --server " + d.address() + " ";
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma-cp" + server + "--auth-file " + auth + " " + local +
+                           " dfs:/f.txt",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma-grep --server=" + d.address() + " --auth-file=" + auth +
+                           " world dfs:/f.txt",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(out, "hello world\n");
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma-find --server=" + d.address() + " --auth-file=" + auth +
+                           " dfs:/ -name 'f.*'",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(out, "dfs:/f.txt\n");
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma-find --server=" + d.address() + " dfs:/", &out), 1);
+  EXPECT_THAT(out, HasSubstr("requires authentication"));
 }
 
 TEST(ArdmaCliTest, CommandsAgainstALiveServer) {

@@ -94,12 +94,18 @@ int main(int argc, char** argv) {
                        "operations, then a linked-list walk\nin RDMA mode and in active mode.");
   flags.String("server", &server, "HOST:PORT",
                "the ardmad to use ($ARDMA_SERVER, else 127.0.0.1:15712)");
+  std::string auth_file;
+  ardma::AuthFileFlag(flags, &auth_file);
   flags.Int("length", &length, "N", "nodes in the list");
   flags.Int("repeats", &repeats, "N", "walks per mode");
   std::vector<std::string> args;
   if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &args)) return *exit_code;
   if (!args.empty()) {
     std::cerr << "ardma-demo: unexpected argument '" << args[0] << "' (see --help)\n";
+    return 2;
+  }
+  if (absl::Status s = ardma::UseAuthFile(auth_file); !s.ok()) {
+    std::cerr << "ardma-demo: --auth-file: " << s.message() << "\n";
     return 2;
   }
   if (length < 1 || repeats < 1) {

@@ -40,6 +40,7 @@ const char kUsage[] =
     "  -v, --verbose        explain what is being done\n"
     "      --progress       show a progress bar on standard error (when it is a terminal)\n"
     "      --server=HOST:PORT  the ardmad ($ARDMA_SERVER, else 127.0.0.1:15712)\n"
+    "      --auth-file=FILE    authenticate as FILE's NAME SECRET (default $ARDMA_AUTH_FILE)\n"
     "      --fs=NAME        the file system (default: default)\n"
     "      --help           show this help\n"
     "Exit status: 0 if everything was copied, 1 if anything failed (the rest is still copied).";
@@ -290,13 +291,15 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
       o.progress = true;
     } else if (a.rfind("--server=", 0) == 0) {
       c.server = a.substr(9);
+    } else if (a.rfind("--auth-file=", 0) == 0) {
+      c.auth_file = a.substr(12);
     } else if (a.rfind("--fs=", 0) == 0) {
       c.fs = a.substr(5);
-    } else if (a == "--server" || a == "--fs") {  // GNU style: the value as the next argument
+    } else if (a == "--server" || a == "--fs" || a == "--auth-file") {  // GNU: value follows
       if (i + 1 >= argc) {
         return absl::InvalidArgumentError(absl::StrCat("option '", a, "' requires an argument"));
       }
-      (a == "--server" ? c.server : c.fs) = argv[++i];
+      (a == "--server" ? c.server : a == "--fs" ? c.fs : c.auth_file) = argv[++i];
     } else if (a.size() > 1 && a[1] != '-') {
       for (char ch : a.substr(1)) {
         switch (ch) {
@@ -331,7 +334,9 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
 }
 
 int RunCommand(const Command& c) {
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(c.server);
+  absl::StatusOr<ClientOptions> options = OptionsWithAuthFile(c.auth_file);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      options.ok() ? Client::Connect(c.server, *options) : options.status();
   if (!client.ok()) {
     std::cerr << "ardma-cp: " << client.status().message() << "\n";
     return 1;

@@ -22,6 +22,7 @@ struct Options {
 struct Command {
   Options options;
   std::string server = DefaultServerAddress();
+  std::string auth_file;  // --auth-file (docs/SECURITY.md); empty: $ARDMA_AUTH_FILE
   std::string fs = "default";
   bool help = false;                  // --help: print kUsage, exit 0
   std::vector<std::string> operands;  // SOURCE... DEST (at least two)

@@ -17,7 +17,7 @@ ARDMA_DECLARE_ACTIVE_LIBRARY(find);
 namespace ardma::find {
 
 const char kUsage[] =
-    "Usage: ardma-find [--server=HOST:PORT] [--fs=NAME] [--mode=active|rdma] dfs:/PATH... "
+    "Usage: ardma-find [--server=HOST:PORT] [--auth-file=FILE] [--fs=NAME] [--mode=active|rdma] dfs:/PATH... "
     "[EXPRESSION]\n"
     "Walk directory trees of an ardmad's file system on the server, as GNU find does.\n"
     "\n"
@@ -247,7 +247,11 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
       if (a == name && i + 1 < argc) return std::string(argv[++i]);
       return std::nullopt;
     };
-    if (a.rfind("--server", 0) == 0) {
+    if (a.rfind("--auth-file", 0) == 0) {
+      auto v = value("--auth-file");
+      if (!v) return absl::InvalidArgumentError("--auth-file needs a FILE");
+      c.auth_file = *v;
+    } else if (a.rfind("--server", 0) == 0) {
       auto v = value("--server");
       if (!v) return absl::InvalidArgumentError("--server needs HOST:PORT");
       c.server = *v;
@@ -278,7 +282,9 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
 }
 
 int RunCommand(const Command& c) {
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(c.server);
+  absl::StatusOr<ClientOptions> options = OptionsWithAuthFile(c.auth_file);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      options.ok() ? Client::Connect(c.server, *options) : options.status();
   if (!client.ok()) {
     std::cerr << "ardma-find: " << client.status().message() << "\n";
     return 1;

@@ -21,6 +21,7 @@ extern const char kUsage[];
 
 struct Command {
   std::string server = DefaultServerAddress();
+  std::string auth_file;  // --auth-file (docs/SECURITY.md); empty: $ARDMA_AUTH_FILE
   std::string fs = "default";
   Mode mode = Mode::kActive;
   bool help = false;                    // --help: print kUsage, exit 0

@@ -46,6 +46,7 @@ const char kUsage[] =
     "      --color[=WHEN]        highlight matches: never, always or auto (a terminal)\n"
     "ardma:\n"
     "      --server=HOST:PORT    the ardmad ($ARDMA_SERVER, else 127.0.0.1:15712)\n"
+    "      --auth-file=FILE      authenticate as FILE's NAME SECRET (default $ARDMA_AUTH_FILE)\n"
     "      --fs=NAME             the file system (default: default)\n"
     "      --mode=active|rdma    scan on the server (default) or here over one-sided reads\n"
     "      --help                show this help\n"
@@ -72,7 +73,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Command f;
   std::vector<std::string> patterns;
   std::string color_when = "never";
-  enum { kColor = 1000, kServer, kFs, kMode, kHelp };
+  enum { kColor = 1000, kServer, kFs, kMode, kHelp, kAuthFile };
   static const option kLong[] = {{"extended-regexp", no_argument, nullptr, 'E'},
                                  {"fixed-strings", no_argument, nullptr, 'F'},
                                  {"basic-regexp", no_argument, nullptr, 'G'},
@@ -99,6 +100,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
                                  {"color", optional_argument, nullptr, kColor},
                                  {"colour", optional_argument, nullptr, kColor},
                                  {"server", required_argument, nullptr, kServer},
+                                 {"auth-file", required_argument, nullptr, kAuthFile},
                                  {"fs", required_argument, nullptr, kFs},
                                  {"mode", required_argument, nullptr, kMode},
                                  {"help", no_argument, nullptr, kHelp},
@@ -187,6 +189,9 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
         break;
       case kServer:
         f.server = optarg;
+        break;
+      case kAuthFile:
+        f.auth_file = optarg;
         break;
       case kFs:
         f.fs = optarg;

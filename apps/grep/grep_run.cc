@@ -157,7 +157,9 @@ int RunCommand(const Command& command) {
   if (operands.empty()) {
     return UsageError("no FILE given (ardma-grep searches dfs:/PATH files only)");
   }
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(f.server);
+  absl::StatusOr<ClientOptions> options = OptionsWithAuthFile(f.auth_file);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      options.ok() ? Client::Connect(f.server, *options) : options.status();
   if (!client.ok()) {
     std::cerr << "ardma-grep: " << client.status().message() << "\n";
     return 2;

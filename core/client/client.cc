@@ -65,6 +65,17 @@ Client::~Client() {
   if (connection_ != nullptr) connection_->Close();
 }
 
+absl::StatusOr<ClientOptions> OptionsWithAuthFile(const std::string& auth_file,
+                                                  ClientOptions options) {
+  if (auth_file.empty()) return options;
+  absl::StatusOr<security::Credentials> c = security::LoadCredentials(auth_file);
+  if (!c.ok()) {
+    return absl::Status(c.status().code(), absl::StrCat("--auth-file: ", c.status().message()));
+  }
+  options.credentials = *std::move(c);
+  return options;
+}
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(std::string_view address,
                                                         const ClientOptions& options) {
   ClientOptions resolved = options;

@@ -61,6 +61,11 @@ struct ClientOptions {
   TlsOptions tls;
 };
 
+// `options` with the credentials of `auth_file` (a private file whose first line is NAME SECRET;
+// docs/SECURITY.md); an empty path leaves them to $ARDMA_AUTH_FILE. For tools' --auth-file.
+absl::StatusOr<ClientOptions> OptionsWithAuthFile(const std::string& auth_file,
+                                                  ClientOptions options = {});
+
 struct CallOptions {
   absl::Duration timeout = absl::ZeroDuration();  // zero: the client's default
 };

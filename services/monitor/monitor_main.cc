@@ -104,6 +104,8 @@ int Main(int argc, char** argv) {
   flags.String("prometheus", &prometheus, "[HOST]:PORT",
                "serve the samples in Prometheus text format at http://HOST:PORT/metrics");
   flags.Bool("lines", &lines, "print lines even on a terminal");
+  std::string auth_file;
+  ardma::AuthFileFlag(flags, &auth_file);
   std::vector<std::string> positional;
   if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &positional)) {
     return *exit_code;
@@ -113,6 +115,9 @@ int Main(int argc, char** argv) {
     return 2;
   };
   if (!positional.empty()) return usage_error("unexpected argument '" + positional[0] + "'");
+  if (absl::Status s = ardma::UseAuthFile(auth_file); !s.ok()) {
+    return usage_error("--auth-file: " + std::string(s.message()));
+  }
   std::vector<std::string> addresses = absl::StrSplit(backends_flag, ',', absl::SkipEmpty());
   if (addresses.empty()) return usage_error("--backends is required");
   absl::StatusOr<ardma::monitor::Scheme> scheme = ardma::monitor::ParseScheme(scheme_flag);
