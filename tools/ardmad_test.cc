@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +53,23 @@ TEST(ArdmadTest, DataInAMemoryFileSurvivesSigkill) {
     EXPECT_EQ(WEXITSTATUS(d.Kill(SIGTERM)), 0);  // graceful stop exits 0
   }
   std::filesystem::remove(heap_file);
+}
+
+// Every installed tool answers --version with its name, the project version and the commit, and
+// exits 0 (without contacting any server).
+TEST(ArdmadTest, EveryToolPrintsItsVersion) {
+  for (const char* tool : {"ardmad", "ardma", "ardma-cp", "ardma-grep", "ardma-find", "ardma-demo",
+                           "ardma-monitor", "ardma-monitord"}) {
+    std::string out;
+    EXPECT_EQ(RunCommand(BinDir() + "/" + tool + " --version", &out), 0) << tool;
+    EXPECT_THAT(out, ::testing::StartsWith(absl::StrCat(tool, " (Active RDMA toolkit) 0.")))
+        << tool;
+    EXPECT_THAT(out, HasSubstr(", commit ")) << tool;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << tool << ": " << out;
+  }
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma-grep -V", &out), 0);
+  EXPECT_THAT(out, ::testing::StartsWith("ardma-grep (Active RDMA toolkit)"));
 }
 
 TEST(ArdmadTest, HelpAndBadFlags) {

@@ -43,6 +43,7 @@ const char kUsage[] =
     "      --auth-file=FILE    authenticate as FILE's NAME SECRET (default $ARDMA_AUTH_FILE)\n"
     "      --fs=NAME        the file system (default: default)\n"
     "      --help           show this help\n"
+    "      --version        print the version and commit\n"
     "Exit status: 0 if everything was copied, 1 if anything failed (the rest is still copied).";
 
 namespace {
@@ -280,6 +281,9 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
       options_done = true;
     } else if (a == "--help") {
       c.help = true;
+      return c;
+    } else if (a == "--version") {
+      c.version = true;
       return c;
     } else if (a == "--recursive") {
       o.recursive = true;

@@ -25,6 +25,7 @@ struct Command {
   std::string auth_file;  // --auth-file (docs/SECURITY.md); empty: $ARDMA_AUTH_FILE
   std::string fs = "default";
   bool help = false;                  // --help: print kUsage, exit 0
+  bool version = false;  // --version: print the version line, exit 0
   std::vector<std::string> operands;  // SOURCE... DEST (at least two)
 };
 

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "apps/cp/cp_cli.h"
+#include "core/version.h"
 
 int main(int argc, char** argv) {
   absl::StatusOr<ardma::cp::Command> command = ardma::cp::ParseCommandLine(argc, argv);
@@ -12,6 +13,10 @@ int main(int argc, char** argv) {
   }
   if (command->help) {
     std::cout << ardma::cp::kUsage << "\n";
+    return 0;
+  }
+  if (command->version) {
+    std::cout << ardma::VersionLine("ardma-cp") << "\n";
     return 0;
   }
   return ardma::cp::RunCommand(*command);

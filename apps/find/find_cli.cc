@@ -30,7 +30,8 @@ const char kUsage[] =
     "\n"
     "Entries are visited depth first, a directory before its contents, and a directory's entries\n"
     "in creation order (a removal moves the newest entry into the gap). A directory's size is its\n"
-    "number of entries. --server defaults to $ARDMA_SERVER, then 127.0.0.1:15712.\n"
+    "number of entries. --server defaults to $ARDMA_SERVER, then 127.0.0.1:15712. --help shows\n"
+    "this, --version the version and commit.\n"
     "Exit status: 0 if all starting points were walked, 1 on any error.";
 
 namespace {
@@ -240,6 +241,10 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--help") {
       c.help = true;
+      return c;
+    }
+    if (a == "--version") {
+      c.version = true;
       return c;
     }
     auto value = [&](const std::string& name) -> std::optional<std::string> {

@@ -25,6 +25,7 @@ struct Command {
   std::string fs = "default";
   Mode mode = Mode::kActive;
   bool help = false;                    // --help: print kUsage, exit 0
+  bool version = false;  // --version: print the version line, exit 0
   std::vector<std::string> roots;       // dfs:/PATH starting points
   std::vector<std::string> expression;  // the tokens after them
 };

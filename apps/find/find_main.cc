@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "apps/find/find_cli.h"
+#include "core/version.h"
 
 int main(int argc, char** argv) {
   absl::StatusOr<ardma::find::Command> command = ardma::find::ParseCommandLine(argc, argv);
@@ -11,6 +12,10 @@ int main(int argc, char** argv) {
   }
   if (command->help) {
     std::cout << ardma::find::kUsage << "\n";
+    return 0;
+  }
+  if (command->version) {
+    std::cout << ardma::VersionLine("ardma-find") << "\n";
     return 0;
   }
   return ardma::find::RunCommand(*command);

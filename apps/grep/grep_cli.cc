@@ -50,6 +50,7 @@ const char kUsage[] =
     "      --fs=NAME             the file system (default: default)\n"
     "      --mode=active|rdma    scan on the server (default) or here over one-sided reads\n"
     "      --help                show this help\n"
+    "  -V, --version             print the version and commit\n"
     "\n"
     "Patterns use GNU BRE/ERE syntax translated to RE2; back-references are not supported.\n"
     "Exit status: 0 if a line is selected, 1 if none, 2 if an error occurred (unless -q matched).";
@@ -73,7 +74,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Command f;
   std::vector<std::string> patterns;
   std::string color_when = "never";
-  enum { kColor = 1000, kServer, kFs, kMode, kHelp, kAuthFile };
+  enum { kColor = 1000, kServer, kFs, kMode, kHelp, kAuthFile, kVersion };
   static const option kLong[] = {{"extended-regexp", no_argument, nullptr, 'E'},
                                  {"fixed-strings", no_argument, nullptr, 'F'},
                                  {"basic-regexp", no_argument, nullptr, 'G'},
@@ -104,11 +105,12 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
                                  {"fs", required_argument, nullptr, kFs},
                                  {"mode", required_argument, nullptr, kMode},
                                  {"help", no_argument, nullptr, kHelp},
+                                 {"version", no_argument, nullptr, kVersion},
                                  {nullptr, 0, nullptr, 0}};
   bool count = false, list = false, list_without = false;
   opterr = 0;
   int opt;
-  while ((opt = getopt_long(argc, argv, "EFGe:iywxsvm:nHhoqrRLlcB:A:C:", kLong, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "EFGe:iywxsvVm:nHhoqrRLlcB:A:C:", kLong, nullptr)) != -1) {
     uint64_t n = 0;
     switch (opt) {
       case 'E':
@@ -204,6 +206,10 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
       }
       case kHelp:
         f.help = true;
+        return f;
+      case 'V':
+      case kVersion:
+        f.version = true;
         return f;
       default:
         return Usage(optopt != 0 ? absl::StrCat("invalid option -- '",

@@ -32,6 +32,7 @@ struct Command {
   std::string fs = "default";
   Mode mode = Mode::kActive;
   bool help = false;                  // --help: print kUsage, exit 0
+  bool version = false;  // --version: print the version line, exit 0
   bool quiet = false;                 // -q
   bool max_zero = false;              // -m 0: select nothing (GNU grep exits 1 at once)
   std::vector<std::string> operands;  // dfs:/PATH files

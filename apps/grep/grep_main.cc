@@ -3,12 +3,17 @@
 #include <string>
 
 #include "apps/grep/grep_cli.h"
+#include "core/version.h"
 
 int main(int argc, char** argv) {
   absl::StatusOr<ardma::grep::Command> command = ardma::grep::ParseCommandLine(argc, argv);
   if (!command.ok()) return ardma::grep::UsageError(std::string(command.status().message()));
   if (command->help) {
     std::cout << ardma::grep::kUsage << "\n";
+    return 0;
+  }
+  if (command->version) {
+    std::cout << ardma::VersionLine("ardma-grep") << "\n";
     return 0;
   }
   return ardma::grep::RunCommand(*command);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "core/security/auth.h"
 #include "core/status_macros.h"
+#include "core/version.h"
 #include "core/memory/region.h"
 #include "core/status_macros.h"
 
@@ -119,6 +120,10 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
       help_requested_ = true;
       continue;
     }
+    if (arg == "--version") {
+      version_requested_ = true;
+      continue;
+    }
     if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
       if (const Flag* flag = FindShort(arg[1])) {
         std::string spelled = absl::StrCat("-", ToAbsl(arg.substr(1, 1)));
@@ -193,6 +198,10 @@ std::optional<int> FlagSet::ParseForMain(int argc, char** argv, std::vector<std:
     std::cout << Help();
     return 0;
   }
+  if (version_requested_) {
+    std::cout << VersionLine(program_) << "\n";
+    return 0;
+  }
   *args = std::move(*parsed);
   return std::nullopt;
 }
@@ -209,6 +218,7 @@ std::string FlagSet::Help() const {
     absl::StrAppend(&out, "\n");
   }
   absl::StrAppendFormat(&out, "%-32s %s\n", "  -h, --help", "show this help");
+  absl::StrAppendFormat(&out, "%-32s %s\n", "      --version", "print the version and commit");
   return out;
 }
 

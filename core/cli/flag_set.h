@@ -9,7 +9,8 @@
 // Accepts --name=value and --name value; booleans also as --name / --no-name; flags given a short
 // name (Short) also as -x VALUE / -xVALUE. "--" ends flags.
 // Parse returns the positional arguments; an unknown flag or a bad value is INVALID_ARGUMENT with a
-// message naming the flag. --help / -h is reported through help_requested().
+// message naming the flag. --help / -h is reported through help_requested(); --version too
+// (ParseForMain prints the version line and exits 0).
 // Not thread-safe; use from main.
 #ifndef ARDMA_CORE_CLI_FLAG_SET_H_
 #define ARDMA_CORE_CLI_FLAG_SET_H_
@@ -77,6 +78,7 @@ class FlagSet {
   std::string usage_;
   std::vector<Flag> flags_;
   bool help_requested_ = false;
+  bool version_requested_ = false;
 };
 
 // The clients' --auth-file FILE flag (docs/SECURITY.md): declares it on `flags`.
