@@ -57,8 +57,10 @@ const char kUsage[] =
     "  fs df                         files, directories, data blocks, heap in use\n"
     "                                (file system --fs, default \"default\"; paths are absolute)\n"
     "\n"
-    "Exit status: 0 on success, 1 when the server answers with an error (lock: not acquired),\n"
-    "2 for bad usage; lock exits with COMMAND's status (128+N if a signal N ended it).";
+    "Exit status: 0 on success, 1 when the server answers with an error or cannot be reached\n"
+    "(lock: not acquired), 2 for bad usage (also a malformed number or hex, or a --server that\n"
+    "names no host, found before anything is sent); lock exits with COMMAND's status (128+N if a\n"
+    "signal N ended it).";
 
 namespace {
 
@@ -90,17 +92,17 @@ absl::StatusOr<uint64_t> ParseNumber(const std::string& text) {
   bool ok = text.size() > 2 && (text[1] == 'x' || text[1] == 'X')
                 ? absl::SimpleHexAtoi(text.substr(2), &v)
                 : absl::SimpleAtoi(text, &v);
-  if (!ok) return absl::InvalidArgumentError(absl::StrCat("not a number: '", text, "'"));
+  if (!ok) return Usage(absl::StrCat("not a number: '", text, "'"));
   return v;
 }
 
 absl::StatusOr<std::string> ParseHex(const std::string& text) {
-  if (text.size() % 2 != 0) return absl::InvalidArgumentError("hex data needs an even length");
+  if (text.size() % 2 != 0) return Usage("hex data needs an even length");
   std::string out;
   for (size_t i = 0; i < text.size(); i += 2) {
     int v;
     if (std::sscanf(text.substr(i, 2).c_str(), "%2x", &v) != 1) {
-      return absl::InvalidArgumentError("bad hex data");
+      return Usage(absl::StrCat("bad hex data: '", text, "'"));
     }
     out.push_back(static_cast<char>(v));
   }
@@ -146,7 +148,15 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
   ClientOptions client_options;
   client_options.timeout = timeout;
   client_options.connect_attempts = 2;
-  auto connect = [&]() { return Client::Connect(opt.server, client_options); };
+  // A server address that is malformed or names no host is a usage error (exit 2), found before
+  // anything is sent.
+  auto connect = [&]() -> absl::StatusOr<std::unique_ptr<Client>> {
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(opt.server, client_options);
+    if (c.status().code() == absl::StatusCode::kInvalidArgument) {
+      return Usage(absl::StrCat("--server ", opt.server, ": ", c.status().message()));
+    }
+    return c;
+  };
 
   if (cmd == "ping") {
     ARDMA_RETURN_IF_ERROR(need(0, 1, "ping [COUNT]"));

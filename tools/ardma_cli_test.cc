@@ -21,7 +21,8 @@ TEST(ArdmaCliTest, HexDataAndDumps) {
   EXPECT_EQ(*ParseHex("68656c6c6f"), "hello");
   EXPECT_EQ(*ParseHex(""), "");
   EXPECT_EQ(ParseHex("abc").status().message(), "hex data needs an even length");
-  EXPECT_EQ(ParseHex("zz").status().message(), "bad hex data");
+  EXPECT_EQ(ParseHex("zz").status().message(), "bad hex data: 'zz'");
+  EXPECT_TRUE(IsUsage(ParseHex("zz").status()));
   EXPECT_EQ(HexDump("hello", 0x100000),
             "0000000000100000  68 65 6c 6c 6f                                   |hello|\n");
   std::string two_lines = HexDump(std::string(17, '\x01'), 0x10);

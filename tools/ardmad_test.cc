@@ -72,6 +72,21 @@ TEST(ArdmadTest, EveryToolPrintsItsVersion) {
   EXPECT_THAT(out, ::testing::StartsWith("ardma-grep (Active RDMA toolkit)"));
 }
 
+// Usage errors exit 2 even when they are found before any server is contacted; the server being
+// unreachable is 1.
+TEST(ArdmaCliTest, UsageErrorsExitTwoBeforeContactingTheServer) {
+  std::string ardma = BinDir() + "/ardma --server 127.0.0.1:1 ";
+  std::string out;
+  for (const char* bad : {"read xyz 5", "ping -1", "--hex write 0x200 zz", "write 0x200",
+                          "cas 8 1", "frobnicate"}) {
+    EXPECT_EQ(RunCommand(ardma + bad, &out), 2) << bad << ": " << out;
+  }
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma --server nosuchhost.invalid:1 ping", &out), 2) << out;
+  EXPECT_THAT(out, HasSubstr("nosuchhost.invalid"));
+  EXPECT_EQ(RunCommand(ardma + "ping", &out), 1) << out;  // well formed, nobody listening
+  EXPECT_THAT(out, HasSubstr("unreachable"));
+}
+
 TEST(ArdmadTest, HelpAndBadFlags) {
   std::string out;
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --help", &out), 0);

@@ -57,7 +57,11 @@ absl::StatusOr<int> ConnectSocket(std::string_view address, absl::Duration timeo
   std::string port = std::to_string(hp.port);
   int gai = ::getaddrinfo(hp.host.c_str(), port.c_str(), &hints, &results);
   if (gai != 0) {
-    return absl::UnavailableError(absl::StrCat("resolve ", hp.host, ": ", ::gai_strerror(gai)));
+    // A name that does not exist will not come to exist by retrying: INVALID_ARGUMENT, not
+    // UNAVAILABLE (which callers retry).
+    std::string message = absl::StrCat("resolve ", hp.host, ": ", ::gai_strerror(gai));
+    if (gai == EAI_NONAME || gai == EAI_SERVICE) return absl::InvalidArgumentError(message);
+    return absl::UnavailableError(message);
   }
   absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", hp.host));
   int fd = -1;
