@@ -178,6 +178,14 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
     ARDMA_RETURN_IF_ERROR(need(0, 0, "stats"));
     ARDMA_ASSIGN_OR_RETURN(auto client, connect());
     ARDMA_ASSIGN_OR_RETURN(auto stats, client->Stats(call));
+    if (opt.json) {  // counter names are [a-z0-9._]: nothing to escape
+      std::string out = "{";
+      for (size_t i = 0; i < stats.size(); ++i) {
+        absl::StrAppend(&out, i == 0 ? "" : ", ", "\"", stats[i].first, "\": ", stats[i].second);
+      }
+      std::printf("%s}\n", out.c_str());
+      return absl::OkStatus();
+    }
     for (const auto& [name, value] : stats) {
       std::printf("%-28s %llu\n", name.c_str(), static_cast<unsigned long long>(value));
     }
@@ -282,10 +290,11 @@ int Main(int argc, char** argv) {
   flags.Int("region", &opt.region, "N", "region for read/write/cas/fetch-add");
   flags.Bool("hex", &opt.hex, "ARGS/DATA are given, and results printed, as hex");
   flags.Bool("raw", &opt.raw, "read prints raw bytes instead of a hex dump");
+  flags.Bool("json", &opt.json, "stats prints one JSON object");
   flags.String("kind", &opt.kind, "KIND",
                "load: native (a shared object) or jvm (a .class or .jar)");
   flags.Duration("timeout", &opt.timeout,
-                 "per-call timeout (unset: 30s); for lock, how long to wait (unset: for ever)");
+                 "per-call timeout, 0 meaning 30s; for lock, how long to wait, 0 meaning for ever");
   flags.Bool("shared", &opt.shared, "lock: take the lock shared (default exclusive)");
   flags.Duration("lease", &opt.lease, "lock: lease, renewed at a third of it while COMMAND runs");
   flags.String("fs", &opt.fs, "NAME", "fs: the file system");
@@ -309,7 +318,7 @@ int Main(int argc, char** argv) {
   }
   if (positional[0] == "lock") {
     if (positional.size() < 3) {
-      std::cerr << "ardma: usage: ardma lock NAME [--shared] [--timeout S] -- COMMAND [ARGS...]\n";
+      std::cerr << "ardma: usage: ardma lock NAME [--shared] [--timeout S] [--lease S] -- COMMAND [ARGS...]\n";
       return 2;
     }
     if (absl::Status s = lock::CheckLease(opt.lease); !s.ok()) {

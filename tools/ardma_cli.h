@@ -23,6 +23,7 @@ struct Options {
   int64_t region = 0;
   bool hex = false;
   bool raw = false;
+  bool json = false;  // stats: one JSON object instead of aligned lines
   absl::Duration timeout = absl::ZeroDuration();  // unset: 30 s per call; lock: wait for ever
   bool shared = false;
   absl::Duration lease = lock::kDefaultLease;

@@ -48,7 +48,10 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
   if (std::find(kFsCommands.begin(), kFsCommands.end(), cmd) == kFsCommands.end()) {
     return Usage(absl::StrCat("unknown fs command '", cmd, "' (see --help)"));
   }
-  if (cmd == "ls") ARDMA_RETURN_IF_ERROR(need(1, 1000, "ls [-l] PATH..."));
+  if (cmd == "ls") {
+    ARDMA_RETURN_IF_ERROR(need(0, 1000, "ls [-l] [PATH...]"));
+    if (operands.empty()) operands.push_back("/");  // as ls lists "."
+  }
   if (cmd == "cat") ARDMA_RETURN_IF_ERROR(need(1, 1000, "cat PATH..."));
   if (cmd == "put") ARDMA_RETURN_IF_ERROR(need(2, 2, "put LOCAL PATH"));
   if (cmd == "get") ARDMA_RETURN_IF_ERROR(need(2, 2, "get PATH LOCAL"));
@@ -151,8 +154,12 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
   if (cmd == "stat") {
     for (const std::string& path : operands) {
       ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, fs.Lookup(path));
-      std::printf("%s: %s, %llu bytes, mode %04o, inode %llu\n  modified %s\n  changed  %s\n",
-                  path.c_str(), TypeName(st.type).c_str(), static_cast<unsigned long long>(st.size),
+      // A directory's size is its number of entries (docs/dfs.md), not bytes.
+      std::string size = absl::StrCat(st.size, st.type == dfs::FileType::kDirectory
+                                                   ? (st.size == 1 ? " entry" : " entries")
+                                                   : (st.size == 1 ? " byte" : " bytes"));
+      std::printf("%s: %s, %s, mode %04o, inode %llu\n  modified %s\n  changed  %s\n",
+                  path.c_str(), TypeName(st.type).c_str(), size.c_str(),
                   st.mode, static_cast<unsigned long long>(st.ino),
                   absl::FormatTime(st.mtime, absl::LocalTimeZone()).c_str(),
                   absl::FormatTime(st.ctime, absl::LocalTimeZone()).c_str());

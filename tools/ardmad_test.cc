@@ -181,6 +181,10 @@ TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
   EXPECT_EQ(out, "0a00000000000000\n");
   EXPECT_EQ(RunCommand(ardma + "stats", &out), 0);
   EXPECT_THAT(out, HasSubstr("requests.execute"));
+  EXPECT_EQ(RunCommand(ardma + "stats --json", &out), 0);
+  EXPECT_THAT(out, ::testing::StartsWith("{\"requests.ping\": "));
+  EXPECT_THAT(out, HasSubstr(", \"heap.size\": 16777216"));
+  EXPECT_THAT(out, ::testing::EndsWith("}\n"));
   EXPECT_EQ(RunCommand(ardma + "frobnicate", &out), 2);
   EXPECT_EQ(RunCommand(ardma + "read 1", &out), 2);
   EXPECT_THAT(out, HasSubstr("usage: ardma read ADDR LEN"));
@@ -254,6 +258,10 @@ TEST(ArdmaCliTest, FsCommands) {
   EXPECT_EQ(RunCommand(fs + "mv /a/b /moved", &out), 0) << out;
   EXPECT_EQ(RunCommand(fs + "ls /", &out), 0);
   EXPECT_EQ(out, "a\nmoved\n");
+  EXPECT_EQ(RunCommand(fs + "ls", &out), 0);  // no path: the root, as ls lists "."
+  EXPECT_EQ(out, "a\nmoved\n");
+  EXPECT_EQ(RunCommand(fs + "stat /moved", &out), 0);
+  EXPECT_THAT(out, HasSubstr("/moved: directory, 1 entry,"));
   EXPECT_EQ(RunCommand(fs + "stat /moved/c/data", &out), 0);
   EXPECT_THAT(out, HasSubstr("file, " + std::to_string(ls.size()) + " bytes"));
   EXPECT_EQ(RunCommand(fs + "cat /moved/c/data | head -3", &out), 0);
