@@ -250,6 +250,17 @@ TEST(JvmCliTest, LoadAndExecJavaCodeFromTheCommandLine) {
             0)
       << err;
   EXPECT_EQ(out, "03000000\n");
+  // The README's example, as the README runs it.
+  ASSERT_EQ(testing::RunCommandSplit(
+                absl::StrCat(ardma, " load --kind jvm ", java_testdata::Path("main/Sum.class")),
+                &out, &err),
+            0)
+      << err;
+  ASSERT_EQ(testing::RunCommandSplit(absl::StrCat(ardma, " exec --hex Sum.execute 0100000002000000"),
+                                     &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "03000000\n");
   // The kind follows from the file name too.
   EXPECT_EQ(testing::RunCommandSplit(
                 absl::StrCat(ardma, " load ", java_testdata::Path("greeter-v2.jar")), &out, &err),
