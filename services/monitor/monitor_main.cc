@@ -42,6 +42,10 @@ struct Shared {
   std::unique_ptr<Balancer> balancer ABSL_GUARDED_BY(mu);
   int finished ABSL_GUARDED_BY(mu) = 0;  // pollers done with --count rounds
   bool stop ABSL_GUARDED_BY(mu) = false;
+  // Line output: each poll prints its own line (so --count N gives exactly N per back end), and
+  // a "pick" line follows whenever new lines came.
+  bool print_lines = false;
+  uint64_t lines_since_pick ABSL_GUARDED_BY(mu) = 0;
 };
 
 void PollLoop(Shared& shared, size_t index, PollerOptions options, absl::Duration interval,
@@ -76,6 +80,10 @@ void PollLoop(Shared& shared, size_t index, PollerOptions options, absl::Duratio
         shared.balancer->MarkDown(index);
         b.load.reset();
         b.error = std::string(sample.status().message());
+      }
+      if (shared.print_lines) {
+        std::cout << ardma::monitor::LineText(b) << "\n" << std::flush;
+        ++shared.lines_since_pick;
       }
       next = std::max(next + interval, absl::Now());
       if (shared.mu.AwaitWithDeadline(absl::Condition(&shared.stop), next)) return;
@@ -155,6 +163,8 @@ int Main(int argc, char** argv) {
     std::cerr << "ardma-monitor: Prometheus metrics at http://" << metrics->address()
               << "/metrics\n";
   }
+  const bool table = !lines && isatty(STDOUT_FILENO);
+  shared.print_lines = !table;
   std::vector<std::thread> pollers;
   for (size_t i = 0; i < addresses.size(); ++i) {
     PollerOptions options;
@@ -165,7 +175,6 @@ int Main(int argc, char** argv) {
     pollers.emplace_back(PollLoop, std::ref(shared), i, options, interval, count);
   }
 
-  const bool table = !lines && isatty(STDOUT_FILENO);
   // A table is redrawn at most 10 times a second; lines come once per interval.
   const absl::Duration refresh = table ? std::max(interval, absl::Milliseconds(100)) : interval;
   bool done = false;
@@ -180,12 +189,9 @@ int Main(int argc, char** argv) {
     if (table) {
       std::cout << "\x1b[H\x1b[2J" << ardma::monitor::TableText(shared.backends, marked)
                 << std::flush;
-    } else {
-      for (const BackendState& b : shared.backends) {
-        std::cout << ardma::monitor::LineText(b) << "\n";
-      }
-      if (marked) std::cout << "pick " << shared.backends[*marked].address << "\n";
-      std::cout << std::flush;
+    } else if (marked && shared.lines_since_pick > 0) {
+      std::cout << "pick " << shared.backends[*marked].address << "\n" << std::flush;
+      shared.lines_since_pick = 0;
     }
     if (done) shared.stop = true;
   }

@@ -678,12 +678,25 @@ TEST_F(SchemesTest, MonitorCliPrintsLinesAndFailsClearly) {
   EXPECT_EQ(rc, 0) << out << err;
   EXPECT_THAT(out, HasSubstr("rdma-async seq="));
   EXPECT_THAT(out, HasSubstr("pick " + server_->address()));
+  size_t lines = 0;
+  for (size_t at = out.find("rdma-async seq="); at != std::string::npos;
+       at = out.find("rdma-async seq=", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 6u) << out;  // 3 polls of each of the 2 back ends
 
   rc = testing::RunCommandSplit(absl::StrCat(cli, " --backends ", daemon_->address(),
                                              " --scheme socket-sync --interval 5ms --count 2"),
                                 &out, &err);
   EXPECT_EQ(rc, 0) << err;
   EXPECT_THAT(out, HasSubstr("socket-sync seq="));
+  // --count N: exactly N records per back end, also when not on a terminal and without --lines.
+  size_t records = 0;
+  for (size_t at = out.find("socket-sync seq="); at != std::string::npos;
+       at = out.find("socket-sync seq=", at + 1)) {
+    ++records;
+  }
+  EXPECT_EQ(records, 2u) << out;
 
   rc = testing::RunCommandSplit(
       absl::StrCat(cli, " --backends 127.0.0.1:1 --count 1 --interval 5ms"), &out, &err);
