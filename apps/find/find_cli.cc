@@ -186,10 +186,11 @@ class Parser {
       if (ref.rfind("dfs:", 0) != 0) {
         return absl::InvalidArgumentError(absl::StrCat("`", ref, "': -newer takes a dfs:/PATH"));
       }
+      auto e = Leaf(Op::kNewer);
+      if (fs_ == nullptr) return e;  // checking the syntax only
       absl::StatusOr<dfs::Stat> st = fs_->Lookup(ref.substr(4));
       if (!st.ok())
         return absl::NotFoundError(absl::StrCat("'", ref, "': No such file or directory"));
-      auto e = Leaf(Op::kNewer);
       e->time = st->mtime;
       return e;
     }
@@ -287,6 +288,11 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
 }
 
 int RunCommand(const Command& c) {
+  // A bad expression is reported before any server is contacted.
+  if (absl::StatusOr<Expression> syntax = ParseExpression(c.expression, nullptr); !syntax.ok()) {
+    std::cerr << "ardma-find: " << syntax.status().message() << "\n";
+    return 1;
+  }
   absl::StatusOr<ClientOptions> options = OptionsWithAuthFile(c.auth_file);
   absl::StatusOr<std::unique_ptr<Client>> client =
       options.ok() ? Client::Connect(c.server, *options) : options.status();

@@ -39,7 +39,8 @@ struct Expression {
   bool has_action = false;  // -print or -print0 given (else matches are printed)
   uint32_t min_depth = 0, max_depth = UINT32_MAX;
 };
-// Parses a GNU find expression; -newer looks its file up through `fs`.
+// Parses a GNU find expression; -newer looks its file up through `fs` (null: the syntax is
+// checked and -newer's time left unset).
 absl::StatusOr<Expression> ParseExpression(std::vector<std::string> tokens, dfs::DfsClient* fs);
 
 // Walks every starting point, printing matches to stdout and errors to stderr; returns find's

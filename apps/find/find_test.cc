@@ -197,6 +197,18 @@ TEST(FindCommandLineTest, SplitsOptionsStartingPointsAndExpression) {
             "no dfs:/PATH starting point (see --help)");
   EXPECT_EQ(ParseArgs({"--server"}).status().message(), "--server needs HOST:PORT");
   EXPECT_TRUE(ParseArgs({"--help"})->help);
+  EXPECT_TRUE(ParseArgs({"--version"})->version);
+}
+
+// A bad expression is a usage error found before any server is contacted (none listens here).
+TEST(FindCommandLineTest, ABadExpressionIsReportedBeforeConnecting) {
+  absl::StatusOr<Command> c = ParseArgs({"--server=127.0.0.1:1", "dfs:/", "-bogus"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(RunCommand(*c), 1);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, ::testing::HasSubstr("unknown predicate `-bogus'"));
+  EXPECT_THAT(err, ::testing::Not(::testing::HasSubstr("unreachable")));
 }
 
 TEST(FindCommandLineTest, ParsesExpressionsWithFindsPrecedence) {
