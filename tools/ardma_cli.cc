@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "core/cli/flag_set.h"
 #include "core/client/client.h"
@@ -78,6 +79,45 @@ void WriteResult(const Options& opt, std::string_view bytes) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> EncodeTyped(Options::Typed typed,
+                                        const std::vector<std::string>& values) {
+  std::string out;
+  if (typed == Options::Typed::kStr) return absl::StrJoin(values, " ");
+  size_t width = typed == Options::Typed::kI32 ? 4 : 8;
+  for (const std::string& v : values) {
+    int64_t n;
+    if (!absl::SimpleAtoi(v, &n) ||
+        (width == 4 && (n < INT32_MIN || n > INT32_MAX))) {
+      return Usage(absl::StrCat("not a ", width == 4 ? "32" : "64", "-bit integer: '", v, "'"));
+    }
+    out.append(reinterpret_cast<const char*>(&n), width);  // little-endian: the low bytes first
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> FormatTyped(Options::Typed typed, std::string_view bytes) {
+  if (typed == Options::Typed::kStr) return std::string(bytes);
+  size_t width = typed == Options::Typed::kI32 ? 4 : 8;
+  if (bytes.size() % width != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the result's ", bytes.size(),
+                                                   " bytes are not a whole number of ",
+                                                   width * 8, "-bit integers"));
+  }
+  std::vector<std::string> parts;
+  for (size_t at = 0; at < bytes.size(); at += width) {
+    if (width == 4) {
+      int32_t v;
+      std::memcpy(&v, bytes.data() + at, 4);
+      parts.push_back(absl::StrCat(v));
+    } else {
+      int64_t v;
+      std::memcpy(&v, bytes.data() + at, 8);
+      parts.push_back(absl::StrCat(v));
+    }
+  }
+  return absl::StrJoin(parts, " ");
+}
 
 absl::Status Usage(const std::string& message) {
   absl::Status s = absl::InvalidArgumentError(message);
@@ -222,6 +262,18 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
     return present ? absl::OkStatus() : absl::NotFoundError("not loaded");
   }
   if (cmd == "exec") {
+    if (opt.typed != Options::Typed::kNone) {  // exec --i32 FUNCTION 1 2 3
+      ARDMA_RETURN_IF_ERROR(need(1, 100000, "exec --i32|--i64|--str FUNCTION [VALUE...]"));
+      if (opt.hex) return Usage("--hex and --i32/--i64/--str exclude each other");
+      ARDMA_ASSIGN_OR_RETURN(std::string fn_args,
+                             EncodeTyped(opt.typed, std::vector<std::string>(args.begin() + 2,
+                                                                            args.end())));
+      ARDMA_ASSIGN_OR_RETURN(auto client, connect());
+      ARDMA_ASSIGN_OR_RETURN(std::string result, client->Execute(args[1], fn_args, call));
+      ARDMA_ASSIGN_OR_RETURN(std::string text, FormatTyped(opt.typed, result));
+      std::printf("%s\n", text.c_str());
+      return absl::OkStatus();
+    }
     ARDMA_RETURN_IF_ERROR(need(1, 2, "exec FUNCTION [ARGS]"));
     std::string fn_args = args.size() == 3 ? args[2] : "";
     if (opt.hex) {
@@ -291,6 +343,10 @@ int Main(int argc, char** argv) {
   flags.Bool("hex", &opt.hex, "ARGS/DATA are given, and results printed, as hex");
   flags.Bool("raw", &opt.raw, "read prints raw bytes instead of a hex dump");
   flags.Bool("json", &opt.json, "stats prints one JSON object");
+  bool i32 = false, i64 = false, str = false;
+  flags.Bool("i32", &i32, "exec: ARGS are 32-bit integers, and so is the result");
+  flags.Bool("i64", &i64, "exec: ARGS are 64-bit integers, and so is the result");
+  flags.Bool("str", &str, "exec: ARGS are one string (words joined by spaces); the result a string");
   flags.String("kind", &opt.kind, "KIND",
                "load: native (a shared object) or jvm (a .class or .jar)");
   flags.Duration("timeout", &opt.timeout,
@@ -312,6 +368,14 @@ int Main(int argc, char** argv) {
     std::cerr << "ardma: missing COMMAND (see --help)\n";
     return 2;
   }
+  if (i32 + i64 + str > 1) {
+    std::cerr << "ardma: choose one of --i32, --i64 and --str\n";
+    return 2;
+  }
+  opt.typed = i32   ? Options::Typed::kI32
+              : i64 ? Options::Typed::kI64
+              : str ? Options::Typed::kStr
+                    : Options::Typed::kNone;
   if (absl::Status s = UseAuthFile(auth_file); !s.ok()) {
     std::cerr << "ardma: --auth-file: " << s.message() << "\n";
     return 2;

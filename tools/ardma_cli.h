@@ -24,6 +24,10 @@ struct Options {
   bool hex = false;
   bool raw = false;
   bool json = false;  // stats: one JSON object instead of aligned lines
+  // exec: ARGS are decimal 32- or 64-bit integers (little-endian on the wire, as Java's int[] and
+  // long[] helpers read them) or one string, and the result is printed the same way.
+  enum class Typed { kNone, kI32, kI64, kStr };
+  Typed typed = Typed::kNone;
   absl::Duration timeout = absl::ZeroDuration();  // unset: 30 s per call; lock: wait for ever
   bool shared = false;
   absl::Duration lease = lock::kDefaultLease;
@@ -42,6 +46,12 @@ int Main(int argc, char** argv);
 
 // A usage error (exit status 2) and its test.
 absl::Status Usage(const std::string& message);
+// exec's typed arguments: `values` as little-endian i32/i64 (decimal, may be negative), or the
+// strings joined by spaces for kStr. A usage error for a value that is not such a number.
+absl::StatusOr<std::string> EncodeTyped(Options::Typed typed, const std::vector<std::string>& values);
+// The result as the same type: "3 -4 5"; a usage-free INVALID_ARGUMENT if its length is not a
+// whole number of values.
+absl::StatusOr<std::string> FormatTyped(Options::Typed typed, std::string_view bytes);
 bool IsUsage(const absl::Status& status);
 
 // Decimal or 0x-prefixed hex.

@@ -30,6 +30,19 @@ TEST(ArdmaCliTest, HexDataAndDumps) {
   EXPECT_NE(two_lines.find("\n0000000000000020  01 "), std::string::npos);
 }
 
+TEST(ArdmaCliTest, TypedExecArgumentsAndResults) {
+  using T = Options::Typed;
+  EXPECT_EQ(*EncodeTyped(T::kI32, {"1", "-2"}), std::string("\x01\0\0\0\xfe\xff\xff\xff", 8));
+  EXPECT_EQ(*EncodeTyped(T::kI64, {"5"}), std::string("\x05\0\0\0\0\0\0\0", 8));
+  EXPECT_EQ(*EncodeTyped(T::kStr, {"hello", "world"}), "hello world");
+  EXPECT_TRUE(IsUsage(EncodeTyped(T::kI32, {"4294967296"}).status()));
+  EXPECT_TRUE(IsUsage(EncodeTyped(T::kI64, {"x"}).status()));
+  EXPECT_EQ(*FormatTyped(T::kI32, std::string("\x03\0\0\0\xfc\xff\xff\xff", 8)), "3 -4");
+  EXPECT_EQ(*FormatTyped(T::kI64, std::string("\x0a\0\0\0\0\0\0\0", 8)), "10");
+  EXPECT_EQ(*FormatTyped(T::kI32, ""), "");
+  EXPECT_EQ(FormatTyped(T::kI32, "abc").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ArdmaCliTest, UsageErrorsAreToldApart) {
   EXPECT_TRUE(IsUsage(Usage("usage: ardma ping [COUNT]")));
   EXPECT_FALSE(IsUsage(absl::InvalidArgumentError("usage: ardma ping [COUNT]")));

@@ -179,6 +179,11 @@ TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
   EXPECT_EQ(RunCommand(ardma + "has " + hash, &out), 0);
   EXPECT_EQ(RunCommand(ardma + "--hex exec test2.double 0500000000000000", &out), 0);
   EXPECT_EQ(out, "0a00000000000000\n");
+  EXPECT_EQ(RunCommand(ardma + "exec --i64 test2.double 21", &out), 0);
+  EXPECT_EQ(out, "42\n");
+  EXPECT_EQ(RunCommand(ardma + "exec --i32 --i64 test2.double 21", &out), 2);
+  EXPECT_EQ(RunCommand(ardma + "exec --i64 test2.double x", &out), 2);
+  EXPECT_EQ(RunCommand(ardma + "exec --i32 test2.double 21", &out), 1);  // 4 bytes: refused
   EXPECT_EQ(RunCommand(ardma + "stats", &out), 0);
   EXPECT_THAT(out, HasSubstr("requests.execute"));
   EXPECT_EQ(RunCommand(ardma + "stats --json", &out), 0);

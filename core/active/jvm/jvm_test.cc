@@ -261,6 +261,11 @@ TEST(JvmCliTest, LoadAndExecJavaCodeFromTheCommandLine) {
             0)
       << err;
   EXPECT_EQ(out, "03000000\n");
+  ASSERT_EQ(testing::RunCommandSplit(absl::StrCat(ardma, " exec --i32 Sum.execute 1 2 -10"), &out,
+                                     &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "-7\n");  // typed: no little-endian hex by hand
   // The kind follows from the file name too.
   EXPECT_EQ(testing::RunCommandSplit(
                 absl::StrCat(ardma, " load ", java_testdata::Path("greeter-v2.jar")), &out, &err),
