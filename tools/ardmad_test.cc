@@ -87,6 +87,31 @@ TEST(ArdmaCliTest, UsageErrorsExitTwoBeforeContactingTheServer) {
   EXPECT_THAT(out, HasSubstr("unreachable"));
 }
 
+// At debug level the log tells connections, errors (with the client id) and LOADs apart; start
+// and stop are at info.
+TEST(ArdmadTest, DebugLogNamesConnectionsErrorsAndLoads) {
+  std::string log = TempPath("ardmad.log"), port = TempPath("ardmad.port");
+  std::string so = BinDir() + "/../active/ardma_test2.so";
+  std::string script = absl::StrCat(
+      "ARDMA_LOG_LEVEL=debug ", BinDir(), "/ardmad --listen 127.0.0.1:0 --memory 16M --port-file ",
+      port, " 2>", log, " & p=$!; for i in $(seq 200); do [ -s ", port,
+      " ] && break; sleep 0.05; done; a=$(cat ", port, "); ", BinDir(), "/ardma --server $a ping 1; ",
+      BinDir(), "/ardma --server $a exec no.such; ", BinDir(), "/ardma --server $a load ", so,
+      "; kill $p; wait $p");
+  std::string out;
+  RunCommand("bash -c '" + script + "'", &out);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("ardmad listening on 127.0.0.1:"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("connection from 127.0.0.1:[0-9]+ opened"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("connection from 127.0.0.1:[0-9]+ closed after 1 "));
+  EXPECT_THAT(text, ::testing::ContainsRegex(
+                        "EXECUTE #1 of client [0-9a-f]{16} failed: NOT_FOUND: no loaded library"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("loaded native code [0-9a-f]{16} \\([0-9]+ bytes\\)"));
+  EXPECT_THAT(text, HasSubstr("received SIGTERM, stopping"));
+  EXPECT_THAT(text, HasSubstr("ardmad stopped"));
+}
+
 TEST(ArdmadTest, HelpAndBadFlags) {
   std::string out;
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --help", &out), 0);

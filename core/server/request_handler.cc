@@ -87,6 +87,8 @@ void RequestHandler::Reply(const std::shared_ptr<ResponseSink>& sink, std::strin
 void RequestHandler::ReplyError(const std::shared_ptr<ResponseSink>& sink,
                                 const FrameHeader& header, const absl::Status& status) {
   ServerCounters::Add(counters_.errors, 1);
+  ARDMA_LOG(kDebug, "%s #%u of client %016x failed: %s", wire::OpName(header.op),
+            header.request_id, header.client_id, status.ToString());
   Reply(sink, wire::EncodeErrorResponse(header, status));
 }
 
@@ -275,7 +277,15 @@ void RequestHandler::HandleLoad(const FrameHeader& header, std::string_view payl
     LoadAuthority with_deps = by;
     with_deps.deps = r.deps;
     std::string_view code = r.code;
+    bool known = registry_->Has(Sha256(code));
     absl::StatusOr<wire::CodeHash> hash = registry_->Load(r.kind, r.library_name, code, with_deps);
+    if (hash.ok() && !known) {
+      ARDMA_LOG(kInfo, "loaded %s code %s (%u bytes%s) for client %016x%s",
+                wire::CodeKindName(r.kind), wire::HashToHex(*hash).substr(0, 16), code.size(),
+                r.library_name.empty() ? "" : absl::StrCat(", library ", std::string(r.library_name)),
+                header.client_id,
+                sink->auth().name.empty() ? "" : absl::StrCat(" as '", sink->auth().name, "'"));
+    }
     if (!hash.ok()) {
       ARDMA_LOG(kWarning, "LOAD of %u bytes failed: %s", code.size(), hash.status().ToString());
       ReplyError(sink, header, hash.status());

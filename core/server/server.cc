@@ -127,6 +127,19 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const ServerO
   return ctx;
 }
 
+// The remote end of a connection, for the log: "127.0.0.1:41234", or "unix" for a Unix socket.
+template <typename Socket>
+std::string PeerName(Socket& socket) {
+  boost::system::error_code ec;
+  auto endpoint = socket.lowest_layer().remote_endpoint(ec);
+  if (ec) return "an unknown peer";
+  if constexpr (std::is_same_v<decltype(endpoint), tcp::endpoint>) {
+    return absl::StrCat(endpoint.address().to_string(), ":", endpoint.port());
+  } else {
+    return "a Unix-socket client";
+  }
+}
+
 // Whether a bound numeric address is a loopback one (127.0.0.0/8, ::1, ::ffff:127.x.y.z).
 bool IsLoopback(std::string_view host) {
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
@@ -154,9 +167,11 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       : socket_(std::move(socket)),
         executor_(io.get_executor()),
         handler_(handler),
-        resume_(executor_) {}
+        resume_(executor_),
+        peer_(PeerName(socket_)) {}
 
   void Start() {
+    ARDMA_LOG(kDebug, "connection from %s opened", peer_);
     handler_.counters().connections_open.fetch_add(1, std::memory_order_relaxed);
     Send(handler_.Greeting(*this));
     asio::co_spawn(executor_, ReadLoop(shared_from_this()), asio::detached);
@@ -238,6 +253,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
           break;
         }
         ++inflight_;
+        ++requests_;
         handler_.Handle(
             *header, std::string_view(buf.data() + begin + wire::kHeaderSize, header->payload_len),
             shared_from_this());
@@ -330,6 +346,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   void Close() {
     if (!open_.exchange(false)) return;
+    ARDMA_LOG(kDebug, "connection from %s closed after %u requests", peer_, requests_);
     handler_.counters().connections_open.fetch_sub(1, std::memory_order_relaxed);
     handler_.ConnectionClosed(this);
     boost::system::error_code ignored;
@@ -351,6 +368,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::vector<asio::const_buffer> write_buffers_;
   bool writing_ = false;
   bool close_when_written_ = false;  // SendAndClose: close once the queue is written
+  const std::string peer_;           // for the log
+  uint64_t requests_ = 0;
 };
 
 absl::Status Preload(CodeRegistry& registry, const std::string& dir) {
