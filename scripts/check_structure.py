@@ -26,7 +26,8 @@ CORE_LAYERS = {
     "net": set(),
     "ucx": set(),
     "security": set(),
-    "server": {"wire", "context", "memory", "active", "net", "ucx", "security"},
+    "metrics": {"net"},
+    "server": {"wire", "context", "memory", "active", "net", "ucx", "security", "metrics"},
     "client": {"wire", "context", "memory", "active", "net", "ucx", "security"},
     "cli": {"wire", "context", "memory", "security"},
     "testing": None,  # helpers for tests: any core layer

@@ -6,8 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/net/listen_socket.h"
-#include "core/net/socket_connect.h"
+#include "core/metrics/prometheus.h"
 #include "core/status_macros.h"
 
 namespace ardma::monitor {
@@ -26,7 +25,8 @@ std::string Bytes(double x) {
 }
 
 std::string Labels(const BackendState& b) {
-  return absl::StrCat("backend=\"", b.address, "\",scheme=\"", SchemeName(b.scheme), "\"");
+  return absl::StrCat(PrometheusWriter::Label("backend", b.address), ",",
+                      PrometheusWriter::Label("scheme", SchemeName(b.scheme)));
 }
 
 }  // namespace
@@ -74,38 +74,31 @@ std::string LineText(const BackendState& b) {
 }
 
 std::string PrometheusText(std::span<const BackendState> backends) {
-  std::string out;
+  PrometheusWriter w;
   auto family = [&](std::string_view name, std::string_view type, std::string_view help) {
-    absl::StrAppend(&out, "# HELP ardma_monitor_", ToAbsl(name), " ", ToAbsl(help),
-                    "\n# TYPE ardma_monitor_", ToAbsl(name), " ", ToAbsl(type), "\n");
+    w.Family(absl::StrCat("ardma_monitor_", ToAbsl(name)), type, help);
+  };
+  auto sample = [&](std::string_view name, const BackendState& b, auto value,
+                    const std::string& extra = "") {
+    w.Sample(absl::StrCat("ardma_monitor_", ToAbsl(name)), Labels(b) + extra, value);
   };
   family("up", "gauge", "1 if the last poll of the back end succeeded.");
   for (const BackendState& b : backends) {
-    absl::StrAppend(&out, "ardma_monitor_up{", Labels(b), "} ", b.error.empty() && b.sample ? 1 : 0,
-                    "\n");
+    sample("up", b, uint64_t{b.error.empty() && b.sample ? 1u : 0u});
   }
   family("poll_seconds", "gauge", "Round-trip time of the last poll.");
-  for (const BackendState& b : backends) {
-    absl::StrAppend(&out, "ardma_monitor_poll_seconds{", Labels(b), "} ",
-                    absl::ToDoubleSeconds(b.latency), "\n");
-  }
+  for (const BackendState& b : backends) sample("poll_seconds", b, absl::ToDoubleSeconds(b.latency));
   family("sequence", "gauge", "Sequence number of the last sample.");
   for (const BackendState& b : backends) {
-    if (b.sample) {
-      absl::StrAppend(&out, "ardma_monitor_sequence{", Labels(b), "} ", b.sample->sequence, "\n");
-    }
+    if (b.sample) sample("sequence", b, uint64_t{b.sample->sequence});
   }
   family("cpu_busy_ratio", "gauge", "Share of CPU time not idle, between the last two samples.");
   for (const BackendState& b : backends) {
-    if (b.sample) {
-      absl::StrAppend(&out, "ardma_monitor_cpu_busy_ratio{", Labels(b), "} ", b.figures.cpu_busy,
-                      "\n");
-    }
+    if (b.sample) sample("cpu_busy_ratio", b, double{b.figures.cpu_busy});
   }
   family("weighted_load", "gauge", "Weighted load (CPU, memory, network, connections), 0..1.");
   for (const BackendState& b : backends) {
-    if (b.load)
-      absl::StrAppend(&out, "ardma_monitor_weighted_load{", Labels(b), "} ", *b.load, "\n");
+    if (b.load) sample("weighted_load", b, double{*b.load});
   }
   family("cpu_ticks_total", "counter", "CPU time by CPU and mode, in ticks (USER_HZ).");
   for (const BackendState& b : backends) {
@@ -116,8 +109,9 @@ std::string PrometheusText(std::span<const BackendState> backends) {
           {"user", t.user},     {"nice", t.nice}, {"system", t.system},   {"idle", t.idle},
           {"iowait", t.iowait}, {"irq", t.irq},   {"softirq", t.softirq}, {"steal", t.steal}};
       for (auto [mode, value] : modes) {
-        absl::StrAppend(&out, "ardma_monitor_cpu_ticks_total{", Labels(b), ",cpu=\"", c,
-                        "\",mode=\"", mode, "\"} ", value, "\n");
+        sample("cpu_ticks_total", b, uint64_t{value},
+               absl::StrCat(",", PrometheusWriter::Label("cpu", absl::StrCat(c)), ",",
+                            PrometheusWriter::Label("mode", mode)));
       }
     }
   }
@@ -126,66 +120,10 @@ std::string PrometheusText(std::span<const BackendState> backends) {
     std::string name = absl::StrCat(info.name, info.counter ? "_total" : "");
     family(name, info.counter ? "counter" : "gauge", info.help);
     for (const BackendState& b : backends) {
-      if (b.sample) {
-        absl::StrAppend(&out, "ardma_monitor_", name, "{", Labels(b), "} ", b.sample->fields[i],
-                        "\n");
-      }
+      if (b.sample) sample(name, b, uint64_t{b.sample->fields[i]});
     }
   }
-  return out;
-}
-
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    std::string_view listen, std::function<std::string()> render) {
-  std::string address(listen);
-  if (!address.empty() && address[0] == ':') address = absl::StrCat("0.0.0.0", address);
-  ARDMA_ASSIGN_OR_RETURN(ListeningSocket socket, ListenSocket(address));
-  std::unique_ptr<MetricsServer> server(
-      new MetricsServer(socket.fd, std::move(socket.address), std::move(render)));
-  server->thread_ = std::thread([s = server.get()] { s->Loop(); });
-  return server;
-}
-
-MetricsServer::MetricsServer(int fd, std::string address, std::function<std::string()> render)
-    : fd_(fd), address_(std::move(address)), render_(std::move(render)) {}
-
-MetricsServer::~MetricsServer() { Stop(); }
-
-void MetricsServer::Stop() {
-  if (stopping_.exchange(true)) return;
-  ::shutdown(fd_, SHUT_RDWR);
-  if (thread_.joinable()) thread_.join();
-  ::close(fd_);
-}
-
-void MetricsServer::Loop() {
-  while (!stopping_.load()) {
-    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    // Read the request head (a scraper sends a small GET), waiting at most a second.
-    std::string request;
-    char buf[2048];
-    while (request.find("\r\n\r\n") == std::string::npos && request.size() < 16384) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 1000) != 1) break;
-      ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      request.append(buf, static_cast<size_t>(n));
-    }
-    std::string response;
-    if (request.rfind("GET ", 0) == 0) {
-      std::string body = render_();
-      response = absl::StrCat(
-          "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-          "Content-Length: ",
-          body.size(), "\r\nConnection: close\r\n\r\n", body);
-    } else {
-      response =
-          "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-    }
-    (void)SendAll(fd, response);
-    ::close(fd);
-  }
+  return w.Take();
 }
 
 }  // namespace ardma::monitor

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/metrics/prometheus.h"
 #include "services/monitor/load_sample.h"
 #include "services/monitor/monitor_client.h"
 
@@ -38,26 +39,8 @@ std::string LineText(const BackendState& backend);
 // backend="host:port" and scheme.
 std::string PrometheusText(std::span<const BackendState> backends);
 
-// A minimal HTTP/1.1 server for scrapes: every GET gets `render()` as text/plain; version=0.0.4
-// (GET / and /metrics alike). One thread; one request per connection.
-class MetricsServer {
- public:
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(std::string_view listen,
-                                                               std::function<std::string()> render);
-  ~MetricsServer();
-  const std::string& address() const { return address_; }
-  void Stop();
-
- private:
-  MetricsServer(int fd, std::string address, std::function<std::string()> render);
-  void Loop();
-
-  const int fd_;
-  const std::string address_;
-  std::function<std::string()> render_;
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
-};
+// The scrape server is core/metrics/prometheus.h's.
+using ::ardma::MetricsServer;
 
 }  // namespace ardma::monitor
 
