@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   python3                 # scripts/check_structure.py (a test), bench/report.py
+  python3-prometheus-client  # scripts/metrics_probe.py parses ardmad --metrics (a test)
   libboost-dev            # Boost.Asio (header-only in 1.74)
   libabsl-dev             # Abseil: Status, Mutex, flags, strings
   libre2-dev              # RE2 (grep)

@@ -13,6 +13,7 @@
 #include "core/cli/daemon_support.h"
 #include "core/cli/flag_set.h"
 #include "core/log.h"
+#include "core/metrics/prometheus.h"
 #include "core/security/auth.h"
 #include "core/server/server.h"
 #include "services/monitor/monitor_agent.h"
@@ -111,6 +112,11 @@ int Main(int argc, char** argv) {
   flags.String("unix-socket-mode", &unix_socket_mode, "MODE",
                "permissions of the --unix-socket file, octal; 0600 lets only this user connect");
   flags.Bool("quiet", &quiet, "log warnings and errors only");
+  std::string metrics_listen;
+  flags.String("metrics", &metrics_listen, "HOST:PORT",
+               "serve Prometheus metrics (request counts and latency histograms by op, bytes, "
+               "connections, parked requests, queue depth, heap, libraries) at "
+               "http://HOST:PORT/metrics; unauthenticated, so loopback only unless --insecure");
 
   std::vector<std::string> positional;
   if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &positional)) {
@@ -198,11 +204,33 @@ int Main(int argc, char** argv) {
     std::cerr << "ardmad: " << server.status().message() << "\n";
     return 1;
   }
+  std::unique_ptr<ardma::MetricsServer> metrics;
+  if (!metrics_listen.empty()) {
+    std::string host = metrics_listen.substr(0, metrics_listen.rfind(':'));
+    bool loopback = host.rfind("127.", 0) == 0 || host == "[::1]" || host == "::1" ||
+                    host == "localhost";
+    if (!loopback && !options.insecure) {
+      std::cerr << "ardmad: --metrics " << metrics_listen
+                << ": the metrics endpoint has no authentication; listen on 127.0.0.1 or pass "
+                   "--insecure\n";
+      return 2;
+    }
+    ardma::Server* s = server->get();
+    absl::StatusOr<std::unique_ptr<ardma::MetricsServer>> started = ardma::MetricsServer::Start(
+        metrics_listen, [s] { return s->handler().MetricsText(); });
+    if (!started.ok()) {
+      std::cerr << "ardmad: --metrics: " << started.status().message() << "\n";
+      return 1;
+    }
+    metrics = *std::move(started);
+    ARDMA_LOG(kInfo, "metrics at http://%s/metrics", metrics->address());
+  }
   ardma::WritePortFile(port_file, (*server)->address());
   if (agent) agent->Start();
   int signal = stop_signals.Wait();
   ARDMA_LOG(kInfo, "received %s, stopping", signal == SIGINT ? "SIGINT" : "SIGTERM");
   if (agent) agent->Stop();
+  if (metrics) metrics->Stop();
   (*server)->Stop();
   return 0;
 }

@@ -112,6 +112,40 @@ TEST(ArdmadTest, DebugLogNamesConnectionsErrorsAndLoads) {
   EXPECT_THAT(text, HasSubstr("ardmad stopped"));
 }
 
+// --metrics serves Prometheus text that the Prometheus client library parses, with counts and
+// latency histograms that move as requests run; a public --metrics needs --insecure.
+TEST(ArdmadTest, MetricsEndpointParsesAndMoves) {
+  std::string log = TempPath("metrics.log"), port = TempPath("metrics.port");
+  std::string m1 = TempPath("m1"), m2 = TempPath("m2");
+  std::string probe = std::string("/usr/bin/python3 ") + ARDMA_SOURCE_DIR + "/scripts/metrics_probe.py";
+  std::string ardma = BinDir() + "/ardma --server $a ";
+  std::string script = absl::StrCat(
+      BinDir(), "/ardmad --listen 127.0.0.1:0 --memory 16M --metrics 127.0.0.1:0 --port-file ",
+      port, " 2>", log, " & p=$!; for i in $(seq 200); do [ -s ", port,
+      " ] && break; sleep 0.05; done; a=$(cat ", port, "); url=$(grep -o \"http://[^ ]*/metrics\" ",
+      log, "); ", ardma, "ping 3; ", ardma, "exec no.such; ", probe, " $url >", m1, "; ", ardma,
+      "ping 2; ", probe, " $url >", m2, "; kill $p; wait $p");
+  std::string out;
+  RunCommand("bash -c '" + script + "'", &out);
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::string first = read(m1), second = read(m2);
+  EXPECT_THAT(first, HasSubstr("ardma_requests_total{op=\"ping\"} 3\n")) << first << out;
+  EXPECT_THAT(second, HasSubstr("ardma_requests_total{op=\"ping\"} 5\n")) << second;
+  EXPECT_THAT(first, HasSubstr("ardma_request_duration_seconds_count{op=\"ping\"} 3\n"));
+  EXPECT_THAT(second, HasSubstr("ardma_request_duration_seconds_count{op=\"ping\"} 5\n"));
+  EXPECT_THAT(first, ::testing::ContainsRegex(
+                         "ardma_request_duration_seconds_bucket\\{le=\"\\+Inf\",op=\"ping\"\\} 3"));
+  EXPECT_THAT(first, HasSubstr("ardma_errors_total{} 1\n"));
+  EXPECT_THAT(first, HasSubstr("ardma_heap_size{} 1.67772e+07\n"));
+  EXPECT_THAT(first, HasSubstr("ardma_connections_open{} "));
+
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --metrics 0.0.0.0:0", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--insecure"));
+}
+
 TEST(ArdmadTest, HelpAndBadFlags) {
   std::string out;
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --help", &out), 0);

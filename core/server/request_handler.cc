@@ -1,5 +1,6 @@
 #include "core/server/request_handler.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,28 @@ std::string OkFrame(const FrameHeader& request, std::string_view payload) {
   return out;
 }
 
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Records a request's latency when the handler is done with it, unless dismissed (a request
+// answered later records its own).
+class LatencyRecorder {
+ public:
+  LatencyRecorder(LatencyHistogram* histogram, uint64_t start_ns)
+      : histogram_(histogram), start_ns_(start_ns) {}
+  ~LatencyRecorder() {
+    if (histogram_ != nullptr) histogram_->Record(NowNs() - start_ns_);
+  }
+  void Dismiss() { histogram_ = nullptr; }
+
+ private:
+  LatencyHistogram* histogram_;
+  const uint64_t start_ns_;
+};
+
 }  // namespace
 
 // Answers one EXECUTE, now or later (parked), records it in the de-duplication window, and tells
@@ -34,12 +57,18 @@ std::string OkFrame(const FrameHeader& request, std::string_view payload) {
 class RequestHandler::ExecuteResponder : public Responder {
  public:
   ExecuteResponder(RequestHandler* handler, std::shared_ptr<ResponseSink> sink,
-                   const FrameHeader& header, bool deduplicated)
-      : handler_(handler), sink_(std::move(sink)), header_(header), deduplicated_(deduplicated) {}
+                   const FrameHeader& header, bool deduplicated, uint64_t start_ns)
+      : handler_(handler),
+        sink_(std::move(sink)),
+        header_(header),
+        deduplicated_(deduplicated),
+        start_ns_(start_ns) {}
 
   void Respond(absl::StatusOr<std::string> result) override {
     if (deduplicated_) handler_->dedup_.Finish(header_.client_id, header_.request_id, result);
     handler_->ReplyResult(sink_, header_, result);
+    handler_->counters_.latency[static_cast<uint8_t>(wire::Op::kExecute)].Record(NowNs() -
+                                                                                 start_ns_);
   }
   bool Alive() const override { return sink_->Open(); }
 
@@ -48,6 +77,7 @@ class RequestHandler::ExecuteResponder : public Responder {
   const std::shared_ptr<ResponseSink> sink_;
   const FrameHeader header_;
   const bool deduplicated_;
+  const uint64_t start_ns_;
 };
 
 // Answers a retry (or the original, if it was attached) with whatever the window holds.
@@ -112,6 +142,8 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
     return;
   }
   ServerCounters::Add(counters_.requests[op], 1);
+  const uint64_t start_ns = NowNs();
+  LatencyRecorder recorder(&counters_.latency[op], start_ns);
   if (header.is_response()) {
     ReplyError(sink, header, absl::InvalidArgumentError("server received a response frame"));
     return;
@@ -171,10 +203,12 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
       }
       break;
     case Op::kLoad:
-      HandleLoad(header, payload, sink);
+      recorder.Dismiss();
+      HandleLoad(header, payload, sink, start_ns);
       return;
     case Op::kExecute:
-      HandleExecute(header, payload, sink);
+      recorder.Dismiss();
+      HandleExecute(header, payload, sink, start_ns);
       return;
     case Op::kHello:
     case Op::kAuth:  // handled above
@@ -261,7 +295,8 @@ absl::Status RequestHandler::HandleFetchAdd(std::string_view payload, const secu
 }
 
 void RequestHandler::HandleLoad(const FrameHeader& header, std::string_view payload,
-                                const std::shared_ptr<ResponseSink>& sink) {
+                                const std::shared_ptr<ResponseSink>& sink, uint64_t start_ns) {
+  LatencyRecorder recorder(&counters_.latency[static_cast<uint8_t>(Op::kLoad)], start_ns);
   absl::StatusOr<wire::LoadRequest> req = wire::DecodeLoadRequest(payload);
   if (!req.ok()) {
     ReplyError(sink, header, req.status());
@@ -273,7 +308,8 @@ void RequestHandler::HandleLoad(const FrameHeader& header, std::string_view payl
     by.owner = sink->auth().name;
     by.may_repoint = grant->Has(security::kAdmin);
   }
-  auto load = [this, header, sink, by](const wire::LoadRequest& r) {
+  auto load = [this, header, sink, by, start_ns](const wire::LoadRequest& r) {
+    LatencyRecorder loaded(&counters_.latency[static_cast<uint8_t>(Op::kLoad)], start_ns);
     LoadAuthority with_deps = by;
     with_deps.deps = r.deps;
     std::string_view code = r.code;
@@ -296,6 +332,7 @@ void RequestHandler::HandleLoad(const FrameHeader& header, std::string_view payl
     Reply(sink, OkFrame(header, out));
   };
   // Known code, or no pool: answer here. New code is loaded on a worker (dlopen can be slow).
+  recorder.Dismiss();  // `load` records it, here or on a worker
   if (workers_ == nullptr || registry_->Has(Sha256(req->code))) {
     load(*req);
     return;
@@ -312,14 +349,14 @@ void RequestHandler::HandleLoad(const FrameHeader& header, std::string_view payl
 }
 
 void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view payload,
-                                   const std::shared_ptr<ResponseSink>& sink) {
+                                   const std::shared_ptr<ResponseSink>& sink, uint64_t start_ns) {
   absl::StatusOr<wire::ExecuteRequest> req = wire::DecodeExecuteRequest(payload);
   if (!req.ok()) {
     ReplyError(sink, header, req.status());
     return;
   }
   bool deduplicate = header.client_id != 0;
-  auto responder = std::make_shared<ExecuteResponder>(this, sink, header, deduplicate);
+  auto responder = std::make_shared<ExecuteResponder>(this, sink, header, deduplicate, start_ns);
   if (deduplicate) {
     // A retry is answered through a responder that only sends; the window keeps the result.
     auto replay = std::make_shared<SinkResponder>(

@@ -126,6 +126,10 @@ class RequestHandler {
   // What a connection without `admin` gets from STATS: the heap's size, open connections and
   // loaded libraries (no walk of the heap, no counters).
   std::vector<wire::StatsEntry> StatsSummary() const;
+  // Everything Stats() has, plus the latency histograms, in Prometheus text format (ardmad
+  // --metrics): ardma_requests_total{op}, ardma_request_duration_seconds{op}, ardma_* counters
+  // (_total) and gauges.
+  std::string MetricsText() const;
 
  private:
   class ExecuteResponder;
@@ -150,10 +154,11 @@ class RequestHandler {
   absl::Status HandleCas(std::string_view payload, const security::Grant& grant, std::string* out);
   absl::Status HandleFetchAdd(std::string_view payload, const security::Grant& grant,
                               std::string* out);
+  // `start_ns`: when the request arrived (steady clock), for its latency.
   void HandleLoad(const wire::FrameHeader& header, std::string_view payload,
-                  const std::shared_ptr<ResponseSink>& sink);
+                  const std::shared_ptr<ResponseSink>& sink, uint64_t start_ns);
   void HandleExecute(const wire::FrameHeader& header, std::string_view payload,
-                     const std::shared_ptr<ResponseSink>& sink);
+                     const std::shared_ptr<ResponseSink>& sink, uint64_t start_ns);
   // Queues an EXECUTE on the worker pool (answering it if the queue is full).
   void SubmitExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
                      const std::shared_ptr<Responder>& responder,

@@ -5,6 +5,25 @@
 
 namespace ardma {
 
+void LatencyHistogram::Record(uint64_t ns) {
+  double seconds = static_cast<double>(ns) * 1e-9;
+  size_t b = 0;
+  while (b < kLatencyBounds.size() && seconds > kLatencyBounds[b]) ++b;
+  buckets[b].fetch_add(1, std::memory_order_relaxed);
+  sum_ns.fetch_add(ns, std::memory_order_relaxed);
+  count.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::array<uint64_t, kLatencyBounds.size()> LatencyHistogram::Cumulative() const {
+  std::array<uint64_t, kLatencyBounds.size()> out{};
+  uint64_t running = 0;
+  for (size_t b = 0; b < kLatencyBounds.size(); ++b) {
+    running += buckets[b].load(std::memory_order_relaxed);
+    out[b] = running;
+  }
+  return out;
+}
+
 void ServerCounters::AddActive(const ActiveOpCounts& c) {
   Add(active_reads, c.reads);
   Add(active_writes, c.writes);

@@ -14,10 +14,26 @@
 
 namespace ardma {
 
+// Latency of the requests the server answers, from the frame's arrival to its answer (one-sided
+// UCX operations never reach the server and are not in it). Buckets' upper bounds, in seconds.
+inline constexpr std::array<double, 14> kLatencyBounds = {
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 1e-2, 0.1, 1, 10};
+
+struct LatencyHistogram {
+  std::array<std::atomic<uint64_t>, kLatencyBounds.size() + 1> buckets{};  // the last: beyond
+  std::atomic<uint64_t> sum_ns{0};
+  std::atomic<uint64_t> count{0};
+
+  void Record(uint64_t ns);
+  // Cumulative counts per bound (Prometheus' le buckets), without the +Inf one.
+  std::array<uint64_t, kLatencyBounds.size()> Cumulative() const;
+};
+
 struct ServerCounters {
   using Counter = std::atomic<uint64_t>;
 
   std::array<Counter, wire::kNumOps> requests{};  // by op
+  std::array<LatencyHistogram, wire::kNumOps> latency;  // by op
   Counter bytes_in{0};                            // frames received, headers included
   Counter bytes_out{0};                           // frames sent
   Counter errors{0};                              // non-OK responses

@@ -1,0 +1,58 @@
+// RequestHandler::MetricsText: the server's counters and gauges, and its latency histograms, in
+// Prometheus text format (ardmad --metrics; core/metrics/prometheus.h).
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/metrics/prometheus.h"
+#include "core/server/request_handler.h"
+
+namespace ardma {
+namespace {
+
+// STATS entries that are levels, not running totals.
+bool IsGauge(const std::string& name) {
+  static const absl::flat_hash_set<std::string> kGauges = {
+      "connections.open", "parked.now", "code.libraries", "workers.queued", "dedup.entries"};
+  return kGauges.contains(name) || absl::StartsWith(name, "heap.");
+}
+
+}  // namespace
+
+std::string RequestHandler::MetricsText() const {
+  PrometheusWriter w;
+  w.Family("ardma_requests_total", "counter", "Requests received, by op.");
+  for (int op = 1; op < wire::kNumOps; ++op) {
+    w.Sample("ardma_requests_total",
+             PrometheusWriter::Label(
+                 "op", absl::AsciiStrToLower(wire::OpName(static_cast<wire::Op>(op)))),
+             counters_.requests[op].load(std::memory_order_relaxed));
+  }
+  w.Family("ardma_request_duration_seconds", "histogram",
+           "Time from a request's arrival to its answer, by op (one-sided UCX operations never "
+           "reach the server).");
+  for (int op = 1; op < wire::kNumOps; ++op) {
+    const LatencyHistogram& h = counters_.latency[op];
+    uint64_t count = h.count.load(std::memory_order_relaxed);
+    if (count == 0) continue;
+    std::array<uint64_t, kLatencyBounds.size()> cumulative = h.Cumulative();
+    w.Histogram("ardma_request_duration_seconds",
+                PrometheusWriter::Label(
+                    "op", absl::AsciiStrToLower(wire::OpName(static_cast<wire::Op>(op)))),
+                kLatencyBounds, cumulative,
+                static_cast<double>(h.sum_ns.load(std::memory_order_relaxed)) * 1e-9, count);
+  }
+  for (const auto& [name, value] : Stats()) {
+    if (absl::StartsWith(name, "requests.")) continue;  // ardma_requests_total above
+    bool gauge = IsGauge(name);
+    std::string metric = absl::StrCat("ardma_", PrometheusWriter::MetricName(name),
+                                      gauge ? "" : "_total");
+    w.Family(metric, gauge ? "gauge" : "counter", absl::StrCat("STATS ", name, "."));
+    w.Sample(metric, "", value);
+  }
+  return w.Take();
+}
+
+}  // namespace ardma
