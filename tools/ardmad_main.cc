@@ -45,6 +45,7 @@ int Main(int argc, char** argv) {
   std::string ucx = "auto";
 
   ardma::FlagSet flags("ardmad", kUsage);
+  flags.ConfigFileFlag();  // --config /etc/ardma/ardmad.conf (the packaged service uses it)
   flags.String("listen", &options.listen, "HOST:PORT", "address to listen on; port 0 picks one");
   flags.String("unix-socket", &options.unix_socket, "PATH",
                "also listen on this Unix-domain socket (clients use --server unix:PATH)");

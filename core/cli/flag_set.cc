@@ -1,16 +1,18 @@
 #include "core/cli/flag_set.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/memory/region.h"
 #include "core/security/auth.h"
 #include "core/status_macros.h"
 #include "core/version.h"
-#include "core/memory/region.h"
-#include "core/status_macros.h"
 
 namespace ardma {
 
@@ -188,8 +190,74 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
   return positional;
 }
 
+absl::StatusOr<std::vector<std::string>> FlagSet::ConfigFileArgs(std::string_view text,
+                                                                 std::string_view origin) {
+  std::vector<std::string> out;
+  int number = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string line(text.substr(start, end - start));
+    start = end + 1;
+    ++number;
+    if (size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    absl::string_view trimmed = absl::StripAsciiWhitespace(line);
+    if (trimmed.empty()) continue;
+    std::string flag(trimmed);
+    if (flag.rfind("--", 0) == 0) flag = flag.substr(2);
+    size_t split = flag.find_first_of("= \t");
+    std::string name = flag.substr(0, split);
+    if (name.empty() || name[0] == '-') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ToAbsl(origin), ":", number, ": expected a flag, as 'name value'"));
+    }
+    if (split == std::string::npos) {
+      out.push_back("--" + name);
+      continue;
+    }
+    absl::string_view value = absl::StripAsciiWhitespace(absl::string_view(flag).substr(split + 1));
+    if (!value.empty() && value.front() == '=') value = absl::StripLeadingAsciiWhitespace(value.substr(1));
+    out.push_back(absl::StrCat("--", name, "=", value));
+  }
+  return out;
+}
+
 std::optional<int> FlagSet::ParseForMain(int argc, char** argv, std::vector<std::string>* args) {
-  absl::StatusOr<std::vector<std::string>> parsed = Parse(argc, argv);
+  std::vector<std::string> all(argv + 1, argv + argc);
+  if (config_file_flag_) {
+    // --config FILE / --config=FILE: its flags go first, so the command line's win.
+    std::vector<std::string> rest, from_file;
+    for (size_t i = 0; i < all.size(); ++i) {
+      std::string path;
+      if (all[i] == "--config" && i + 1 < all.size()) {
+        path = all[++i];
+      } else if (all[i].rfind("--config=", 0) == 0) {
+        path = all[i].substr(9);
+      } else if (all[i] == "--config") {
+        std::cerr << program_ << ": flag --config needs a value\n";
+        return 2;
+      } else {
+        rest.push_back(all[i]);
+        continue;
+      }
+      std::ifstream in(path);
+      if (!in) {
+        std::cerr << program_ << ": --config " << path << ": cannot read it\n";
+        return 2;
+      }
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      absl::StatusOr<std::vector<std::string>> flags = ConfigFileArgs(text, path);
+      if (!flags.ok()) {
+        std::cerr << program_ << ": " << flags.status().message() << "\n";
+        return 2;
+      }
+      from_file.insert(from_file.end(), flags->begin(), flags->end());
+    }
+    from_file.insert(from_file.end(), rest.begin(), rest.end());
+    all = std::move(from_file);
+  }
+  absl::StatusOr<std::vector<std::string>> parsed = Parse(all);
   if (!parsed.ok()) {
     std::cerr << program_ << ": " << parsed.status().message() << "\n";
     return 2;
@@ -218,6 +286,10 @@ std::string FlagSet::Help() const {
     absl::StrAppend(&out, "\n");
   }
   absl::StrAppendFormat(&out, "%-32s %s\n", "  -h, --help", "show this help");
+  if (config_file_flag_) {
+    absl::StrAppendFormat(&out, "%-32s %s\n", "  --config FILE",
+                          "read flags from FILE, one 'name value' per line (the command line wins)");
+  }
   absl::StrAppendFormat(&out, "%-32s %s\n", "      --version", "print the version and commit");
   return out;
 }

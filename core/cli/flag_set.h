@@ -56,6 +56,15 @@ class FlagSet {
   // returns 2, on --help prints Help() to stdout and returns 0; otherwise returns nullopt and
   // main carries on.
   std::optional<int> ParseForMain(int argc, char** argv, std::vector<std::string>* args);
+
+  // Adds --config FILE: flags read from FILE, one per line ("name value", "name=value" or a bare
+  // boolean "name"; a leading "--" is allowed; '#' starts a comment), applied before the command
+  // line's, so the command line wins. For daemons run by a service manager.
+  void ConfigFileFlag() { config_file_flag_ = true; }
+  // The flags of a config file's text, as command-line arguments; INVALID_ARGUMENT naming the
+  // line for one that is not a flag.
+  static absl::StatusOr<std::vector<std::string>> ConfigFileArgs(std::string_view text,
+                                                                 std::string_view origin);
   std::string Help() const;
 
  private:
@@ -78,6 +87,7 @@ class FlagSet {
   std::string usage_;
   std::vector<Flag> flags_;
   bool help_requested_ = false;
+  bool config_file_flag_ = false;
   bool version_requested_ = false;
 };
 

@@ -1,5 +1,7 @@
 #include "core/cli/flag_set.h"
 
+#include <fstream>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -108,6 +110,37 @@ TEST(FlagSetTest, ParseForMainGivesExitCodesForBadFlagsAndHelp) {
   EXPECT_EQ(ok.ParseForMain(4, ok_ptrs.data(), &args), std::nullopt);
   EXPECT_THAT(args, ElementsAre("cmd"));
   EXPECT_EQ(server, "h:1");
+}
+
+TEST(FlagSetTest, ConfigFileLinesBecomeFlags) {
+  absl::StatusOr<std::vector<std::string>> args = FlagSet::ConfigFileArgs(
+      "# ardmad.conf\n\nlisten 127.0.0.1:1\n--memory=64M  # heap\nquiet\n  workers = 4\n", "f");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(*args, (std::vector<std::string>{"--listen=127.0.0.1:1", "--memory=64M", "--quiet",
+                                             "--workers=4"}));
+  EXPECT_EQ(FlagSet::ConfigFileArgs("listen x\n-x\n", "f").status().message(),
+            "f:2: expected a flag, as 'name value'");
+}
+
+TEST(FlagSetTest, ConfigFileFlagsComeBeforeTheCommandLine) {
+  std::string path = ::testing::TempDir() + "/flags.conf";
+  std::ofstream(path) << "server 10.0.0.1:1\nclients 3\n";
+  FlagSet flags("t", "usage");
+  flags.ConfigFileFlag();
+  std::string server;
+  int64_t clients = 0;
+  flags.String("server", &server, "HOST:PORT", "");
+  flags.Int("clients", &clients, "N", "");
+  std::string config = "--config=" + path;
+  std::vector<std::string> argv_s = {"t", "--clients", "5", config};
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  std::vector<std::string> positional;
+  EXPECT_EQ(flags.ParseForMain(static_cast<int>(argv.size()), argv.data(), &positional),
+            std::nullopt);
+  EXPECT_EQ(server, "10.0.0.1:1");  // from the file
+  EXPECT_EQ(clients, 5);            // the command line wins
+  EXPECT_THAT(flags.Help(), ::testing::HasSubstr("--config FILE"));
 }
 
 }  // namespace
