@@ -12,6 +12,8 @@ packages=(
   libre2-dev              # RE2 (grep)
   libssl-dev              # OpenSSL: SHA-256 of shipped code, HMAC authentication, TLS
   openssl                 # the tests make their TLS certificates with it
+  help2man dpkg-dev       # man pages from --help; the Debian package (cpack, dpkg-shlibdeps)
+  systemd                 # systemd-analyze verify checks the packaged unit (a test)
   libucx-dev ucx-utils    # the UCX transport (one-sided RDMA; shared memory, CMA, TCP, verbs)
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
