@@ -35,6 +35,7 @@ function(_ardma_install_library target)
   install(TARGETS ${target} EXPORT ardmaTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  set_property(GLOBAL APPEND PROPERTY ARDMA_INSTALLED_LIBRARIES ${target})
 endfunction()
 
 function(ardma_cc_library name)

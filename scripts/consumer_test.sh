@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The installed package, used as a user's project would (ctest: package_consumer): installs the
 # build into a temporary prefix, configures and builds examples/consumer against it with
-# find_package(ardma), starts the installed ardmad and runs the consumer twice against it.
+# find_package(ardma) and examples/pkgconfig with pkg-config, starts the installed ardmad and runs
+# them against it.
 #   scripts/consumer_test.sh BUILD_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +22,11 @@ cmake -S "$root/examples/consumer" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=
   -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" >/dev/null
 cmake --build "$work/build" >/dev/null
 
+# The same package through pkg-config, for builds without CMake.
+export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+flags=$(pkg-config --cflags --libs --static ardma-dht_client)
+${CXX:-c++} -O1 "$root/examples/pkgconfig/dht_hello.cc" $flags -o "$work/dht_hello"
+
 "$work/prefix/bin/ardmad" --listen 127.0.0.1:0 --port-file "$work/port" --memory 64M --quiet &
 server_pid=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
@@ -28,6 +34,8 @@ first=$("$work/build/consumer" "$(cat "$work/port")")
 second=$("$work/build/consumer" "$(cat "$work/port")")
 expected_first=$'dht: alice -> token-1\nlock: held \'report\' with token 1\ncounter: 5'
 expected_second=$'dht: alice -> token-1\nlock: held \'report\' with token 2\ncounter: 10'
+hello=$("$work/dht_hello" "$(cat "$work/port")")
+[ "$hello" = "hello -> world" ] || { echo "dht_hello printed: $hello"; exit 1; }
 if [ "$first" != "$expected_first" ] || [ "$second" != "$expected_second" ]; then
   echo "unexpected output:"; echo "$first"; echo "$second"
   exit 1
