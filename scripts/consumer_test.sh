@@ -22,6 +22,14 @@ cmake -S "$root/examples/consumer" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=
   -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" >/dev/null
 cmake --build "$work/build" >/dev/null
 
+# Every header a user includes compiles on its own, with nothing but the package's flags.
+for h in core/client/client.h core/client/invoke.h core/status_macros.h core/active/function_table.h \
+         services/dht/dht_client.h services/list/list_client.h services/lock/lock_client.h \
+         services/dfs/dfs_client.h services/monitor/monitor_client.h core/server/server.h; do
+  echo "#include \"$h\"" | ${CXX:-c++} -std=c++20 -fsyntax-only -x c++ \
+    -I"$work/prefix/include/ardma" - || { echo "$h does not compile on its own"; exit 1; }
+done
+
 # The same package through pkg-config, for builds without CMake.
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
 flags=$(pkg-config --cflags --libs --static ardma-dht_client)

@@ -68,6 +68,12 @@ TEST(ArdmadTest, EveryToolPrintsItsVersion) {
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << tool << ": " << out;
   }
   std::string out;
+  // A flag nobody knows is a usage error, exit 2 (ardma-cp and ardma-find exit 1 there, as GNU cp
+  // and find do).
+  for (const char* tool : {"ardmad", "ardma", "ardma-grep", "ardma-demo", "ardma-monitor",
+                           "ardma-monitord"}) {
+    EXPECT_EQ(RunCommand(BinDir() + "/" + tool + " --no-such-flag", &out), 2) << tool << ": " << out;
+  }
   EXPECT_EQ(RunCommand(BinDir() + "/ardma-grep -V", &out), 0);
   EXPECT_THAT(out, ::testing::StartsWith("ardma-grep (Active RDMA toolkit)"));
 }
