@@ -288,7 +288,8 @@ TEST(ProtectedModeTest, NoNonLoopbackListenerWithoutAuthUnlessInsecure) {
 
 TEST(ProtectedModeTest, UnixSocketIsPrivateByDefault) {
   ServerOptions options = testing::TestServerOptions();
-  options.unix_socket = ::testing::TempDir() + "/private.sock";
+  // One path per process: the suite runs for several transports at once.
+  options.unix_socket = absl::StrCat(::testing::TempDir(), "/private.", ::getpid(), ".sock");
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   struct stat st;
