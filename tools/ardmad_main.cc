@@ -100,6 +100,9 @@ int Main(int argc, char** argv) {
                "require clients to authenticate with a secret of FILE (lines NAME SECRET "
                "PERM[,PERM...]; PERM: read, write, exec, load, admin, all; mode 0600); "
                "docs/SECURITY.md");
+  flags.Bool("format", &options.format,
+             "format an existing --memory-file whose header is not a heap's (erasing it); without "
+             "it ardmad refuses to start on such a file");
   flags.Bool("insecure", &options.insecure,
              "allow listening on a non-loopback address without --auth-file (anyone who reaches "
              "it may run code as this server's user)");

@@ -152,6 +152,33 @@ TEST(ArdmadTest, MetricsEndpointParsesAndMoves) {
   EXPECT_THAT(out, HasSubstr("--insecure"));
 }
 
+// A memory file whose header was damaged makes ardmad refuse to start instead of re-formatting
+// it (and losing everything in it); --format formats it on purpose.
+TEST(ArdmadTest, ADamagedMemoryFileIsRefusedUnlessFormatIsGiven) {
+  std::string heap_file = TempPath("damaged_heap");
+  std::filesystem::remove(heap_file);
+  {
+    Daemon d({"--memory", "16M", "--memory-file", heap_file});
+    ASSERT_FALSE(d.address().empty());
+    EXPECT_EQ(WEXITSTATUS(d.Kill(SIGTERM)), 0);
+  }
+  {
+    std::fstream f(heap_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.write(std::string(8, '\0').data(), 8);  // 8 zero bytes at heap offset 0
+  }
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --memory-file " + heap_file, &out),
+            1);
+  EXPECT_THAT(out, HasSubstr("holds no heap"));
+  EXPECT_THAT(out, HasSubstr("--format"));
+  {
+    Daemon d({"--memory-file", heap_file, "--format"});
+    ASSERT_FALSE(d.address().empty()) << "--format did not format it";
+    EXPECT_EQ(WEXITSTATUS(d.Kill(SIGTERM)), 0);
+  }
+  std::filesystem::remove(heap_file);
+}
+
 TEST(ArdmadTest, HelpAndBadFlags) {
   std::string out;
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --help", &out), 0);

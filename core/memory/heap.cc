@@ -305,7 +305,7 @@ double HeapReport::fragmentation() const {
   return free == 0 ? 0.0 : 1.0 - static_cast<double>(largest_free_run) / static_cast<double>(free);
 }
 
-absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
+absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size, bool keep_existing) {
   Layout l = ComputeLayout(region_size);
   if (l.pages < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -329,8 +329,15 @@ absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
     }
     return false;
   }
-  // Metadata first (the region may hold anything), then the header, the magic last: a crash
-  // mid-format leaves an unformatted region.
+  if (keep_existing && magic != kFormattingMagic) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the memory file holds no heap: its header is damaged or it is not an ardmad heap (magic ",
+        absl::Hex(magic, absl::kZeroPad16),
+        "); refusing to format it, which would erase it. Start with --format to format it anyway"));
+  }
+  // The formatting mark first, then the metadata (the region may hold anything), then the header,
+  // the magic last: a crash mid-format leaves a region marked as never having been a heap.
+  ARDMA_RETURN_IF_ERROR(ctx.WriteU64(0, kFormattingMagic));
   constexpr uint64_t kChunk = 1 << 20;
   std::string zeros(kChunk, '\0');
   for (uint64_t at = l.pool; at < region_size; at += kChunk) {
@@ -339,6 +346,7 @@ absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size) {
   }
   std::string fresh(kDataStart, '\0');
   auto put = [&fresh](uint64_t offset, uint64_t value) { std::memcpy(&fresh[offset], &value, 8); };
+  put(0, kFormattingMagic);
   put(8, kLayoutVersion);
   put(16, region_size);
   internal::PutLayout(l, &fresh);

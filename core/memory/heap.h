@@ -72,6 +72,8 @@ namespace ardma::heap {
 
 inline constexpr uint64_t kMagic = 0x3150484D41445241ull;  // "ARDMAHP1"
 inline constexpr uint64_t kLayoutVersion = 2;
+// In the magic's place while a format is under way: a region that shows it was never a heap.
+inline constexpr uint64_t kFormattingMagic = 0x474E4954414D524Full;  // "ORMATING"
 inline constexpr size_t kMaxRootName = 255;
 inline constexpr uint64_t kDataStart = 16384;
 inline constexpr uint64_t kPageSize = 4096;
@@ -82,8 +84,11 @@ inline constexpr int kMaxSmallClass = 11;  // 2 KiB blocks; larger allocations a
 inline constexpr uint64_t kBlockHeader = 0;
 
 // Writes a fresh heap unless the region already holds one. Returns true if it formatted.
-// FailedPrecondition if the region holds a heap of another layout version or size.
-absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size);
+// FailedPrecondition if the region holds a heap of another layout version or size, and — when
+// `keep_existing` (an existing memory file) — if its header is not a heap's at all (damaged, or
+// another file): formatting would erase it. A format interrupted by a crash may be redone.
+absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size,
+                                    bool keep_existing = false);
 
 // The class c of `size`: Allocate(size) returns a block of at least `size` and at most 2^c bytes.
 int SizeClass(uint64_t size);

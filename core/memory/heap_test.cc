@@ -140,6 +140,23 @@ TEST_F(HeapTest, AHeapOfTheOldLayoutIsRefusedNamingBothVersions) {
   EXPECT_EQ(heap::Allocate(ctx_, 16).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// An existing file's damaged header is refused, never silently re-formatted; a format that a
+// crash interrupted (its mark still in place) is redone.
+TEST_F(HeapTest, ADamagedHeaderOfAnExistingFileIsRefusedNotReformatted) {
+  absl::StatusOr<uint64_t> kept = heap::Allocate(ctx_, 64);
+  ASSERT_TRUE(kept.ok());
+  ASSERT_TRUE(ctx_.Write(*kept, "precious").ok());
+  ASSERT_TRUE(ctx_.WriteU64(0, 0).ok());  // 8 zero bytes over the magic
+  absl::StatusOr<bool> r = heap::FormatIfNeeded(ctx_, kSize, /*keep_existing=*/true);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("--format"));
+  EXPECT_EQ(*ctx_.Read(*kept, 8), "precious");  // nothing was erased
+
+  ASSERT_TRUE(ctx_.WriteU64(0, heap::kFormattingMagic).ok());  // as a crash mid-format leaves it
+  EXPECT_TRUE(*heap::FormatIfNeeded(ctx_, kSize, /*keep_existing=*/true));
+  EXPECT_FALSE(*heap::FormatIfNeeded(ctx_, kSize, /*keep_existing=*/true));  // a heap again
+}
+
 TEST_F(HeapTest, FreedMemoryServesEverySizeAndCheckAccountsForEveryByte) {
   // Fill the heap with small blocks, free them all, then take nearly all of it as one run.
   std::vector<uint64_t> small;

@@ -517,8 +517,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     Execution ex;
     ex.regions = &impl->regions;
     LocalContext ctx(&ex);
-    ARDMA_ASSIGN_OR_RETURN(bool formatted, heap::FormatIfNeeded(ctx, heap_size));
-    if (reopened && !formatted) {
+    absl::StatusOr<bool> formatted =
+        heap::FormatIfNeeded(ctx, heap_size, /*keep_existing=*/reopened && !options.format);
+    if (!formatted.ok()) {
+      return absl::Status(formatted.status().code(),
+                          absl::StrCat("memory file ", options.memory_file, ": ",
+                                       formatted.status().message()));
+    }
+    if (reopened && *formatted) {
+      ARDMA_LOG(kWarning, "formatted memory file %s (%u bytes): what it held is gone",
+                options.memory_file, heap_size);
+    }
+    if (reopened && !*formatted) {
       ARDMA_LOG(kInfo, "reopened memory file %s (%u bytes), data kept", options.memory_file,
                 heap_size);
     }

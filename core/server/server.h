@@ -38,6 +38,9 @@ struct ServerOptions {
   // Protected mode (docs/SECURITY.md): without authentication (handler.auth) the server listens
   // on loopback addresses only, unless this is set.
   bool insecure = false;
+  // Format an existing memory file whose header is not a heap's (--format); without it the start
+  // fails rather than erase what the file holds.
+  bool format = false;
   // TLS on the TCP listener (PEM files; docs/SECURITY.md): with tls_cert and tls_key every TCP
   // client must speak TLS (clients use tls://HOST:PORT). With tls_ca too, every client must present
   // a certificate that CA signed (mutual TLS); its common name then authenticates the connection
