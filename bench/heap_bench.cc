@@ -19,6 +19,7 @@
 #include "core/active/local_context.h"
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
+#include "core/testing/heap_churn.h"
 
 namespace ardma {
 namespace {
@@ -97,49 +98,24 @@ void BM_Churn(benchmark::State& state) {
   constexpr uint64_t kRegion = 1ull << 30;
   for (auto _ : state) {
     LocalHeap h(kRegion);
-    std::atomic<uint64_t> live{0}, churned{0}, failures{0};
+    testing::ChurnShared shared;
     std::vector<std::vector<uint64_t>> kept(4);
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&, t] {
         Execution ex{.regions = &h.regions};
         LocalContext ctx(&ex);
-        std::mt19937_64 rng(99 + t);
-        std::uniform_real_distribution<double> log_size(std::log(16.0), std::log(64.0 * (1 << 20)));
-        std::vector<std::pair<uint64_t, uint64_t>> mine;
-        auto free_one = [&] {
-          size_t i = rng() % mine.size();
-          (void)heap::Free(ctx, mine[i].first);
-          live -= mine[i].second;
-          mine[i] = mine.back();
-          mine.pop_back();
-        };
-        while (churned.load() < 20 * kRegion) {
-          uint64_t size = static_cast<uint64_t>(std::exp(log_size(rng)));
-          while (live.load() + size > kRegion * 6 / 10 && !mine.empty()) free_one();
-          if (live.fetch_add(size) + size > kRegion * 6 / 10) {
-            live -= size;
-            std::this_thread::yield();
-            continue;
-          }
-          absl::StatusOr<uint64_t> a = heap::Allocate(ctx, size);
-          if (!a.ok()) {
-            ++failures;
-            live -= size;
-            continue;
-          }
-          mine.emplace_back(*a, size);
-          churned += size;
-          if (rng() % 2 == 0) free_one();
-        }
-        for (auto& [addr, size] : mine) kept[t].push_back(addr);
+        // Kept live, to measure the fragmentation the churn leaves while its data is there.
+        kept[t] = testing::ChurnWorker(
+            ctx, {.region = kRegion, .max_size = 64 << 20, .seed = 99u + t, .free_at_end = false},
+            shared);
       });
     }
     for (auto& t : threads) t.join();
     Execution ex{.regions = &h.regions};
     LocalContext ctx(&ex);
     heap::HeapReport r = *heap::Check(ctx);
-    state.counters["failures"] = static_cast<double>(failures.load());
+    state.counters["failures"] = static_cast<double>(shared.failures.load());
     state.counters["live_MiB"] = static_cast<double>(r.live_bytes()) / (1 << 20);
     state.counters["free_MiB"] = static_cast<double>(r.free_bytes()) / (1 << 20);
     state.counters["largest_free_run_MiB"] = static_cast<double>(r.largest_free_run) / (1 << 20);

@@ -10,6 +10,7 @@
 
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
+#include "core/testing/heap_churn.h"
 #include "core/testing/test_server.h"
 #include "gtest/gtest.h"
 #include "services/dfs/dfs_client.h"
@@ -141,46 +142,17 @@ TEST(HeapReuseTest, RdmaModeChurnFromTwoClients) {
   absl::StatusOr<heap::HeapReport> start = heap::Check(setup_ctx);
   ASSERT_TRUE(start.ok()) << start.status();
   const uint64_t region = start->data_bytes;
-  std::atomic<uint64_t> live{0}, churned{0}, failures{0};
+  testing::ChurnShared shared;
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
       std::unique_ptr<Client> client = *server->NewClient();
       RemoteContext ctx(client.get(), {});
-      std::mt19937_64 rng(77 + t);
-      std::uniform_real_distribution<double> log_size(std::log(16.0), std::log(1024.0 * 1024));
-      std::vector<std::pair<uint64_t, uint64_t>> mine;
-      auto free_one = [&] {
-        size_t i = rng() % mine.size();
-        absl::Status s = heap::Free(ctx, mine[i].first);
-        if (!s.ok() && failures++ == 0) ADD_FAILURE() << s;
-        live -= mine[i].second;
-        mine[i] = mine.back();
-        mine.pop_back();
-      };
-      while (churned.load() < 20 * region) {
-        uint64_t size = static_cast<uint64_t>(std::exp(log_size(rng)));
-        while (live.load() + size > region * 6 / 10 && !mine.empty()) free_one();
-        if (live.fetch_add(size) + size > region * 6 / 10) {
-          live -= size;
-          std::this_thread::yield();
-          continue;
-        }
-        absl::StatusOr<uint64_t> a = heap::Allocate(ctx, size);
-        if (!a.ok()) {
-          if (failures++ == 0) ADD_FAILURE() << size << " bytes at " << live << ": " << a.status();
-          live -= size;
-          continue;
-        }
-        mine.emplace_back(*a, size);
-        churned += size;
-        if (rng() % 2 == 0) free_one();
-      }
-      while (!mine.empty()) free_one();
+      testing::ChurnWorker(ctx, {.region = region, .max_size = 1 << 20, .seed = 77u + t}, shared);
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0u);
+  EXPECT_EQ(shared.failures.load(), 0u) << shared.FirstFailure();
   heap::HeapReport r = *heap::Check(setup_ctx);
   EXPECT_TRUE(r.errors.empty()) << r.errors[0];
   // What is still live is the server's own (roots of the code registry's libraries and such).

@@ -1,4 +1,5 @@
 #include "core/memory/heap.h"
+#include "core/testing/heap_churn.h"
 
 #include <atomic>
 #include <cmath>
@@ -197,45 +198,18 @@ TEST(HeapChurnTest, NeverFailsUnderSixtyPercentLiveAndEndsWhole) {
   LocalContext setup(&ex);
   ASSERT_TRUE(*heap::FormatIfNeeded(setup, kRegion));
   constexpr int kThreads = 4;
-  std::atomic<uint64_t> live{0}, churned{0}, failures{0};
+  testing::ChurnShared shared;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       Execution tex{.regions = &regions};
       LocalContext ctx(&tex);
-      std::mt19937_64 rng(1234 + t);
-      std::uniform_real_distribution<double> log_size(std::log(16.0), std::log(64.0 * (1 << 20)));
-      std::vector<std::pair<uint64_t, uint64_t>> mine;  // address, size
-      auto free_one = [&] {
-        size_t i = rng() % mine.size();
-        ASSERT_TRUE(heap::Free(ctx, mine[i].first).ok());
-        live -= mine[i].second;
-        mine[i] = mine.back();
-        mine.pop_back();
-      };
-      while (churned.load() < 20 * kRegion) {
-        uint64_t size = static_cast<uint64_t>(std::exp(log_size(rng)));
-        while (live.load() + size > kRegion * 6 / 10 && !mine.empty()) free_one();
-        if (live.fetch_add(size) + size > kRegion * 6 / 10) {  // the others hold it: wait
-          live -= size;
-          std::this_thread::yield();
-          continue;
-        }
-        absl::StatusOr<uint64_t> a = heap::Allocate(ctx, size);
-        if (!a.ok()) {
-          if (failures++ == 0) ADD_FAILURE() << size << " bytes at " << live << " live: " << a.status();
-          live -= size;
-          continue;
-        }
-        mine.emplace_back(*a, size);
-        churned += size;
-        if (rng() % 2 == 0 && !mine.empty()) free_one();
-      }
-      while (!mine.empty()) free_one();
+      testing::ChurnWorker(
+          ctx, {.region = kRegion, .max_size = 64 << 20, .seed = 1234u + t}, shared);
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0u);
+  EXPECT_EQ(shared.failures.load(), 0u) << shared.FirstFailure();
   heap::HeapReport r = *heap::Check(setup);
   EXPECT_TRUE(r.errors.empty()) << r.errors[0];
   EXPECT_EQ(r.live_bytes(), 0u);
@@ -305,7 +279,7 @@ TEST_F(HeapTest, AClientKilledBetweenAnyTwoStepsLeavesTheHeapConsistent) {
   for (uint64_t size : {16, 48, 2000, 5000, 300000}) {
     // Killed at its 1st, 2nd, ... change, until an allocation gets through whole.
     for (int steps = 1;; ++steps) {
-      SCOPED_TRACE(testing::Message() << "allocate " << size << ", killed at step " << steps);
+      SCOPED_TRACE(::testing::Message() << "allocate " << size << ", killed at step " << steps);
       DyingContext dying(ctx_, steps);
       absl::StatusOr<uint64_t> a = heap::Allocate(dying, size);
       heap::HeapReport r = *heap::Check(ctx_);
