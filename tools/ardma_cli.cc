@@ -54,6 +54,8 @@ const char kUsage[] =
     "  fs mkdir [-p] PATH...         make directories (-p: parents too, no error if present)\n"
     "  fs rm [-r] PATH...            remove files (-r: directories and all below)\n"
     "  fs mv FROM TO                 rename a file or directory\n"
+    "  fs ln -s TARGET PATH          make a symbolic link (the DFS has no hard links)\n"
+    "  fs readlink PATH...           print symbolic links' targets\n"
     "  fs stat PATH...               type, size, mode, times\n"
     "  fs df                         files, directories, data blocks, heap in use\n"
     "                                (file system --fs, default \"default\"; paths are absolute)\n"
@@ -357,6 +359,8 @@ int Main(int argc, char** argv) {
   flags.Bool("long", &opt.long_list, "fs ls: long listing");
   flags.Bool("parents", &opt.parents, "fs mkdir: make missing parents, accept existing");
   flags.Bool("recursive", &opt.recursive, "fs rm: remove directories and everything below");
+  flags.Bool("symbolic", &opt.symbolic, "fs ln: make a symbolic link (required)");
+  flags.Short('s', "symbolic");
   flags.Short('l', "long");
   flags.Short('p', "parents");
   flags.Short('r', "recursive");

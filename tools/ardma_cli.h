@@ -35,6 +35,7 @@ struct Options {
   bool long_list = false;
   bool parents = false;
   bool recursive = false;
+  bool symbolic = false;
   std::string kind;  // load: native or jvm; empty: from the file name
 };
 

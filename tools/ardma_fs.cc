@@ -15,13 +15,41 @@ namespace ardma::cli {
 namespace {
 
 std::string TypeName(dfs::FileType t) {
-  return t == dfs::FileType::kDirectory ? "directory" : "file";
+  switch (t) {
+    case dfs::FileType::kDirectory: return "directory";
+    case dfs::FileType::kSymlink: return "symbolic link";
+    default: return "file";
+  }
 }
 
-std::string LongLine(const dfs::Stat& st, std::string_view name) {
-  return absl::StrFormat(
-      "%c%04o %12d %s %s", st.type == dfs::FileType::kDirectory ? 'd' : '-', st.mode, st.size,
+char TypeLetter(dfs::FileType t) {
+  switch (t) {
+    case dfs::FileType::kDirectory: return 'd';
+    case dfs::FileType::kSymlink: return 'l';
+    default: return '-';
+  }
+}
+
+// A long listing line; a symbolic link's name is followed by " -> target", as ls -l does.
+std::string LongLine(dfs::DfsClient& fs, const dfs::Stat& st, std::string_view name,
+                     std::string_view path) {
+  std::string line = absl::StrFormat(
+      "%c%04o %12d %s %s", TypeLetter(st.type), st.mode, st.size,
       absl::FormatTime("%Y-%m-%d %H:%M:%S", st.mtime, absl::LocalTimeZone()), std::string(name));
+  if (st.type == dfs::FileType::kSymlink) {
+    absl::StatusOr<std::string> target = fs.Readlink(path);
+    if (target.ok()) absl::StrAppend(&line, " -> ", *target);
+  }
+  return line;
+}
+
+// The file's bytes; a path through symbolic links is followed, as cat(1) follows them.
+absl::StatusOr<std::string> ReadFollowing(dfs::DfsClient& fs, const std::string& path) {
+  absl::StatusOr<std::string> data = fs.ReadFile(path);
+  if (!absl::IsFailedPrecondition(data.status())) return data;
+  absl::StatusOr<std::string> real = fs.FollowLinks(path);
+  if (!real.ok() || *real == path) return data.status();
+  return fs.ReadFile(*real);
 }
 
 absl::Status WholeFile(const std::string& path, std::string* out) {
@@ -34,7 +62,9 @@ absl::Status WholeFile(const std::string& path, std::string* out) {
 }  // namespace
 
 absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& args) {
-  if (args.size() < 2) return Usage("usage: ardma fs ls|cat|put|get|mkdir|rm|mv|stat|df ...");
+  if (args.size() < 2) {
+    return Usage("usage: ardma fs ls|cat|put|get|mkdir|rm|mv|ln|readlink|stat|df ...");
+  }
   const std::string& cmd = args[1];
   std::vector<std::string> operands(args.begin() + 2, args.end());
   auto need = [&](size_t min, size_t max, const char* usage) -> absl::Status {
@@ -43,8 +73,8 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
     }
     return absl::OkStatus();
   };
-  static const std::vector<std::string> kFsCommands = {"ls", "cat", "put",  "get", "mkdir",
-                                                       "rm", "mv",  "stat", "df"};
+  static const std::vector<std::string> kFsCommands = {
+      "ls", "cat", "put", "get", "mkdir", "rm", "mv", "ln", "readlink", "stat", "df"};
   if (std::find(kFsCommands.begin(), kFsCommands.end(), cmd) == kFsCommands.end()) {
     return Usage(absl::StrCat("unknown fs command '", cmd, "' (see --help)"));
   }
@@ -58,6 +88,11 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
   if (cmd == "mkdir") ARDMA_RETURN_IF_ERROR(need(1, 1000, "mkdir [-p] PATH..."));
   if (cmd == "rm") ARDMA_RETURN_IF_ERROR(need(1, 1000, "rm [-r] PATH..."));
   if (cmd == "mv") ARDMA_RETURN_IF_ERROR(need(2, 2, "mv FROM TO"));
+  if (cmd == "ln") {
+    ARDMA_RETURN_IF_ERROR(need(2, 2, "ln -s TARGET PATH"));
+    if (!opt.symbolic) return Usage("ardma fs ln: the DFS has no hard links; use -s");
+  }
+  if (cmd == "readlink") ARDMA_RETURN_IF_ERROR(need(1, 1000, "readlink PATH..."));
   if (cmd == "stat") ARDMA_RETURN_IF_ERROR(need(1, 1000, "stat PATH..."));
   if (cmd == "df") ARDMA_RETURN_IF_ERROR(need(0, 0, "df"));
   ClientOptions client_options;
@@ -68,8 +103,8 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
   if (cmd == "ls") {
     for (const std::string& path : operands) {
       ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, fs.Lookup(path));
-      if (st.type == dfs::FileType::kFile) {
-        std::printf("%s\n", opt.long_list ? LongLine(st, path).c_str() : path.c_str());
+      if (st.type != dfs::FileType::kDirectory) {
+        std::printf("%s\n", opt.long_list ? LongLine(fs, st, path, path).c_str() : path.c_str());
         continue;
       }
       if (operands.size() > 1) std::printf("%s:\n", path.c_str());
@@ -83,14 +118,14 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
         }
         std::string child = path == "/" ? "/" + e.name : path + "/" + e.name;
         absl::StatusOr<dfs::Stat> cst = fs.Lookup(child);
-        if (cst.ok()) std::printf("%s\n", LongLine(*cst, e.name).c_str());
+        if (cst.ok()) std::printf("%s\n", LongLine(fs, *cst, e.name, child).c_str());
       }
     }
     return absl::OkStatus();
   }
   if (cmd == "cat") {
     for (const std::string& path : operands) {
-      ARDMA_ASSIGN_OR_RETURN(std::string data, fs.ReadFile(path));
+      ARDMA_ASSIGN_OR_RETURN(std::string data, ReadFollowing(fs, path));
       std::fwrite(data.data(), 1, data.size(), stdout);
     }
     return absl::OkStatus();
@@ -101,7 +136,7 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
     return fs.WriteFile(operands[1], data);
   }
   if (cmd == "get") {
-    ARDMA_ASSIGN_OR_RETURN(std::string data, fs.ReadFile(operands[0]));
+    ARDMA_ASSIGN_OR_RETURN(std::string data, ReadFollowing(fs, operands[0]));
     std::ofstream out(operands[1], std::ios::binary | std::ios::trunc);
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", operands[1]));
@@ -127,7 +162,7 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
   if (cmd == "rm") {
     for (const std::string& path : operands) {
       ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, fs.Lookup(path));
-      if (st.type == dfs::FileType::kFile) {
+      if (st.type != dfs::FileType::kDirectory) {
         ARDMA_RETURN_IF_ERROR(fs.Unlink(path));
         continue;
       }
@@ -151,6 +186,14 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
     return absl::OkStatus();
   }
   if (cmd == "mv") return fs.Rename(operands[0], operands[1]);
+  if (cmd == "ln") return fs.Symlink(operands[0], operands[1]).status();
+  if (cmd == "readlink") {
+    for (const std::string& path : operands) {
+      ARDMA_ASSIGN_OR_RETURN(std::string target, fs.Readlink(path));
+      std::printf("%s\n", target.c_str());
+    }
+    return absl::OkStatus();
+  }
   if (cmd == "stat") {
     for (const std::string& path : operands) {
       ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, fs.Lookup(path));

@@ -365,6 +365,22 @@ TEST(ArdmaCliTest, FsCommands) {
   EXPECT_EQ(out, "0\n1\n2\n");
   EXPECT_EQ(RunCommand(fs + "df", &out), 0);
   EXPECT_THAT(out, HasSubstr("1 files, 4 directories"));
+  // Symbolic links: made, listed with their target, read and followed by cat, removed alone.
+  EXPECT_EQ(RunCommand(fs + "ln /moved/c/data /hard", &out), 2);  // no hard links
+  EXPECT_THAT(out, HasSubstr("use -s"));
+  EXPECT_EQ(RunCommand(fs + "ln -s c/data /moved/link", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "readlink /moved/link", &out), 0) << out;
+  EXPECT_EQ(out, "c/data\n");
+  EXPECT_EQ(RunCommand(fs + "ls -l /moved", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr(" link -> c/data\n"));
+  EXPECT_THAT(out, HasSubstr("\nl0777 "));
+  EXPECT_EQ(RunCommand(fs + "cat /moved/link | head -2", &out), 0) << out;
+  EXPECT_EQ(out, "0\n1\n");
+  EXPECT_EQ(RunCommand(fs + "stat /moved/link", &out), 0);
+  EXPECT_THAT(out, HasSubstr("symbolic link, 6 bytes"));
+  EXPECT_EQ(RunCommand(fs + "rm /moved/link", &out), 0) << out;
+  EXPECT_EQ(RunCommand(fs + "readlink /moved/c/data", &out), 1);
+  EXPECT_THAT(out, HasSubstr("not a symbolic link"));
   EXPECT_EQ(RunCommand(fs + "rm /moved", &out), 1);  // a directory without -r
   EXPECT_EQ(RunCommand(fs + "rm -r /moved", &out), 0) << out;
   EXPECT_EQ(RunCommand(fs + "ls /", &out), 0);

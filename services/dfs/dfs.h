@@ -26,19 +26,25 @@ namespace ardma::dfs {
 
 // ---- Names (dfs_namespace.cc) ----
 
-// mkdir (type kDirectory) and create (kFile). An existing entry is ALREADY_EXISTS when
-// `exclusive` or of the other type; otherwise its stat.
+// mkdir (type kDirectory), create (kFile) and symlink (kSymlink, `content` = its target, written
+// before the entry appears). An existing entry is ALREADY_EXISTS when `exclusive` or of another
+// type; otherwise its stat.
 absl::StatusOr<Stat> Make(Context& ctx, const Fs& fs, std::string_view path, FileType type,
-                          uint32_t mode, bool exclusive);
+                          uint32_t mode, bool exclusive, std::string_view content = {});
+// symlink(2): a link at `path` to `target` (1..kMaxPathBytes bytes, never resolved).
+absl::StatusOr<Stat> Symlink(Context& ctx, const Fs& fs, std::string_view path,
+                             std::string_view target);
+// readlink(2): INVALID_ARGUMENT if `path` is not a symbolic link.
+absl::StatusOr<std::string> Readlink(Context& ctx, const Fs& fs, std::string_view path);
 absl::StatusOr<Stat> StatPath(Context& ctx, const Fs& fs, std::string_view path);
 // The stat of the file at `path`, for a handle (fs.sb, ino) that follows it through renames.
 absl::StatusOr<Stat> OpenFile(Context& ctx, const Fs& fs, std::string_view path);
 // Up to `max` (1..10000) entries of the directory from child index `cursor`.
 absl::StatusOr<DirPage> Readdir(Context& ctx, const Fs& fs, std::string_view path, uint64_t cursor,
                                 uint32_t max);
-// unlink (type kFile) and rmdir (kDirectory, which must be empty).
+// unlink (type kFile: a file or a symbolic link) and rmdir (kDirectory, which must be empty).
 absl::Status Remove(Context& ctx, const Fs& fs, std::string_view path, FileType type);
-// Replaces a target of the same kind (an empty directory, or a file).
+// Replaces a target of the same kind (an empty directory, or a file or symbolic link).
 absl::Status Rename(Context& ctx, const Fs& fs, std::string_view from, std::string_view to);
 // Sets the permission bits and, unless `mtime_ns` is 0, the modification time.
 absl::Status SetAttr(Context& ctx, const Fs& fs, std::string_view path, uint32_t mode,
@@ -61,6 +67,8 @@ absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_
 absl::StatusOr<Stat> Copy(Context& ctx, const Fs& fs, std::string_view from, std::string_view to);
 // Files, directories and data blocks of the file system, and the heap's allocated bytes.
 absl::StatusOr<Usage> GetUsage(Context& ctx, const Fs& fs);
+// Writes `data` into the new, still unreachable, inode `ino` (a symlink's target).
+absl::Status FillNewInode(Context& ctx, const Fs& fs, uint64_t ino, std::string_view data);
 
 // ---- Walks (dfs_tree.cc) ----
 

@@ -58,6 +58,58 @@ absl::StatusOr<Stat> DfsClient::Lookup(std::string_view path) {
   return DecodeStat(r);
 }
 
+absl::StatusOr<Stat> DfsClient::Symlink(std::string_view target, std::string_view path) {
+  std::string args = Args();
+  ByteWriter w(&args);
+  w.Str16(path);
+  w.Str16(target);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call("dfs.symlink", args));
+  return DecodeStat(r);
+}
+
+absl::StatusOr<std::string> DfsClient::Readlink(std::string_view path) {
+  std::string args = Args();
+  ByteWriter(&args).Str16(path);
+  return Call("dfs.readlink", args);
+}
+
+absl::StatusOr<std::string> DfsClient::FollowLinks(std::string_view path, bool follow_last) {
+  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitPath(path));
+  // `todo` holds the components still to walk, last first; `done` the resolved prefix.
+  std::vector<std::string> todo(parts.rbegin(), parts.rend());
+  std::string done;
+  int links = 0;
+  while (!todo.empty()) {
+    std::string part = std::move(todo.back());
+    todo.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      done.resize(done.empty() ? 0 : done.rfind('/'));
+      continue;
+    }
+    std::string next = done + "/" + part;
+    if (todo.empty() && !follow_last) return next;
+    ARDMA_ASSIGN_OR_RETURN(Stat st, Lookup(next));
+    if (st.type != FileType::kSymlink) {
+      if (!todo.empty() && st.type != FileType::kDirectory) {
+        return absl::FailedPreconditionError("dfs: not a directory");
+      }
+      done = std::move(next);
+      continue;
+    }
+    if (++links > 40) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("dfs: too many levels of symbolic links: ", ToAbsl(path)));
+    }
+    ARDMA_ASSIGN_OR_RETURN(std::string target, Readlink(next));
+    if (target.starts_with('/')) done.clear();
+    target.insert(0, "/");  // SplitPath wants an absolute path
+    ARDMA_ASSIGN_OR_RETURN(std::vector<std::string_view> more, SplitPath(target));
+    for (auto it = more.rbegin(); it != more.rend(); ++it) todo.emplace_back(*it);
+  }
+  return done.empty() ? std::string("/") : done;
+}
+
 absl::StatusOr<DirPage> DfsClient::ReadDir(std::string_view path, uint64_t cursor, uint32_t max) {
   std::string args = Args();
   ByteWriter w(&args);
@@ -135,7 +187,7 @@ absl::Status DfsClient::Truncate(std::string_view path, uint64_t len) {
 
 absl::StatusOr<uint64_t> DfsClient::GetLen(std::string_view path) {
   ARDMA_ASSIGN_OR_RETURN(Stat s, Lookup(path));
-  if (s.type != FileType::kFile) return absl::FailedPreconditionError("dfs: is a directory");
+  if (s.type == FileType::kDirectory) return absl::FailedPreconditionError("dfs: is a directory");
   return s.size;
 }
 

@@ -52,7 +52,16 @@ class DfsClient {
   absl::StatusOr<Stat> Mkdir(std::string_view path, uint32_t mode = 0755);
   // A new empty file; with exclusive=false an existing file is fine (and left as it is).
   absl::StatusOr<Stat> Create(std::string_view path, uint32_t mode = 0644, bool exclusive = true);
-  absl::StatusOr<Stat> Lookup(std::string_view path);  // stat(2)
+  // lstat(2): the DFS never follows a symbolic link, in any component (see FollowLinks).
+  absl::StatusOr<Stat> Lookup(std::string_view path);
+  // symlink(2): a link at `path` whose target is `target` (stored as given, never resolved).
+  absl::StatusOr<Stat> Symlink(std::string_view target, std::string_view path);
+  // readlink(2); INVALID_ARGUMENT if `path` is not a symbolic link.
+  absl::StatusOr<std::string> Readlink(std::string_view path);
+  // The path with every symbolic link in it resolved here, as the kernel resolves a path (relative
+  // targets against the link's directory; the last component only if `follow_last`); FAILED_
+  // PRECONDITION "too many levels of symbolic links" after 40. One lookup per component and link.
+  absl::StatusOr<std::string> FollowLinks(std::string_view path, bool follow_last = true);
   absl::StatusOr<DirPage> ReadDir(std::string_view path, uint64_t cursor = 0, uint32_t max = 1024);
   absl::StatusOr<std::vector<DirEntry>> ListDir(std::string_view path);  // every page
   absl::Status Unlink(std::string_view path);

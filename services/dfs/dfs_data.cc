@@ -291,6 +291,24 @@ absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_
   return locks.Release();
 }
 
+absl::Status FillNewInode(Context& ctx, const Fs& fs, uint64_t ino, std::string_view data) {
+  if (data.empty()) return absl::OkStatus();
+  ARDMA_RETURN_IF_ERROR(CheckWrite(0, data));
+  ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
+  return WriteData(ctx, fs, n, 0, data).status();
+}
+
+absl::StatusOr<std::string> Readlink(Context& ctx, const Fs& fs, std::string_view path) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
+  ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
+  if (n.type != FileType::kSymlink) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dfs: not a symbolic link: ", ToAbsl(path)));
+  }
+  // A link's target never changes after it appears, so one read is consistent.
+  return ReadData(ctx, n, 0, n.size);
+}
+
 absl::StatusOr<Stat> Copy(Context& ctx, const Fs& fs, std::string_view from, std::string_view to) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t src_ino, ResolveFile(ctx, fs, from));
   if (absl::StatusOr<uint64_t> existing = Resolve(ctx, fs, to); existing.ok()) {

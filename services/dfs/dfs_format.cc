@@ -55,7 +55,7 @@ absl::StatusOr<Stat> DecodeStat(std::string_view bytes) {
   uint8_t type;
   uint64_t mtime, ctime;
   if (!r.U64(&s.ino) || !r.U8(&type) || !r.U64(&s.size) || !r.U32(&s.mode) || !r.U64(&mtime) ||
-      !r.U64(&ctime) || !r.AtEnd() || (type != 1 && type != 2)) {
+      !r.U64(&ctime) || !r.AtEnd() || !ValidFileType(type)) {
     return absl::DataLossError("dfs: bad stat");
   }
   s.type = static_cast<FileType>(type);
@@ -134,7 +134,7 @@ absl::StatusOr<FindPage> DecodeFindPage(std::string_view bytes) {
     uint8_t type;
     uint64_t mtime;
     if (!r.Str16(&path) || !r.U8(&type) || !r.U64(&e.size) || !r.U32(&e.depth) || !r.U32(&e.mode) ||
-        !r.U64(&mtime) || (type != 1 && type != 2)) {
+        !r.U64(&mtime) || !ValidFileType(type)) {
       return absl::DataLossError("dfs: bad find entry");
     }
     e.path = std::string(path);

@@ -13,7 +13,7 @@
 //
 // Inode (512 B):
 //   +0   magic "ARDMAINO" (cleared when freed)   +8   lock word (0 free, else the holder's nonce)
-//   +16  type (1 file, 2 directory)              +24  parent inode (the root is its own parent)
+//   +16  type (1 file, 2 dir, 3 symlink)            +24  parent inode (the root is its own parent)
 //   +32  size: file bytes / directory entries   +40  mode (permission bits)
 //   +48  mtime ns                                +56  ctime ns
 //   +64  table: file block table / directory child array (heap block, 8-byte entries; 0 = none)
@@ -70,7 +70,10 @@ inline constexpr uint64_t kInLock = 8, kInType = 16, kInParent = 24, kInSize = 3
                           kInIndex = 80, kInGen = 88, kInNameLen = 96, kInName = 104,
                           kInRemoved = 360;
 
-enum class FileType : uint8_t { kFile = 1, kDirectory = 2 };
+// A symbolic link is stored like a file whose data is its target; the DFS never follows one
+// (every path component must be a directory), so loops are the walker's problem, not the server's.
+enum class FileType : uint8_t { kFile = 1, kDirectory = 2, kSymlink = 3 };
+inline constexpr bool ValidFileType(uint64_t t) { return t >= 1 && t <= 3; }
 
 struct Stat {
   uint64_t ino = 0;

@@ -24,6 +24,10 @@
 // File handles (POSIX-like: they follow the inode through renames) skip path resolution; these two
 // take the handle instead of the fs name:
 //   dfs.pread    sb:u64 ino:u64 offset:u64 len:u64           -> bytes
+//   dfs.pwrite   sb:u64 ino:u64 offset:u64 data:Bytes32      -> size:u64
+// Symbolic links (never followed by the DFS itself):
+//   dfs.symlink  path:Str16 target:Str16                     -> stat of the link
+//   dfs.readlink path:Str16                                  -> target
 #include <climits>
 #include <utility>
 
@@ -250,6 +254,23 @@ absl::StatusOr<std::string> CopyTreeFn(Context& ctx, std::string_view args) {
   return U64Result(copied.files) + U64Result(copied.dirs);
 }
 
+absl::StatusOr<std::string> SymlinkFn(Context& ctx, std::string_view args) {
+  Request q(args);
+  ARDMA_RETURN_IF_ERROR(q.Parse(2));  // the link's path, then its target
+  ARDMA_RETURN_IF_ERROR(q.End("dfs.symlink: trailing bytes"));
+  ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, q.fs_name));
+  ARDMA_ASSIGN_OR_RETURN(Stat st, Symlink(ctx, fs, q.path, q.to));
+  return EncodeStat(st);
+}
+
+absl::StatusOr<std::string> ReadlinkFn(Context& ctx, std::string_view args) {
+  Request q(args);
+  ARDMA_RETURN_IF_ERROR(q.Parse(1));
+  ARDMA_RETURN_IF_ERROR(q.End("dfs.readlink: trailing bytes"));
+  ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, q.fs_name));
+  return Readlink(ctx, fs, q.path);
+}
+
 absl::StatusOr<std::string> UsageFn(Context& ctx, std::string_view args) {
   ByteReader r(args);
   std::string_view name;
@@ -277,4 +298,6 @@ ARDMA_ACTIVE_LIBRARY(
     {"dfs.pread", &ardma::dfs::functions::PreadFn},
     {"dfs.pwrite", &ardma::dfs::functions::PwriteFn},
     {"dfs.setattr", &ardma::dfs::functions::SetAttrFn},
-    {"dfs.copytree", &ardma::dfs::functions::CopyTreeFn});
+    {"dfs.copytree", &ardma::dfs::functions::CopyTreeFn},
+    {"dfs.symlink", &ardma::dfs::functions::SymlinkFn},
+    {"dfs.readlink", &ardma::dfs::functions::ReadlinkFn});

@@ -76,7 +76,7 @@ absl::StatusOr<Inode> ReadInode(Context& ctx, uint64_t ino) {
   Inode n;
   n.ino = ino;
   uint64_t type = Field(b, kInType);
-  if (type != 1 && type != 2) return absl::DataLossError("dfs: bad inode type");
+  if (!ValidFileType(type)) return absl::DataLossError("dfs: bad inode type");
   n.type = static_cast<FileType>(type);
   n.parent = Field(b, kInParent);
   n.size = Field(b, kInSize);
@@ -132,14 +132,14 @@ absl::Status FreeBlocks(Context& ctx, const Fs& fs, std::span<const uint64_t> bl
 absl::Status FreeInode(Context& ctx, const Fs& fs, const Inode& n) {
   ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.ino, 0));  // readers holding the number see it gone
   if (n.table != 0) {
-    if (n.type == FileType::kFile) {
+    if (n.type != FileType::kDirectory) {
       ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> blocks, ReadTable(ctx, n.table, n.capacity));
       ARDMA_RETURN_IF_ERROR(FreeBlocks(ctx, fs, blocks));
     }
     ARDMA_RETURN_IF_ERROR(heap::Free(ctx, n.table));
   }
   ARDMA_RETURN_IF_ERROR(
-      ctx.FetchAdd(fs.sb + (n.type == FileType::kFile ? kSbFiles : kSbDirs), ~0ull).status());
+      ctx.FetchAdd(fs.sb + (n.type == FileType::kDirectory ? kSbDirs : kSbFiles), ~0ull).status());
   return heap::Free(ctx, n.ino);
 }
 
@@ -266,6 +266,10 @@ absl::Status Locks::Release() {
 
 absl::Status NotADirectory() { return absl::FailedPreconditionError("dfs: not a directory"); }
 absl::Status IsADirectory() { return absl::FailedPreconditionError("dfs: is a directory"); }
+absl::Status IsASymlink(std::string_view path) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("dfs: is a symbolic link (not followed): ", ToAbsl(path)));
+}
 absl::Status NoSuchEntry(std::string_view path) {
   return absl::NotFoundError(absl::StrCat("dfs: no such file or directory: ", ToAbsl(path)));
 }
@@ -278,7 +282,8 @@ absl::StatusOr<uint64_t> Resolve(Context& ctx, const Fs& fs, std::string_view pa
 absl::StatusOr<uint64_t> ResolveFile(Context& ctx, const Fs& fs, std::string_view path) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
   ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
-  if (n.type != FileType::kFile) return IsADirectory();
+  if (n.type == FileType::kDirectory) return IsADirectory();
+  if (n.type == FileType::kSymlink) return IsASymlink(path);
   return ino;
 }
 

@@ -107,10 +107,12 @@ class Locks {
 absl::Status NotADirectory();
 absl::Status IsADirectory();
 absl::Status NoSuchEntry(std::string_view path);
+// FAILED_PRECONDITION for a data operation on a symbolic link (the DFS does not follow them).
+absl::Status IsASymlink(std::string_view path);
 
 // The inode `path` names.
 absl::StatusOr<uint64_t> Resolve(Context& ctx, const Fs& fs, std::string_view path);
-// The file at `path`, checked to be a file.
+// The file at `path`, checked to be a regular file.
 absl::StatusOr<uint64_t> ResolveFile(Context& ctx, const Fs& fs, std::string_view path);
 // The directory a path's last component lives in, and that name. INVALID_ARGUMENT for "/", or a
 // path ending in "." or "..".

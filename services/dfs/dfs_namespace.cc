@@ -11,7 +11,7 @@
 namespace ardma::dfs {
 
 absl::StatusOr<Stat> Make(Context& ctx, const Fs& fs, std::string_view path, FileType type,
-                          uint32_t mode, bool exclusive) {
+                          uint32_t mode, bool exclusive, std::string_view content) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitPath(path));
   if (parts.empty()) return absl::AlreadyExistsError("dfs: / exists");
   ARDMA_ASSIGN_OR_RETURN(Place place, ResolvePlace(ctx, fs, path));
@@ -28,21 +28,37 @@ absl::StatusOr<Stat> Make(Context& ctx, const Fs& fs, std::string_view path, Fil
     return n.ToStat();
   }
   ARDMA_ASSIGN_OR_RETURN(uint64_t ino, NewInode(ctx, type, dir.ino, place.name, mode & 07777));
-  absl::Status s = PutEntry(ctx, fs, dir.ino, place.name, Entry{ino, type});
+  ARDMA_RETURN_IF_ERROR(
+      ctx.FetchAdd(fs.sb + (type == FileType::kDirectory ? kSbDirs : kSbFiles), 1).status());
+  absl::Status s = FillNewInode(ctx, fs, ino, content);
+  if (!s.ok()) {
+    ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
+    FreeInode(ctx, fs, n).IgnoreError();
+    return s;
+  }
+  s = PutEntry(ctx, fs, dir.ino, place.name, Entry{ino, type});
   if (s.ok()) {
     s = AppendChild(ctx, dir, ino);
     if (!s.ok()) RemoveEntry(ctx, fs, dir.ino, place.name).IgnoreError();
   }
   if (!s.ok()) {
-    ctx.WriteU64(ino, 0).IgnoreError();
-    heap::Free(ctx, ino).IgnoreError();
+    ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
+    FreeInode(ctx, fs, n).IgnoreError();  // also counts it off
     return s;
   }
-  ARDMA_RETURN_IF_ERROR(
-      ctx.FetchAdd(fs.sb + (type == FileType::kFile ? kSbFiles : kSbDirs), 1).status());
   ARDMA_RETURN_IF_ERROR(locks.Release());
   ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
   return n.ToStat();
+}
+
+absl::StatusOr<Stat> Symlink(Context& ctx, const Fs& fs, std::string_view path,
+                             std::string_view target) {
+  if (target.empty() || target.size() > kMaxPathBytes || target.find('\0') != target.npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dfs: a symbolic link's target is 1 to ", kMaxPathBytes,
+                     " bytes without NUL"));
+  }
+  return Make(ctx, fs, path, FileType::kSymlink, 0777, /*exclusive=*/true, target);
 }
 
 absl::StatusOr<Stat> StatPath(Context& ctx, const Fs& fs, std::string_view path) {
@@ -54,7 +70,8 @@ absl::StatusOr<Stat> StatPath(Context& ctx, const Fs& fs, std::string_view path)
 absl::StatusOr<Stat> OpenFile(Context& ctx, const Fs& fs, std::string_view path) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
   ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
-  if (n.type != FileType::kFile) return IsADirectory();
+  if (n.type == FileType::kDirectory) return IsADirectory();
+  if (n.type == FileType::kSymlink) return IsASymlink(path);
   return n.ToStat();
 }
 
@@ -97,7 +114,9 @@ absl::Status Remove(Context& ctx, const Fs& fs, std::string_view path, FileType 
     ARDMA_ASSIGN_OR_RETURN(Place place, ResolvePlace(ctx, fs, path));
     ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e, LookupEntry(ctx, fs, place.parent, place.name));
     if (!e) return NoSuchEntry(path);
-    if (e->type != type) return type == FileType::kFile ? IsADirectory() : NotADirectory();
+    if ((e->type == FileType::kDirectory) != (type == FileType::kDirectory)) {
+      return type == FileType::kDirectory ? NotADirectory() : IsADirectory();
+    }
     Locks locks(ctx);
     ARDMA_RETURN_IF_ERROR(locks.Take({place.parent + kInLock, e->ino + kInLock}));
     // Re-check under the locks: the entry may have moved meanwhile.
@@ -142,12 +161,10 @@ absl::Status Rename(Context& ctx, const Fs& fs, std::string_view from, std::stri
                                           "dfs: cannot move a directory into itself"));
     }
     if (target) {
-      if (moving->type == FileType::kFile && target->type == FileType::kDirectory) {
-        return IsADirectory();
-      }
-      if (moving->type == FileType::kDirectory && target->type == FileType::kFile) {
-        return NotADirectory();
-      }
+      bool moving_dir = moving->type == FileType::kDirectory;
+      bool target_dir = target->type == FileType::kDirectory;
+      if (!moving_dir && target_dir) return IsADirectory();
+      if (moving_dir && !target_dir) return NotADirectory();
     }
     std::vector<uint64_t> words = {src.parent + kInLock, dst.parent + kInLock,
                                    moving->ino + kInLock};

@@ -249,6 +249,8 @@ TEST_P(DfsTest, RoundTripsPerOperation) {
       {"find", [&] { return fs_->Find("/warm").status(); }},
       {"unlink", [&] { return fs_->Unlink("/warm/g"); }},
       {"usage", [&] { return fs_->GetUsage().status(); }},
+      {"symlink", [&] { return fs_->Symlink("d/f", "/warm/l").status(); }},
+      {"readlink", [&] { return fs_->Readlink("/warm/l").status(); }},
       {"rmdir", [&] { return fs_->Unlink("/warm/d/f").ok() ? fs_->Rmdir("/warm/d") : absl::OkStatus(); }},
   };
   for (auto& [name, op] : ops) {
@@ -263,6 +265,61 @@ TEST_P(DfsTest, RoundTripsPerOperation) {
       std::cout << "rdma round trips: " << name << " " << rts << "\n";
     }
   }
+}
+
+TEST_P(DfsTest, SymbolicLinksAreStoredNeverFollowedAndCopiedAsLinks) {
+  ASSERT_TRUE(fs_->Mkdir("/d").ok());
+  ASSERT_TRUE(fs_->WriteFile("/d/f", "data").ok());
+  absl::StatusOr<Stat> l = fs_->Symlink("f", "/d/l");
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->type, FileType::kSymlink);
+  EXPECT_EQ(l->size, 1u);  // the target's length, as lstat(2)
+  EXPECT_EQ(*fs_->Readlink("/d/l"), "f");
+  EXPECT_EQ(fs_->Lookup("/d/l")->type, FileType::kSymlink);
+  ASSERT_TRUE(fs_->Symlink("/d", "/up").ok());
+  ASSERT_TRUE(fs_->Symlink("nowhere", "/d/dangling").ok());  // dangling links are fine
+  ASSERT_TRUE(fs_->Symlink("loop2", "/loop1").ok());
+  ASSERT_TRUE(fs_->Symlink("loop1", "/loop2").ok());
+  // Errors: an existing name, an empty target, readlink of a file, data ops on a link.
+  EXPECT_TRUE(absl::IsAlreadyExists(fs_->Symlink("x", "/d/f").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(fs_->Symlink("", "/d/e").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(fs_->Readlink("/d/f").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Read("/d/l", 0, 10).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Write("/d/l", 0, "x").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Open("/d/l").status()));
+  // The DFS never follows a link in a path: /up/f is not /d/f.
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Lookup("/up/f").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Rmdir("/up")));  // not a directory
+  // The client resolves links as the kernel does.
+  EXPECT_EQ(*fs_->FollowLinks("/up/l"), "/d/f");
+  EXPECT_EQ(*fs_->FollowLinks("/up/l", /*follow_last=*/false), "/d/l");
+  EXPECT_EQ(*fs_->FollowLinks("/up/../up/./l"), "/d/f");
+  EXPECT_EQ(*fs_->FollowLinks("/d/dangling", false), "/d/dangling");
+  EXPECT_TRUE(absl::IsNotFound(fs_->FollowLinks("/d/dangling").status()));
+  absl::StatusOr<std::string> loop = fs_->FollowLinks("/loop1");
+  EXPECT_TRUE(absl::IsFailedPrecondition(loop.status())) << loop.status();
+  EXPECT_THAT(std::string(loop.status().message()), ::testing::HasSubstr("too many levels"));
+  // Listings name the type; find walks links without following them.
+  absl::StatusOr<std::vector<DirEntry>> list = fs_->ListDir("/d");
+  ASSERT_TRUE(list.ok());
+  for (const DirEntry& e : *list) {
+    EXPECT_EQ(e.type, e.name == "f" ? FileType::kFile : FileType::kSymlink) << e.name;
+  }
+  absl::StatusOr<FindPage> found = fs_->Find("/");
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->entries.size(), 8u);  // / /d /d/f /d/l /d/dangling /up /loop1 /loop2
+  // A tree copy copies links as links; rename and unlink act on the link, not its target.
+  ASSERT_TRUE(fs_->CopyTree("/d", "/copy").ok());
+  EXPECT_EQ(*fs_->Readlink("/copy/l"), "f");
+  EXPECT_EQ(*fs_->Readlink("/copy/dangling"), "nowhere");
+  ASSERT_TRUE(fs_->Rename("/copy/l", "/copy/f").ok());  // a link replaces a file
+  EXPECT_EQ(*fs_->Readlink("/copy/f"), "f");
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Rename("/copy/f", "/d")));  // onto a directory
+  ASSERT_TRUE(fs_->Unlink("/d/l").ok());
+  EXPECT_EQ(*fs_->ReadFile("/d/f"), "data");
+  absl::StatusOr<Usage> usage = fs_->GetUsage();
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ(usage->files, 7u);  // /d/f /d/dangling /up /loop1 /loop2 /copy/f /copy/dangling
 }
 
 TEST_P(DfsTest, RunningOutOfMemoryLeavesTheFileSystemConsistent) {

@@ -94,6 +94,25 @@ absl::StatusOr<FindPage> Find(Context& ctx, const Fs& fs, std::string_view path,
   return page;
 }
 
+namespace {
+
+// Copies the symbolic link `from` as a link (GNU cp -r's -P): an existing non-directory at `to`
+// is replaced, as cp does.
+absl::Status CopyLink(Context& ctx, const Fs& fs, std::string_view from, std::string_view to) {
+  ARDMA_ASSIGN_OR_RETURN(std::string target, Readlink(ctx, fs, from));
+  absl::StatusOr<Stat> made = Symlink(ctx, fs, to, target);
+  if (!absl::IsAlreadyExists(made.status())) return made.status();
+  ARDMA_ASSIGN_OR_RETURN(Stat existing, StatPath(ctx, fs, to));
+  if (existing.type == FileType::kDirectory) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dfs: cannot overwrite directory ", ToAbsl(to), " with non-directory"));
+  }
+  ARDMA_RETURN_IF_ERROR(Remove(ctx, fs, to, FileType::kFile));
+  return Symlink(ctx, fs, to, target).status();
+}
+
+}  // namespace
+
 // Walks `from` with Find, page by page; directories' attributes are set after their contents.
 absl::StatusOr<TreeCopy> CopyTree(Context& ctx, const Fs& fs, std::string_view from,
                                   std::string_view to, bool no_clobber, bool preserve) {
@@ -135,7 +154,11 @@ absl::StatusOr<TreeCopy> CopyTree(Context& ctx, const Fs& fs, std::string_view f
         continue;
       }
       if (no_clobber && Resolve(ctx, fs, dst).ok()) continue;
-      ARDMA_RETURN_IF_ERROR(Copy(ctx, fs, p, dst).status());
+      if (entry.type == FileType::kSymlink) {
+        ARDMA_RETURN_IF_ERROR(CopyLink(ctx, fs, p, dst));
+      } else {
+        ARDMA_RETURN_IF_ERROR(Copy(ctx, fs, p, dst).status());
+      }
       ++copied.files;
       if (preserve) ARDMA_RETURN_IF_ERROR(SetAttr(ctx, fs, dst, mode, mtime));
     }
