@@ -70,6 +70,11 @@ absl::StatusOr<Usage> GetUsage(Context& ctx, const Fs& fs);
 // Writes `data` into the new, still unreachable, inode `ino` (a symlink's target).
 absl::Status FillNewInode(Context& ctx, const Fs& fs, uint64_t ino, std::string_view data);
 
+// ---- Batches (dfs_batch.cc) ----
+
+// Applies `ops` in order; one result per operation (a failure does not stop the rest).
+std::vector<absl::Status> ApplyBatch(Context& ctx, const Fs& fs, std::span<const BatchOp> ops);
+
 // ---- Walks (dfs_tree.cc) ----
 
 // A page of at most `max` entries of a depth-first, pre-order walk from `path` (depth 0) down to

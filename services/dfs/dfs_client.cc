@@ -407,6 +407,15 @@ absl::Status DfsClient::SetAttributes(std::string_view path, uint32_t mode, absl
   return Call("dfs.setattr", args).status();
 }
 
+absl::StatusOr<std::vector<absl::Status>> DfsClient::Batch(std::span<const BatchOp> ops) {
+  std::string args = Args();
+  EncodeBatchOps(ops, &args);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call("dfs.batch", args));
+  ARDMA_ASSIGN_OR_RETURN(std::vector<absl::Status> results, DecodeBatchResults(r));
+  if (results.size() != ops.size()) return absl::DataLossError("dfs: bad batch result");
+  return results;
+}
+
 absl::StatusOr<std::pair<uint64_t, uint64_t>> DfsClient::CopyTree(std::string_view from,
                                                                   std::string_view to,
                                                                   bool no_clobber, bool preserve) {

@@ -115,6 +115,10 @@ class DfsClient {
                                                          bool no_clobber = false,
                                                          bool preserve = false);
 
+  // Applies `ops` in order in one request (dfs_format.h: BatchOp); one result per operation. Keep
+  // a batch's bytes under kMaxIoBytes.
+  absl::StatusOr<std::vector<absl::Status>> Batch(std::span<const BatchOp> ops);
+
   // Whole files, in requests of at most kMaxIoBytes.
   absl::StatusOr<std::string> ReadFile(std::string_view path);
   absl::Status WriteFile(std::string_view path, std::string_view data, uint32_t mode = 0644);

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
+#include "core/wire/frame.h"
 #include "services/service_name.h"
 
 namespace ardma::dfs {
@@ -144,6 +145,62 @@ absl::StatusOr<FindPage> DecodeFindPage(std::string_view bytes) {
   }
   if (!r.AtEnd()) return absl::DataLossError("dfs: trailing bytes in find page");
   return page;
+}
+
+void EncodeBatchOps(std::span<const BatchOp> ops, std::string* out) {
+  wire::ByteWriter w(out);
+  w.U32(static_cast<uint32_t>(ops.size()));
+  for (const BatchOp& op : ops) {
+    w.U8(static_cast<uint8_t>(op.kind));
+    w.U8(op.flags);
+    w.U32(op.mode);
+    w.U64(op.mtime_ns);
+    w.Str16(op.path);
+    w.Bytes32(op.data);
+  }
+}
+
+absl::StatusOr<std::vector<BatchOp>> DecodeBatchOps(std::string_view bytes) {
+  wire::ByteReader r(bytes);
+  uint32_t n;
+  if (!r.U32(&n) || n > kMaxBatchOps) return absl::InvalidArgumentError("dfs.batch: bad count");
+  std::vector<BatchOp> ops(n);
+  for (BatchOp& op : ops) {
+    uint8_t kind;
+    if (!r.U8(&kind) || !r.U8(&op.flags) || !r.U32(&op.mode) || !r.U64(&op.mtime_ns) ||
+        !r.Str16(&op.path) || !r.Bytes32(&op.data) || kind < 1 || kind > 4) {
+      return absl::InvalidArgumentError("dfs.batch: bad operation");
+    }
+    op.kind = static_cast<BatchKind>(kind);
+  }
+  if (!r.AtEnd()) return absl::InvalidArgumentError("dfs.batch: trailing bytes");
+  return ops;
+}
+
+std::string EncodeBatchResults(std::span<const absl::Status> results) {
+  std::string out;
+  wire::ByteWriter w(&out);
+  w.U32(static_cast<uint32_t>(results.size()));
+  for (const absl::Status& s : results) {
+    w.U16(wire::StatusToWire(s.code()));
+    w.Str16(FromAbsl(s.message()).substr(0, 1024));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<absl::Status>> DecodeBatchResults(std::string_view bytes) {
+  wire::ByteReader r(bytes);
+  uint32_t n;
+  if (!r.U32(&n) || n > kMaxBatchOps) return absl::DataLossError("dfs: bad batch result");
+  std::vector<absl::Status> results;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint16_t code;
+    std::string_view message;
+    if (!r.U16(&code) || !r.Str16(&message)) return absl::DataLossError("dfs: bad batch result");
+    results.push_back(wire::StatusFromWire(code, message));
+  }
+  if (!r.AtEnd()) return absl::DataLossError("dfs: bad batch result");
+  return results;
 }
 
 }  // namespace ardma::dfs

@@ -38,6 +38,7 @@
 #define ARDMA_SERVICES_DFS_DFS_FORMAT_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -115,6 +116,23 @@ struct Usage {
   uint64_t heap_size = 0, heap_allocated = 0;
 };
 
+// One change of dfs.batch (applied in order, each with its own result): a directory (an existing
+// one is fine), a whole file (created, or truncated and rewritten), a symbolic link (`data` is its
+// target; replaces an existing non-directory) or attributes only. Mode bits apply to what is
+// created; kBatchSetMode / kBatchSetMtime also set them on what exists (cp -p).
+enum class BatchKind : uint8_t { kMkdir = 1, kPut = 2, kSymlink = 3, kSetAttr = 4 };
+inline constexpr uint8_t kBatchKeepExisting = 1;  // cp -n: an existing name is left alone
+inline constexpr uint8_t kBatchSetMode = 2;
+inline constexpr uint8_t kBatchSetMtime = 4;
+inline constexpr uint32_t kMaxBatchOps = 65536;
+struct BatchOp {
+  BatchKind kind = BatchKind::kPut;
+  uint8_t flags = 0;
+  uint32_t mode = 0;
+  uint64_t mtime_ns = 0;
+  std::string_view path, data;  // views into the request (or the caller's buffers)
+};
+
 // INVALID_ARGUMENT unless `name` is a valid file system name.
 absl::Status CheckFsName(std::string_view name);
 // Splits an absolute path into its components ("." and ".." kept, empty ones dropped).
@@ -128,6 +146,12 @@ absl::StatusOr<Stat> DecodeStat(std::string_view bytes);
 std::string EncodeDirPage(const DirPage& page);
 absl::StatusOr<DirPage> DecodeDirPage(std::string_view bytes);
 std::string EncodeFindPage(const FindPage& page);
+// dfs.batch's operations (after the fs name): n:u32 n x (kind:u8 flags:u8 mode:u32 mtime:u64
+// path:Str16 data:Bytes32); its result: n:u32 n x (code:u16 message:Str16).
+void EncodeBatchOps(std::span<const BatchOp> ops, std::string* out);
+absl::StatusOr<std::vector<BatchOp>> DecodeBatchOps(std::string_view bytes);
+std::string EncodeBatchResults(std::span<const absl::Status> results);
+absl::StatusOr<std::vector<absl::Status>> DecodeBatchResults(std::string_view bytes);
 absl::StatusOr<FindPage> DecodeFindPage(std::string_view bytes);
 
 }  // namespace ardma::dfs

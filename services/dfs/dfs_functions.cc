@@ -28,6 +28,8 @@
 // Symbolic links (never followed by the DFS itself):
 //   dfs.symlink  path:Str16 target:Str16                     -> stat of the link
 //   dfs.readlink path:Str16                                  -> target
+// Many changes in one request (a tree upload), each with its own result (dfs_format.h):
+//   dfs.batch    n:u32 n x (kind flags mode mtime path data) -> n:u32 n x (code:u16 message:Str16)
 #include <climits>
 #include <utility>
 
@@ -271,6 +273,15 @@ absl::StatusOr<std::string> ReadlinkFn(Context& ctx, std::string_view args) {
   return Readlink(ctx, fs, q.path);
 }
 
+absl::StatusOr<std::string> BatchFn(Context& ctx, std::string_view args) {
+  ByteReader r(args);
+  std::string_view name;
+  if (!r.Str16(&name)) return absl::InvalidArgumentError("dfs: missing file system name");
+  ARDMA_ASSIGN_OR_RETURN(std::vector<BatchOp> ops, DecodeBatchOps(r.Rest()));
+  ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, name));
+  return EncodeBatchResults(ApplyBatch(ctx, fs, ops));
+}
+
 absl::StatusOr<std::string> UsageFn(Context& ctx, std::string_view args) {
   ByteReader r(args);
   std::string_view name;
@@ -300,4 +311,5 @@ ARDMA_ACTIVE_LIBRARY(
     {"dfs.setattr", &ardma::dfs::functions::SetAttrFn},
     {"dfs.copytree", &ardma::dfs::functions::CopyTreeFn},
     {"dfs.symlink", &ardma::dfs::functions::SymlinkFn},
-    {"dfs.readlink", &ardma::dfs::functions::ReadlinkFn});
+    {"dfs.readlink", &ardma::dfs::functions::ReadlinkFn},
+    {"dfs.batch", &ardma::dfs::functions::BatchFn});

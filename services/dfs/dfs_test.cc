@@ -322,6 +322,50 @@ TEST_P(DfsTest, SymbolicLinksAreStoredNeverFollowedAndCopiedAsLinks) {
   EXPECT_EQ(usage->files, 7u);  // /d/f /d/dangling /up /loop1 /loop2 /copy/f /copy/dangling
 }
 
+TEST_P(DfsTest, BatchAppliesEveryChangeInOrderWithItsOwnResult) {
+  ASSERT_TRUE(fs_->WriteFile("/old", "previous contents").ok());
+  ASSERT_TRUE(fs_->WriteFile("/kept", "kept").ok());
+  ASSERT_TRUE(fs_->Mkdir("/dir").ok());
+  std::vector<BatchOp> ops = {
+      {BatchKind::kMkdir, 0, 0700, 0, "/t", ""},
+      {BatchKind::kPut, 0, 0640, 0, "/t/a", "alpha"},
+      {BatchKind::kPut, 0, 0644, 0, "/t/empty", ""},
+      {BatchKind::kSymlink, 0, 0, 0, "/t/l", "a"},
+      {BatchKind::kPut, 0, 0644, 0, "/old", "new"},                   // truncated and rewritten
+      {BatchKind::kPut, kBatchKeepExisting, 0644, 0, "/kept", "x"},   // -n: left alone
+      {BatchKind::kPut, 0, 0644, 0, "/dir", "x"},                     // a directory: error
+      {BatchKind::kPut, 0, 0644, 0, "/nodir/f", "x"},                 // no parent: error
+      {BatchKind::kMkdir, 0, 0755, 0, "/t", ""},                      // exists: fine
+      {BatchKind::kMkdir, 0, 0755, 0, "/old", ""},                    // a file: error
+      {BatchKind::kSymlink, 0, 0, 0, "/t/a2", "b"},
+      {BatchKind::kSymlink, 0, 0, 0, "/t/a2", "c"},                   // replaces the link
+      {BatchKind::kSetAttr, kBatchSetMode | kBatchSetMtime, 0751, 1'000'000'000'000'000'000,
+       "/t", ""},
+  };
+  uint64_t before = client_->counters().round_trips;
+  absl::StatusOr<std::vector<absl::Status>> results = fs_->Batch(ops);
+  ASSERT_TRUE(results.ok()) << results.status();
+  if (GetParam() == Mode::kActive) EXPECT_EQ(client_->counters().round_trips - before, 1u);
+  ASSERT_EQ(results->size(), ops.size());
+  for (size_t i : {0, 1, 2, 3, 4, 5, 8, 10, 11, 12}) EXPECT_TRUE((*results)[i].ok()) << i;
+  EXPECT_TRUE(absl::IsFailedPrecondition((*results)[6])) << (*results)[6];
+  EXPECT_TRUE(absl::IsNotFound((*results)[7])) << (*results)[7];
+  EXPECT_TRUE(absl::IsFailedPrecondition((*results)[9])) << (*results)[9];
+  EXPECT_EQ(*fs_->ReadFile("/t/a"), "alpha");
+  EXPECT_EQ(fs_->Lookup("/t/a")->mode, 0640u);
+  EXPECT_EQ(fs_->Lookup("/t/empty")->size, 0u);
+  EXPECT_EQ(*fs_->Readlink("/t/l"), "a");
+  EXPECT_EQ(*fs_->Readlink("/t/a2"), "c");
+  EXPECT_EQ(*fs_->ReadFile("/old"), "new");
+  EXPECT_EQ(*fs_->ReadFile("/kept"), "kept");
+  absl::StatusOr<Stat> t = fs_->Lookup("/t");
+  EXPECT_EQ(t->mode, 0751u);
+  EXPECT_EQ(absl::ToUnixNanos(t->mtime), 1'000'000'000'000'000'000);
+  // Malformed requests are refused whole.
+  std::vector<BatchOp> bad = {{static_cast<BatchKind>(9), 0, 0, 0, "/x", ""}};
+  EXPECT_TRUE(absl::IsInvalidArgument(fs_->Batch(bad).status()));
+}
+
 TEST_P(DfsTest, RunningOutOfMemoryLeavesTheFileSystemConsistent) {
   server_.reset();
   ServerOptions small = testing::TestServerOptions();
