@@ -18,6 +18,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   openjdk-17-jdk-headless # embedded JVM for jvm active code
+  tzdata                  # /usr/share/zoneinfo: a real tree full of symbolic links (cp_golden_test)
 )
 
 missing=()

@@ -1,23 +1,15 @@
 #include "apps/cp/cp_cli.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
+#include "absl/strings/str_split.h"
 #include "core/client/client.h"
 #include "core/host_port.h"
 #include "core/status_macros.h"
@@ -25,244 +17,64 @@
 
 namespace ardma::cp {
 
+using dfs::DfsClient;
+using dfs::FileType;
+
 const char kUsage[] =
-    "Usage: ardma-cp [OPTION]... SOURCE DEST\n"
+    "Usage: ardma-cp [OPTION]... [-T] SOURCE DEST\n"
     "  or:  ardma-cp [OPTION]... SOURCE... DIRECTORY\n"
+    "  or:  ardma-cp [OPTION]... -t DIRECTORY SOURCE...\n"
     "Copy files and directories, like cp(1); dfs:/PATH names a file in an ardmad's file system,\n"
     "anything else a local file. DFS to DFS copies run on the server in one request (a whole\n"
-    "tree with -r); uploads and downloads stream pipelined requests.\n"
+    "tree with -r); a local tree goes up many files per request; big files stream.\n"
     "\n"
-    "  -r, -R, --recursive  copy directories recursively; inside a local tree, symbolic links to\n"
-    "                       directories are reported and not followed, links to files are\n"
-    "                       copied as the file (the file system has no symbolic links)\n"
+    "  -a, --archive        same as -dR --preserve=all\n"
+    "  -d                   same as --no-dereference --preserve=links\n"
+    "  -f, --force          if a local destination cannot be opened, remove it and try again\n"
+    "  -H                   follow symbolic links named on the command line\n"
+    "  -L, --dereference    always follow symbolic links in SOURCE\n"
     "  -n, --no-clobber     do not overwrite an existing file\n"
-    "  -p                   preserve mode and modification time\n"
+    "  -P, --no-dereference never follow symbolic links in SOURCE (the default with -r)\n"
+    "  -p                   same as --preserve=mode,ownership,timestamps\n"
+    "      --preserve[=ATTR_LIST]  preserve the attributes (default: mode,ownership,timestamps);\n"
+    "                       also links, context, xattr, all (the file system keeps modes and\n"
+    "                       modification times only: the rest is accepted and not kept)\n"
+    "      --no-preserve=ATTR_LIST  don't preserve the attributes\n"
+    "  -r, -R, --recursive  copy directories recursively\n"
+    "  -t, --target-directory=DIRECTORY  copy all SOURCE arguments into DIRECTORY\n"
+    "  -T, --no-target-directory  treat DEST as a normal file\n"
     "  -v, --verbose        explain what is being done\n"
     "      --progress       show a progress bar on standard error (when it is a terminal)\n"
     "      --server=HOST:PORT  the ardmad ($ARDMA_SERVER, else 127.0.0.1:15712)\n"
     "      --auth-file=FILE    authenticate as FILE's NAME SECRET (default $ARDMA_AUTH_FILE)\n"
     "      --fs=NAME        the file system (default: default)\n"
+    "      --mode=active|rdma  run the file system's code on the server (default) or here\n"
+    "                       over one-sided operations\n"
     "      --help           show this help\n"
     "      --version        print the version and commit\n"
+    "FIFOs, sockets and devices are reported and skipped (the file system cannot hold them); new\n"
+    "files and directories get the source's mode less the umask unless modes are preserved.\n"
     "Exit status: 0 if everything was copied, 1 if anything failed (the rest is still copied).";
 
 namespace {
 
-namespace fsys = std::filesystem;
-using dfs::DfsClient;
-using dfs::FileType;
-
-struct Location {
-  bool remote = false;
-  std::string path;     // DFS path or local path
-  std::string display;  // as the user wrote it
-};
-
-Location Parse(const std::string& arg) {
-  if (arg.rfind("dfs:", 0) == 0) return {true, arg.substr(4), arg};
-  return {false, arg, arg};
+// --preserve / --no-preserve lists.
+absl::Status Preserve(std::string_view list, bool on, Options* o) {
+  for (absl::string_view piece : absl::StrSplit(ToAbsl(list), ',')) {
+    std::string_view item = FromAbsl(piece);
+    if (item == "mode") {
+      o->preserve_mode = on;
+    } else if (item == "timestamps") {
+      o->preserve_timestamps = on;
+    } else if (item == "all") {
+      o->preserve_mode = o->preserve_timestamps = on;
+    } else if (item != "ownership" && item != "links" && item != "context" && item != "xattr") {
+      return absl::InvalidArgumentError(absl::StrCat("invalid argument '", ToAbsl(item),
+                                                     "' for '--preserve'"));
+    }
+  }
+  return absl::OkStatus();
 }
-
-std::string Join(const Location& dir, const std::string& name) {
-  std::string sep = !dir.path.empty() && dir.path.back() == '/' ? "" : "/";
-  return (dir.remote ? "dfs:" : "") + dir.path + sep + name;
-}
-
-std::string Basename(const std::string& path) {
-  std::string p = path;
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  size_t slash = p.rfind('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
-class Copier {
- public:
-  Copier(DfsClient* fs, Options o) : fs_(fs), o_(o) {}
-
-  // Kind of a location: nullopt if it does not exist.
-  std::optional<FileType> Kind(const Location& l) {
-    if (l.remote) {
-      absl::StatusOr<dfs::Stat> st = fs_->Lookup(l.path);
-      if (!st.ok()) return std::nullopt;
-      return st->type;
-    }
-    struct stat st;
-    if (::stat(l.path.c_str(), &st) != 0) return std::nullopt;
-    return S_ISDIR(st.st_mode) ? FileType::kDirectory : FileType::kFile;
-  }
-
-  // Copies `src` to exactly `dst`. Errors are reported and remembered; copying goes on.
-  void Copy(const Location& src, const Location& dst) {
-    std::optional<FileType> kind = Kind(src);
-    if (!kind) {
-      return Fail(absl::StrCat("cannot stat '", src.display, "': No such file or directory"));
-    }
-    if (!src.remote) {
-      // The file system holds regular files and directories only: a FIFO would block the copy
-      // forever, a device or socket has no contents to copy.
-      struct stat st;
-      if (::stat(src.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        return Fail(absl::StrCat("cannot copy special file '", src.display,
-                                 "': the file system holds only regular files and directories"));
-      }
-    }
-    if (*kind == FileType::kDirectory) {
-      if (!o_.recursive) {
-        return Fail(absl::StrCat("-r not specified; omitting directory '", src.display, "'"));
-      }
-      return CopyDir(src, dst);
-    }
-    std::optional<FileType> target = Kind(dst);
-    if (target == FileType::kDirectory) {
-      return Fail(
-          absl::StrCat("cannot overwrite directory '", dst.display, "' with non-directory"));
-    }
-    if (target && o_.no_clobber) return;
-    absl::Status s = CopyFile(src, dst);
-    if (!s.ok())
-      return Fail(
-          absl::StrCat("cannot copy '", src.display, "' to '", dst.display, "': ", s.message()));
-    if (o_.verbose) std::printf("'%s' -> '%s'\n", src.display.c_str(), dst.display.c_str());
-  }
-
-  bool failed() const { return failed_; }
-
- private:
-  void Fail(const std::string& message) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "ardma-cp: %s\n", message.c_str());
-    failed_ = true;
-  }
-
-  void Progress(const std::string& name, uint64_t done, uint64_t total) {
-    if (!o_.progress || !isatty(STDERR_FILENO) || total == 0) return;
-    int width = 30;
-    int filled = static_cast<int>(width * done / total);
-    std::fprintf(stderr, "\r%-30.30s [%s%s] %3d%% ", name.c_str(), std::string(filled, '#').c_str(),
-                 std::string(width - filled, ' ').c_str(), static_cast<int>(100 * done / total));
-    if (done >= total) std::fprintf(stderr, "\n");
-  }
-
-  absl::Status CopyFile(const Location& src, const Location& dst) {
-    if (src.remote && dst.remote) {
-      ARDMA_RETURN_IF_ERROR(fs_->Copy(src.path, dst.path).status());
-      if (o_.preserve) {
-        ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, fs_->Lookup(src.path));
-        ARDMA_RETURN_IF_ERROR(fs_->SetAttributes(dst.path, st.mode, st.mtime));
-      }
-      return absl::OkStatus();
-    }
-    if (!src.remote && dst.remote) return Upload(src, dst);
-    if (src.remote && !dst.remote) return Download(src, dst);
-    return absl::InvalidArgumentError("both are local: use cp");
-  }
-
-  absl::Status Upload(const Location& src, const Location& dst) {
-    int fd = ::open(src.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return absl::NotFoundError(std::strerror(errno));
-    struct stat st;
-    ::fstat(fd, &st);
-    uint64_t size = static_cast<uint64_t>(st.st_size);
-    void* map = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
-    ::close(fd);
-    if (map == MAP_FAILED) return absl::InternalError(std::strerror(errno));
-    std::string_view data(static_cast<const char*>(map), size);
-    absl::Status s = fs_->Upload(dst.path, data, st.st_mode & 07777,
-                                 [&](uint64_t done) { Progress(src.display, done, size); });
-    if (map != nullptr) ::munmap(map, size);
-    if (s.ok() && o_.preserve) {
-      s = fs_->SetAttributes(
-          dst.path, st.st_mode & 07777,
-          absl::FromUnixNanos(static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                              st.st_mtim.tv_nsec));
-    }
-    return s;
-  }
-
-  absl::Status Download(const Location& src, const Location& dst) {
-    ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, fs_->Lookup(src.path));
-    int fd = ::open(dst.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.mode & 07777);
-    if (fd < 0) return absl::PermissionDeniedError(std::strerror(errno));
-    absl::StatusOr<uint64_t> size = fs_->Download(
-        src.path,
-        [fd](uint64_t offset, std::string_view bytes) -> absl::Status {
-          for (size_t done = 0; done < bytes.size();) {
-            ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
-                                 static_cast<off_t>(offset + done));
-            if (n < 0) return absl::InternalError(std::strerror(errno));
-            done += static_cast<size_t>(n);
-          }
-          return absl::OkStatus();
-        },
-        [&](uint64_t done) { Progress(src.display, done, st.size); });
-    if (o_.preserve && size.ok()) {
-      ::fchmod(fd, st.mode & 07777);
-      timespec times[2];
-      int64_t ns = absl::ToUnixNanos(st.mtime);
-      times[0].tv_sec = times[1].tv_sec = ns / 1000000000;
-      times[0].tv_nsec = times[1].tv_nsec = ns % 1000000000;
-      ::futimens(fd, times);
-    }
-    ::close(fd);
-    return size.status();
-  }
-
-  void CopyDir(const Location& src, const Location& dst) {
-    if (src.remote && dst.remote) {  // the whole tree, on the server, in one request
-      absl::StatusOr<std::pair<uint64_t, uint64_t>> copied =
-          fs_->CopyTree(src.path, dst.path, o_.no_clobber, o_.preserve);
-      if (!copied.ok()) {
-        return Fail(absl::StrCat("cannot copy '", src.display, "': ", copied.status().message()));
-      }
-      if (o_.verbose) std::printf("'%s' -> '%s'\n", src.display.c_str(), dst.display.c_str());
-      return;
-    }
-    // Across the network: make the directory, then copy its entries one by one.
-    std::optional<FileType> target = Kind(dst);
-    if (target == FileType::kFile) {
-      return Fail(absl::StrCat("cannot overwrite non-directory '", dst.display,
-                               "' with directory '", src.display, "'"));
-    }
-    if (!target) {
-      absl::Status made =
-          dst.remote ? fs_->Mkdir(dst.path).status()
-                     : (fsys::create_directory(dst.path) ? absl::OkStatus()
-                                                         : absl::InternalError("mkdir failed"));
-      if (!made.ok()) {
-        return Fail(absl::StrCat("cannot create directory '", dst.display, "': ", made.message()));
-      }
-      if (o_.verbose) std::printf("'%s' -> '%s'\n", src.display.c_str(), dst.display.c_str());
-    }
-    std::vector<std::string> names;
-    if (src.remote) {
-      absl::StatusOr<std::vector<dfs::DirEntry>> list = fs_->ListDir(src.path);
-      if (!list.ok()) return Fail(absl::StrCat("cannot read '", src.display, "'"));
-      for (const auto& e : *list) names.push_back(e.name);
-    } else {
-      std::error_code ec;
-      for (const auto& e : fsys::directory_iterator(src.path, ec)) {
-        std::string name = e.path().filename().string();
-        std::error_code link_ec;
-        if (e.is_symlink(link_ec) && fsys::is_directory(e.path(), link_ec)) {
-          // Not followed: a link like `up -> ..` would copy the tree into itself forever.
-          Fail(absl::StrCat("not following symbolic link to a directory '",
-                            Join(src, name), "' (the file system has no symbolic links)"));
-          continue;
-        }
-        names.push_back(std::move(name));
-      }
-      if (ec) return Fail(absl::StrCat("cannot read '", src.display, "': ", ec.message()));
-    }
-    std::sort(names.begin(), names.end());
-    for (const std::string& name : names) {
-      Copy(Parse(Join(src, name)), Parse(Join(dst, name)));
-    }
-  }
-
-  DfsClient* fs_;
-  Options o_;
-  bool failed_ = false;
-};
 
 }  // namespace
 
@@ -271,6 +83,19 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Options& o = c.options;
   std::vector<std::string>& operands = c.operands;
   bool options_done = false;
+  // A long option's value: after '=' or in the next argument.
+  auto value = [&](int& i, const std::string& a, std::string_view name)
+      -> absl::StatusOr<std::string> {
+    if (a.size() > name.size() && a[name.size()] == '=') return a.substr(name.size() + 1);
+    if (i + 1 >= argc) {
+      return absl::InvalidArgumentError(absl::StrCat("option '", ToAbsl(name),
+                                                     "' requires an argument"));
+    }
+    return std::string(argv[++i]);
+  };
+  auto is = [](const std::string& a, std::string_view name) {
+    return a == name || (a.rfind(name, 0) == 0 && a.size() > name.size() && a[name.size()] == '=');
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (options_done || a.empty() || a[0] != '-' || a == "-") {
@@ -289,50 +114,89 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
       o.recursive = true;
     } else if (a == "--no-clobber") {
       o.no_clobber = true;
+    } else if (a == "--force") {
+      o.force = true;
     } else if (a == "--verbose") {
       o.verbose = true;
     } else if (a == "--progress") {
       o.progress = true;
-    } else if (a.rfind("--server=", 0) == 0) {
-      c.server = a.substr(9);
-    } else if (a.rfind("--auth-file=", 0) == 0) {
-      c.auth_file = a.substr(12);
-    } else if (a.rfind("--fs=", 0) == 0) {
-      c.fs = a.substr(5);
-    } else if (a == "--server" || a == "--fs" || a == "--auth-file") {  // GNU: value follows
-      if (i + 1 >= argc) {
-        return absl::InvalidArgumentError(absl::StrCat("option '", a, "' requires an argument"));
-      }
-      (a == "--server" ? c.server : a == "--fs" ? c.fs : c.auth_file) = argv[++i];
+    } else if (a == "--archive") {
+      o.recursive = o.preserve_mode = o.preserve_timestamps = true;
+      o.deref = Deref::kNever;
+    } else if (a == "--dereference") {
+      o.deref = Deref::kAlways;
+    } else if (a == "--no-dereference") {
+      o.deref = Deref::kNever;
+    } else if (a == "--no-target-directory") {
+      c.no_target_directory = true;
+    } else if (a == "--preserve") {
+      o.preserve_mode = o.preserve_timestamps = true;
+    } else if (a.rfind("--preserve=", 0) == 0) {
+      ARDMA_RETURN_IF_ERROR(Preserve(a.substr(11), true, &o));
+    } else if (a.rfind("--no-preserve=", 0) == 0) {
+      ARDMA_RETURN_IF_ERROR(Preserve(a.substr(14), false, &o));
+    } else if (is(a, "--server")) {
+      ARDMA_ASSIGN_OR_RETURN(c.server, value(i, a, "--server"));
+    } else if (is(a, "--auth-file")) {
+      ARDMA_ASSIGN_OR_RETURN(c.auth_file, value(i, a, "--auth-file"));
+    } else if (is(a, "--fs")) {
+      ARDMA_ASSIGN_OR_RETURN(c.fs, value(i, a, "--fs"));
+    } else if (is(a, "--target-directory")) {
+      ARDMA_ASSIGN_OR_RETURN(c.target_directory, value(i, a, "--target-directory"));
+    } else if (is(a, "--mode")) {
+      ARDMA_ASSIGN_OR_RETURN(std::string m, value(i, a, "--mode"));
+      ARDMA_ASSIGN_OR_RETURN(c.mode, ParseMode(m));
     } else if (a.size() > 1 && a[1] != '-') {
-      for (char ch : a.substr(1)) {
-        switch (ch) {
+      for (size_t k = 1; k < a.size(); ++k) {
+        switch (a[k]) {
           case 'r':
-          case 'R':
-            o.recursive = true;
+          case 'R': o.recursive = true; break;
+          case 'n': o.no_clobber = true; break;
+          case 'f': o.force = true; break;
+          case 'p': o.preserve_mode = o.preserve_timestamps = true; break;
+          case 'v': o.verbose = true; break;
+          case 'a':
+            o.recursive = o.preserve_mode = o.preserve_timestamps = true;
+            o.deref = Deref::kNever;
             break;
-          case 'n':
-            o.no_clobber = true;
-            break;
-          case 'p':
-            o.preserve = true;
-            break;
-          case 'v':
-            o.verbose = true;
+          case 'd':
+          case 'P': o.deref = Deref::kNever; break;
+          case 'L': o.deref = Deref::kAlways; break;
+          case 'H': o.deref = Deref::kCommandLine; break;
+          case 'T': c.no_target_directory = true; break;
+          case 't':  // -tDIR or -t DIR
+            if (k + 1 < a.size()) {
+              c.target_directory = a.substr(k + 1);
+            } else if (i + 1 < argc) {
+              c.target_directory = argv[++i];
+            } else {
+              return absl::InvalidArgumentError("option requires an argument -- 't'");
+            }
+            k = a.size();
             break;
           default:
             return absl::InvalidArgumentError(
-                absl::StrCat("invalid option -- '", std::string(1, ch), "'"));
+                absl::StrCat("invalid option -- '", std::string(1, a[k]), "'"));
         }
       }
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unrecognized option '", a, "'"));
     }
   }
-  if (operands.size() < 2) {
+  if (!c.target_directory.empty() && c.no_target_directory) {
+    return absl::InvalidArgumentError("cannot combine --target-directory (-t) and "
+                                      "--no-target-directory (-T)");
+  }
+  if (!c.target_directory.empty()) {
+    if (operands.empty()) return absl::InvalidArgumentError("missing file operand");
+    operands.push_back(c.target_directory);
+  } else if (operands.size() < 2) {
     return absl::InvalidArgumentError(
         operands.empty() ? "missing file operand"
                          : "missing destination file operand after '" + operands[0] + "'");
+  }
+  if (c.no_target_directory && operands.size() > 2) {
+    return absl::InvalidArgumentError(absl::StrCat("extra operand '", operands[2], "'"));
   }
   return c;
 }
@@ -345,24 +209,54 @@ int RunCommand(const Command& c) {
     std::cerr << "ardma-cp: " << client.status().message() << "\n";
     return 1;
   }
-  DfsClient fs(client->get(), Mode::kActive, c.fs);
+  DfsClient fs(client->get(), c.mode, c.fs);
   Copier copier(&fs, c.options);
-  Location dest = Parse(c.operands.back());
-  bool dest_is_dir = copier.Kind(dest) == FileType::kDirectory;
-  if (c.operands.size() > 2 && !dest_is_dir) {
-    std::cerr << "ardma-cp: target '" << dest.display << "' is not a directory\n";
+  Location dest = ParseLocation(c.operands.back());
+  std::optional<FileType> dest_kind = copier.Kind(dest);
+  if (dest_kind == FileType::kSymlink && !c.no_target_directory) {
+    // A link to a directory is a target directory, as for cp.
+    Location through = dest;
+    if (dest.remote) {
+      absl::StatusOr<std::string> real = fs.FollowLinks(dest.path);
+      if (real.ok() && copier.Kind(ParseLocation("dfs:" + *real)) == FileType::kDirectory) {
+        dest_kind = FileType::kDirectory;
+      }
+    } else {
+      struct stat st;
+      if (::stat(dest.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        dest_kind = FileType::kDirectory;
+      }
+    }
+  }
+  bool into = dest_kind == FileType::kDirectory && !c.no_target_directory;
+  bool trailing_slash = dest.path.size() > 1 && dest.path.back() == '/';
+  if ((c.operands.size() > 2 || !c.target_directory.empty()) && !into) {
+    std::cerr << "ardma-cp: target " << (c.target_directory.empty() ? "" : "directory ")
+              << Quoted(dest.display) << ": "
+              << (dest_kind ? "Not a directory" : "No such file or directory") << "\n";
+    return 1;
+  }
+  if (trailing_slash && dest_kind && dest_kind != FileType::kDirectory) {
+    std::cerr << "ardma-cp: cannot stat " << Quoted(dest.display) << ": Not a directory\n";
     return 1;
   }
   for (size_t i = 0; i + 1 < c.operands.size(); ++i) {
-    Location src = Parse(c.operands[i]);
+    Location src = ParseLocation(c.operands[i]);
     if (!src.remote && !dest.remote) {
-      std::cerr << "ardma-cp: '" << src.display << "' and '" << dest.display
-                << "' are both local: use cp\n";
-      return 1;
+      copier.Fail(absl::StrCat(Quoted(src.display), " and ", Quoted(dest.display),
+                               " are both local: use cp"));
+      continue;
     }
-    Location target = dest_is_dir ? Parse(Join(dest, Basename(src.path))) : dest;
-    copier.Copy(src, target);
+    Location target = into ? Join(dest, Basename(src.path)) : dest;
+    if (!into && trailing_slash && copier.Kind(src).value_or(FileType::kFile) !=
+                                       FileType::kDirectory) {
+      copier.Fail(absl::StrCat("cannot create regular file ", Quoted(dest.display),
+                               ": Not a directory"));
+      continue;
+    }
+    copier.CopyOperand(src, target);
   }
+  copier.Finish();
   std::fflush(stdout);
   return copier.failed() ? 1 : 0;
 }

@@ -9,21 +9,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "apps/cp/copier.h"
+#include "core/client/invoke.h"
 #include "core/host_port.h"
 
 namespace ardma::cp {
 
 extern const char kUsage[];
 
-struct Options {
-  bool recursive = false, no_clobber = false, preserve = false, verbose = false, progress = false;
-};
-
 struct Command {
   Options options;
   std::string server = DefaultServerAddress();
   std::string auth_file;  // --auth-file (docs/SECURITY.md); empty: $ARDMA_AUTH_FILE
   std::string fs = "default";
+  Mode mode = Mode::kActive;          // --mode=rdma: the DFS code runs here over one-sided ops
+  std::string target_directory;       // -t DIR
+  bool no_target_directory = false;   // -T
   bool help = false;                  // --help: print kUsage, exit 0
   bool version = false;  // --version: print the version line, exit 0
   std::vector<std::string> operands;  // SOURCE... DEST (at least two)

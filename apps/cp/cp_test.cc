@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/cp/cp_cli.h"
+#include "core/server/server.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_fixture.h"
 #include "gmock/gmock.h"
@@ -82,9 +83,9 @@ TEST_F(CpTest, LargeRandomFileRoundTripsByteForByte) {
   EXPECT_EQ(RunCommand("cmp " + dir_ + "/big " + dir_ + "/big2", &out), 0) << out;
 }
 
-// A FIFO and a symbolic link back up the tree neither hang nor run away: both are reported, the
-// rest is copied, and the exit status says something was not.
-TEST_F(CpTest, SpecialFilesAndDirectoryLinkLoopsAreReportedNotFollowed) {
+// A FIFO and a symbolic link back up the tree neither hang nor run away: the FIFO is reported,
+// the links are copied as links, the rest is copied, and the exit status says something was not.
+TEST_F(CpTest, SpecialFilesAreReportedAndLinksCopiedAsLinks) {
   fsys::create_directories(dir_ + "/t/d");
   std::ofstream(dir_ + "/t/d/file") << "data\n";
   ASSERT_EQ(::mkfifo((dir_ + "/t/pipe").c_str(), 0644), 0);
@@ -93,12 +94,22 @@ TEST_F(CpTest, SpecialFilesAndDirectoryLinkLoopsAreReportedNotFollowed) {
   std::string out;
   EXPECT_EQ(RunCommand("timeout 60 " + cp_ + "-r " + dir_ + "/t dfs:/t", &out), 1) << out;
   EXPECT_THAT(out, HasSubstr("cannot copy special file"));
-  EXPECT_THAT(out, HasSubstr("not following symbolic link to a directory"));
   dfs::DfsClient fs(client_.get(), Mode::kActive);
   EXPECT_EQ(*fs.ReadFile("/t/d/file"), "data\n");
-  EXPECT_EQ(*fs.ReadFile("/t/d/alias"), "data\n");  // a link to a file: copied as the file
-  EXPECT_EQ(fs.Lookup("/t/d/up").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*fs.Readlink("/t/d/alias"), "file");
+  EXPECT_EQ(*fs.Readlink("/t/d/up"), "..");
   EXPECT_EQ(fs.Lookup("/t/pipe").status().code(), absl::StatusCode::kNotFound);
+  // A tree of small files goes up many files per request.
+  for (int i = 0; i < 300; ++i) std::ofstream(absl::StrCat(dir_, "/t/d/f", i)) << i;
+  fsys::remove(dir_ + "/t/pipe");
+  auto executes = [&] {
+    return server_->server().handler().counters().requests[static_cast<int>(wire::Op::kExecute)]
+        .load();
+  };
+  uint64_t before = executes();
+  EXPECT_EQ(Cp("-r " + dir_ + "/t dfs:/many", &out), 0) << out;
+  EXPECT_LT(executes() - before, 20u);  // 300 files, one batch
+  EXPECT_EQ(*fs.ReadFile("/many/d/f299"), "299");
 }
 
 TEST_F(CpTest, TargetsNoClobberPreserveVerboseAndErrors) {
@@ -159,7 +170,7 @@ TEST(CpCommandLineTest, ParsesOptionsAndOperandsLikeCp) {
   absl::StatusOr<cp::Command> c = ParseCp({"-rpv", "--fs=x", "a", "--", "-b", "dfs:/d"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->options.recursive);
-  EXPECT_TRUE(c->options.preserve);
+  EXPECT_TRUE(c->options.preserve_mode && c->options.preserve_timestamps);
   EXPECT_TRUE(c->options.verbose);
   EXPECT_FALSE(c->options.no_clobber);
   EXPECT_EQ(c->fs, "x");

@@ -84,10 +84,12 @@ absl::StatusOr<FindPage> Find(Context& ctx, const Fs& fs, std::string_view path,
 struct TreeCopy {
   uint64_t files = 0, dirs = 0;
 };
-// Copies the tree `from` into `to` (created or merged into) in one request. With `no_clobber`
-// existing files are kept; with `preserve` modes and modification times are copied.
+// Copies the tree `from` into `to` (created or merged into) in one request; symbolic links are
+// copied as links. With `no_clobber` existing files are kept; with `preserve` modes and
+// modification times are copied, else what is created gets the source's mode less `umask`.
 absl::StatusOr<TreeCopy> CopyTree(Context& ctx, const Fs& fs, std::string_view from,
-                                  std::string_view to, bool no_clobber, bool preserve);
+                                  std::string_view to, bool no_clobber, bool preserve,
+                                  uint32_t umask = 0);
 
 }  // namespace ardma::dfs
 

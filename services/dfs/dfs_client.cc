@@ -418,13 +418,15 @@ absl::StatusOr<std::vector<absl::Status>> DfsClient::Batch(std::span<const Batch
 
 absl::StatusOr<std::pair<uint64_t, uint64_t>> DfsClient::CopyTree(std::string_view from,
                                                                   std::string_view to,
-                                                                  bool no_clobber, bool preserve) {
+                                                                  bool no_clobber, bool preserve,
+                                                                  uint32_t umask) {
   std::string args = Args();
   ByteWriter w(&args);
   w.Str16(from);
   w.Str16(to);
   w.U8(no_clobber ? 1 : 0);
   w.U8(preserve ? 1 : 0);
+  w.U32(umask);
   absl::StatusOr<std::string> bytes = Call("dfs.copytree", args);
   if (!bytes.ok()) return bytes.status();
   ByteReader r(*bytes);

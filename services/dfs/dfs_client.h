@@ -110,10 +110,11 @@ class DfsClient {
                              absl::Time mtime = absl::InfinitePast());
   // Copies the directory tree `from` to `to` on the server, in one request: directories are
   // created (or merged into, if present), files copied (existing ones overwritten unless
-  // no_clobber; with preserve, modes and mtimes kept). Returns files and directories copied.
+  // no_clobber), symbolic links copied as links; with preserve, modes and mtimes kept, else what
+  // is created gets the source's mode less `umask`. Returns files and directories copied.
   absl::StatusOr<std::pair<uint64_t, uint64_t>> CopyTree(std::string_view from, std::string_view to,
                                                          bool no_clobber = false,
-                                                         bool preserve = false);
+                                                         bool preserve = false, uint32_t umask = 0);
 
   // Applies `ops` in order in one request (dfs_format.h: BatchOp); one result per operation. Keep
   // a batch's bytes under kMaxIoBytes.

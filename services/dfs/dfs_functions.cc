@@ -19,7 +19,7 @@
 //                                    n x (path:Str16 type:u8 size:u64 depth:u32 mode:u32 mtime:u64)
 //   dfs.usage    ()                                          -> files dirs blocks heap_allocated
 //   dfs.setattr  path:Str16 mode:u32 mtime_ns:u64 (0: keep)  -> ""
-//   dfs.copytree from:Str16 to:Str16 no_clobber:u8 preserve:u8 -> files:u64 dirs:u64
+//   dfs.copytree from:Str16 to:Str16 no_clobber:u8 preserve:u8 [umask:u32] -> files:u64 dirs:u64
 //   dfs.open     path:Str16                                  -> sb:u64 stat (a file handle)
 // File handles (POSIX-like: they follow the inode through renames) skip path resolution; these two
 // take the handle instead of the fs name:
@@ -247,12 +247,14 @@ absl::StatusOr<std::string> CopyTreeFn(Context& ctx, std::string_view args) {
   Request q(args);
   ARDMA_RETURN_IF_ERROR(q.Parse(2));
   uint8_t no_clobber, preserve;
-  if (!q.r.U8(&no_clobber) || !q.r.U8(&preserve) || !q.r.AtEnd()) {
+  uint32_t umask = 0;
+  if (!q.r.U8(&no_clobber) || !q.r.U8(&preserve) || (!q.r.AtEnd() && !q.r.U32(&umask)) ||
+      !q.r.AtEnd()) {
     return absl::InvalidArgumentError("dfs.copytree: bad arguments");
   }
   ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, q.fs_name));
   ARDMA_ASSIGN_OR_RETURN(TreeCopy copied,
-                         CopyTree(ctx, fs, q.path, q.to, no_clobber != 0, preserve != 0));
+                         CopyTree(ctx, fs, q.path, q.to, no_clobber != 0, preserve != 0, umask & 0777));
   return U64Result(copied.files) + U64Result(copied.dirs);
 }
 

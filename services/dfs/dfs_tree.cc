@@ -115,7 +115,8 @@ absl::Status CopyLink(Context& ctx, const Fs& fs, std::string_view from, std::st
 
 // Walks `from` with Find, page by page; directories' attributes are set after their contents.
 absl::StatusOr<TreeCopy> CopyTree(Context& ctx, const Fs& fs, std::string_view from,
-                                  std::string_view to, bool no_clobber, bool preserve) {
+                                  std::string_view to, bool no_clobber, bool preserve,
+                                  uint32_t umask) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t src, Resolve(ctx, fs, from));
   ARDMA_ASSIGN_OR_RETURN(Inode root, ReadInode(ctx, src));
   if (root.type != FileType::kDirectory) return NotADirectory();
@@ -133,7 +134,7 @@ absl::StatusOr<TreeCopy> CopyTree(Context& ctx, const Fs& fs, std::string_view f
     for (size_t i = 0; i < page.entries.size(); ++i) {
       const FoundEntry& entry = page.entries[i];
       std::string_view p = entry.path;
-      uint32_t mode = entry.mode;
+      uint32_t mode = preserve ? entry.mode : entry.mode & ~umask;
       uint64_t mtime = static_cast<uint64_t>(absl::ToUnixNanos(entry.mtime));
       if (first && i == 0) strip = p.size();  // the walk's own name for `from`
       std::string dst = base + std::string(p.substr(std::min(strip, p.size())));
@@ -157,7 +158,10 @@ absl::StatusOr<TreeCopy> CopyTree(Context& ctx, const Fs& fs, std::string_view f
       if (entry.type == FileType::kSymlink) {
         ARDMA_RETURN_IF_ERROR(CopyLink(ctx, fs, p, dst));
       } else {
-        ARDMA_RETURN_IF_ERROR(Copy(ctx, fs, p, dst).status());
+        ARDMA_ASSIGN_OR_RETURN(Stat made, Copy(ctx, fs, p, dst));
+        if (!preserve && made.mode != (made.mode & ~umask)) {
+          ARDMA_RETURN_IF_ERROR(SetAttr(ctx, fs, dst, made.mode & ~umask, 0));
+        }
       }
       ++copied.files;
       if (preserve) ARDMA_RETURN_IF_ERROR(SetAttr(ctx, fs, dst, mode, mtime));

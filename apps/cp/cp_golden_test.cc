@@ -1,0 +1,217 @@
+// ardma-cp against GNU cp, with GNU's result as the expected value: a crafted tree (symbolic links
+// to files, to directories, dangling and up the tree, modes under the umask, odd names, empty and
+// multi-megabyte files) and a real tree with many links (/usr/share/zoneinfo), uploaded and
+// downloaded with -r, -rp, -a and -rv, and copied on the server; cp's errors, message for message
+// and exit status for exit status. Both modes: the file system's code on the server and --mode=rdma.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "core/client/invoke.h"
+#include "core/testing/run_command.h"
+#include "core/testing/server_fixture.h"
+#include "core/testing/tree_snapshot.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ardma {
+namespace {
+
+using testing::BinDir;
+using testing::RunCommandSplit;
+using testing::TreeSnapshot;
+namespace fsys = std::filesystem;
+
+class CpGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
+ protected:
+  void SetUp() override {
+    ServerOptions options = testing::TestServerOptions();
+    options.memory_size = 512u << 20;
+    StartServer(options);
+    dir_ = (fsys::temp_directory_path() / absl::StrCat("cp_golden_", ::getpid())).string();
+    fsys::remove_all(dir_);
+    fsys::create_directories(dir_);
+    cp_ = absl::StrCat(fsys::absolute(BinDir()).string(), "/ardma-cp --mode=", ModeName(GetParam()),
+                       " --server=", testing::ClientAddress(server_->address()), " ");
+    old_umask_ = ::umask(022);
+  }
+  void TearDown() override {
+    ::umask(old_umask_);
+    fsys::remove_all(dir_);
+  }
+
+  struct Run {
+    int code;
+    std::string out, err;
+  };
+  Run Gnu(const std::string& args) {
+    Run r;
+    r.code = RunCommandSplit("cd " + dir_ + " && LC_ALL=C cp " + args, &r.out, &r.err);
+    return r;
+  }
+  Run Ours(const std::string& args) {
+    Run r;
+    r.code = RunCommandSplit("cd " + dir_ + " && LC_ALL=C timeout 120 " + cp_ + args, &r.out,
+                             &r.err);
+    return r;
+  }
+
+  // The crafted tree at dir_/t.
+  void Craft() {
+    std::string t = dir_ + "/t";
+    fsys::create_directories(t + "/sub/deeper");
+    fsys::create_directories(t + "/private");
+    fsys::create_directories(t + "/open");
+    std::ofstream(t + "/plain") << "plain\n";
+    std::ofstream(t + "/secret") << "secret\n";
+    std::ofstream(t + "/script") << "#!/bin/sh\necho hi\n";
+    std::ofstream(t + "/everyone") << "world-writable\n";
+    std::ofstream(t + "/empty");
+    std::ofstream(t + "/with space and 'quote'") << "odd name\n";
+    std::ofstream(t + "/-leading-dash") << "dash\n";
+    std::ofstream(t + "/\xc3\xa9t\xc3\xa9") << "utf-8\n";
+    std::ofstream(t + "/" + std::string(255, 'n')) << "longest name\n";
+    std::ofstream(t + "/sub/deeper/leaf") << "leaf\n";
+    {
+      std::ofstream big(t + "/sub/big", std::ios::binary);
+      for (int i = 0; i < 300000; ++i) big << i << ' ';  // ~2 MB: streamed, not batched
+    }
+    ::chmod((t + "/secret").c_str(), 0600);
+    ::chmod((t + "/script").c_str(), 0755);
+    ::chmod((t + "/everyone").c_str(), 0777);  // 0755 after the umask, unless preserved
+    ::chmod((t + "/private").c_str(), 0700);
+    ::chmod((t + "/open").c_str(), 0777);
+    fsys::create_symlink("plain", t + "/link-to-file");
+    fsys::create_symlink("sub/deeper", t + "/link-to-dir");
+    fsys::create_symlink("../..", t + "/sub/deeper/up");  // a loop if followed
+    fsys::create_symlink("nowhere", t + "/dangling");
+    fsys::create_symlink("/etc/hostname", t + "/absolute");
+    struct timespec times[2] = {{1000000000, 123456789}, {1000000000, 123456789}};
+    for (const char* p : {"plain", "sub", "sub/deeper/leaf", "private"}) {
+      ::utimensat(AT_FDCWD, (t + "/" + p).c_str(), times, 0);
+    }
+  }
+
+  std::string dir_, cp_;
+  mode_t old_umask_ = 022;
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, CpGoldenTest, ::testing::Values(Mode::kActive, Mode::kRdma),
+                         [](const auto& info) { return std::string(ModeName(info.param)); });
+
+// Up and down again with each option set gives GNU cp's tree, exit status and messages.
+TEST_P(CpGoldenTest, CraftedTreeUpAndDownMatchesGnuCp) {
+  Craft();
+  int n = 0;
+  for (std::string opts : {"-r", "-rp", "-a", "-rv", "-R --preserve=mode"}) {
+    SCOPED_TRACE(opts);
+    std::string gnu = absl::StrCat("g", n), up = absl::StrCat("/u", n), ours = absl::StrCat("o", n);
+    ++n;
+    Run g = Gnu(opts + " t " + gnu);
+    Run u = Ours(opts + " t dfs:" + up);
+    EXPECT_EQ(u.code, g.code) << u.err;
+    EXPECT_EQ(u.err, g.err);
+    if (opts == "-rv") {  // one line per entry, as GNU's (whose order is the directory's)
+      std::vector<std::string> want = absl::StrSplit(g.out, '\n'), got = absl::StrSplit(u.out, '\n');
+      for (std::string& line : want) {
+        line = absl::StrReplaceAll(line, {{"-> '" + gnu, "-> 'dfs:" + up},
+                                          {"-> \"" + gnu, "-> \"dfs:" + up}});
+      }
+      std::sort(want.begin(), want.end());
+      std::sort(got.begin(), got.end());
+      EXPECT_EQ(got, want);
+    }
+    Run d = Ours(opts + " dfs:" + up + " " + ours);
+    EXPECT_EQ(d.code, 0) << d.err;
+    bool times = opts.find('p') != std::string::npos || opts == "-a";
+    testing::SnapshotOptions so{.mtimes = times && opts.find("mode") == std::string::npos};
+    EXPECT_EQ(TreeSnapshot(dir_ + "/" + ours, so), TreeSnapshot(dir_ + "/" + gnu, so));
+  }
+  // On the server: a tree copy gives what GNU cp -r of the same tree gives.
+  Run g = Gnu("-r g2 g2copy");
+  Run s = Ours("-r dfs:/u2 dfs:/u2copy");
+  EXPECT_EQ(s.code, g.code) << s.err;
+  ASSERT_EQ(Ours("-a dfs:/u2copy o2copy").code, 0);
+  EXPECT_EQ(TreeSnapshot(dir_ + "/o2copy"), TreeSnapshot(dir_ + "/g2copy"));
+  // -L follows every link: the tree without its loop.
+  fsys::remove(dir_ + "/t/sub/deeper/up");
+  Run gl = Gnu("-rL t gL");
+  Run ul = Ours("-rL t dfs:/uL");
+  EXPECT_EQ(ul.code, gl.code) << ul.err;
+  ASSERT_EQ(Ours("-r dfs:/uL oL").code, 0);
+  EXPECT_EQ(TreeSnapshot(dir_ + "/oL"), TreeSnapshot(dir_ + "/gL"));
+}
+
+// cp's errors, one by one, on the same names in the DFS and on disk.
+TEST_P(CpGoldenTest, ErrorsAndExitStatusMatchGnuCp) {
+  fsys::create_directories(dir_ + "/e/d0700");
+  std::ofstream(dir_ + "/e/a") << "alpha\n";
+  std::ofstream(dir_ + "/e/b") << "beta\n";
+  fsys::create_symlink("nowhere", dir_ + "/e/dl");
+  ::chmod((dir_ + "/e/d0700").c_str(), 0700);
+  ASSERT_EQ(Ours("-a e dfs:/e").code, 0);
+  dir_ += "/e";  // GNU runs inside the local copy
+  for (std::string args : {"a nodir/", "a a", "a ./a", "dl x", "-r d0700 d0700/sub",
+                           "-r nonexist t", "-r d0700 a", "d0700 t5", "a b/", "a b c",
+                           "-n a b", "a b", "-T a d0700", "-t a b", "-r d0700 newdir/"}) {
+    SCOPED_TRACE(args);
+    Run g = Gnu(args);
+    // The same command on the DFS: every operand gets dfs:/e/ in front.
+    std::vector<std::string> words = absl::StrSplit(args, ' ');
+    std::string ours_args;
+    for (const std::string& w : words) {
+      absl::StrAppend(&ours_args, ours_args.empty() ? "" : " ", w[0] == '-' ? w : "dfs:/e/" + w);
+    }
+    Run o = Ours(ours_args);
+    EXPECT_EQ(o.code, g.code) << o.err;
+    EXPECT_EQ(absl::StrReplaceAll(o.err, {{"ardma-cp: ", "cp: "}, {"dfs:/e/", ""}}), g.err);
+  }
+  dir_.resize(dir_.size() - 2);
+}
+
+// A FIFO is reported and skipped (GNU recreates it; the file system cannot hold one), without
+// blocking; a /proc file whose size says 0 is copied whole.
+TEST_P(CpGoldenTest, SpecialFilesAreSkippedAndProcFilesCopiedWhole) {
+  fsys::create_directories(dir_ + "/f/d");
+  std::ofstream(dir_ + "/f/d/file") << "data\n";
+  ASSERT_EQ(::mkfifo((dir_ + "/f/pipe").c_str(), 0644), 0);
+  Run r = Ours("-r f dfs:/f");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "ardma-cp: cannot copy special file 'f/pipe': the file system holds no FIFOs, "
+                   "sockets or devices\n");
+  ASSERT_EQ(Ours("-r dfs:/f back").code, 0);
+  fsys::remove(dir_ + "/f/pipe");
+  EXPECT_EQ(TreeSnapshot(dir_ + "/back"), TreeSnapshot(dir_ + "/f"));  // all but the FIFO
+  ASSERT_EQ(Ours("/proc/version dfs:/version").code, 0);
+  ASSERT_EQ(Ours("dfs:/version version").code, 0);
+  std::ifstream want("/proc/version"), got(dir_ + "/version");
+  std::stringstream w, g;
+  w << want.rdbuf();
+  g << got.rdbuf();
+  EXPECT_FALSE(g.str().empty());
+  EXPECT_EQ(g.str(), w.str());
+}
+
+// A real tree the other tests do not use, with hundreds of symbolic links.
+TEST_P(CpGoldenTest, RealTreeWithLinksMatchesGnuCpArchive) {
+  // All of it in active mode; in RDMA mode (a round trip per step) one part of it.
+  std::string tree = GetParam() == Mode::kActive ? "/usr/share/zoneinfo" : "/usr/share/zoneinfo/America";
+  if (!fsys::exists(tree)) GTEST_SKIP() << "no " << tree << " (Debian tzdata)";
+  Run g = Gnu("-a " + tree + " gz");
+  Run u = Ours("-a " + tree + " dfs:/zoneinfo");
+  EXPECT_EQ(u.code, g.code) << u.err;
+  EXPECT_EQ(u.err, g.err);
+  ASSERT_EQ(Ours("-a dfs:/zoneinfo oz").code, 0);
+  testing::SnapshotOptions so{.mtimes = true};
+  EXPECT_EQ(TreeSnapshot(dir_ + "/oz", so), TreeSnapshot(dir_ + "/gz", so));
+}
+
+}  // namespace
+}  // namespace ardma
