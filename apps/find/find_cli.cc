@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/client/client.h"
+#include "apps/find/find_local.h"
 #include "core/status_macros.h"
 
 ARDMA_DECLARE_ACTIVE_LIBRARY(find);
@@ -21,12 +22,19 @@ const char kUsage[] =
     "[EXPRESSION]\n"
     "Walk directory trees of an ardmad's file system on the server, as GNU find does.\n"
     "\n"
-    "Tests: -name GLOB, -iname GLOB, -path GLOB, -type f|d, -size [+-]N[cwbkMG], -mtime [+-]N,\n"
-    "       -mmin [+-]N, -newer dfs:/FILE, -empty, -true, -false\n"
-    "Actions: -print, -print0 (without an action, matches are printed)\n"
+    "Tests: -name GLOB, -iname GLOB, -path GLOB, -ipath GLOB (-wholename, -iwholename),\n"
+    "       -regex RE, -iregex RE (the whole path; -regextype emacs|posix-basic|posix-extended|\n"
+    "       posix-egrep|posix-awk|grep|egrep|findutils-default), -type f|d|l[,...],\n"
+    "       -size [+-]N[cwbkMG], -mtime [+-]N, -mmin [+-]N, -newer dfs:/FILE, -newermt DATE\n"
+    "       (@SECONDS or YYYY-MM-DD[ HH:MM[:SS]]), -empty, -true, -false\n"
+    "Actions: -print, -print0, -printf FORMAT, -ls, -prune, -delete,\n"
+    "         -exec COMMAND ;  -exec COMMAND {} +  -ok COMMAND ;  (-execdir, -okdir: the same)\n"
+    "         (without an action, matches are printed). -exec, -ok and -delete run here, on\n"
+    "         this machine, with the dfs: paths ({} is the path as printed), as find over NFS\n"
+    "         would; the rest is evaluated next to the data.\n"
     "Operators: ( EXPR ), ! EXPR, -not EXPR, EXPR -a EXPR, EXPR -and EXPR, EXPR EXPR,\n"
-    "           EXPR -o EXPR, EXPR -or EXPR\n"
-    "Options: -maxdepth N, -mindepth N\n"
+    "           EXPR -o EXPR, EXPR -or EXPR, EXPR , EXPR\n"
+    "Options: -maxdepth N, -mindepth N, -depth (-d)\n"
     "\n"
     "Entries are visited depth first, a directory before its contents, and a directory's entries\n"
     "in creation order (a removal moves the newest entry into the gap). A directory's size is its\n"
@@ -36,22 +44,41 @@ const char kUsage[] =
 
 namespace {
 
+// -newermt's argument: @SECONDS[.FRACTION] or an ISO date with an optional time, local time.
+absl::StatusOr<absl::Time> ParseDate(const std::string& text) {
+  if (!text.empty() && text[0] == '@') {
+    double seconds;
+    if (absl::SimpleAtod(text.substr(1), &seconds)) {
+      return absl::FromUnixNanos(static_cast<int64_t>(seconds * 1e9));
+    }
+  }
+  for (const char* format : {"%Y-%m-%d %H:%M:%E*S", "%Y-%m-%dT%H:%M:%E*S", "%Y-%m-%d %H:%M",
+                             "%Y-%m-%dT%H:%M", "%Y-%m-%d", "%Y-%m-%d %H:%M:%E*S %z"}) {
+    absl::Time t;
+    if (absl::ParseTime(format, text, absl::LocalTimeZone(), &t, nullptr)) return t;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("I cannot figure out how to interpret `", text, "' as a date or time"));
+}
+
 class Parser {
  public:
   Parser(std::vector<std::string> tokens, dfs::DfsClient* fs) : t_(std::move(tokens)), fs_(fs) {}
 
   absl::StatusOr<std::unique_ptr<Expr>> Parse() {
     if (t_.empty()) return Leaf(Op::kTrue);
-    auto e = Or();
+    auto e = Comma();
     if (!e.ok()) return e;
     if (i_ < t_.size()) {
       return absl::InvalidArgumentError(
           t_[i_] == ")" ? "unexpected ')'" : absl::StrCat("unexpected argument '", t_[i_], "'"));
     }
+    if (e.ok()) ARDMA_RETURN_IF_ERROR(CompileRegexes(**e));
     return e;
   }
   bool has_action() const { return has_action_; }
   uint32_t min_depth = 0, max_depth = UINT32_MAX;
+  bool depth_first = false;  // -depth (or -delete): a directory after its contents
 
  private:
   static std::unique_ptr<Expr> Leaf(Op op) {
@@ -73,6 +100,15 @@ class Parser {
     return false;
   }
 
+  absl::StatusOr<std::unique_ptr<Expr>> Comma() {
+    ARDMA_ASSIGN_OR_RETURN(auto left, Or());
+    while (At({","})) {
+      ++i_;
+      ARDMA_ASSIGN_OR_RETURN(auto right, Or());
+      left = Node(Op::kComma, std::move(left), std::move(right));
+    }
+    return left;
+  }
   absl::StatusOr<std::unique_ptr<Expr>> Or() {
     ARDMA_ASSIGN_OR_RETURN(auto left, And());
     while (At({"-o", "-or"})) {
@@ -84,7 +120,7 @@ class Parser {
   }
   absl::StatusOr<std::unique_ptr<Expr>> And() {
     ARDMA_ASSIGN_OR_RETURN(auto left, Not());
-    while (i_ < t_.size() && !At({"-o", "-or", ")"})) {
+    while (i_ < t_.size() && !At({"-o", "-or", ")", ","})) {
       if (At({"-a", "-and"})) ++i_;
       ARDMA_ASSIGN_OR_RETURN(auto right, Not());
       left = Node(Op::kAnd, std::move(left), std::move(right));
@@ -153,26 +189,105 @@ class Parser {
     if (i_ >= t_.size()) return absl::InvalidArgumentError("expected an expression");
     std::string tok = t_[i_++];
     if (tok == "(") {
-      ARDMA_ASSIGN_OR_RETURN(auto e, Or());
+      ARDMA_ASSIGN_OR_RETURN(auto e, Comma());
       if (!At({")"})) return absl::InvalidArgumentError("missing ')'");
       ++i_;
       return e;
     }
-    if (tok == "-name" || tok == "-iname" || tok == "-path" || tok == "-wholename") {
+    if (tok == "-name" || tok == "-iname" || tok == "-path" || tok == "-wholename" ||
+        tok == "-ipath" || tok == "-iwholename") {
       ARDMA_ASSIGN_OR_RETURN(std::string glob, Arg(tok));
-      auto e = Leaf(tok == "-name" ? Op::kName : tok == "-iname" ? Op::kIname : Op::kPath);
+      auto e = Leaf(tok == "-name"    ? Op::kName
+                    : tok == "-iname" ? Op::kIname
+                    : tok[1] == 'i'   ? Op::kIpath
+                                      : Op::kPath);
       e->text = glob;
       return e;
     }
     if (tok == "-type") {
-      absl::StatusOr<std::string> type = Arg(tok);
-      if (!type.ok()) return type.status();
-      if (*type != "f" && *type != "d") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("invalid argument `", *type, "' to `-type'"));
-      }
+      ARDMA_ASSIGN_OR_RETURN(std::string type, Arg(tok));
       auto e = Leaf(Op::kType);
-      e->type = (*type)[0];
+      for (size_t k = 0; k < type.size(); k += 2) {  // "f", "f,d,l"
+        if (std::string_view("bcdpflsD").find(type[k]) == std::string_view::npos ||
+            (k + 1 < type.size() && type[k + 1] != ',')) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("Unknown argument to -type: ", std::string(1, type[k])));
+        }
+        e->text += type[k];
+      }
+      if (type.empty() || type.back() == ',') {
+        return absl::InvalidArgumentError("Last file type in list argument to -type is missing");
+      }
+      return e;
+    }
+    if (tok == "-regextype") {
+      ARDMA_ASSIGN_OR_RETURN(std::string name, Arg(tok));
+      static const std::pair<const char*, RegexType> kTypes[] = {
+          {"emacs", RegexType::kEmacs}, {"posix-basic", RegexType::kPosixBasic},
+          {"posix-extended", RegexType::kPosixExtended}, {"posix-egrep", RegexType::kPosixEgrep},
+          {"posix-awk", RegexType::kPosixAwk}, {"grep", RegexType::kGrep},
+          {"egrep", RegexType::kEgrep}, {"findutils-default", RegexType::kFindutilsDefault}};
+      for (const auto& [n, t] : kTypes) {
+        if (name == n) {
+          regex_type_ = t;
+          return Leaf(Op::kTrue);
+        }
+      }
+      return absl::InvalidArgumentError(absl::StrCat("Unknown regular expression type ", name));
+    }
+    if (tok == "-regex" || tok == "-iregex") {
+      ARDMA_ASSIGN_OR_RETURN(std::string re, Arg(tok));
+      auto e = Leaf(tok == "-regex" ? Op::kRegex : Op::kIregex);
+      e->text = re;
+      e->n = static_cast<uint64_t>(regex_type_);
+      return e;
+    }
+    if (tok == "-newermt") {
+      ARDMA_ASSIGN_OR_RETURN(std::string when, Arg(tok));
+      auto e = Leaf(Op::kNewer);
+      ARDMA_ASSIGN_OR_RETURN(e->time, ParseDate(when));
+      return e;
+    }
+    if (tok == "-prune") return Leaf(Op::kPrune);
+    if (tok == "-depth" || tok == "-d") {
+      depth_first = true;
+      return Leaf(Op::kTrue);
+    }
+    if (tok == "-printf") {
+      ARDMA_ASSIGN_OR_RETURN(std::string format, Arg(tok));
+      has_action_ = true;
+      auto e = Leaf(Op::kPrintf);
+      e->text = format;
+      return e;
+    }
+    if (tok == "-ls") {
+      has_action_ = true;
+      return Leaf(Op::kLs);
+    }
+    if (tok == "-delete") {
+      has_action_ = true;
+      depth_first = true;
+      return Leaf(Op::kDelete);
+    }
+    if (tok == "-exec" || tok == "-execdir" || tok == "-ok" || tok == "-okdir") {
+      auto e = Leaf(tok == "-exec" || tok == "-execdir" ? Op::kExec : Op::kOk);
+      for (;;) {
+        if (i_ >= t_.size()) {
+          return absl::InvalidArgumentError(absl::StrCat("missing argument to `", tok, "'"));
+        }
+        std::string a = t_[i_++];
+        if (a == ";") break;
+        if (a == "+" && !e->argv.empty() && e->argv.back() == "{}" && e->op == Op::kExec) {
+          e->batch = true;
+          break;
+        }
+        e->argv.push_back(a);
+      }
+      if (e->argv.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("missing argument to `", tok, "'"));
+      }
+      e->index = exec_count_++;
+      has_action_ = true;
       return e;
     }
     if (tok == "-size" || tok == "-mtime" || tok == "-mmin") {
@@ -220,6 +335,8 @@ class Parser {
   std::vector<std::string> t_;
   size_t i_ = 0;
   bool has_action_ = false;
+  RegexType regex_type_ = RegexType::kEmacs;
+  int exec_count_ = 0;
   dfs::DfsClient* fs_;
 };
 
@@ -232,6 +349,7 @@ absl::StatusOr<Expression> ParseExpression(std::vector<std::string> tokens, dfs:
   out.has_action = parser.has_action();
   out.min_depth = parser.min_depth;
   out.max_depth = parser.max_depth;
+  out.depth_first = parser.depth_first;
   return out;
 }
 
@@ -300,7 +418,7 @@ int RunCommand(const Command& c) {
     std::cerr << "ardma-find: " << client.status().message() << "\n";
     return 1;
   }
-  dfs::DfsClient fs(client->get(), Mode::kActive, c.fs);
+  dfs::DfsClient fs(client->get(), c.mode, c.fs);
   absl::StatusOr<Expression> expr = ParseExpression(c.expression, &fs);
   if (!expr.ok()) {
     std::cerr << "ardma-find: " << expr.status().message() << "\n";
@@ -320,9 +438,23 @@ int RunCommand(const Command& c) {
       status = 1;
       continue;
     }
+    std::string path = root.substr(4);
+    if (path.size() > 1 && path.back() == '/') {  // "file/" is not a directory, as for find
+      absl::StatusOr<dfs::Stat> st = fs.Lookup(path);
+      if (st.ok() && st->type != dfs::FileType::kDirectory) {
+        std::cerr << "ardma-find: '" << root << "': Not a directory\n";
+        status = 1;
+        continue;
+      }
+    }
+    if (NeedsClient(*expr->expr) || expr->depth_first) {
+      if (WalkHere(fs, *expr, path, root, req.now) != 0) status = 1;
+      continue;
+    }
     req.root = root.substr(4);
     req.display = root;
     req.cursor.clear();
+    req.pruned.clear();
     for (;;) {
       absl::StatusOr<std::string> reply =
           Invoke(**client, c.mode, active_libraries::find(), "find.scan", EncodeRequest(req));
@@ -344,10 +476,11 @@ int RunCommand(const Command& c) {
       }
       for (const auto& m : batch->matches) {
         std::fwrite(m.path.data(), 1, m.path.size(), stdout);
-        std::fputc(m.terminator, stdout);
+        if (m.terminator != Match::kRaw) std::fputc(m.terminator, stdout);
       }
       if (batch->done) break;
       req.cursor = batch->next;
+      req.pruned = std::move(batch->pruned);
     }
   }
   std::fflush(stdout);

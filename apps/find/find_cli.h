@@ -38,6 +38,7 @@ struct Expression {
   std::unique_ptr<Expr> expr;
   bool has_action = false;  // -print or -print0 given (else matches are printed)
   uint32_t min_depth = 0, max_depth = UINT32_MAX;
+  bool depth_first = false;  // -depth, -delete
 };
 // Parses a GNU find expression; -newer looks its file up through `fs` (null: the syntax is
 // checked and -newer's time left unset).

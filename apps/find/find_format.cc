@@ -1,6 +1,10 @@
 #include "apps/find/find_format.h"
 
 #include <fnmatch.h>
+#include <regex.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
@@ -16,6 +20,7 @@ void Put(ByteWriter& w, const Expr& e) {
   switch (e.op) {
     case Op::kAnd:
     case Op::kOr:
+    case Op::kComma:
       Put(w, *e.kids[0]);
       Put(w, *e.kids[1]);
       break;
@@ -25,10 +30,15 @@ void Put(ByteWriter& w, const Expr& e) {
     case Op::kName:
     case Op::kIname:
     case Op::kPath:
+    case Op::kIpath:
+    case Op::kType:
+    case Op::kPrintf:
       w.Bytes32(e.text);
       break;
-    case Op::kType:
-      w.U8(static_cast<uint8_t>(e.type));
+    case Op::kRegex:
+    case Op::kIregex:
+      w.Bytes32(e.text);
+      w.U8(static_cast<uint8_t>(e.n));
       break;
     case Op::kSize:
     case Op::kMtime:
@@ -53,7 +63,8 @@ absl::StatusOr<std::unique_ptr<Expr>> Get(ByteReader& r, int depth) {
   e->op = static_cast<Op>(op);
   switch (e->op) {
     case Op::kAnd:
-    case Op::kOr: {
+    case Op::kOr:
+    case Op::kComma: {
       ARDMA_ASSIGN_OR_RETURN(auto a, Get(r, depth + 1));
       ARDMA_ASSIGN_OR_RETURN(auto b, Get(r, depth + 1));
       e->kids.push_back(std::move(a));
@@ -67,16 +78,24 @@ absl::StatusOr<std::unique_ptr<Expr>> Get(ByteReader& r, int depth) {
     }
     case Op::kName:
     case Op::kIname:
-    case Op::kPath: {
+    case Op::kPath:
+    case Op::kIpath:
+    case Op::kType:
+    case Op::kPrintf: {
       std::string_view t;
       if (!r.Bytes32(&t)) return absl::InvalidArgumentError("find: bad pattern");
       e->text = std::string(t);
       break;
     }
-    case Op::kType: {
-      uint8_t t;
-      if (!r.U8(&t)) return absl::InvalidArgumentError("find: bad -type");
-      e->type = static_cast<char>(t);
+    case Op::kRegex:
+    case Op::kIregex: {
+      std::string_view t;
+      uint8_t type;
+      if (!r.Bytes32(&t) || !r.U8(&type) || type > 7) {
+        return absl::InvalidArgumentError("find: bad regex");
+      }
+      e->text = std::string(t);
+      e->n = type;
       break;
     }
     case Op::kSize:
@@ -98,10 +117,12 @@ absl::StatusOr<std::unique_ptr<Expr>> Get(ByteReader& r, int depth) {
     case Op::kEmpty:
     case Op::kTrue:
     case Op::kFalse:
+    case Op::kPrune:
     case Op::kPrint:
     case Op::kPrint0:
+    case Op::kLs:
       break;
-    default:
+    default:  // -exec, -ok and -delete never travel
       return absl::InvalidArgumentError("find: unknown expression node");
   }
   return e;
@@ -118,7 +139,66 @@ std::string_view Basename(std::string_view path) {
   return path.substr(slash + 1);
 }
 
+// GNU regex syntax bits for each -regextype (findutils' table).
+reg_syntax_t Syntax(RegexType t) {
+  switch (t) {
+    case RegexType::kPosixBasic: return RE_SYNTAX_POSIX_BASIC;
+    case RegexType::kPosixExtended: return RE_SYNTAX_POSIX_EXTENDED;
+    case RegexType::kPosixEgrep: return RE_SYNTAX_POSIX_EGREP;
+    case RegexType::kPosixAwk: return RE_SYNTAX_POSIX_AWK;
+    case RegexType::kGrep: return RE_SYNTAX_GREP;
+    case RegexType::kEgrep: return RE_SYNTAX_EGREP;
+    case RegexType::kEmacs:
+    case RegexType::kFindutilsDefault: break;
+  }
+  return RE_SYNTAX_EMACS;
+}
+
+struct CompiledRegex {
+  re_pattern_buffer buf{};
+  ~CompiledRegex() { regfree(&buf); }
+};
+
+// re_compile_pattern reads the process-wide re_syntax_options: one compile at a time.
+absl::Mutex regex_mu;
+
+absl::StatusOr<std::shared_ptr<CompiledRegex>> Compile(std::string_view pattern, RegexType type,
+                                                       bool icase) {
+  auto re = std::make_shared<CompiledRegex>();
+  absl::MutexLock lock(&regex_mu);
+  re_syntax_options = Syntax(type) | (icase ? RE_ICASE : 0);
+  const char* error = re_compile_pattern(pattern.data(), pattern.size(), &re->buf);
+  if (error != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid regular expression `",
+                                                   ToAbsl(pattern), "': ", error));
+  }
+  return re;
+}
+
+// The whole path must match, as GNU find's -regex.
+bool RegexMatches(const Expr& e, std::string_view path) {
+  auto* re = static_cast<const CompiledRegex*>(e.regex.get());
+  if (re == nullptr) return false;
+  regoff_t n = re_match(const_cast<re_pattern_buffer*>(&re->buf), path.data(),
+                        static_cast<regoff_t>(path.size()), 0, nullptr);
+  return n == static_cast<regoff_t>(path.size());
+}
+
 }  // namespace
+
+absl::Status CheckRegex(std::string_view pattern, RegexType type, bool icase) {
+  return Compile(pattern, type, icase).status();
+}
+
+absl::Status CompileRegexes(Expr& e) {
+  if (e.op == Op::kRegex || e.op == Op::kIregex) {
+    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<CompiledRegex> re,
+                           Compile(e.text, static_cast<RegexType>(e.n), e.op == Op::kIregex));
+    e.regex = std::move(re);
+  }
+  for (auto& k : e.kids) ARDMA_RETURN_IF_ERROR(CompileRegexes(*k));
+  return absl::OkStatus();
+}
 
 std::string EncodeExpr(const Expr& e) {
   std::string out;
@@ -131,6 +211,7 @@ absl::StatusOr<std::unique_ptr<Expr>> DecodeExpr(std::string_view bytes) {
   ByteReader r(bytes);
   ARDMA_ASSIGN_OR_RETURN(auto e, Get(r, 0));
   if (!r.AtEnd()) return absl::InvalidArgumentError("find: trailing expression bytes");
+  ARDMA_RETURN_IF_ERROR(CompileRegexes(*e));
   return e;
 }
 
@@ -147,6 +228,8 @@ std::string EncodeRequest(const Request& q) {
   w.U64(static_cast<uint64_t>(absl::ToUnixNanos(q.now)));
   w.Bytes32(q.cursor);
   w.U32(q.max_entries);
+  w.U32(static_cast<uint32_t>(q.pruned.size()));
+  for (const std::string& p : q.pruned) w.Str16(p);
   return out;
 }
 
@@ -158,9 +241,17 @@ absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
   uint64_t now;
   if (!r.Str16(&fs) || !r.Str16(&root) || !r.Str16(&display) || !r.Bytes32(&expr) ||
       !r.U8(&implicit) || !r.U32(&q.min_depth) || !r.U32(&q.max_depth) || !r.U64(&now) ||
-      !r.Bytes32(&cursor) || !r.U32(&q.max_entries) || !r.AtEnd()) {
+      !r.Bytes32(&cursor) || !r.U32(&q.max_entries)) {
     return absl::InvalidArgumentError("find: bad request");
   }
+  uint32_t pruned;
+  if (!r.U32(&pruned)) return absl::InvalidArgumentError("find: bad request");
+  for (uint32_t i = 0; i < pruned; ++i) {
+    std::string_view p;
+    if (!r.Str16(&p)) return absl::InvalidArgumentError("find: bad request");
+    q.pruned.emplace_back(p);
+  }
+  if (!r.AtEnd()) return absl::InvalidArgumentError("find: bad request");
   q.fs = std::string(fs);
   q.root = std::string(root);
   q.display = std::string(display);
@@ -178,9 +269,11 @@ std::string EncodeBatch(const Batch& b) {
   w.U8(b.done ? 1 : 0);
   w.U32(static_cast<uint32_t>(b.matches.size()));
   for (const Match& m : b.matches) {
-    w.Str16(m.path);
+    w.Bytes32(m.path);
     w.U8(static_cast<uint8_t>(m.terminator));
   }
+  w.U32(static_cast<uint32_t>(b.pruned.size()));
+  for (const std::string& p : b.pruned) w.Str16(p);
   return out;
 }
 
@@ -196,58 +289,117 @@ absl::StatusOr<Batch> DecodeBatch(std::string_view bytes) {
   for (uint32_t i = 0; i < n; ++i) {
     std::string_view p;
     uint8_t t;
-    if (!r.Str16(&p) || !r.U8(&t)) return absl::DataLossError("find: bad match");
+    if (!r.Bytes32(&p) || !r.U8(&t)) return absl::DataLossError("find: bad match");
     b.matches.push_back({std::string(p), static_cast<char>(t)});
+  }
+  uint32_t pruned;
+  if (!r.U32(&pruned)) return absl::DataLossError("find: bad batch");
+  for (uint32_t i = 0; i < pruned; ++i) {
+    std::string_view p;
+    if (!r.Str16(&p)) return absl::DataLossError("find: bad batch");
+    b.pruned.emplace_back(p);
   }
   if (!r.AtEnd()) return absl::DataLossError("find: trailing bytes");
   return b;
 }
 
-bool Evaluate(const Expr& e, const dfs::FoundEntry& entry, std::string_view path, absl::Time now,
-              std::vector<Match>* out) {
+bool NeedsClient(const Expr& e) {
+  if (e.op == Op::kExec || e.op == Op::kOk || e.op == Op::kDelete) return true;
+  for (const auto& k : e.kids) {
+    if (NeedsClient(*k)) return true;
+  }
+  return false;
+}
+
+bool OutsidePruned(std::vector<std::string>& pruned, std::string_view path) {
+  while (!pruned.empty()) {
+    const std::string& dir = pruned.back();
+    if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+        (path[dir.size()] == '/' || dir.back() == '/')) {
+      return false;
+    }
+    pruned.pop_back();  // the walk has left it
+  }
+  return true;
+}
+
+bool Evaluate(const Expr& e, const dfs::FoundEntry& entry, std::string_view path,
+              std::string_view root, Env& env, std::vector<Match>* out) {
   switch (e.op) {
     case Op::kAnd:
-      return Evaluate(*e.kids[0], entry, path, now, out) &&
-             Evaluate(*e.kids[1], entry, path, now, out);
+      return Evaluate(*e.kids[0], entry, path, root, env, out) &&
+             Evaluate(*e.kids[1], entry, path, root, env, out);
     case Op::kOr:
-      return Evaluate(*e.kids[0], entry, path, now, out) ||
-             Evaluate(*e.kids[1], entry, path, now, out);
+      return Evaluate(*e.kids[0], entry, path, root, env, out) ||
+             Evaluate(*e.kids[1], entry, path, root, env, out);
+    case Op::kComma:
+      Evaluate(*e.kids[0], entry, path, root, env, out);
+      return Evaluate(*e.kids[1], entry, path, root, env, out);
     case Op::kNot:
-      return !Evaluate(*e.kids[0], entry, path, now, out);
+      return !Evaluate(*e.kids[0], entry, path, root, env, out);
     case Op::kName:
     case Op::kIname:
       return ::fnmatch(e.text.c_str(), std::string(Basename(path)).c_str(),
                        e.op == Op::kIname ? FNM_CASEFOLD : 0) == 0;
     case Op::kPath:
-      return ::fnmatch(e.text.c_str(), std::string(path).c_str(), 0) == 0;
-    case Op::kType:
-      return (e.type == 'd') == (entry.type == dfs::FileType::kDirectory);
+    case Op::kIpath:
+      return ::fnmatch(e.text.c_str(), std::string(path).c_str(),
+                       e.op == Op::kIpath ? FNM_CASEFOLD : 0) == 0;
+    case Op::kRegex:
+    case Op::kIregex:
+      return RegexMatches(e, path);
+    case Op::kType: {
+      char t = entry.type == dfs::FileType::kDirectory ? 'd'
+               : entry.type == dfs::FileType::kSymlink ? 'l'
+                                                       : 'f';
+      return e.text.find(t) != std::string::npos;
+    }
     case Op::kSize: {
       uint64_t units = e.unit == 1 ? entry.size : (entry.size + e.unit - 1) / e.unit;
       return Compare(e.cmp, units, e.n);
     }
-    case Op::kMtime:
-    case Op::kMmin: {
-      absl::Duration age = now - entry.mtime;
-      absl::Duration unit = e.op == Op::kMtime ? absl::Hours(24) : absl::Minutes(1);
-      // Whole days / minutes of age, fractions dropped (as GNU find's -mtime).
-      int64_t whole = age < absl::ZeroDuration() ? 0 : absl::IDivDuration(age, unit, &age);
+    case Op::kMtime: {
+      // Whole days of age, fractions dropped (GNU find's -mtime).
+      absl::Duration age = env.now - entry.mtime;
+      int64_t whole = age < absl::ZeroDuration() ? 0 : absl::IDivDuration(age, absl::Hours(24), &age);
       return Compare(e.cmp, static_cast<uint64_t>(whole), e.n);
+    }
+    case Op::kMmin: {
+      // GNU find's -mmin: -N younger than N minutes, +N older, N in ((N-1) min, N min].
+      absl::Duration age = env.now - entry.mtime;
+      absl::Duration n = absl::Minutes(static_cast<int64_t>(e.n));
+      if (e.cmp < 0) return age < n;
+      if (e.cmp > 0) return age > n;
+      return age > n - absl::Minutes(1) && age <= n;
     }
     case Op::kNewer:
       return entry.mtime > e.time;
     case Op::kEmpty:
-      return entry.size == 0;
+      return entry.size == 0 && entry.type != dfs::FileType::kSymlink;
     case Op::kTrue:
       return true;
     case Op::kFalse:
       return false;
+    case Op::kPrune:
+      if (entry.type == dfs::FileType::kDirectory) env.prune = true;
+      return true;
     case Op::kPrint:
       out->push_back({std::string(path), '\n'});
       return true;
     case Op::kPrint0:
       out->push_back({std::string(path), '\0'});
       return true;
+    case Op::kPrintf:
+      out->push_back({FormatPrintf(e.text, entry, path, root, env), Match::kRaw});
+      return true;
+    case Op::kLs:
+      out->push_back({FormatLs(entry, path, env), '\n'});
+      return true;
+    case Op::kExec:
+    case Op::kOk:
+      return env.actions != nullptr && env.actions->Exec(e, path);
+    case Op::kDelete:
+      return env.actions != nullptr && env.actions->Delete(entry, path);
   }
   return false;
 }

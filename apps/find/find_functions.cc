@@ -2,6 +2,7 @@
 // Call), tests every entry against the shipped expression and answers a batch of matches plus the
 // walk's cursor.
 #include <algorithm>
+#include <functional>
 
 #include "apps/find/find_format.h"
 #include "core/active/function_table.h"
@@ -29,14 +30,27 @@ absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
   Batch batch;
   batch.next = page.next;
   batch.done = page.done;
+  batch.pruned = std::move(req.pruned);
+  // A link's target, for %l and -ls: one more call, only when asked for.
+  std::function<std::string(const dfs::FoundEntry&)> link = [&](const dfs::FoundEntry& e) {
+    std::string args;
+    ByteWriter a(&args);
+    a.Str16(req.fs);
+    a.Str16(e.path);
+    absl::StatusOr<std::string> target = ctx.Call("dfs.readlink", args);
+    return target.ok() ? *target : std::string();
+  };
   for (const dfs::FoundEntry& e : page.entries) {
     std::string_view path = e.path;
-    if (e.depth < req.min_depth) continue;
     // Printed as find prints it: the starting point as given, then the rest of the path.
     std::string shown = req.display + std::string(path.substr(std::min(path.size(), req.root.size())));
+    if (!OutsidePruned(batch.pruned, shown)) continue;
+    if (e.depth < req.min_depth) continue;
+    Env env{.now = req.now, .link_target = &link};
     std::vector<Match> printed;
-    bool matched = Evaluate(*expr, e, shown, req.now, &printed);
+    bool matched = Evaluate(*expr, e, shown, req.display, env, &printed);
     if (req.implicit_print && matched) printed.push_back({shown, '\n'});
+    if (env.prune) batch.pruned.push_back(shown);
     for (Match& m : printed) batch.matches.push_back(std::move(m));
   }
   return EncodeBatch(batch);

@@ -114,6 +114,7 @@ std::string EncodeFindPage(const FindPage& page) {
     w.U32(e.depth);
     w.U32(e.mode);
     w.U64(static_cast<uint64_t>(absl::ToUnixNanos(e.mtime)));
+    w.U64(e.ino);
   }
   return out;
 }
@@ -135,7 +136,7 @@ absl::StatusOr<FindPage> DecodeFindPage(std::string_view bytes) {
     uint8_t type;
     uint64_t mtime;
     if (!r.Str16(&path) || !r.U8(&type) || !r.U64(&e.size) || !r.U32(&e.depth) || !r.U32(&e.mode) ||
-        !r.U64(&mtime) || !ValidFileType(type)) {
+        !r.U64(&mtime) || !r.U64(&e.ino) || !ValidFileType(type)) {
       return absl::DataLossError("dfs: bad find entry");
     }
     e.path = std::string(path);

@@ -104,6 +104,7 @@ struct FoundEntry {
   uint32_t depth = 0;  // 0 for the starting point
   uint32_t mode = 0;
   absl::Time mtime;
+  uint64_t ino = 0;
 };
 struct FindPage {
   std::vector<FoundEntry> entries;

@@ -16,7 +16,8 @@
 //   dfs.copy     from:Str16 to:Str16                         -> stat of the copy
 //   dfs.find     path:Str16 cursor:Bytes32 max:u32 [max_depth:u32]
 //                                                            -> next:Bytes32 done:u8 n:u32
-//                                    n x (path:Str16 type:u8 size:u64 depth:u32 mode:u32 mtime:u64)
+//                                    n x (path:Str16 type:u8 size:u64 depth:u32 mode:u32 mtime:u64
+//                                             ino:u64)
 //   dfs.usage    ()                                          -> files dirs blocks heap_allocated
 //   dfs.setattr  path:Str16 mode:u32 mtime_ns:u64 (0: keep)  -> ""
 //   dfs.copytree from:Str16 to:Str16 no_clobber:u8 preserve:u8 [umask:u32] -> files:u64 dirs:u64

@@ -37,7 +37,8 @@ absl::StatusOr<FindPage> Find(Context& ctx, const Fs& fs, std::string_view path,
   std::vector<Frame> stack;
   std::vector<FoundEntry> found;
   auto entry = [](std::string path, const Inode& n, uint32_t depth) {
-    return FoundEntry{std::move(path), n.type, n.size, depth, n.mode, absl::FromUnixNanos(n.mtime)};
+    return FoundEntry{std::move(path), n.type,  n.size, depth,
+                      n.mode,          absl::FromUnixNanos(n.mtime), n.ino};
   };
   if (cursor.empty()) {
     ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
