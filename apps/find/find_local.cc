@@ -54,9 +54,7 @@ class LocalActions : public Actions {
     }
     if (e.op == Op::kOk) {
       std::fflush(stdout);
-      std::string prompt = "< ";
-      for (const std::string& a : argv) absl::StrAppend(&prompt, a, " ");
-      std::cerr << prompt.substr(0, prompt.size() - 1) << " > ? " << std::flush;
+      std::cerr << "< " << e.argv[0] << " ... " << path << " > ? " << std::flush;  // as GNU
       std::string answer;
       if (!std::getline(std::cin, answer) || answer.empty() ||
           (answer[0] != 'y' && answer[0] != 'Y')) {
