@@ -92,21 +92,20 @@ std::string Quoted(std::string_view name) {
   return out;
 }
 
-namespace {
-
-int64_t MtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-}
-
-// The strerror text cp prints for a DFS error.
-std::string Reason(const absl::Status& s) {
+std::string ErrnoText(const absl::Status& s) {
   if (absl::IsNotFound(s)) return "No such file or directory";
   if (absl::IsResourceExhausted(s)) return "No space left on device";
-  std::string m(FromAbsl(s.message()));
+  std::string m(s.message());
   if (absl::StrContains(m, "too many levels")) return "Too many levels of symbolic links";
   if (absl::StrContains(m, "not a directory")) return "Not a directory";
   if (absl::StrContains(m, "is a directory")) return "Is a directory";
   return m;
+}
+
+namespace {
+
+int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }
 
 // A whole local file: mmap'd when its size is known, else read to the end (/proc files say 0).
@@ -162,7 +161,7 @@ struct Copier::Source {
   int64_t mtime_ns = 0;
   uint64_t size = 0, ino = 0;
   std::string path;      // the path to read (a followed DFS link: its target)
-  struct stat local{};  // a local source's stat
+  struct stat local {};  // a local source's stat
 };
 
 Copier::Copier(dfs::DfsClient* fs, Options o) : fs_(fs), o_(o) {
@@ -213,7 +212,8 @@ absl::StatusOr<Copier::Source> Copier::StatSource(const Location& src, bool foll
   Source info;
   info.path = src.path;
   if (!src.remote) {
-    int rc = follow ? ::stat(src.path.c_str(), &info.local) : ::lstat(src.path.c_str(), &info.local);
+    int rc =
+        follow ? ::stat(src.path.c_str(), &info.local) : ::lstat(src.path.c_str(), &info.local);
     if (rc != 0) return absl::NotFoundError(std::strerror(errno));
     const struct stat& st = info.local;
     info.type = S_ISDIR(st.st_mode)   ? Source::kDir
@@ -247,13 +247,14 @@ absl::StatusOr<Copier::Source> Copier::StatSource(const Location& src, bool foll
 void Copier::CopyOperand(const Location& src, const Location& dst) { Copy(src, dst, true); }
 
 void Copier::Copy(const Location& src, const Location& dst, bool top) {
-  bool follow = o_.deref == Deref::kAlways ||
-                (top && (o_.deref == Deref::kCommandLine ||
-                         (o_.deref == Deref::kDefault && !o_.recursive)));
+  bool follow =
+      o_.deref == Deref::kAlways ||
+      (top && (o_.deref == Deref::kCommandLine || (o_.deref == Deref::kDefault && !o_.recursive)));
   absl::StatusOr<Source> info = StatSource(src, follow);
   if (!info.ok()) {
-    return Fail(absl::StrCat("cannot stat ", Quoted(src.display), ": ",
-                             src.remote ? Reason(info.status()) : std::string(info.status().message())));
+    return Fail(
+        absl::StrCat("cannot stat ", Quoted(src.display), ": ",
+                     src.remote ? ErrnoText(info.status()) : std::string(info.status().message())));
   }
   if (info->type == Source::kDir) {
     if (!o_.recursive) {
@@ -271,41 +272,42 @@ void Copier::Copy(const Location& src, const Location& dst, bool top) {
       ssize_t n = ::readlink(src.path.c_str(), target, sizeof(target) - 1);
       if (n <= 0) return Fail(absl::StrCat("cannot read symbolic link ", Quoted(src.display)));
       return upload_->Add(dfs::BatchKind::kSymlink, o_.no_clobber ? dfs::kBatchKeepExisting : 0,
-                          0777, 0, dst, std::string(target, static_cast<size_t>(n)),
-                          src.display);
+                          0777, 0, dst, std::string(target, static_cast<size_t>(n)), src.display);
     }
     if (info->size <= TreeUpload::kMaxBatchedFile) {
       LocalBytes bytes;
       if (absl::Status s = bytes.Load(src.path, info->local); !s.ok()) {
-        return Fail(absl::StrCat("cannot open ", Quoted(src.display), " for reading: ", s.message()));
+        return Fail(
+            absl::StrCat("cannot open ", Quoted(src.display), " for reading: ", s.message()));
       }
       if (bytes.view().size() <= TreeUpload::kMaxBatchedFile) {
         uint8_t flags = (o_.no_clobber ? dfs::kBatchKeepExisting : 0) |
                         (o_.preserve_mode ? dfs::kBatchSetMode : 0) |
                         (o_.preserve_timestamps ? dfs::kBatchSetMtime : 0);
         return upload_->Add(dfs::BatchKind::kPut, flags, NewMode(info->mode),
-                            static_cast<uint64_t>(info->mtime_ns), dst, bytes.Take(),
-                            src.display);
+                            static_cast<uint64_t>(info->mtime_ns), dst, bytes.Take(), src.display);
       }
     }
     upload_->Drain();  // a big file streams; the batches before it must have landed
   }
   std::optional<FileType> target = Kind(dst);
   if (target == FileType::kDirectory) {
-    return Fail(absl::StrCat("cannot overwrite directory ", Quoted(dst.display), " with non-directory"));
+    return Fail(
+        absl::StrCat("cannot overwrite directory ", Quoted(dst.display), " with non-directory"));
   }
   if (target && src.remote && dst.remote) {
     absl::StatusOr<dfs::Stat> d = fs_->Lookup(dst.path);
     if (d.ok() && d->ino == info->ino) {
-      return Fail(absl::StrCat(Quoted(src.display), " and ", Quoted(dst.display), " are the same file"));
+      return Fail(
+          absl::StrCat(Quoted(src.display), " and ", Quoted(dst.display), " are the same file"));
     }
   }
   if (target && o_.no_clobber) return;
   if (info->type == Source::kLink) return CopyLink(src, dst);
   absl::Status s = CopyFile(src, dst, *info, target.has_value());
   if (!s.ok()) {
-    return Fail(
-        absl::StrCat("cannot copy ", Quoted(src.display), " to ", Quoted(dst.display), ": ", s.message()));
+    return Fail(absl::StrCat("cannot copy ", Quoted(src.display), " to ", Quoted(dst.display), ": ",
+                             s.message()));
   }
   Verbose(src, dst);
 }
@@ -335,7 +337,7 @@ void Copier::CopyLink(const Location& src, const Location& dst) {
   }
   if (!s.ok()) {
     return Fail(absl::StrCat("cannot create symbolic link ", Quoted(dst.display), ": ",
-                             dst.remote ? Reason(s) : std::string(s.message())));
+                             dst.remote ? ErrnoText(s) : std::string(s.message())));
   }
   Verbose(src, dst);
 }
@@ -425,10 +427,11 @@ void Copier::CopyDir(const Location& src, const Location& dst, const Source& inf
         info.path, dst.path, o_.no_clobber, o_.preserve_mode || o_.preserve_timestamps, umask_);
     if (!copied.ok()) {
       if (absl::StrContains(copied.status().message(), "into itself")) {
-        return Fail(absl::StrCat("cannot copy a directory, ", Quoted(src.display), ", into itself, ",
-                                 Quoted(dst.display)));
+        return Fail(absl::StrCat("cannot copy a directory, ", Quoted(src.display),
+                                 ", into itself, ", Quoted(dst.display)));
       }
-      return Fail(absl::StrCat("cannot copy ", Quoted(src.display), ": ", copied.status().message()));
+      return Fail(
+          absl::StrCat("cannot copy ", Quoted(src.display), ": ", copied.status().message()));
     }
     if (o_.verbose) {  // one line per entry, as cp prints them
       std::string cursor;
@@ -452,7 +455,8 @@ void Copier::CopyDir(const Location& src, const Location& dst, const Source& inf
                                           ? absl::OkStatus()
                                           : absl::InternalError(std::strerror(errno)));
     if (!made.ok()) {
-      return Fail(absl::StrCat("cannot create directory ", Quoted(dst.display), ": ", made.message()));
+      return Fail(
+          absl::StrCat("cannot create directory ", Quoted(dst.display), ": ", made.message()));
     }
   }
   Verbose(src, dst);
@@ -472,9 +476,9 @@ void Copier::CopyDir(const Location& src, const Location& dst, const Source& inf
   // bits it was made with to let the copy in.
   if (dst.remote) {
     if (!target || o_.preserve_mode || o_.preserve_timestamps) {
-      fs_->SetAttributes(dst.path, NewMode(info.mode),
-                         o_.preserve_timestamps ? absl::FromUnixNanos(info.mtime_ns)
-                                                : absl::InfinitePast())
+      fs_->SetAttributes(
+             dst.path, NewMode(info.mode),
+             o_.preserve_timestamps ? absl::FromUnixNanos(info.mtime_ns) : absl::InfinitePast())
           .IgnoreError();
     }
     return;
@@ -490,8 +494,7 @@ void Copier::CopyDir(const Location& src, const Location& dst, const Source& inf
 
 // A local directory into the DFS: every change goes through the batches, in walk order; the
 // directory's own attributes follow its contents.
-void Copier::UploadTree(const Location& src, const Location& dst, const Source& info,
-                        bool fresh) {
+void Copier::UploadTree(const Location& src, const Location& dst, const Source& info, bool fresh) {
   bool outermost = upload_ == nullptr;
   bool was_fresh = fresh_;
   fresh_ = fresh;

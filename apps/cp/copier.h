@@ -41,6 +41,8 @@ std::string Basename(const std::string& path);
 // A name as GNU cp shows it in messages (quotearg's shell-escape-always style): 'name', "it's",
 // 'tab'$'\t''here'; bytes above 0x7f are escaped unless the locale is UTF-8.
 std::string Quoted(std::string_view name);
+// The strerror(3) text cp prints for a DFS error ("No such file or directory", ...).
+std::string ErrnoText(const absl::Status& s);
 
 class TreeUpload;
 
@@ -68,8 +70,7 @@ class Copier {
   void Copy(const Location& src, const Location& dst, bool top);
   void CopyDir(const Location& src, const Location& dst, const Source& info);
   void CopyLink(const Location& src, const Location& dst);
-  absl::Status CopyFile(const Location& src, const Location& dst, const Source& info,
-                        bool exists);
+  absl::Status CopyFile(const Location& src, const Location& dst, const Source& info, bool exists);
   absl::Status Upload(const Location& src, const Location& dst, const Source& info);
   absl::Status Download(const Location& src, const Location& dst, const Source& info);
   void UploadTree(const Location& src, const Location& dst, const Source& info, bool fresh);

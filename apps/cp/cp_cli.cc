@@ -69,8 +69,8 @@ absl::Status Preserve(std::string_view list, bool on, Options* o) {
     } else if (item == "all") {
       o->preserve_mode = o->preserve_timestamps = on;
     } else if (item != "ownership" && item != "links" && item != "context" && item != "xattr") {
-      return absl::InvalidArgumentError(absl::StrCat("invalid argument '", ToAbsl(item),
-                                                     "' for '--preserve'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid argument '", ToAbsl(item), "' for '--preserve'"));
     }
   }
   return absl::OkStatus();
@@ -84,12 +84,12 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   std::vector<std::string>& operands = c.operands;
   bool options_done = false;
   // A long option's value: after '=' or in the next argument.
-  auto value = [&](int& i, const std::string& a, std::string_view name)
-      -> absl::StatusOr<std::string> {
+  auto value = [&](int& i, const std::string& a,
+                   std::string_view name) -> absl::StatusOr<std::string> {
     if (a.size() > name.size() && a[name.size()] == '=') return a.substr(name.size() + 1);
     if (i + 1 >= argc) {
-      return absl::InvalidArgumentError(absl::StrCat("option '", ToAbsl(name),
-                                                     "' requires an argument"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("option '", ToAbsl(name), "' requires an argument"));
     }
     return std::string(argv[++i]);
   };
@@ -150,20 +150,38 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
       for (size_t k = 1; k < a.size(); ++k) {
         switch (a[k]) {
           case 'r':
-          case 'R': o.recursive = true; break;
-          case 'n': o.no_clobber = true; break;
-          case 'f': o.force = true; break;
-          case 'p': o.preserve_mode = o.preserve_timestamps = true; break;
-          case 'v': o.verbose = true; break;
+          case 'R':
+            o.recursive = true;
+            break;
+          case 'n':
+            o.no_clobber = true;
+            break;
+          case 'f':
+            o.force = true;
+            break;
+          case 'p':
+            o.preserve_mode = o.preserve_timestamps = true;
+            break;
+          case 'v':
+            o.verbose = true;
+            break;
           case 'a':
             o.recursive = o.preserve_mode = o.preserve_timestamps = true;
             o.deref = Deref::kNever;
             break;
           case 'd':
-          case 'P': o.deref = Deref::kNever; break;
-          case 'L': o.deref = Deref::kAlways; break;
-          case 'H': o.deref = Deref::kCommandLine; break;
-          case 'T': c.no_target_directory = true; break;
+          case 'P':
+            o.deref = Deref::kNever;
+            break;
+          case 'L':
+            o.deref = Deref::kAlways;
+            break;
+          case 'H':
+            o.deref = Deref::kCommandLine;
+            break;
+          case 'T':
+            c.no_target_directory = true;
+            break;
           case 't':  // -tDIR or -t DIR
             if (k + 1 < a.size()) {
               c.target_directory = a.substr(k + 1);
@@ -184,8 +202,9 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
     }
   }
   if (!c.target_directory.empty() && c.no_target_directory) {
-    return absl::InvalidArgumentError("cannot combine --target-directory (-t) and "
-                                      "--no-target-directory (-T)");
+    return absl::InvalidArgumentError(
+        "cannot combine --target-directory (-t) and "
+        "--no-target-directory (-T)");
   }
   if (!c.target_directory.empty()) {
     if (operands.empty()) return absl::InvalidArgumentError("missing file operand");
@@ -248,10 +267,10 @@ int RunCommand(const Command& c) {
       continue;
     }
     Location target = into ? Join(dest, Basename(src.path)) : dest;
-    if (!into && trailing_slash && copier.Kind(src).value_or(FileType::kFile) !=
-                                       FileType::kDirectory) {
-      copier.Fail(absl::StrCat("cannot create regular file ", Quoted(dest.display),
-                               ": Not a directory"));
+    if (!into && trailing_slash &&
+        copier.Kind(src).value_or(FileType::kFile) != FileType::kDirectory) {
+      copier.Fail(
+          absl::StrCat("cannot create regular file ", Quoted(dest.display), ": Not a directory"));
       continue;
     }
     copier.CopyOperand(src, target);

@@ -2,7 +2,8 @@
 // to files, to directories, dangling and up the tree, modes under the umask, odd names, empty and
 // multi-megabyte files) and a real tree with many links (/usr/share/zoneinfo), uploaded and
 // downloaded with -r, -rp, -a and -rv, and copied on the server; cp's errors, message for message
-// and exit status for exit status. Both modes: the file system's code on the server and --mode=rdma.
+// and exit status for exit status. Both modes: the file system's code on the server and
+// --mode=rdma.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,8 +59,8 @@ class CpGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mode
   }
   Run Ours(const std::string& args) {
     Run r;
-    r.code = RunCommandSplit("cd " + dir_ + " && LC_ALL=C timeout 120 " + cp_ + args, &r.out,
-                             &r.err);
+    r.code =
+        RunCommandSplit("cd " + dir_ + " && LC_ALL=C timeout 120 " + cp_ + args, &r.out, &r.err);
     return r;
   }
 
@@ -119,10 +120,11 @@ TEST_P(CpGoldenTest, CraftedTreeUpAndDownMatchesGnuCp) {
     EXPECT_EQ(u.code, g.code) << u.err;
     EXPECT_EQ(u.err, g.err);
     if (opts == "-rv") {  // one line per entry, as GNU's (whose order is the directory's)
-      std::vector<std::string> want = absl::StrSplit(g.out, '\n'), got = absl::StrSplit(u.out, '\n');
+      std::vector<std::string> want = absl::StrSplit(g.out, '\n'),
+                               got = absl::StrSplit(u.out, '\n');
       for (std::string& line : want) {
-        line = absl::StrReplaceAll(line, {{"-> '" + gnu, "-> 'dfs:" + up},
-                                          {"-> \"" + gnu, "-> \"dfs:" + up}});
+        line = absl::StrReplaceAll(
+            line, {{"-> '" + gnu, "-> 'dfs:" + up}, {"-> \"" + gnu, "-> \"dfs:" + up}});
       }
       std::sort(want.begin(), want.end());
       std::sort(got.begin(), got.end());
@@ -158,9 +160,9 @@ TEST_P(CpGoldenTest, ErrorsAndExitStatusMatchGnuCp) {
   ::chmod((dir_ + "/e/d0700").c_str(), 0700);
   ASSERT_EQ(Ours("-a e dfs:/e").code, 0);
   dir_ += "/e";  // GNU runs inside the local copy
-  for (std::string args : {"a nodir/", "a a", "a ./a", "dl x", "-r d0700 d0700/sub",
-                           "-r nonexist t", "-r d0700 a", "d0700 t5", "a b/", "a b c",
-                           "-n a b", "a b", "-T a d0700", "-t a b", "-r d0700 newdir/"}) {
+  for (std::string args :
+       {"a nodir/", "a a", "a ./a", "dl x", "-r d0700 d0700/sub", "-r nonexist t", "-r d0700 a",
+        "d0700 t5", "a b/", "a b c", "-n a b", "a b", "-T a d0700", "-t a b", "-r d0700 newdir/"}) {
     SCOPED_TRACE(args);
     Run g = Gnu(args);
     // The same command on the DFS: every operand gets dfs:/e/ in front.
@@ -184,8 +186,9 @@ TEST_P(CpGoldenTest, SpecialFilesAreSkippedAndProcFilesCopiedWhole) {
   ASSERT_EQ(::mkfifo((dir_ + "/f/pipe").c_str(), 0644), 0);
   Run r = Ours("-r f dfs:/f");
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.err, "ardma-cp: cannot copy special file 'f/pipe': the file system holds no FIFOs, "
-                   "sockets or devices\n");
+  EXPECT_EQ(r.err,
+            "ardma-cp: cannot copy special file 'f/pipe': the file system holds no FIFOs, "
+            "sockets or devices\n");
   ASSERT_EQ(Ours("-r dfs:/f back").code, 0);
   fsys::remove(dir_ + "/f/pipe");
   EXPECT_EQ(TreeSnapshot(dir_ + "/back"), TreeSnapshot(dir_ + "/f"));  // all but the FIFO
@@ -202,7 +205,8 @@ TEST_P(CpGoldenTest, SpecialFilesAreSkippedAndProcFilesCopiedWhole) {
 // A real tree the other tests do not use, with hundreds of symbolic links.
 TEST_P(CpGoldenTest, RealTreeWithLinksMatchesGnuCpArchive) {
   // All of it in active mode; in RDMA mode (a round trip per step) one part of it.
-  std::string tree = GetParam() == Mode::kActive ? "/usr/share/zoneinfo" : "/usr/share/zoneinfo/America";
+  std::string tree =
+      GetParam() == Mode::kActive ? "/usr/share/zoneinfo" : "/usr/share/zoneinfo/America";
   if (!fsys::exists(tree)) GTEST_SKIP() << "no " << tree << " (Debian tzdata)";
   Run g = Gnu("-a " + tree + " gz");
   Run u = Ours("-a " + tree + " dfs:/zoneinfo");

@@ -151,7 +151,7 @@ TEST_F(CpTest, TargetsNoClobberPreserveVerboseAndErrors) {
   EXPECT_EQ(Cp("dfs:/d/a /nonexistent-dir/x", &out), 1);
   EXPECT_THAT(out, HasSubstr("cannot copy 'dfs:/d/a' to '/nonexistent-dir/x'"));
   EXPECT_EQ(Cp("dfs:/d/a dfs:/d/b dfs:/d/a", &out), 1);  // several sources, target not a directory
-  EXPECT_THAT(out, HasSubstr("is not a directory"));
+  EXPECT_THAT(out, HasSubstr("target 'dfs:/d/a': Not a directory"));
   EXPECT_EQ(Cp(dir_ + "/a " + dir_ + "/c", &out), 1);  // both local
   EXPECT_EQ(Cp("-r dfs:/d dfs:/d/inside", &out), 1);
   EXPECT_THAT(out, HasSubstr("into itself"));

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
 namespace ardma::cp {
@@ -11,16 +11,6 @@ namespace {
 
 constexpr size_t kMaxOps = 2048;
 constexpr uint64_t kMaxBytes = 4u << 20;
-
-// The strerror-like text cp prints for a DFS error.
-std::string Reason(const absl::Status& s) {
-  if (absl::IsNotFound(s)) return "No such file or directory";
-  if (absl::IsResourceExhausted(s)) return "No space left on device";
-  std::string m(FromAbsl(s.message()));
-  if (absl::StrContains(m, "not a directory")) return "Not a directory";
-  if (absl::StrContains(m, "is a directory")) return "Is a directory";
-  return m;
-}
 
 }  // namespace
 
@@ -59,9 +49,8 @@ void TreeUpload::Drain() {
   Submit();
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
-      +[](TreeUpload* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
-        return t->ready_.empty() && !t->busy_;
-      },
+      +[](TreeUpload* t)
+           ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) { return t->ready_.empty() && !t->busy_; },
       this));
 }
 
@@ -71,9 +60,8 @@ void TreeUpload::SendLoop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](TreeUpload* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
-            return !t->ready_.empty() || t->stop_;
-          },
+          +[](TreeUpload* t)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) { return !t->ready_.empty() || t->stop_; },
           this));
       if (ready_.empty()) return;  // stopping
       batch = std::move(ready_);
@@ -115,20 +103,20 @@ void TreeUpload::Report(const Pending& p, const absl::Status& s) {
                                           " with directory ", Quoted(p.src_display)));
       }
       return copier_->Fail(
-          absl::StrCat("cannot create directory ", Quoted(p.dst_display), ": ", Reason(s)));
+          absl::StrCat("cannot create directory ", Quoted(p.dst_display), ": ", ErrnoText(s)));
     case dfs::BatchKind::kPut:
-      if (Reason(s) == "Is a directory") {
+      if (ErrnoText(s) == "Is a directory") {
         return copier_->Fail(absl::StrCat("cannot overwrite directory ", Quoted(p.dst_display),
                                           " with non-directory"));
       }
       return copier_->Fail(
-          absl::StrCat("cannot create regular file ", Quoted(p.dst_display), ": ", Reason(s)));
+          absl::StrCat("cannot create regular file ", Quoted(p.dst_display), ": ", ErrnoText(s)));
     case dfs::BatchKind::kSymlink:
       return copier_->Fail(
-          absl::StrCat("cannot create symbolic link ", Quoted(p.dst_display), ": ", Reason(s)));
+          absl::StrCat("cannot create symbolic link ", Quoted(p.dst_display), ": ", ErrnoText(s)));
     case dfs::BatchKind::kSetAttr:
       return copier_->Fail(
-          absl::StrCat("preserving permissions for ", Quoted(p.dst_display), ": ", Reason(s)));
+          absl::StrCat("preserving permissions for ", Quoted(p.dst_display), ": ", ErrnoText(s)));
   }
 }
 

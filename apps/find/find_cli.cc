@@ -9,8 +9,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/client/client.h"
 #include "apps/find/find_local.h"
+#include "core/client/client.h"
 #include "core/status_macros.h"
 
 ARDMA_DECLARE_ACTIVE_LIBRARY(find);
@@ -18,7 +18,8 @@ ARDMA_DECLARE_ACTIVE_LIBRARY(find);
 namespace ardma::find {
 
 const char kUsage[] =
-    "Usage: ardma-find [--server=HOST:PORT] [--auth-file=FILE] [--fs=NAME] [--mode=active|rdma] dfs:/PATH... "
+    "Usage: ardma-find [--server=HOST:PORT] [--auth-file=FILE] [--fs=NAME] [--mode=active|rdma] "
+    "dfs:/PATH... "
     "[EXPRESSION]\n"
     "Walk directory trees of an ardmad's file system on the server, as GNU find does.\n"
     "\n"
@@ -223,10 +224,14 @@ class Parser {
     if (tok == "-regextype") {
       ARDMA_ASSIGN_OR_RETURN(std::string name, Arg(tok));
       static const std::pair<const char*, RegexType> kTypes[] = {
-          {"emacs", RegexType::kEmacs}, {"posix-basic", RegexType::kPosixBasic},
-          {"posix-extended", RegexType::kPosixExtended}, {"posix-egrep", RegexType::kPosixEgrep},
-          {"posix-awk", RegexType::kPosixAwk}, {"grep", RegexType::kGrep},
-          {"egrep", RegexType::kEgrep}, {"findutils-default", RegexType::kFindutilsDefault}};
+          {"emacs", RegexType::kEmacs},
+          {"posix-basic", RegexType::kPosixBasic},
+          {"posix-extended", RegexType::kPosixExtended},
+          {"posix-egrep", RegexType::kPosixEgrep},
+          {"posix-awk", RegexType::kPosixAwk},
+          {"grep", RegexType::kGrep},
+          {"egrep", RegexType::kEgrep},
+          {"findutils-default", RegexType::kFindutilsDefault}};
       for (const auto& [n, t] : kTypes) {
         if (name == n) {
           regex_type_ = t;

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 
@@ -142,14 +141,21 @@ std::string_view Basename(std::string_view path) {
 // GNU regex syntax bits for each -regextype (findutils' table).
 reg_syntax_t Syntax(RegexType t) {
   switch (t) {
-    case RegexType::kPosixBasic: return RE_SYNTAX_POSIX_BASIC;
-    case RegexType::kPosixExtended: return RE_SYNTAX_POSIX_EXTENDED;
-    case RegexType::kPosixEgrep: return RE_SYNTAX_POSIX_EGREP;
-    case RegexType::kPosixAwk: return RE_SYNTAX_POSIX_AWK;
-    case RegexType::kGrep: return RE_SYNTAX_GREP;
-    case RegexType::kEgrep: return RE_SYNTAX_EGREP;
+    case RegexType::kPosixBasic:
+      return RE_SYNTAX_POSIX_BASIC;
+    case RegexType::kPosixExtended:
+      return RE_SYNTAX_POSIX_EXTENDED;
+    case RegexType::kPosixEgrep:
+      return RE_SYNTAX_POSIX_EGREP;
+    case RegexType::kPosixAwk:
+      return RE_SYNTAX_POSIX_AWK;
+    case RegexType::kGrep:
+      return RE_SYNTAX_GREP;
+    case RegexType::kEgrep:
+      return RE_SYNTAX_EGREP;
     case RegexType::kEmacs:
-    case RegexType::kFindutilsDefault: break;
+    case RegexType::kFindutilsDefault:
+      break;
   }
   return RE_SYNTAX_EMACS;
 }
@@ -169,8 +175,8 @@ absl::StatusOr<std::shared_ptr<CompiledRegex>> Compile(std::string_view pattern,
   re_syntax_options = Syntax(type) | (icase ? RE_ICASE : 0);
   const char* error = re_compile_pattern(pattern.data(), pattern.size(), &re->buf);
   if (error != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid regular expression `",
-                                                   ToAbsl(pattern), "': ", error));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid regular expression `", ToAbsl(pattern), "': ", error));
   }
   return re;
 }
@@ -283,7 +289,8 @@ absl::StatusOr<Batch> DecodeBatch(std::string_view bytes) {
   std::string_view next;
   uint8_t done;
   uint32_t n;
-  if (!r.Bytes32(&next) || !r.U8(&done) || !r.U32(&n)) return absl::DataLossError("find: bad batch");
+  if (!r.Bytes32(&next) || !r.U8(&done) || !r.U32(&n))
+    return absl::DataLossError("find: bad batch");
   b.next = std::string(next);
   b.done = done != 0;
   for (uint32_t i = 0; i < n; ++i) {
@@ -361,7 +368,8 @@ bool Evaluate(const Expr& e, const dfs::FoundEntry& entry, std::string_view path
     case Op::kMtime: {
       // Whole days of age, fractions dropped (GNU find's -mtime).
       absl::Duration age = env.now - entry.mtime;
-      int64_t whole = age < absl::ZeroDuration() ? 0 : absl::IDivDuration(age, absl::Hours(24), &age);
+      int64_t whole =
+          age < absl::ZeroDuration() ? 0 : absl::IDivDuration(age, absl::Hours(24), &age);
       return Compare(e.cmp, static_cast<uint64_t>(whole), e.n);
     }
     case Op::kMmin: {

@@ -18,33 +18,61 @@
 namespace ardma::find {
 
 enum class Op : uint8_t {
-  kAnd = 1, kOr = 2, kNot = 3, kComma = 4,
-  kName = 10, kIname = 11, kPath = 12, kIpath = 13, kType = 14, kSize = 15, kMtime = 16,
-  kMmin = 17, kNewer = 18, kEmpty = 19, kTrue = 20, kFalse = 21, kRegex = 22, kIregex = 23,
+  kAnd = 1,
+  kOr = 2,
+  kNot = 3,
+  kComma = 4,
+  kName = 10,
+  kIname = 11,
+  kPath = 12,
+  kIpath = 13,
+  kType = 14,
+  kSize = 15,
+  kMtime = 16,
+  kMmin = 17,
+  kNewer = 18,
+  kEmpty = 19,
+  kTrue = 20,
+  kFalse = 21,
+  kRegex = 22,
+  kIregex = 23,
   kPrune = 24,
-  kPrint = 30, kPrint0 = 31, kPrintf = 32, kLs = 33,
+  kPrint = 30,
+  kPrint0 = 31,
+  kPrintf = 32,
+  kLs = 33,
   // Run here, on the client (they need its processes or change the tree): the walk's entries
   // come to the client and the whole expression is evaluated there.
-  kExec = 40, kOk = 41, kDelete = 42,
+  kExec = 40,
+  kOk = 41,
+  kDelete = 42,
 };
 
 struct Expr {
   Op op = Op::kTrue;
   std::vector<std::unique_ptr<Expr>> kids;  // And/Or/Comma: 2, Not: 1
-  std::string text;   // glob (name, path), regex, -printf format, -type letters
-  int cmp = 0;        // -1 less, 0 equal, +1 more (size, mtime, mmin)
-  uint64_t n = 0;     // size in units, days, minutes; regex: its -regextype
-  uint64_t unit = 512;  // size unit in bytes
-  absl::Time time;    // kNewer: the reference time
-  std::vector<std::string> argv;  // -exec / -ok: the command, "{}" where the path goes
-  bool batch = false;             // -exec ... {} +
-  int index = 0;                  // -exec / -ok: which one (for the client's batches)
+  std::string text;                   // glob (name, path), regex, -printf format, -type letters
+  int cmp = 0;                        // -1 less, 0 equal, +1 more (size, mtime, mmin)
+  uint64_t n = 0;                     // size in units, days, minutes; regex: its -regextype
+  uint64_t unit = 512;                // size unit in bytes
+  absl::Time time;                    // kNewer: the reference time
+  std::vector<std::string> argv;      // -exec / -ok: the command, "{}" where the path goes
+  bool batch = false;                 // -exec ... {} +
+  int index = 0;                      // -exec / -ok: which one (for the client's batches)
   std::shared_ptr<const void> regex;  // -regex / -iregex: compiled when decoded or parsed
 };
 
 // -regextype values (GNU find's names).
-enum class RegexType : uint8_t { kEmacs = 0, kPosixBasic = 1, kPosixExtended = 2, kPosixEgrep = 3,
-                                 kPosixAwk = 4, kGrep = 5, kEgrep = 6, kFindutilsDefault = 7 };
+enum class RegexType : uint8_t {
+  kEmacs = 0,
+  kPosixBasic = 1,
+  kPosixExtended = 2,
+  kPosixEgrep = 3,
+  kPosixAwk = 4,
+  kGrep = 5,
+  kEgrep = 6,
+  kFindutilsDefault = 7
+};
 
 // What -exec, -ok and -delete do; only the client has one (the server never sees them).
 class Actions {
@@ -61,19 +89,19 @@ struct Env {
   const std::function<std::string(const dfs::FoundEntry&)>* link_target = nullptr;
   Actions* actions = nullptr;
   std::string owner = "-", group = "-";  // -ls, %u and %g: the DFS has no owners
-  bool prune = false;  // set by -prune on a directory: do not descend
+  bool prune = false;                    // set by -prune on a directory: do not descend
 };
 
 struct Request {
   std::string fs;
-  std::string root;     // DFS path
-  std::string display;  // how the root is printed (e.g. "dfs:/a")
-  std::string expr;     // EncodeExpr
+  std::string root;            // DFS path
+  std::string display;         // how the root is printed (e.g. "dfs:/a")
+  std::string expr;            // EncodeExpr
   bool implicit_print = true;  // the expression has no action
   uint32_t min_depth = 0, max_depth = UINT32_MAX;
-  absl::Time now;       // for -mtime / -mmin, as find's start time
-  std::string cursor;   // dfs.find's
-  uint32_t max_entries = 4096;  // entries walked per batch
+  absl::Time now;                   // for -mtime / -mmin, as find's start time
+  std::string cursor;               // dfs.find's
+  uint32_t max_entries = 4096;      // entries walked per batch
   std::vector<std::string> pruned;  // -prune: directories (shown paths) whose contents are skipped
 };
 

@@ -43,7 +43,8 @@ absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
   for (const dfs::FoundEntry& e : page.entries) {
     std::string_view path = e.path;
     // Printed as find prints it: the starting point as given, then the rest of the path.
-    std::string shown = req.display + std::string(path.substr(std::min(path.size(), req.root.size())));
+    std::string shown =
+        req.display + std::string(path.substr(std::min(path.size(), req.root.size())));
     if (!OutsidePruned(batch.pruned, shown)) continue;
     if (e.depth < req.min_depth) continue;
     Env env{.now = req.now, .link_target = &link};

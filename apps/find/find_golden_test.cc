@@ -34,9 +34,9 @@ class FindGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mo
     fsys::remove_all(dir_);
     Craft(dir_ + "/t");
     Replicate("t");
-    find_ = absl::StrCat(fsys::absolute(BinDir()).string(), "/ardma-find --mode=",
-                         ModeName(GetParam()),
-                         " --server=", testing::ClientAddress(server_->address()), " ");
+    find_ =
+        absl::StrCat(fsys::absolute(BinDir()).string(), "/ardma-find --mode=", ModeName(GetParam()),
+                     " --server=", testing::ClientAddress(server_->address()), " ");
   }
   void TearDown() override { fsys::remove_all(dir_); }
 
@@ -128,16 +128,39 @@ INSTANTIATE_TEST_SUITE_P(Modes, FindGoldenTest, ::testing::Values(Mode::kActive,
 
 TEST_P(FindGoldenTest, ExpressionsMatchGnuFind) {
   for (std::string expr : {
-           "", "-type l", "-type f,l", "-type d -empty", "-empty", "-regex '.*/[ab][0-9]+'",
-           "-iregex '.*PLAIN'", "-regextype posix-extended -regex '.*/(a1|b22)'",
-           "-ipath '*SUB*'", "-name sub -prune -o -print", "-name sub -prune -o -type f -print",
-           "-depth", "-depth -type d", "-d -name '*.tmp'", "-type f -printf '%p %y %m %s %d %f %h %P\\n'",
-           "-printf '%M %y|%-12f|%5d\\n'", "-type f -printf '%TY-%Tm-%Td %TT %T@ %t\\n'",
-           "-type l -printf '%p -> %l\\n'", "-newermt '2001-09-09 01:46:50'", "-newermt @1000000010",
-           "-mmin -5", "-mmin +5 -type f", "-mtime +1000", "-name '*.c' , -name 'p*'",
-           "-name '*.tmp' -exec echo found {} \\;", "-type f -exec echo {} +",
-           "-type f -exec false \\;", "-name '*.c' -exec false {} +", "-name 'a*' -ok echo {} \\;",
-           "-maxdepth 1 -type f -size -1k", "-perm-bogus", "-type q", "-regex '\\('",
+           "",
+           "-type l",
+           "-type f,l",
+           "-type d -empty",
+           "-empty",
+           "-regex '.*/[ab][0-9]+'",
+           "-iregex '.*PLAIN'",
+           "-regextype posix-extended -regex '.*/(a1|b22)'",
+           "-ipath '*SUB*'",
+           "-name sub -prune -o -print",
+           "-name sub -prune -o -type f -print",
+           "-depth",
+           "-depth -type d",
+           "-d -name '*.tmp'",
+           "-type f -printf '%p %y %m %s %d %f %h %P\\n'",
+           "-printf '%M %y|%-12f|%5d\\n'",
+           "-type f -printf '%TY-%Tm-%Td %TT %T@ %t\\n'",
+           "-type l -printf '%p -> %l\\n'",
+           "-newermt '2001-09-09 01:46:50'",
+           "-newermt @1000000010",
+           "-mmin -5",
+           "-mmin +5 -type f",
+           "-mtime +1000",
+           "-name '*.c' , -name 'p*'",
+           "-name '*.tmp' -exec echo found {} \\;",
+           "-type f -exec echo {} +",
+           "-type f -exec false \\;",
+           "-name '*.c' -exec false {} +",
+           "-name 'a*' -ok echo {} \\;",
+           "-maxdepth 1 -type f -size -1k",
+           "-perm-bogus",
+           "-type q",
+           "-regex '\\('",
        }) {
     SCOPED_TRACE(expr);
     Run g = Gnu("t " + expr + " </dev/null");

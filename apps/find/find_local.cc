@@ -66,8 +66,8 @@ class LocalActions : public Actions {
 
   bool Delete(const dfs::FoundEntry& entry, std::string_view path) override {
     if (entry.depth == 0 && (entry.path == "/" || path.ends_with("/."))) return true;
-    absl::Status s = entry.type == dfs::FileType::kDirectory ? fs_.Rmdir(entry.path)
-                                                             : fs_.Unlink(entry.path);
+    absl::Status s =
+        entry.type == dfs::FileType::kDirectory ? fs_.Rmdir(entry.path) : fs_.Unlink(entry.path);
     if (s.ok()) return true;
     std::string why = absl::IsFailedPrecondition(s) &&
                               std::string(s.message()).find("not empty") != std::string::npos
@@ -135,14 +135,15 @@ int WalkHere(dfs::DfsClient& fs, const Expression& expr, const std::string& root
     if (!page.ok()) {
       std::cerr << "ardma-find: '" << display << "': "
                 << (absl::IsNotFound(page.status()) ? "No such file or directory"
-                                                     : std::string(page.status().message()))
+                                                    : std::string(page.status().message()))
                 << "\n";
       status = 1;
       break;
     }
     for (const dfs::FoundEntry& e : page->entries) {
       std::string shown =
-          display + std::string(std::string_view(e.path).substr(std::min(e.path.size(), root.size())));
+          display +
+          std::string(std::string_view(e.path).substr(std::min(e.path.size(), root.size())));
       if (!OutsidePruned(pruned, shown)) continue;
       if (expr.depth_first) {
         while (!waiting.empty() && waiting.back().first.depth >= e.depth) {

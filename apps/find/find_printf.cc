@@ -85,15 +85,32 @@ std::string FormatPrintf(std::string_view format, const dfs::FoundEntry& entry,
     if (c == '\\' && i + 1 < format.size()) {
       char n = format[++i];
       switch (n) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'r': out += '\r'; break;
-        case 'v': out += '\v'; break;
-        case '\\': out += '\\'; break;
-        case 'c': return out;  // stop printing
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'v':
+          out += '\v';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case 'c':
+          return out;  // stop printing
         default:
           if (n >= '0' && n <= '7') {
             int v = 0;
@@ -116,7 +133,8 @@ std::string FormatPrintf(std::string_view format, const dfs::FoundEntry& entry,
     }
     // %[flags][width][.precision]directive
     size_t start = ++i;
-    while (i < format.size() && std::string_view("-+ #0").find(format[i]) != std::string_view::npos) {
+    while (i < format.size() &&
+           std::string_view("-+ #0").find(format[i]) != std::string_view::npos) {
       ++i;
     }
     while (i < format.size() && ((format[i] >= '0' && format[i] <= '9') || format[i] == '.')) ++i;
@@ -126,12 +144,19 @@ std::string FormatPrintf(std::string_view format, const dfs::FoundEntry& entry,
     std::string field;
     bool numeric = false;
     switch (d) {
-      case '%': out += '%'; continue;
-      case 'p': field = std::string(path); break;
-      case 'f': field = std::string(Basename(path)); break;
-      case 'h': field = entry.depth == 0 && path.find('/') == std::string_view::npos
-                            ? "."
-                            : std::string(Dirname(path));
+      case '%':
+        out += '%';
+        continue;
+      case 'p':
+        field = std::string(path);
+        break;
+      case 'f':
+        field = std::string(Basename(path));
+        break;
+      case 'h':
+        field = entry.depth == 0 && path.find('/') == std::string_view::npos
+                    ? "."
+                    : std::string(Dirname(path));
         break;
       case 'P': {
         std::string_view rest = path.substr(std::min(path.size(), root.size()));
@@ -139,26 +164,57 @@ std::string FormatPrintf(std::string_view format, const dfs::FoundEntry& entry,
         field = std::string(rest);
         break;
       }
-      case 'H': field = std::string(root); break;
-      case 's': field = absl::StrCat(entry.size); numeric = true; break;
-      case 'd': field = absl::StrCat(entry.depth); numeric = true; break;
+      case 'H':
+        field = std::string(root);
+        break;
+      case 's':
+        field = absl::StrCat(entry.size);
+        numeric = true;
+        break;
+      case 'd':
+        field = absl::StrCat(entry.depth);
+        numeric = true;
+        break;
       case 'm': {
         char buf[16];
         std::snprintf(buf, sizeof(buf), "%o", entry.mode & 07777);
         field = buf;
         break;
       }
-      case 'M': field = Permissions(entry); break;
+      case 'M':
+        field = Permissions(entry);
+        break;
       case 'y':
-      case 'Y': field = std::string(1, TypeLetter(entry.type)); break;
-      case 'k': field = absl::StrCat((entry.size + 1023) / 1024); numeric = true; break;
-      case 'b': field = absl::StrCat((entry.size + 511) / 512); numeric = true; break;
-      case 'n': field = "1"; numeric = true; break;
-      case 'i': field = absl::StrCat(entry.ino); numeric = true; break;
-      case 'u': field = env.owner; break;
-      case 'g': field = env.group; break;
+      case 'Y':
+        field = std::string(1, TypeLetter(entry.type));
+        break;
+      case 'k':
+        field = absl::StrCat((entry.size + 1023) / 1024);
+        numeric = true;
+        break;
+      case 'b':
+        field = absl::StrCat((entry.size + 511) / 512);
+        numeric = true;
+        break;
+      case 'n':
+        field = "1";
+        numeric = true;
+        break;
+      case 'i':
+        field = absl::StrCat(entry.ino);
+        numeric = true;
+        break;
+      case 'u':
+        field = env.owner;
+        break;
+      case 'g':
+        field = env.group;
+        break;
       case 'U':
-      case 'G': field = "0"; numeric = true; break;
+      case 'G':
+        field = "0";
+        numeric = true;
+        break;
       case 'l':
         if (entry.type == dfs::FileType::kSymlink && env.link_target != nullptr) {
           field = (*env.link_target)(entry);
@@ -166,7 +222,9 @@ std::string FormatPrintf(std::string_view format, const dfs::FoundEntry& entry,
         break;
       case 'a':
       case 'c':
-      case 't': field = CTime(entry.mtime); break;  // the DFS keeps one time: the mtime
+      case 't':
+        field = CTime(entry.mtime);
+        break;  // the DFS keeps one time: the mtime
       case 'A':
       case 'C':
       case 'T':
@@ -203,8 +261,7 @@ std::string FormatLs(const dfs::FoundEntry& entry, std::string_view path, const 
   // Recent (within six months): month, day, time; else month, day, year.
   absl::Duration age = env.now - entry.mtime;
   bool recent = age < absl::Hours(24 * 365 / 2) && age > -absl::Hours(1);
-  std::string when =
-      absl::FormatTime(recent ? "%b %e %H:%M" : "%b %e  %Y", entry.mtime, tz);
+  std::string when = absl::FormatTime(recent ? "%b %e %H:%M" : "%b %e  %Y", entry.mtime, tz);
   char head[256];
   std::snprintf(head, sizeof(head), "%9llu %6llu %s %3d %-8s %-8s %8llu %s ",
                 static_cast<unsigned long long>(entry.ino),

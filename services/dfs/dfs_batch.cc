@@ -17,9 +17,8 @@ absl::Status Apply(Context& ctx, const Fs& fs, const BatchOp& op) {
     case BatchKind::kMkdir: {
       absl::StatusOr<Stat> made = Make(ctx, fs, op.path, FileType::kDirectory, op.mode, false);
       if (absl::IsAlreadyExists(made.status())) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("dfs: cannot overwrite non-directory ", ToAbsl(op.path),
-                         " with a directory"));
+        return absl::FailedPreconditionError(absl::StrCat("dfs: cannot overwrite non-directory ",
+                                                          ToAbsl(op.path), " with a directory"));
       }
       return made.status();
     }
@@ -43,8 +42,8 @@ absl::Status Apply(Context& ctx, const Fs& fs, const BatchOp& op) {
       if (keep) return absl::OkStatus();
       ARDMA_ASSIGN_OR_RETURN(Stat st, StatPath(ctx, fs, op.path));
       if (st.type == FileType::kDirectory) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "dfs: cannot overwrite directory ", ToAbsl(op.path), " with non-directory"));
+        return absl::FailedPreconditionError(absl::StrCat("dfs: cannot overwrite directory ",
+                                                          ToAbsl(op.path), " with non-directory"));
       }
       ARDMA_RETURN_IF_ERROR(Remove(ctx, fs, op.path, FileType::kFile));
       ARDMA_RETURN_IF_ERROR(Symlink(ctx, fs, op.path, op.data).status());
