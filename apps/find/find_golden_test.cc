@@ -167,7 +167,9 @@ TEST_P(FindGoldenTest, ExpressionsMatchGnuFind) {
     Run o = Ours("dfs:/t", expr + " </dev/null");
     EXPECT_EQ(o.code, g.code) << o.err;
     EXPECT_EQ(o.out, g.out);
-    if (g.code == 0) EXPECT_EQ(o.err, g.err);
+    if (g.code == 0) {
+      EXPECT_EQ(o.err, g.err);
+    }
   }
   // Starting points: several, a file, a file with a slash (not a directory), missing.
   Run g = Gnu("t/plain t/sub t/plain/ t/missing");

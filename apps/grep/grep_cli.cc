@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -25,17 +26,25 @@ const char kUsage[] =
     "  -i, --ignore-case         ignore case distinctions\n"
     "  -w, --word-regexp         match only whole words\n"
     "  -x, --line-regexp         match only whole lines\n"
+    "  -f, --file=FILE           take PATTERNS from FILE (one per line; - for standard input)\n"
+    "  -z, --null-data           lines end in NUL bytes, not newlines\n"
     "Miscellaneous:\n"
     "  -s, --no-messages         suppress error messages about files\n"
     "  -v, --invert-match        select non-matching lines\n"
+    "  -a, --text                search binary files as text\n"
     "Output control:\n"
     "  -m, --max-count=NUM       stop after NUM selected lines per file\n"
     "  -n, --line-number         print line numbers\n"
+    "  -b, --byte-offset         print the byte offset of each line (with -o: of each match)\n"
+    "      --line-buffered       flush output after every line\n"
     "  -H, --with-filename       print the file name for each match\n"
     "  -h, --no-filename         suppress the file name prefix\n"
     "  -o, --only-matching       show only the matching parts of lines\n"
     "  -q, --quiet, --silent     print nothing; exit 0 at the first match\n"
     "  -r, --recursive           search directories recursively (files in sorted path order)\n"
+    "      --include=GLOB        search only files whose base name matches GLOB\n"
+    "      --exclude=GLOB        skip files whose base name matches GLOB\n"
+    "      --exclude-dir=GLOB    skip directories whose base name matches GLOB (with -r)\n"
     "  -L, --files-without-match print only names of files with no selected lines\n"
     "  -l, --files-with-matches  print only names of files with selected lines\n"
     "  -c, --count               print only a count of selected lines per file\n"
@@ -43,7 +52,10 @@ const char kUsage[] =
     "  -B, --before-context=NUM  print NUM lines of leading context\n"
     "  -A, --after-context=NUM   print NUM lines of trailing context\n"
     "  -C, --context=NUM         print NUM lines of output context\n"
-    "      --color[=WHEN]        highlight matches: never, always or auto (a terminal)\n"
+    "      --color[=WHEN]        highlight matches: never, always or auto (a terminal);\n"
+    "                            colours from $GREP_COLORS as GNU grep's\n"
+    "      --group-separator=SEP  print SEP between groups of context lines (default --)\n"
+    "      --no-group-separator  no separator between groups\n"
     "ardma:\n"
     "      --server=HOST:PORT    the ardmad ($ARDMA_SERVER, else 127.0.0.1:15712)\n"
     "      --auth-file=FILE      authenticate as FILE's NAME SECRET (default $ARDMA_AUTH_FILE)\n"
@@ -74,7 +86,21 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Command f;
   std::vector<std::string> patterns;
   std::string color_when = "never";
-  enum { kColor = 1000, kServer, kFs, kMode, kHelp, kAuthFile, kVersion };
+  enum {
+    kColor = 1000,
+    kServer,
+    kFs,
+    kMode,
+    kHelp,
+    kAuthFile,
+    kVersion,
+    kInclude,
+    kExclude,
+    kExcludeDir,
+    kGroupSeparator,
+    kNoGroupSeparator,
+    kLineBuffered
+  };
   static const option kLong[] = {{"extended-regexp", no_argument, nullptr, 'E'},
                                  {"fixed-strings", no_argument, nullptr, 'F'},
                                  {"basic-regexp", no_argument, nullptr, 'G'},
@@ -106,11 +132,22 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
                                  {"mode", required_argument, nullptr, kMode},
                                  {"help", no_argument, nullptr, kHelp},
                                  {"version", no_argument, nullptr, kVersion},
+                                 {"file", required_argument, nullptr, 'f'},
+                                 {"text", no_argument, nullptr, 'a'},
+                                 {"byte-offset", no_argument, nullptr, 'b'},
+                                 {"null-data", no_argument, nullptr, 'z'},
+                                 {"include", required_argument, nullptr, kInclude},
+                                 {"exclude", required_argument, nullptr, kExclude},
+                                 {"exclude-dir", required_argument, nullptr, kExcludeDir},
+                                 {"group-separator", required_argument, nullptr, kGroupSeparator},
+                                 {"no-group-separator", no_argument, nullptr, kNoGroupSeparator},
+                                 {"line-buffered", no_argument, nullptr, kLineBuffered},
                                  {nullptr, 0, nullptr, 0}};
-  bool count = false, list = false, list_without = false;
+  bool count = false, list = false, list_without = false, patterns_given = false;
   opterr = 0;
   int opt;
-  while ((opt = getopt_long(argc, argv, "EFGe:iywxsvVm:nHhoqrRLlcB:A:C:", kLong, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "EFGe:f:iywxsvVm:nHhoqrRLlcB:A:C:abz", kLong, nullptr)) !=
+         -1) {
     uint64_t n = 0;
     switch (opt) {
       case 'E':
@@ -124,6 +161,44 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
         break;
       case 'e':
         patterns.emplace_back(optarg);
+        patterns_given = true;
+        break;
+      case 'f': {  // one pattern per line; an empty file has none
+        std::string name = optarg;
+        std::ifstream in;
+        if (name != "-") in.open(name, std::ios::binary);
+        std::istream& src = name == "-" ? std::cin : in;
+        if (name != "-" && !in) return absl::NotFoundError(name + ": No such file or directory");
+        for (std::string line; std::getline(src, line);) patterns.push_back(line);
+        patterns_given = true;
+        break;
+      }
+      case 'a':
+        f.options.text = true;
+        break;
+      case 'b':
+        f.byte_offset = true;
+        break;
+      case 'z':
+        f.options.null_data = true;
+        break;
+      case kInclude:
+        f.include.emplace_back(optarg);
+        break;
+      case kExclude:
+        f.exclude.emplace_back(optarg);
+        break;
+      case kExcludeDir:
+        f.exclude_dir.emplace_back(optarg);
+        break;
+      case kGroupSeparator:
+        f.group_separator = optarg;
+        break;
+      case kNoGroupSeparator:
+        f.group_separator.reset();
+        break;
+      case kLineBuffered:
+        f.line_buffered = true;
         break;
       case 'i':
       case 'y':
@@ -182,6 +257,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
         }
         if (opt != 'B') f.options.after = static_cast<uint32_t>(n);
         if (opt != 'A') f.options.before = static_cast<uint32_t>(n);
+        f.context_given = true;
         break;
       case kColor:
         color_when = optarg != nullptr ? optarg : "auto";
@@ -217,7 +293,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
                                  : absl::StrCat("unrecognized option '", argv[optind - 1], "'"));
     }
   }
-  if (patterns.empty()) {
+  if (!patterns_given) {
     if (optind >= argc) return Usage("no PATTERNS given");
     patterns.emplace_back(argv[optind++]);
   }
@@ -235,7 +311,10 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
             (color_when == "auto" && isatty(STDOUT_FILENO) && std::getenv("TERM") != nullptr &&
              std::string(std::getenv("TERM")) != "dumb");
   f.options.spans = f.only_matching || f.color;
-  if (f.options.report != Report::kLines) f.options.before = f.options.after = 0;
+  if (f.options.report != Report::kLines) {
+    f.options.before = f.options.after = 0;
+    f.context_given = false;
+  }
   f.operands.assign(argv + optind, argv + argc);
   return f;
 }

@@ -5,6 +5,7 @@
 #ifndef ARDMA_APPS_GREP_GREP_CLI_H_
 #define ARDMA_APPS_GREP_GREP_CLI_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,12 @@ struct Command {
   bool version = false;  // --version: print the version line, exit 0
   bool quiet = false;                 // -q
   bool max_zero = false;              // -m 0: select nothing (GNU grep exits 1 at once)
+  bool byte_offset = false;           // -b
+  bool line_buffered = false;         // --line-buffered
+  bool context_given = false;         // -A, -B or -C (even 0): groups are separated
+  std::optional<std::string> group_separator = "--";  // nullopt: --no-group-separator
+  std::vector<std::string> include, exclude, exclude_dir;  // --include= --exclude= --exclude-dir=
+  std::vector<std::string> warnings;  // GNU's warnings about the patterns
   std::vector<std::string> operands;  // dfs:/PATH files
 };
 

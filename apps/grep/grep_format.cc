@@ -18,7 +18,10 @@ void PutCursor(ByteWriter& w, const Cursor& c) {
   w.U64(c.last_output);
   w.U8(static_cast<uint8_t>((c.binary_checked ? 1 : 0) | (c.binary ? 2 : 0) | (c.done ? 4 : 0)));
   w.U32(static_cast<uint32_t>(c.before.size()));
-  for (const std::string& l : c.before) w.Bytes32(l);
+  for (size_t i = 0; i < c.before.size(); ++i) {
+    w.Bytes32(c.before[i]);
+    w.U64(i < c.before_offsets.size() ? c.before_offsets[i] : 0);
+  }
 }
 
 bool GetCursor(ByteReader& r, Cursor* c) {
@@ -33,10 +36,13 @@ bool GetCursor(ByteReader& r, Cursor* c) {
   c->binary = bits & 2;
   c->done = bits & 4;
   c->before.clear();
+  c->before_offsets.clear();
   for (uint32_t i = 0; i < n; ++i) {
     std::string_view l;
-    if (!r.Bytes32(&l)) return false;
+    uint64_t offset;
+    if (!r.Bytes32(&l) || !r.U64(&offset)) return false;
     c->before.emplace_back(l);
+    c->before_offsets.push_back(offset);
   }
   return true;
 }
@@ -54,7 +60,8 @@ std::string EncodeRequest(const Request& q) {
   for (const std::string& p : o.patterns) w.Bytes32(p);
   w.U8(static_cast<uint8_t>(o.syntax));
   w.U8(static_cast<uint8_t>((o.ignore_case ? 1 : 0) | (o.invert ? 2 : 0) | (o.word ? 4 : 0) |
-                            (o.line ? 8 : 0) | (o.spans ? 16 : 0)));
+                            (o.line ? 8 : 0) | (o.spans ? 16 : 0) | (o.text ? 32 : 0) |
+                            (o.null_data ? 64 : 0)));
   w.U8(static_cast<uint8_t>(o.report));
   w.U64(o.max_count);
   w.U32(o.before);
@@ -94,6 +101,8 @@ absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
   q.options.word = bits & 4;
   q.options.line = bits & 8;
   q.options.spans = bits & 16;
+  q.options.text = bits & 32;
+  q.options.null_data = bits & 64;
   q.options.report = static_cast<Report>(report);
   if (!GetCursor(r, &q.cursor) || !r.U32(&q.max_records) || !r.U32(&q.max_bytes) || !r.AtEnd()) {
     return absl::InvalidArgumentError("grep: bad cursor");
@@ -112,6 +121,7 @@ std::string EncodeBatch(const Batch& b) {
     w.U64(rec.line);
     w.U32(rec.code);
     w.Bytes32(rec.text);
+    w.U64(rec.offset);
     w.U32(static_cast<uint32_t>(rec.spans.size()));
     for (auto [start, len] : rec.spans) {
       w.U32(start);
@@ -132,7 +142,7 @@ absl::StatusOr<Batch> DecodeBatch(std::string_view bytes) {
     std::string_view text;
     uint32_t nspans;
     if (!r.U8(&kind) || !r.U32(&rec.file) || !r.U64(&rec.line) || !r.U32(&rec.code) ||
-        !r.Bytes32(&text) || !r.U32(&nspans) || kind < 1 || kind > 5) {
+        !r.Bytes32(&text) || !r.U64(&rec.offset) || !r.U32(&nspans) || kind < 1 || kind > 5) {
       return absl::DataLossError("grep: bad record");
     }
     rec.kind = static_cast<RecordKind>(kind);

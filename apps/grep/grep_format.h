@@ -39,6 +39,8 @@ struct Options {
   Report report = Report::kLines;
   uint64_t max_count = 0;      // -m; 0: no limit
   uint32_t before = 0, after = 0;  // -B, -A
+  bool text = false;           // -a: binary files are searched as text
+  bool null_data = false;      // -z: lines end in NUL bytes, not newlines
 };
 
 struct Cursor {
@@ -51,6 +53,7 @@ struct Cursor {
   bool binary_checked = false;  // the file's start was checked for NUL bytes
   bool binary = false;
   std::vector<std::string> before;  // the lines just before `offset` not yet output (-B)
+  std::vector<uint64_t> before_offsets;  // and where each starts in the file (-b)
   bool done = false;
 };
 
@@ -69,6 +72,7 @@ struct Record {
   std::string text;    // the line without its newline, or the error message
   uint32_t code = 0;   // kError: an absl::StatusCode
   std::vector<std::pair<uint32_t, uint32_t>> spans;  // (start, length) of matches in `text`
+  uint64_t offset = 0;  // where the line starts in the file (-b)
 };
 
 struct Request {

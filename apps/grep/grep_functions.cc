@@ -37,9 +37,7 @@ class Scanner {
   }
 
  private:
-  bool Full() const {
-    return records_.size() >= req_.max_records || bytes_ >= req_.max_bytes;
-  }
+  bool Full() const { return records_.size() >= req_.max_records || bytes_ >= req_.max_bytes; }
 
   void Add(Record r) {
     bytes_ += r.text.size() + 32;
@@ -69,9 +67,10 @@ class Scanner {
       r.kind = RecordKind::kError;
       r.file = c_.file;
       r.code = static_cast<uint32_t>(code);
-      r.text = code == absl::StatusCode::kNotFound         ? "No such file or directory"
-               : code == absl::StatusCode::kFailedPrecondition ? "Is a directory"
-                                                               : std::string(opened.status().message());
+      r.text = code == absl::StatusCode::kNotFound ? "No such file or directory"
+               : code == absl::StatusCode::kFailedPrecondition
+                   ? "Is a directory"
+                   : std::string(opened.status().message());
       Add(std::move(r));
       return std::nullopt;
     }
@@ -80,26 +79,34 @@ class Scanner {
   }
 
   void Emit(RecordKind kind, uint64_t line, std::string_view text,
-            std::vector<std::pair<uint32_t, uint32_t>> spans = {}) {
+            std::vector<std::pair<uint32_t, uint32_t>> spans = {}, uint64_t offset = 0) {
     Record r;
     r.kind = kind;
     r.file = c_.file;
     r.line = line;
     r.text = std::string(text);
     r.spans = std::move(spans);
+    r.offset = offset;
     Add(std::move(r));
     c_.last_output = line;
   }
 
+  // A context line; with -v and --color its matches are marked too (GNU's mc= colour).
+  void ContextLine(uint64_t line, std::string_view text, uint64_t offset) {
+    std::vector<std::pair<uint32_t, uint32_t>> spans;
+    if (opt_.spans && opt_.invert) matcher_.Matches(text, &spans);
+    Emit(RecordKind::kContext, line, text, std::move(spans), offset);
+  }
+
   // One line: select it or not, output it or its context. Returns false when the file is done
   // (-l, -q, -m with no context owed, binary).
-  bool Line(std::string_view text) {
+  bool Line(std::string_view text, uint64_t offset) {
     uint64_t n = c_.line;
     bool limited = opt_.max_count != 0 && c_.selected >= opt_.max_count;
     if (limited) {
       // Past -m: only the trailing context of the last selected line.
       if (c_.after_owed == 0 || opt_.report != Report::kLines) return false;
-      Emit(RecordKind::kContext, n, text);
+      ContextLine(n, text, offset);
       --c_.after_owed;
       return c_.after_owed > 0;
     }
@@ -128,20 +135,26 @@ class Scanner {
         return false;
       }
       for (size_t i = 0; i < c_.before.size(); ++i) {
-        Emit(RecordKind::kContext, n - c_.before.size() + i, c_.before[i]);
+        ContextLine(n - c_.before.size() + i, c_.before[i],
+                    i < c_.before_offsets.size() ? c_.before_offsets[i] : 0);
       }
       c_.before.clear();
-      Emit(RecordKind::kSelected, n, text, std::move(spans));
+      c_.before_offsets.clear();
+      Emit(RecordKind::kSelected, n, text, std::move(spans), offset);
       c_.after_owed = opt_.after;
       return opt_.max_count == 0 || c_.selected < opt_.max_count || c_.after_owed > 0;
     }
     if (opt_.report != Report::kLines || c_.binary) return true;
     if (c_.after_owed > 0) {
-      Emit(RecordKind::kContext, n, text);
+      ContextLine(n, text, offset);
       --c_.after_owed;
     } else if (opt_.before > 0) {
       c_.before.emplace_back(text);
-      if (c_.before.size() > opt_.before) c_.before.erase(c_.before.begin());
+      c_.before_offsets.push_back(offset);
+      if (c_.before.size() > opt_.before) {
+        c_.before.erase(c_.before.begin());
+        c_.before_offsets.erase(c_.before_offsets.begin());
+      }
     }
     return true;
   }
@@ -149,7 +162,7 @@ class Scanner {
   // Whether the lines before the next match can be skipped unseen: nothing is owed to them
   // (no -v, no leading or pending trailing context, a binary file still needs its first match).
   bool Skippable() const {
-    return !opt_.invert && opt_.before == 0 && c_.after_owed == 0 &&
+    return !opt_.invert && !opt_.null_data && opt_.before == 0 && c_.after_owed == 0 &&
            !(opt_.max_count != 0 && c_.selected >= opt_.max_count);
   }
 
@@ -161,9 +174,12 @@ class Scanner {
     if (absl::IsNotFound(file.status())) return true;  // removed since: nothing to scan
     if (!file.ok()) return file.status();
     std::string scratch, carry;
+    const char eol = opt_.null_data ? '\0' : '\n';
     if (!c_.binary_checked) {
       c_.binary_checked = true;
-      for (uint64_t off = 0; off < std::min(file->size(), kBinaryProbe);) {
+      // -a and -z search every file as text.
+      for (uint64_t off = 0;
+           !opt_.text && !opt_.null_data && off < std::min(file->size(), kBinaryProbe);) {
         ARDMA_ASSIGN_OR_RETURN(std::string_view chunk, file->Chunk(off, &scratch));
         chunk = chunk.substr(0, std::min<uint64_t>(chunk.size(), kBinaryProbe - off));
         if (chunk.find('\0') != std::string_view::npos) c_.binary = true;
@@ -172,6 +188,7 @@ class Scanner {
     }
     bool going = true;
     uint64_t off = c_.offset;
+    uint64_t carry_offset = 0;  // where the carried line starts
     while (going && off < file->size()) {
       if (Full()) {
         c_.offset = off;
@@ -196,8 +213,9 @@ class Scanner {
           if (pos >= lines.size()) continue;  // the rest of the chunk is a partial line
         }
       line_by_line:
-        size_t nl = chunk.find('\n', pos);
+        size_t nl = chunk.find(eol, pos);
         if (nl == std::string_view::npos) {  // the line goes on in the next block
+          if (carry.empty()) carry_offset = off + pos;
           carry.append(chunk.substr(pos));
           pos = chunk.size();
           break;
@@ -205,10 +223,10 @@ class Scanner {
         std::string_view line = chunk.substr(pos, nl - pos);
         if (!carry.empty()) {
           carry.append(line);
-          going = Line(carry);
+          going = Line(carry, carry_offset);
           carry.clear();
         } else {
-          going = Line(line);
+          going = Line(line, off + pos);
         }
         ++c_.line;
         pos = nl + 1;
@@ -220,7 +238,7 @@ class Scanner {
       off += pos;  // carried bytes count as read: the line completes in the next chunk
     }
     if (going && !carry.empty()) {  // a last line without a newline
-      going = Line(carry);
+      going = Line(carry, carry_offset);
       ++c_.line;
     }
     // The file is done: its summary.

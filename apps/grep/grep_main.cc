@@ -7,6 +7,10 @@
 
 int main(int argc, char** argv) {
   absl::StatusOr<ardma::grep::Command> command = ardma::grep::ParseCommandLine(argc, argv);
+  if (absl::IsNotFound(command.status())) {  // -f FILE that cannot be read: not a usage error
+    std::cerr << "ardma-grep: " << command.status().message() << "\n";
+    return 2;
+  }
   if (!command.ok()) return ardma::grep::UsageError(std::string(command.status().message()));
   if (command->help) {
     std::cout << ardma::grep::kUsage << "\n";

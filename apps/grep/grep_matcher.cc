@@ -1,5 +1,8 @@
 #include "apps/grep/grep_matcher.h"
 
+#include <cctype>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
@@ -12,19 +15,31 @@ bool IsWordByte(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-// Copies a bracket expression starting at p[i] == '[' into *out (backslashes made literal);
-// returns the index after its closing ']'.
-size_t CopyBracket(std::string_view p, size_t i, std::string* out) {
+// Copies a bracket expression starting at p[i] == '[' into *out (backslashes made literal;
+// [=c=] and [.c.] of one character become that character, as in the C locale); returns the index
+// after its closing ']'.
+absl::StatusOr<size_t> CopyBracket(std::string_view p, size_t i, std::string* out) {
   size_t j = i + 1;
   std::string body = "[";
   if (j < p.size() && p[j] == '^') body += p[j++];
   if (j < p.size() && p[j] == ']') body += "\\]", ++j;  // a leading ']' is literal
   while (j < p.size() && p[j] != ']') {
-    if (p[j] == '[' && j + 1 < p.size() && (p[j + 1] == ':' || p[j + 1] == '=' || p[j + 1] == '.')) {
+    if (p[j] == '[' && j + 1 < p.size() &&
+        (p[j + 1] == ':' || p[j + 1] == '=' || p[j + 1] == '.')) {
       char kind = p[j + 1];
       size_t close = p.find(std::string{kind, ']'}, j + 2);
       if (close != std::string_view::npos) {
-        body.append(p.substr(j, close + 2 - j));
+        std::string_view name = p.substr(j + 2, close - j - 2);
+        if (kind == ':') {
+          body.append(p.substr(j, close + 2 - j));
+        } else if (name.size() == 1) {  // the C locale's only collating elements: characters
+          char c = name[0];
+          if (c == '\\' || c == ']' || c == '[' || c == '^' || c == '-') body += '\\';
+          body += c;
+        } else {
+          return absl::InvalidArgumentError(kind == '.' ? "Invalid collation character"
+                                                        : "Invalid character class name");
+        }
         j = close + 2;
         continue;
       }
@@ -36,100 +51,201 @@ size_t CopyBracket(std::string_view p, size_t i, std::string* out) {
     }
     ++j;
   }
-  if (j >= p.size()) {  // no closing ']': let RE2 report it
-    out->append(body);
-    return j;
-  }
+  if (j >= p.size()) return absl::InvalidArgumentError("Unmatched [, [^, [:, [., or [=");
   body += ']';
   out->append(body);
   return j + 1;
 }
 
+// An interval's body at p[i] (just after '{' or '\{'): "m", "m,", ",n", "m,n"; its RE2 form and
+// the index after the closing '}' (or '\}' in BRE), or nullopt if it is not one.
+std::optional<std::pair<std::string, size_t>> Interval(std::string_view p, size_t i, bool basic) {
+  size_t j = i;
+  std::string min, max;
+  while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j]))) min += p[j++];
+  bool comma = j < p.size() && p[j] == ',';
+  if (comma) {
+    ++j;
+    while (j < p.size() && std::isdigit(static_cast<unsigned char>(p[j]))) max += p[j++];
+  }
+  if (min.empty() && !comma) return std::nullopt;
+  std::string_view close = basic ? "\\}" : "}";
+  if (p.substr(j, close.size()) != close) return std::nullopt;
+  std::string re = "{" + (min.empty() ? std::string("0") : min) + (comma ? "," + max : "") + "}";
+  return std::make_pair(re, j + close.size());
+}
+
 }  // namespace
 
-absl::StatusOr<std::string> TranslatePattern(std::string_view p, Syntax syntax) {
+absl::StatusOr<std::string> TranslatePattern(std::string_view p, Syntax syntax,
+                                             std::vector<std::string>* warnings) {
   if (syntax == Syntax::kFixed) return RE2::QuoteMeta(re2::StringPiece(p.data(), p.size()));
   bool basic = syntax == Syntax::kBasic;
   std::string out;
-  bool at_start = true;  // where '*' is literal and '^' an anchor (BRE)
+  // Where the last atom starts in `out` (npos: none yet in this branch), whether a repetition
+  // followed it, and where each open group starts.
+  size_t atom = std::string::npos;
+  bool repeated = false;
+  std::vector<size_t> groups;
+  bool at_start = true;  // where BRE's '*' is literal and '^' an anchor
+  auto begin_atom = [&] {
+    atom = out.size();
+    repeated = false;
+    at_start = false;
+  };
+  // A repetition operator `op`: after another one it applies to both ((a{2}){3}, a** = a*).
+  auto repeat = [&](std::string_view op) {
+    if (repeated) {
+      out.insert(atom, "(?:");
+      out += ')';
+    }
+    out += op;
+    repeated = true;
+    at_start = false;
+  };
   for (size_t i = 0; i < p.size();) {
     char c = p[i];
-    if (c == '\\' && i + 1 < p.size()) {
-      char d = p[i + 1];
-      i += 2;
-      if (d >= '1' && d <= '9') {
-        return absl::InvalidArgumentError("back-references (\\1 .. \\9) are not supported");
-      }
-      if (basic && (d == '(' || d == '|')) {
-        out += d;
-        at_start = true;
+    // Operators, after BRE's backslash or ERE's bare character.
+    bool escaped = c == '\\' && i + 1 < p.size();
+    char d = escaped ? p[i + 1] : c;
+    size_t next = i + (escaped ? 2 : 1);
+    bool op = basic == escaped;  // BRE: \( \) \| \{ \+ \?; ERE: ( ) | { + ?
+    if (escaped && d >= '1' && d <= '9') {
+      return absl::InvalidArgumentError("back-references (\\1 .. \\9) are not supported");
+    }
+    if (op && d == '(') {
+      groups.push_back(out.size());
+      out += '(';
+      atom = std::string::npos;
+      repeated = false;
+      at_start = true;
+      i = next;
+      continue;
+    }
+    if (op && d == ')' && !groups.empty()) {
+      out += ')';
+      atom = groups.back();
+      groups.pop_back();
+      repeated = false;
+      at_start = false;
+      i = next;
+      continue;
+    }
+    if (op && d == '|') {
+      out += '|';
+      atom = std::string::npos;
+      repeated = false;
+      at_start = true;
+      i = next;
+      continue;
+    }
+    bool star = !escaped && c == '*';
+    if ((op && (d == '+' || d == '?')) || star) {
+      if (atom == std::string::npos) {
+        if (basic) {  // BRE: a literal at the start
+          begin_atom();
+          out += '\\';
+          out += d;
+        } else if (warnings != nullptr) {  // ERE: GNU warns and ignores it
+          warnings->push_back(absl::StrCat(std::string(1, d), " at start of expression"));
+        }
+        i = next;
         continue;
       }
-      at_start = false;
-      if (basic && (d == ')' || d == '{' || d == '}' || d == '+' || d == '?')) {
-        out += d;
-      } else if (d == '<' || d == '>') {
+      repeat(std::string(1, d));
+      i = next;
+      continue;
+    }
+    if (op && d == '{') {
+      std::optional<std::pair<std::string, size_t>> interval = Interval(p, next, basic);
+      if (interval && atom != std::string::npos) {
+        repeat(interval->first);
+        i = interval->second;
+        continue;
+      }
+      if (basic && !interval)
+        return absl::InvalidArgumentError("Invalid preceding regular expression");
+      begin_atom();  // ERE: a '{' that starts no interval is literal, as GNU's
+      out += "\\{";
+      i = next;
+      continue;
+    }
+    if (escaped) {
+      begin_atom();
+      if (d == '<' || d == '>') {
         out += "\\b";
+        atom = std::string::npos;  // an anchor, not an atom
       } else if (d == 'w' || d == 'W' || d == 's' || d == 'S' || d == 'b' || d == 'B') {
         out += '\\';
         out += d;
       } else {
         out += RE2::QuoteMeta(re2::StringPiece(&d, 1));
       }
+      i = next;
       continue;
     }
     if (c == '[') {
-      i = CopyBracket(p, i, &out);
-      at_start = false;
+      begin_atom();
+      ARDMA_ASSIGN_OR_RETURN(i, CopyBracket(p, i, &out));
       continue;
     }
-    if (basic) {
-      if (c == '(' || c == ')' || c == '{' || c == '}' || c == '|' || c == '+' || c == '?') {
-        out += '\\';
-        out += c;
-      } else if (c == '*' && at_start) {
-        out += "\\*";
-      } else if (c == '^' && !at_start) {
-        out += "\\^";
-      } else if (c == '$' && i + 1 < p.size() && p.substr(i + 1, 2) != "\\)" &&
-                 p.substr(i + 1, 2) != "\\|") {
-        out += "\\$";
-      } else {
-        out += c;
-      }
-    } else {
+    if (basic &&
+        (c == '(' || c == ')' || c == '{' || c == '}' || c == '|' || c == '+' || c == '?')) {
+      begin_atom();
+      out += '\\';
       out += c;
-      if (c == '(' || c == '|') {
-        at_start = true;
-        ++i;
-        continue;
-      }
+    } else if (!basic && (c == ')' || c == '}')) {  // unmatched: literal, as GNU's
+      begin_atom();
+      out += '\\';
+      out += c;
+    } else if (c == '^' && (!basic || at_start)) {
+      out += '^';  // an anchor (BRE: only at the start of the pattern or a group)
+      atom = std::string::npos;
+      at_start = basic;
+    } else if (c == '^') {
+      begin_atom();
+      out += "\\^";
+    } else if (c == '$' && basic && i + 1 < p.size() && p.substr(i + 1, 2) != "\\)" &&
+               p.substr(i + 1, 2) != "\\|") {
+      begin_atom();
+      out += "\\$";
+    } else if (c == '$') {
+      out += '$';
+      atom = std::string::npos;
+    } else {
+      begin_atom();
+      out += c;
     }
-    at_start = basic && c == '^' && at_start;
     ++i;
   }
   return out;
 }
 
-absl::StatusOr<Matcher> Matcher::Compile(const Options& options) {
+absl::StatusOr<Matcher> Matcher::Compile(const Options& options,
+                                         std::vector<std::string>* warnings) {
   std::vector<std::string> alternatives;
   bool has_empty = false;
   for (const std::string& pattern : options.patterns) {
     for (absl::string_view one : absl::StrSplit(pattern, '\n')) {
       if (one.empty()) has_empty = true;
-      ARDMA_ASSIGN_OR_RETURN(std::string re,
-                             TranslatePattern(std::string_view(one.data(), one.size()),
-                                              options.syntax));
+      ARDMA_ASSIGN_OR_RETURN(
+          std::string re,
+          TranslatePattern(std::string_view(one.data(), one.size()), options.syntax, warnings));
       alternatives.push_back(options.line ? absl::StrCat("^(?:", re, ")$")
                                           : absl::StrCat("(?:", re, ")"));
     }
   }
-  if (alternatives.empty()) return absl::InvalidArgumentError("no pattern");
+  if (alternatives.empty()) {  // -f with an empty file: no pattern, so nothing matches
+    Matcher never;
+    never.never_ = true;
+    return never;
+  }
   RE2::Options re_options;
   re_options.set_encoding(RE2::Options::EncodingLatin1);
   re_options.set_case_sensitive(!options.ignore_case);
   re_options.set_longest_match(true);
   re_options.set_log_errors(false);
+  re_options.set_dot_nl(options.null_data);  // -z: a newline is an ordinary byte
   std::string joined;
   for (size_t i = 0; i < alternatives.size(); ++i) {
     if (i > 0) joined += '|';
@@ -150,6 +266,7 @@ absl::StatusOr<Matcher> Matcher::Compile(const Options& options) {
 }
 
 size_t Matcher::NextCandidate(std::string_view text, size_t pos) const {
+  if (never_) return std::string_view::npos;
   if (always_) return pos < text.size() ? pos : std::string_view::npos;
   re2::StringPiece all(text.data(), text.size());
   re2::StringPiece m;
@@ -161,6 +278,7 @@ size_t Matcher::NextCandidate(std::string_view text, size_t pos) const {
 
 bool Matcher::Matches(std::string_view line,
                       std::vector<std::pair<uint32_t, uint32_t>>* spans) const {
+  if (never_) return false;
   re2::StringPiece text(line.data(), line.size());
   if (spans == nullptr && !word_) return always_ || RE2::PartialMatch(text, *re_);
   bool any = false;

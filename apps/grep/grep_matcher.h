@@ -26,8 +26,12 @@ namespace ardma::grep {
 
 class Matcher {
  public:
-  // INVALID_ARGUMENT (with RE2's explanation) for a bad pattern.
-  static absl::StatusOr<Matcher> Compile(const Options& options);
+  // INVALID_ARGUMENT (with RE2's explanation) for a bad pattern. GNU's warnings about the
+  // patterns ("* at start of expression") go to `warnings`.
+  static absl::StatusOr<Matcher> Compile(const Options& options,
+                                         std::vector<std::string>* warnings = nullptr);
+  // Every line matches (an empty pattern without -w or -x).
+  bool always() const { return always_; }
 
   // Whether `line` (without its newline) matches, honouring -i, -w and -x (not -v). With `spans`,
   // every non-empty, non-overlapping match is added, left to right.
@@ -43,10 +47,14 @@ class Matcher {
   std::shared_ptr<const re2::RE2> finder_;  // the same patterns, ^ and $ at line boundaries
   bool word_ = false;
   bool always_ = false;  // an empty pattern without -w / -x: every line matches
+  bool never_ = false;   // no pattern at all (-f of an empty file): no line matches
 };
 
-// The RE2 form of one BRE (basic) or ERE (extended) pattern.
-absl::StatusOr<std::string> TranslatePattern(std::string_view pattern, Syntax syntax);
+// The RE2 form of one BRE (basic) or ERE (extended) pattern, with GNU's readings where RE2's
+// differ: a{,3}, a** and a{2}{3}, an ERE's leading repetition (ignored, with a warning as GNU's),
+// a '{' that starts no interval (literal), [=c=] and [.c.].
+absl::StatusOr<std::string> TranslatePattern(std::string_view pattern, Syntax syntax,
+                                             std::vector<std::string>* warnings = nullptr);
 
 }  // namespace ardma::grep
 

@@ -1,12 +1,16 @@
 // Runs a parsed ardma-grep command: expands the operands, asks the server for batches and prints
 // them as GNU grep would.
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "apps/grep/grep_cli.h"
 #include "apps/grep/grep_matcher.h"
 #include "core/client/client.h"
@@ -17,6 +21,47 @@ ARDMA_DECLARE_ACTIVE_LIBRARY(grep);
 namespace ardma::grep {
 namespace {
 
+// GNU grep's colours: defaults, then $GREP_COLORS (ms mc sl cx fn ln bn se, mt for both match
+// colours, rv and ne).
+struct Colors {
+  std::string ms = "01;31", mc = "01;31", sl, cx, fn = "35", ln = "32", bn = "32", se = "36";
+  bool rv = false, ne = false;
+
+  static Colors FromEnvironment() {
+    Colors c;
+    const char* env = std::getenv("GREP_COLORS");
+    if (env == nullptr) return c;
+    for (absl::string_view item : absl::StrSplit(env, ':', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+      const std::string& k = kv.first;
+      const std::string& v = kv.second;
+      if (k == "mt")
+        c.ms = c.mc = v;
+      else if (k == "ms")
+        c.ms = v;
+      else if (k == "mc")
+        c.mc = v;
+      else if (k == "sl")
+        c.sl = v;
+      else if (k == "cx")
+        c.cx = v;
+      else if (k == "fn")
+        c.fn = v;
+      else if (k == "ln")
+        c.ln = v;
+      else if (k == "bn")
+        c.bn = v;
+      else if (k == "se")
+        c.se = v;
+      else if (k == "rv")
+        c.rv = true;
+      else if (k == "ne")
+        c.ne = true;
+    }
+    return c;
+  }
+};
+
 // Formats records as GNU grep does.
 class Printer {
  public:
@@ -24,7 +69,11 @@ class Printer {
       : f_(f),
         names_(names),
         with_filename_(with_filename),
-        context_(f.options.before > 0 || f.options.after > 0) {}
+        context_(f.context_given),
+        colors_(Colors::FromEnvironment()),
+        eol_(f.options.null_data ? '\0' : '\n') {
+    if (colors_.rv && f.options.invert) std::swap(colors_.sl, colors_.cx);
+  }
 
   void Print(const Record& r) {
     switch (r.kind) {
@@ -48,31 +97,41 @@ class Printer {
         }
         break;
     }
+    if (f_.line_buffered) std::fflush(stdout);
   }
 
   bool selected() const { return selected_; }
   bool error() const { return error_; }
 
  private:
-  std::string Colored(const char* sgr, std::string_view text) const {
-    if (!f_.color) return std::string(text);
-    return absl::StrCat("\33[", sgr, "m\33[K", absl::string_view(text.data(), text.size()),
-                        "\33[m\33[K");
+  // `text` in colour `sgr` (SGR parameters), as GNU grep writes it; plain without --color.
+  std::string Colored(const std::string& sgr, std::string_view text) const {
+    if (!f_.color || sgr.empty()) return std::string(text);
+    const char* erase = colors_.ne ? "" : "\33[K";
+    return absl::StrCat("\33[", sgr, "m", erase, absl::string_view(text.data(), text.size()),
+                        "\33[m", erase);
   }
-  std::string Prefix(const Record& r, char sep) const {
+  std::string Prefix(const Record& r, char sep, uint64_t offset) const {
     std::string out;
     std::string s(1, sep);
-    if (with_filename_) absl::StrAppend(&out, Colored("35", names_[r.file]), Colored("36", s));
-    if (f_.line_numbers)
-      absl::StrAppend(&out, Colored("32", absl::StrCat(r.line)), Colored("36", s));
+    if (with_filename_)
+      absl::StrAppend(&out, Colored(colors_.fn, names_[r.file]), Colored(colors_.se, s));
+    if (f_.line_numbers) {
+      absl::StrAppend(&out, Colored(colors_.ln, absl::StrCat(r.line)), Colored(colors_.se, s));
+    }
+    if (f_.byte_offset) {
+      absl::StrAppend(&out, Colored(colors_.bn, absl::StrCat(offset)), Colored(colors_.se, s));
+    }
     return out;
   }
 
   void Line(const Record& r) {
     bool selected = r.kind == RecordKind::kSelected;
     if (selected) selected_ = true;
-    if (context_ && printed_ && (r.file != last_file_ || r.line != last_line_ + 1)) {
-      std::printf("%s\n", Colored("36", "--").c_str());
+    if (context_ && printed_ && (r.file != last_file_ || r.line != last_line_ + 1) &&
+        f_.group_separator.has_value()) {
+      std::string sep = Colored(colors_.se, *f_.group_separator);
+      std::printf("%s\n", sep.c_str());
     }
     printed_ = true;
     last_file_ = r.file;
@@ -80,26 +139,28 @@ class Printer {
     if (f_.only_matching) {
       if (!selected) return;
       for (auto [start, len] : r.spans) {
-        std::string out = Prefix(r, ':');
-        out += Colored("01;31", std::string_view(r.text).substr(start, len));
-        out += '\n';
+        std::string out = Prefix(r, ':', r.offset + start);
+        out += Colored(colors_.ms, std::string_view(r.text).substr(start, len));
+        out += eol_;
         std::fwrite(out.data(), 1, out.size(), stdout);
       }
       return;
     }
-    std::string out = Prefix(r, selected ? ':' : '-');
-    if (selected && f_.color && !r.spans.empty()) {
+    std::string out = Prefix(r, selected ? ':' : '-', r.offset);
+    const std::string& line_color = selected ? colors_.sl : colors_.cx;
+    const std::string& match_color = selected ? colors_.ms : colors_.mc;
+    if (f_.color && !r.spans.empty()) {
       size_t at = 0;
       for (auto [start, len] : r.spans) {
-        out.append(r.text, at, start - at);
-        out += Colored("01;31", std::string_view(r.text).substr(start, len));
+        out += Colored(line_color, std::string_view(r.text).substr(at, start - at));
+        out += Colored(match_color, std::string_view(r.text).substr(start, len));
         at = start + len;
       }
-      out.append(r.text, at, std::string::npos);
+      out += Colored(line_color, std::string_view(r.text).substr(at));
     } else {
-      out += r.text;
+      out += Colored(line_color, r.text);
     }
-    out += '\n';
+    out += eol_;
     std::fwrite(out.data(), 1, out.size(), stdout);
   }
 
@@ -109,20 +170,20 @@ class Printer {
         if (r.line > 0) selected_ = true;
         std::string out;
         if (with_filename_)
-          absl::StrAppend(&out, Colored("35", names_[r.file]), Colored("36", ":"));
+          absl::StrAppend(&out, Colored(colors_.fn, names_[r.file]), Colored(colors_.se, ":"));
         absl::StrAppend(&out, r.line, "\n");
         std::fwrite(out.data(), 1, out.size(), stdout);
         break;
       }
       case Report::kFilesWithMatch:
         selected_ = true;
-        std::printf("%s\n", Colored("35", names_[r.file]).c_str());
+        std::printf("%s\n", Colored(colors_.fn, names_[r.file]).c_str());
         break;
       case Report::kFilesWithout:  // the exit status still follows selected lines, as GNU's
         if (r.line > 0) {
           selected_ = true;
         } else {
-          std::printf("%s\n", Colored("35", names_[r.file]).c_str());
+          std::printf("%s\n", Colored(colors_.fn, names_[r.file]).c_str());
         }
         break;
       case Report::kQuiet:
@@ -137,6 +198,8 @@ class Printer {
   const std::vector<std::string>& names_;
   const bool with_filename_;
   const bool context_;
+  Colors colors_;
+  const char eol_;
   bool printed_ = false;
   uint32_t last_file_ = 0;
   uint64_t last_line_ = 0;
@@ -147,11 +210,20 @@ class Printer {
 }  // namespace
 
 int RunCommand(const Command& command) {
-  if (absl::StatusOr<Matcher> m = Matcher::Compile(command.options); !m.ok()) {
+  std::vector<std::string> warnings;
+  absl::StatusOr<Matcher> m = Matcher::Compile(command.options, &warnings);
+  if (!m.ok()) {
     std::cerr << "ardma-grep: " << m.status().message() << "\n";
     return 2;
   }
+  for (const std::string& w : warnings) std::cerr << "ardma-grep: warning: " << w << "\n";
   if (command.max_zero) return 1;
+  // -v of a pattern every line matches selects nothing: GNU grep reads no file and prints
+  // nothing, not even -c's counts.
+  if (command.options.invert && m->always() &&
+      (command.options.report == Report::kLines || command.options.report == Report::kCount)) {
+    return 1;
+  }
   const Command& f = command;
   const std::vector<std::string>& operands = f.operands;
   if (operands.empty()) {
@@ -167,7 +239,19 @@ int RunCommand(const Command& command) {
   // Operands: dfs:/PATH; with -r, directories expand to their files in sorted path order.
   dfs::DfsClient fs(client->get(), Mode::kActive, f.fs);
   std::vector<std::string> names, paths;
-  bool operand_error = false;
+  bool operand_error = false, expanded = false;
+  auto matches_any = [](const std::vector<std::string>& globs, std::string_view name) {
+    for (const std::string& g : globs) {
+      if (::fnmatch(g.c_str(), std::string(name).c_str(), 0) == 0) return true;
+    }
+    return false;
+  };
+  // --include / --exclude on a file's base name, as GNU grep's.
+  auto wanted = [&](std::string_view path) {
+    std::string_view base = path.substr(path.rfind('/') + 1);
+    if (matches_any(f.exclude, base)) return false;
+    return f.include.empty() || matches_any(f.include, base);
+  };
   for (const std::string& operand : operands) {
     if (operand.rfind("dfs:", 0) != 0) {
       if (!f.suppress) std::cerr << "ardma-grep: " << operand << ": not a dfs:/PATH file\n";
@@ -178,7 +262,9 @@ int RunCommand(const Command& command) {
     if (f.recursive) {
       absl::StatusOr<dfs::Stat> st = fs.Lookup(path);
       if (st.ok() && st->type == dfs::FileType::kDirectory) {
+        expanded = true;
         std::vector<std::string> found;
+        std::vector<std::string> skipped_dirs;  // --exclude-dir: nothing below them
         std::string cursor;
         for (;;) {
           absl::StatusOr<dfs::FindPage> page = fs.Find(path, cursor, 4096);
@@ -187,7 +273,19 @@ int RunCommand(const Command& command) {
             return 2;
           }
           for (const auto& e : page->entries) {
-            if (e.type == dfs::FileType::kFile) found.push_back(e.path);
+            while (!skipped_dirs.empty() &&
+                   !(e.path.size() > skipped_dirs.back().size() &&
+                     e.path.compare(0, skipped_dirs.back().size(), skipped_dirs.back()) == 0 &&
+                     e.path[skipped_dirs.back().size()] == '/')) {
+              skipped_dirs.pop_back();
+            }
+            if (!skipped_dirs.empty()) continue;
+            std::string_view base = std::string_view(e.path).substr(e.path.rfind('/') + 1);
+            if (e.type == dfs::FileType::kDirectory) {
+              if (e.depth > 0 && matches_any(f.exclude_dir, base)) skipped_dirs.push_back(e.path);
+            } else if (e.type == dfs::FileType::kFile && wanted(e.path)) {
+              found.push_back(e.path);  // (symbolic links are not followed, as -r's)
+            }
           }
           if (page->done) break;
           cursor = page->next;
@@ -200,11 +298,14 @@ int RunCommand(const Command& command) {
         continue;
       }
     }
+    if (!wanted(path)) continue;
     names.push_back(operand);
     paths.push_back(path);
   }
+  // A file name prefix with several operands (even if --exclude skips some), or a directory
+  // searched (-r); not for one file.
   bool with_filename =
-      f.with_filename == -1 ? (names.size() > 1 || f.recursive) : f.with_filename == 1;
+      f.with_filename == -1 ? (operands.size() > 1 || expanded) : f.with_filename == 1;
   Printer printer(f, names, with_filename);
   Request req;
   req.fs = f.fs;

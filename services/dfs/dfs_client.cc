@@ -101,10 +101,11 @@ absl::StatusOr<std::string> DfsClient::FollowLinks(std::string_view path, bool f
       return absl::FailedPreconditionError(
           absl::StrCat("dfs: too many levels of symbolic links: ", ToAbsl(path)));
     }
-    ARDMA_ASSIGN_OR_RETURN(std::string target, Readlink(next));
-    if (target.starts_with('/')) done.clear();
-    target.insert(0, "/");  // SplitPath wants an absolute path
-    ARDMA_ASSIGN_OR_RETURN(std::vector<std::string_view> more, SplitPath(target));
+    absl::StatusOr<std::string> target = Readlink(next);
+    if (!target.ok()) return target.status();
+    if (!target->empty() && (*target)[0] == '/') done.clear();
+    const std::string absolute = "/" + *target;  // SplitPath wants an absolute path
+    ARDMA_ASSIGN_OR_RETURN(std::vector<std::string_view> more, SplitPath(absolute));
     for (auto it = more.rbegin(); it != more.rend(); ++it) todo.emplace_back(*it);
   }
   return done.empty() ? std::string("/") : done;

@@ -345,7 +345,9 @@ TEST_P(DfsTest, BatchAppliesEveryChangeInOrderWithItsOwnResult) {
   uint64_t before = client_->counters().round_trips;
   absl::StatusOr<std::vector<absl::Status>> results = fs_->Batch(ops);
   ASSERT_TRUE(results.ok()) << results.status();
-  if (GetParam() == Mode::kActive) EXPECT_EQ(client_->counters().round_trips - before, 1u);
+  if (GetParam() == Mode::kActive) {
+    EXPECT_EQ(client_->counters().round_trips - before, 1u);
+  }
   ASSERT_EQ(results->size(), ops.size());
   for (size_t i : {0, 1, 2, 3, 4, 5, 8, 10, 11, 12}) EXPECT_TRUE((*results)[i].ok()) << i;
   EXPECT_TRUE(absl::IsFailedPrecondition((*results)[6])) << (*results)[6];

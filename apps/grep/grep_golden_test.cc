@@ -1,0 +1,168 @@
+// ardma-grep against GNU grep 3.8 on crafted files: GNU's BRE/ERE dialect where RE2's differs
+// (a{,3}, a**, a{2}{3}, a leading ERE repetition, [=a=], [.-.]), -A 0 and group separators,
+// -b, -z, -a, -f, --include/--exclude/--exclude-dir, -v -c '', -r on one file, colours in
+// context lines and $GREP_COLORS. Output, messages and exit status must be GNU's, in both modes.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "core/client/invoke.h"
+#include "core/testing/run_command.h"
+#include "core/testing/server_fixture.h"
+#include "gtest/gtest.h"
+#include "services/dfs/dfs_client.h"
+
+namespace ardma {
+namespace {
+
+using testing::BinDir;
+using testing::RunCommandSplit;
+namespace fsys = std::filesystem;
+
+class GrepGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
+ protected:
+  void SetUp() override {
+    StartServer(testing::TestServerOptions());
+    dir_ = (fsys::temp_directory_path() / absl::StrCat("grep_golden_", ::getpid())).string();
+    fsys::remove_all(dir_);
+    fsys::create_directories(dir_ + "/tree/sub");
+    fsys::create_directories(dir_ + "/tree/skip");
+    Put("text", "+x\nx\naab\nb\naaaab\n*x\n{x\na{x\naaaaaa\n-\na\nend of a\nbetween\nalpha\n");
+    Put("more", "alpha beta\ngamma\nalphabet\n\ndelta alpha\n");
+    Put("binary", std::string("match here\n\0\1\2 binary\nmatch again\n", 35));
+    Put("records", std::string("first\nrecord\0second alpha\0third\0", 33));
+    Put("patterns", "alpha\nb.t\n");
+    Put("nopatterns", "");
+    Put("tree/a.c", "int alpha;\n");
+    Put("tree/b.h", "alpha\n");
+    Put("tree/sub/c.c", "alpha beta\n");
+    Put("tree/skip/d.c", "alpha\n");
+    grep_ =
+        absl::StrCat(fsys::absolute(BinDir()).string(), "/ardma-grep --mode=", ModeName(GetParam()),
+                     " --server=", testing::ClientAddress(server_->address()), " ");
+  }
+  void TearDown() override { fsys::remove_all(dir_); }
+
+  void Put(const std::string& name, const std::string& data) {
+    std::ofstream(dir_ + "/" + name, std::ios::binary) << data;
+    dfs::DfsClient fs(client_.get(), Mode::kActive);
+    for (std::string d : {"/g", "/g/tree", "/g/tree/sub", "/g/tree/skip"})
+      fs.Mkdir(d).IgnoreError();
+    ASSERT_TRUE(fs.WriteFile("/g/" + name, data).ok()) << name;
+  }
+
+  struct Run {
+    int code;
+    std::string out, err;
+  };
+  // `args` names files as FILE; GNU runs in the local copy, ours on dfs:/g/FILE.
+  Run Gnu(const std::string& args, const std::vector<std::string>& files) {
+    Run r;
+    r.code = RunCommandSplit(
+        absl::StrCat("cd ", dir_, " && LC_ALL=C grep ", args, " ", absl::StrJoin(files, " ")),
+        &r.out, &r.err);
+    return r;
+  }
+  Run Ours(const std::string& args, const std::vector<std::string>& files) {
+    Run r;
+    std::string operands;
+    for (const std::string& f : files) absl::StrAppend(&operands, " dfs:/g/", f);
+    r.code = RunCommandSplit(absl::StrCat("cd ", dir_, " && LC_ALL=C ", grep_, args, operands),
+                             &r.out, &r.err);
+    r.out = absl::StrReplaceAll(r.out, {{"dfs:/g/", ""}});
+    r.err = absl::StrReplaceAll(r.err, {{"ardma-grep: ", "grep: "}, {"dfs:/g/", ""}});
+    return r;
+  }
+
+  std::string dir_, grep_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, GrepGoldenTest, ::testing::Values(Mode::kActive, Mode::kRdma),
+                         [](const auto& info) { return std::string(ModeName(info.param)); });
+
+TEST_P(GrepGoldenTest, DialectOptionsAndOutputMatchGnuGrep) {
+  struct Case {
+    std::string args;
+    std::vector<std::string> files;
+    bool sort = false;  // -r: GNU's order is the directory's
+  };
+  const std::vector<std::string> text = {"text"}, two = {"text", "more"};
+  const std::vector<Case> cases = {
+      {"-E 'a{,3}b'", text},
+      {"-E -o 'a**'", text},
+      {"-E -o 'a{2}{3}'", text},
+      {"-E 'a{x'", text},
+      {"-c 'a\\{,3\\}b'", text},
+      {"-o 'a**'", text},
+      {"-o '\\(a\\)*'", text},
+      {"'*x'", text},
+      {"-c '[[=a=]]'", text},
+      {"'[[.-.]]'", text},
+      {"'[[.hyphen.]]'", text},
+      {"-o 'a\\{2\\}\\{3\\}'", text},
+      {"'\\(^a\\)'", text},
+      {"'x\\|*x'", text},
+      {"-E -c '+x'", text},
+      {"-E 'x|*x'", text},
+      {"-E -o 'a+?'", text},
+      {"-A 0 -n a", text},
+      {"--group-separator=XX -A1 aab", text},
+      {"--no-group-separator -C1 -e '^b$' -e '^-$'", text},
+      {"-b alpha", two},
+      {"-b -o -n alpha", two},
+      {"-z alpha", {"records"}},
+      {"-z -c -v alpha", {"records"}},
+      {"match", {"binary"}},
+      {"-a -n match", {"binary"}},
+      {"-c match", {"binary", "text"}},
+      {"-f patterns", two},
+      {"-f nopatterns", two},
+      {"-f patterns -e gamma -n", two},
+      {"-v -c ''", two},
+      {"-v ''", text},
+      {"-r alpha", {"tree/a.c"}},
+      {"-r --include='*.c' alpha", {"tree"}, true},
+      {"-r --exclude='*.c' alpha", {"tree"}, true},
+      {"-r --exclude-dir=skip alpha", {"tree"}, true},
+      {"--exclude='*.h' alpha", {"tree/b.h", "more"}},
+      {"--color=always -v -C1 alphabet", {"more"}},
+      {"--color=always -H -n beta", two},
+      {"--line-buffered -n a", text},
+      {"-f missing-file a", text},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    Run g = Gnu(c.args, c.files), o = Ours(c.args, c.files);
+    if (c.sort) {
+      for (Run* r : {&g, &o}) {
+        std::vector<std::string> lines = absl::StrSplit(r->out, '\n');
+        std::sort(lines.begin(), lines.end());
+        r->out = absl::StrJoin(lines, "\n");
+      }
+    }
+    EXPECT_EQ(o.code, g.code) << o.err;
+    EXPECT_EQ(o.out, g.out);
+    if (o.code != 2) {
+      EXPECT_EQ(o.err, g.err);
+    }
+  }
+  // $GREP_COLORS: other colours for matches, file names and separators.
+  std::string colors = "GREP_COLORS='mt=01;32:fn=34:se=33:ln=36' ";
+  Run g, o;
+  g.code = RunCommandSplit(
+      absl::StrCat("cd ", dir_, " && ", colors, "LC_ALL=C grep --color=always -n alpha text more"),
+      &g.out, &g.err);
+  o.code = RunCommandSplit(absl::StrCat("cd ", dir_, " && ", colors, "LC_ALL=C ", grep_,
+                                        "--color=always -n alpha dfs:/g/text dfs:/g/more"),
+                           &o.out, &o.err);
+  EXPECT_EQ(o.code, g.code);
+  EXPECT_EQ(absl::StrReplaceAll(o.out, {{"dfs:/g/", ""}}), g.out);
+}
+
+}  // namespace
+}  // namespace ardma
