@@ -10,6 +10,7 @@ packages=(
   libboost-dev            # Boost.Asio (header-only in 1.74)
   libabsl-dev             # Abseil: Status, Mutex, flags, strings
   libre2-dev              # RE2 (grep)
+  libpcre2-dev            # PCRE2 (grep -P)
   libssl-dev              # OpenSSL: SHA-256 of shipped code, HMAC authentication, TLS
   openssl                 # the tests make their TLS certificates with it
   help2man dpkg-dev       # man pages from --help; the Debian package (cpack, dpkg-shlibdeps)

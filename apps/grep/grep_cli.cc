@@ -22,6 +22,7 @@ const char kUsage[] =
     "  -E, --extended-regexp     PATTERNS are extended regular expressions\n"
     "  -F, --fixed-strings       PATTERNS are strings\n"
     "  -G, --basic-regexp        PATTERNS are basic regular expressions (default)\n"
+    "  -P, --perl-regexp         PATTERNS are Perl regular expressions (PCRE2, on the server)\n"
     "  -e, --regexp=PATTERNS     use PATTERNS for matching (repeatable)\n"
     "  -i, --ignore-case         ignore case distinctions\n"
     "  -w, --word-regexp         match only whole words\n"
@@ -64,7 +65,7 @@ const char kUsage[] =
     "      --help                show this help\n"
     "  -V, --version             print the version and commit\n"
     "\n"
-    "Patterns use GNU BRE/ERE syntax translated to RE2; back-references are not supported.\n"
+    "BRE/ERE patterns use GNU's syntax, run by RE2; back-references need -P (PCRE2).\n"
     "Exit status: 0 if a line is selected, 1 if none, 2 if an error occurred (unless -q matched).";
 
 namespace {
@@ -104,6 +105,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   static const option kLong[] = {{"extended-regexp", no_argument, nullptr, 'E'},
                                  {"fixed-strings", no_argument, nullptr, 'F'},
                                  {"basic-regexp", no_argument, nullptr, 'G'},
+                                 {"perl-regexp", no_argument, nullptr, 'P'},
                                  {"regexp", required_argument, nullptr, 'e'},
                                  {"ignore-case", no_argument, nullptr, 'i'},
                                  {"word-regexp", no_argument, nullptr, 'w'},
@@ -146,7 +148,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   bool count = false, list = false, list_without = false, patterns_given = false;
   opterr = 0;
   int opt;
-  while ((opt = getopt_long(argc, argv, "EFGe:f:iywxsvVm:nHhoqrRLlcB:A:C:abz", kLong, nullptr)) !=
+  while ((opt = getopt_long(argc, argv, "EFGPe:f:iywxsvVm:nHhoqrRLlcB:A:C:abz", kLong, nullptr)) !=
          -1) {
     uint64_t n = 0;
     switch (opt) {
@@ -158,6 +160,9 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
         break;
       case 'G':
         f.options.syntax = Syntax::kBasic;
+        break;
+      case 'P':
+        f.options.syntax = Syntax::kPerl;
         break;
       case 'e':
         patterns.emplace_back(optarg);

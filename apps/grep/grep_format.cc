@@ -92,7 +92,7 @@ absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
   }
   uint8_t syntax, bits, report;
   if (!r.U8(&syntax) || !r.U8(&bits) || !r.U8(&report) || !r.U64(&q.options.max_count) ||
-      !r.U32(&q.options.before) || !r.U32(&q.options.after) || syntax > 2 || report > 4) {
+      !r.U32(&q.options.before) || !r.U32(&q.options.after) || syntax > 3 || report > 4) {
     return absl::InvalidArgumentError("grep: bad options");
   }
   q.options.syntax = static_cast<Syntax>(syntax);

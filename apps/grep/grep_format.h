@@ -18,7 +18,7 @@
 
 namespace ardma::grep {
 
-enum class Syntax : uint8_t { kBasic = 0, kExtended = 1, kFixed = 2 };
+enum class Syntax : uint8_t { kBasic = 0, kExtended = 1, kFixed = 2, kPerl = 3 };
 // What is reported per file.
 enum class Report : uint8_t {
   kLines = 0,            // the selected lines (and context)

@@ -1,5 +1,6 @@
 // ardma-grep against GNU grep 3.8 on crafted files: GNU's BRE/ERE dialect where RE2's differs
-// (a{,3}, a**, a{2}{3}, a leading ERE repetition, [=a=], [.-.]), -A 0 and group separators,
+// (a{,3}, a**, a{2}{3}, a leading ERE repetition, [=a=], [.-.]), -P (PCRE2), -A 0 and group
+// separators,
 // -b, -z, -a, -f, --include/--exclude/--exclude-dir, -v -c '', -r on one file, colours in
 // context lines and $GREP_COLORS. Output, messages and exit status must be GNU's, in both modes.
 #include <unistd.h>

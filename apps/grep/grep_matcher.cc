@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "apps/grep/pcre_program.h"
 #include "core/status_macros.h"
 #include "re2/re2.h"
 
@@ -223,6 +224,7 @@ absl::StatusOr<std::string> TranslatePattern(std::string_view p, Syntax syntax,
 
 absl::StatusOr<Matcher> Matcher::Compile(const Options& options,
                                          std::vector<std::string>* warnings) {
+  if (options.syntax == Syntax::kPerl) return CompilePerl(options);
   std::vector<std::string> alternatives;
   bool has_empty = false;
   for (const std::string& pattern : options.patterns) {
@@ -265,9 +267,39 @@ absl::StatusOr<Matcher> Matcher::Compile(const Options& options,
   return m;
 }
 
+absl::StatusOr<Matcher> Matcher::CompilePerl(const Options& options) {
+  // GNU grep -P takes one pattern (no -e twice, no newline in it).
+  if (options.patterns.size() != 1 || options.patterns[0].find('\n') != std::string::npos) {
+    return absl::InvalidArgumentError("the -P option only supports a single pattern");
+  }
+  std::string p = options.patterns[0];
+  // -x and -w as GNU grep words them for PCRE.
+  if (options.line) {
+    p = absl::StrCat("^(?:", p, ")$");
+  } else if (options.word) {
+    p = absl::StrCat("(?<!\\w)(?:", p, ")(?!\\w)");
+  }
+  ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<PcreProgram> program,
+                         PcreProgram::Compile(p, options.ignore_case));
+  Matcher m;
+  m.pcre_ = std::move(program);
+  return m;
+}
+
+bool Matcher::Find(std::string_view text, size_t pos, size_t* start, size_t* len) const {
+  if (pcre_ != nullptr) return pcre_->Find(text, pos, start, len);
+  re2::StringPiece all(text.data(), text.size());
+  re2::StringPiece m;
+  if (!re_->Match(all, pos, all.size(), RE2::UNANCHORED, &m, 1)) return false;
+  *start = static_cast<size_t>(m.data() - text.data());
+  *len = m.size();
+  return true;
+}
+
 size_t Matcher::NextCandidate(std::string_view text, size_t pos) const {
   if (never_) return std::string_view::npos;
-  if (always_) return pos < text.size() ? pos : std::string_view::npos;
+  // -P: a multi-line search could misread \A, \z or lookbehinds; every line is a candidate.
+  if (always_ || pcre_ != nullptr) return pos < text.size() ? pos : std::string_view::npos;
   re2::StringPiece all(text.data(), text.size());
   re2::StringPiece m;
   if (pos > text.size() || !finder_->Match(all, pos, all.size(), RE2::UNANCHORED, &m, 1)) {
@@ -279,18 +311,18 @@ size_t Matcher::NextCandidate(std::string_view text, size_t pos) const {
 bool Matcher::Matches(std::string_view line,
                       std::vector<std::pair<uint32_t, uint32_t>>* spans) const {
   if (never_) return false;
-  re2::StringPiece text(line.data(), line.size());
-  if (spans == nullptr && !word_) return always_ || RE2::PartialMatch(text, *re_);
+  if (spans == nullptr && !word_ && re_ != nullptr) {
+    return always_ || RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), *re_);
+  }
   bool any = false;
   size_t pos = 0;
-  while (pos <= text.size()) {
-    re2::StringPiece m;
-    if (!re_->Match(text, pos, text.size(), RE2::UNANCHORED, &m, 1)) break;
-    size_t start = static_cast<size_t>(m.data() - text.data()), len = m.size();
+  while (pos <= line.size()) {
+    size_t start, len;
+    if (!Find(line, pos, &start, &len)) break;
     if (word_) {
-      bool before_ok = start == 0 || !IsWordByte(text[start - 1]);
-      bool after_ok = start + len == text.size() || !IsWordByte(text[start + len]);
-      if (!before_ok || !after_ok || (len == 0 && !text.empty())) {
+      bool before_ok = start == 0 || !IsWordByte(line[start - 1]);
+      bool after_ok = start + len == line.size() || !IsWordByte(line[start + len]);
+      if (!before_ok || !after_ok || (len == 0 && !line.empty())) {
         pos = start + 1;
         continue;
       }

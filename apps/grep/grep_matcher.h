@@ -1,6 +1,7 @@
 // Matcher: ardma-grep's patterns compiled with RE2, with GNU grep's meanings where RE2 allows.
 //
-// Patterns are GNU BRE by default (-G), ERE with -E, fixed strings with -F; a pattern containing
+// Patterns are GNU BRE by default (-G), ERE with -E, fixed strings with -F, Perl-compatible with
+// -P (PCRE2, one pattern, as GNU grep's); a BRE/ERE/fixed pattern containing
 // newlines is several patterns. BRE and ERE are translated to RE2 syntax: BRE's \( \) \{ \} \| \+ \?
 // become operators and ( ) { } | + ? literals; a backslash inside a bracket expression is literal;
 // \< and \> become \b. Matching is on bytes (Latin-1), leftmost-longest as POSIX requires.
@@ -24,6 +25,8 @@ class RE2;
 
 namespace ardma::grep {
 
+class PcreProgram;
+
 class Matcher {
  public:
   // INVALID_ARGUMENT (with RE2's explanation) for a bad pattern. GNU's warnings about the
@@ -43,6 +46,11 @@ class Matcher {
   size_t NextCandidate(std::string_view text, size_t pos) const;
 
  private:
+  static absl::StatusOr<Matcher> CompilePerl(const Options& options);
+  // The first match at or after `pos` of the compiled patterns (RE2 or PCRE2).
+  bool Find(std::string_view text, size_t pos, size_t* start, size_t* len) const;
+
+  std::shared_ptr<PcreProgram> pcre_;  // -P: PCRE2 instead of RE2
   std::shared_ptr<const re2::RE2> re_;
   std::shared_ptr<const re2::RE2> finder_;  // the same patterns, ^ and $ at line boundaries
   bool word_ = false;
