@@ -316,6 +316,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
             (color_when == "auto" && isatty(STDOUT_FILENO) && std::getenv("TERM") != nullptr &&
              std::string(std::getenv("TERM")) != "dumb");
   f.options.spans = f.only_matching || f.color;
+  f.options.numbers = f.line_numbers || f.context_given;  // (context groups by line number)
   if (f.options.report != Report::kLines) {
     f.options.before = f.options.after = 0;
     f.context_given = false;

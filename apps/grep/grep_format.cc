@@ -61,7 +61,7 @@ std::string EncodeRequest(const Request& q) {
   w.U8(static_cast<uint8_t>(o.syntax));
   w.U8(static_cast<uint8_t>((o.ignore_case ? 1 : 0) | (o.invert ? 2 : 0) | (o.word ? 4 : 0) |
                             (o.line ? 8 : 0) | (o.spans ? 16 : 0) | (o.text ? 32 : 0) |
-                            (o.null_data ? 64 : 0)));
+                            (o.null_data ? 64 : 0) | (o.numbers ? 128 : 0)));
   w.U8(static_cast<uint8_t>(o.report));
   w.U64(o.max_count);
   w.U32(o.before);
@@ -103,6 +103,7 @@ absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
   q.options.spans = bits & 16;
   q.options.text = bits & 32;
   q.options.null_data = bits & 64;
+  q.options.numbers = bits & 128;
   q.options.report = static_cast<Report>(report);
   if (!GetCursor(r, &q.cursor) || !r.U32(&q.max_records) || !r.U32(&q.max_bytes) || !r.AtEnd()) {
     return absl::InvalidArgumentError("grep: bad cursor");

@@ -41,6 +41,8 @@ struct Options {
   uint32_t before = 0, after = 0;  // -B, -A
   bool text = false;           // -a: binary files are searched as text
   bool null_data = false;      // -z: lines end in NUL bytes, not newlines
+  bool numbers = true;         // line numbers are wanted (-n, context); else lines skipped in
+                               // bulk are not counted and records' numbers mean nothing
 };
 
 struct Cursor {

@@ -6,6 +6,7 @@
 
 #include "apps/grep/grep_format.h"
 #include "apps/grep/grep_matcher.h"
+#include "apps/grep/literal_search.h"
 #include "core/active/function_table.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
@@ -207,8 +208,7 @@ class Scanner {
                                   ? lines.size()
                                   : (hit == 0 ? 0 : lines.rfind('\n', hit - 1) + 1);
           if (line_start < pos) line_start = pos;
-          c_.line += static_cast<uint64_t>(
-              std::count(lines.begin() + pos, lines.begin() + line_start, '\n'));
+          if (opt_.numbers) c_.line += CountNewlines(lines.substr(pos, line_start - pos));
           pos = line_start;
           if (pos >= lines.size()) continue;  // the rest of the chunk is a partial line
         }

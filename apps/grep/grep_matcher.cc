@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "apps/grep/literal_search.h"
 #include "apps/grep/pcre_program.h"
 #include "core/status_macros.h"
 #include "re2/re2.h"
@@ -74,6 +75,32 @@ std::optional<std::pair<std::string, size_t>> Interval(std::string_view p, size_
   if (p.substr(j, close.size()) != close) return std::nullopt;
   std::string re = "{" + (min.empty() ? std::string("0") : min) + (comma ? "," + max : "") + "}";
   return std::make_pair(re, j + close.size());
+}
+
+// If `p` is plain strings joined by its syntax's alternation (ERE |, BRE \|), adds them to
+// `out` and returns true.
+bool AddLiterals(std::string_view p, Syntax syntax, std::vector<std::string>* out) {
+  if (p.empty()) return false;
+  if (syntax == Syntax::kFixed) {
+    out->emplace_back(p);
+    return true;
+  }
+  std::string_view bar = syntax == Syntax::kBasic ? "\\|" : "|";
+  std::string_view specials = syntax == Syntax::kBasic ? "\\.[]*^$" : "\\.[]*^$+?{}()";
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t end = p.find(bar, start);
+    std::string_view part = p.substr(start, end == std::string_view::npos ? end : end - start);
+    if (part.empty() || part.find_first_of(specials) != std::string_view::npos ||
+        (syntax != Syntax::kBasic && part.find('|') != std::string_view::npos)) {
+      return false;
+    }
+    parts.emplace_back(part);
+    if (end == std::string_view::npos) break;
+    start = end + bar.size();
+  }
+  for (std::string& part : parts) out->push_back(std::move(part));
+  return true;
 }
 
 }  // namespace
@@ -225,11 +252,15 @@ absl::StatusOr<std::string> TranslatePattern(std::string_view p, Syntax syntax,
 absl::StatusOr<Matcher> Matcher::Compile(const Options& options,
                                          std::vector<std::string>* warnings) {
   if (options.syntax == Syntax::kPerl) return CompilePerl(options);
-  std::vector<std::string> alternatives;
-  bool has_empty = false;
+  std::vector<std::string> alternatives, literals;
+  bool has_empty = false, all_literal = true;
   for (const std::string& pattern : options.patterns) {
     for (absl::string_view one : absl::StrSplit(pattern, '\n')) {
       if (one.empty()) has_empty = true;
+      // Plain strings (no operator of its syntax but alternation) are searched for as they are.
+      if (!AddLiterals(std::string_view(one.data(), one.size()), options.syntax, &literals)) {
+        all_literal = false;
+      }
       ARDMA_ASSIGN_OR_RETURN(
           std::string re,
           TranslatePattern(std::string_view(one.data(), one.size()), options.syntax, warnings));
@@ -264,6 +295,10 @@ absl::StatusOr<Matcher> Matcher::Compile(const Options& options,
   m.finder_ = std::move(finder);
   m.word_ = options.word && !options.line;
   m.always_ = has_empty && !options.word && !options.line;
+  if (all_literal && !literals.empty()) {
+    m.literal_ = std::make_shared<LiteralSearch>(std::move(literals), options.ignore_case);
+    m.literal_decides_ = !options.word && !options.line;  // an occurrence is a match
+  }
   return m;
 }
 
@@ -300,6 +335,7 @@ size_t Matcher::NextCandidate(std::string_view text, size_t pos) const {
   if (never_) return std::string_view::npos;
   // -P: a multi-line search could misread \A, \z or lookbehinds; every line is a candidate.
   if (always_ || pcre_ != nullptr) return pos < text.size() ? pos : std::string_view::npos;
+  if (literal_ != nullptr) return literal_->Find(text, pos);
   re2::StringPiece all(text.data(), text.size());
   re2::StringPiece m;
   if (pos > text.size() || !finder_->Match(all, pos, all.size(), RE2::UNANCHORED, &m, 1)) {
@@ -311,6 +347,9 @@ size_t Matcher::NextCandidate(std::string_view text, size_t pos) const {
 bool Matcher::Matches(std::string_view line,
                       std::vector<std::pair<uint32_t, uint32_t>>* spans) const {
   if (never_) return false;
+  if (spans == nullptr && literal_decides_) {
+    return literal_->Find(line, 0) != std::string_view::npos;
+  }
   if (spans == nullptr && !word_ && re_ != nullptr) {
     return always_ || RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), *re_);
   }

@@ -25,6 +25,7 @@ class RE2;
 
 namespace ardma::grep {
 
+class LiteralSearch;
 class PcreProgram;
 
 class Matcher {
@@ -51,6 +52,8 @@ class Matcher {
   bool Find(std::string_view text, size_t pos, size_t* start, size_t* len) const;
 
   std::shared_ptr<PcreProgram> pcre_;  // -P: PCRE2 instead of RE2
+  std::shared_ptr<const LiteralSearch> literal_;  // every pattern a plain string: candidates
+  bool literal_decides_ = false;  // and an occurrence is a match (no -w, no -x)
   std::shared_ptr<const re2::RE2> re_;
   std::shared_ptr<const re2::RE2> finder_;  // the same patterns, ^ and $ at line boundaries
   bool word_ = false;
