@@ -1,5 +1,7 @@
 #include "apps/grep/grep_format.h"
 
+#include <algorithm>
+
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 
@@ -111,32 +113,47 @@ absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
   return q;
 }
 
-std::string EncodeBatch(const Batch& b) {
+void AppendRecord(RecordKind kind, uint32_t file, uint64_t line, uint32_t code,
+                  std::string_view text, const std::vector<std::pair<uint32_t, uint32_t>>& spans,
+                  uint64_t offset, std::string* records) {
+  ByteWriter w(records);
+  w.U8(static_cast<uint8_t>(kind));
+  w.U32(file);
+  w.U64(line);
+  w.U32(code);
+  w.Bytes32(text);
+  w.U64(offset);
+  w.U32(static_cast<uint32_t>(spans.size()));
+  for (auto [start, len] : spans) {
+    w.U32(start);
+    w.U32(len);
+  }
+}
+
+std::string EncodeBatch(const Cursor& next, uint32_t count, std::string_view records) {
   std::string out;
   ByteWriter w(&out);
-  PutCursor(w, b.next);
-  w.U32(static_cast<uint32_t>(b.records.size()));
-  for (const Record& rec : b.records) {
-    w.U8(static_cast<uint8_t>(rec.kind));
-    w.U32(rec.file);
-    w.U64(rec.line);
-    w.U32(rec.code);
-    w.Bytes32(rec.text);
-    w.U64(rec.offset);
-    w.U32(static_cast<uint32_t>(rec.spans.size()));
-    for (auto [start, len] : rec.spans) {
-      w.U32(start);
-      w.U32(len);
-    }
-  }
+  PutCursor(w, next);
+  w.U32(count);
+  out.append(records);
   return out;
 }
 
-absl::StatusOr<Batch> DecodeBatch(std::string_view bytes) {
-  ByteReader r(bytes);
+std::string EncodeBatch(const Batch& b) {
+  std::string records;
+  for (const Record& r : b.records) {
+    AppendRecord(r.kind, r.file, r.line, r.code, r.text, r.spans, r.offset, &records);
+  }
+  return EncodeBatch(b.next, static_cast<uint32_t>(b.records.size()), records);
+}
+
+absl::StatusOr<Batch> DecodeBatch(std::string bytes) {
   Batch b;
+  b.storage = std::make_shared<const std::string>(std::move(bytes));
+  ByteReader r(*b.storage);
   uint32_t n;
   if (!GetCursor(r, &b.next) || !r.U32(&n)) return absl::DataLossError("grep: bad batch");
+  b.records.reserve(std::min<uint32_t>(n, 1u << 20));
   for (uint32_t i = 0; i < n; ++i) {
     Record rec;
     uint8_t kind;
@@ -147,7 +164,7 @@ absl::StatusOr<Batch> DecodeBatch(std::string_view bytes) {
       return absl::DataLossError("grep: bad record");
     }
     rec.kind = static_cast<RecordKind>(kind);
-    rec.text = std::string(text);
+    rec.text = text;
     for (uint32_t s = 0; s < nspans; ++s) {
       uint32_t start, len;
       if (!r.U32(&start) || !r.U32(&len)) return absl::DataLossError("grep: bad span");

@@ -10,6 +10,7 @@
 #define ARDMA_APPS_GREP_GREP_FORMAT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,28 +22,28 @@ namespace ardma::grep {
 enum class Syntax : uint8_t { kBasic = 0, kExtended = 1, kFixed = 2, kPerl = 3 };
 // What is reported per file.
 enum class Report : uint8_t {
-  kLines = 0,            // the selected lines (and context)
-  kCount = 1,            // -c
-  kFilesWithMatch = 2,   // -l
-  kFilesWithout = 3,     // -L
-  kQuiet = 4,            // -q: stop at the first selected line anywhere
+  kLines = 0,           // the selected lines (and context)
+  kCount = 1,           // -c
+  kFilesWithMatch = 2,  // -l
+  kFilesWithout = 3,    // -L
+  kQuiet = 4,           // -q: stop at the first selected line anywhere
 };
 
 struct Options {
   std::vector<std::string> patterns;
   Syntax syntax = Syntax::kBasic;
-  bool ignore_case = false;    // -i
-  bool invert = false;         // -v
-  bool word = false;           // -w
-  bool line = false;           // -x
-  bool spans = false;          // report match positions (-o, --color)
+  bool ignore_case = false;  // -i
+  bool invert = false;       // -v
+  bool word = false;         // -w
+  bool line = false;         // -x
+  bool spans = false;        // report match positions (-o, --color)
   Report report = Report::kLines;
-  uint64_t max_count = 0;      // -m; 0: no limit
+  uint64_t max_count = 0;          // -m; 0: no limit
   uint32_t before = 0, after = 0;  // -B, -A
-  bool text = false;           // -a: binary files are searched as text
-  bool null_data = false;      // -z: lines end in NUL bytes, not newlines
-  bool numbers = true;         // line numbers are wanted (-n, context); else lines skipped in
-                               // bulk are not counted and records' numbers mean nothing
+  bool text = false;               // -a: binary files are searched as text
+  bool null_data = false;          // -z: lines end in NUL bytes, not newlines
+  bool numbers = true;             // line numbers are wanted (-n, context); else lines skipped in
+                                   // bulk are not counted and records' numbers mean nothing
 };
 
 struct Cursor {
@@ -54,7 +55,7 @@ struct Cursor {
   uint64_t last_output = 0;     // number of the last line output in `file` (0: none)
   bool binary_checked = false;  // the file's start was checked for NUL bytes
   bool binary = false;
-  std::vector<std::string> before;  // the lines just before `offset` not yet output (-B)
+  std::vector<std::string> before;       // the lines just before `offset` not yet output (-B)
   std::vector<uint64_t> before_offsets;  // and where each starts in the file (-b)
   bool done = false;
 };
@@ -70,11 +71,12 @@ enum class RecordKind : uint8_t {
 struct Record {
   RecordKind kind = RecordKind::kSelected;
   uint32_t file = 0;
-  uint64_t line = 0;   // or the count, for kCount
-  std::string text;    // the line without its newline, or the error message
-  uint32_t code = 0;   // kError: an absl::StatusCode
+  uint64_t line = 0;      // or the count, for kCount
+  std::string_view text;  // the line without its newline, or the error message (decoded:
+                          // a view into the Batch's storage)
+  uint32_t code = 0;      // kError: an absl::StatusCode
   std::vector<std::pair<uint32_t, uint32_t>> spans;  // (start, length) of matches in `text`
-  uint64_t offset = 0;  // where the line starts in the file (-b)
+  uint64_t offset = 0;                               // where the line starts in the file (-b)
 };
 
 struct Request {
@@ -89,12 +91,19 @@ struct Request {
 struct Batch {
   std::vector<Record> records;
   Cursor next;
+  std::shared_ptr<const std::string> storage;  // what decoded records' text points into
 };
 
 std::string EncodeRequest(const Request& r);
 absl::StatusOr<Request> DecodeRequest(std::string_view bytes);
 std::string EncodeBatch(const Batch& b);
-absl::StatusOr<Batch> DecodeBatch(std::string_view bytes);
+// The pieces of EncodeBatch, for a scanner that encodes records as it makes them: one record
+// appended to `records`, then the batch from the cursor, the count and those bytes.
+void AppendRecord(RecordKind kind, uint32_t file, uint64_t line, uint32_t code,
+                  std::string_view text, const std::vector<std::pair<uint32_t, uint32_t>>& spans,
+                  uint64_t offset, std::string* records);
+std::string EncodeBatch(const Cursor& next, uint32_t count, std::string_view records);
+absl::StatusOr<Batch> DecodeBatch(std::string bytes);
 
 }  // namespace ardma::grep
 

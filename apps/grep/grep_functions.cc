@@ -23,7 +23,8 @@ class Scanner {
   Scanner(Context& ctx, const Request& req, const Matcher& matcher)
       : ctx_(ctx), req_(req), opt_(req.options), matcher_(matcher), c_(req.cursor) {}
 
-  absl::StatusOr<Batch> Run() {
+  // The encoded batch (grep_format.h).
+  absl::StatusOr<std::string> Run() {
     while (!c_.done && c_.file < req_.files.size()) {
       if (Full()) break;
       ARDMA_ASSIGN_OR_RETURN(bool finished, ScanFile());
@@ -31,18 +32,17 @@ class Scanner {
       NextFile();
     }
     if (c_.file >= req_.files.size()) c_.done = true;
-    Batch b;
-    b.records = std::move(records_);
-    b.next = std::move(c_);
-    return b;
+    return EncodeBatch(c_, count_, records_);
   }
 
  private:
-  bool Full() const { return records_.size() >= req_.max_records || bytes_ >= req_.max_bytes; }
+  bool Full() const { return count_ >= req_.max_records || records_.size() >= req_.max_bytes; }
 
-  void Add(Record r) {
-    bytes_ += r.text.size() + 32;
-    records_.push_back(std::move(r));
+  // Records are encoded as they are made: no copy of each line is kept.
+  void Add(RecordKind kind, uint64_t line, uint32_t code, std::string_view text,
+           const std::vector<std::pair<uint32_t, uint32_t>>& spans, uint64_t offset) {
+    AppendRecord(kind, c_.file, line, code, text, spans, offset, &records_);
+    ++count_;
   }
 
   void NextFile() {
@@ -64,15 +64,11 @@ class Scanner {
           code != absl::StatusCode::kInvalidArgument) {
         return opened.status();  // a real failure, not a bad operand
       }
-      Record r;
-      r.kind = RecordKind::kError;
-      r.file = c_.file;
-      r.code = static_cast<uint32_t>(code);
-      r.text = code == absl::StatusCode::kNotFound ? "No such file or directory"
-               : code == absl::StatusCode::kFailedPrecondition
-                   ? "Is a directory"
-                   : std::string(opened.status().message());
-      Add(std::move(r));
+      std::string text = code == absl::StatusCode::kNotFound ? "No such file or directory"
+                         : code == absl::StatusCode::kFailedPrecondition
+                             ? "Is a directory"
+                             : std::string(opened.status().message());
+      Add(RecordKind::kError, 0, static_cast<uint32_t>(code), text, {}, 0);
       return std::nullopt;
     }
     ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, dfs::DecodeStat(std::string_view(*opened).substr(8)));
@@ -80,15 +76,8 @@ class Scanner {
   }
 
   void Emit(RecordKind kind, uint64_t line, std::string_view text,
-            std::vector<std::pair<uint32_t, uint32_t>> spans = {}, uint64_t offset = 0) {
-    Record r;
-    r.kind = kind;
-    r.file = c_.file;
-    r.line = line;
-    r.text = std::string(text);
-    r.spans = std::move(spans);
-    r.offset = offset;
-    Add(std::move(r));
+            const std::vector<std::pair<uint32_t, uint32_t>>& spans = {}, uint64_t offset = 0) {
+    Add(kind, line, 0, text, spans, offset);
     c_.last_output = line;
   }
 
@@ -96,7 +85,7 @@ class Scanner {
   void ContextLine(uint64_t line, std::string_view text, uint64_t offset) {
     std::vector<std::pair<uint32_t, uint32_t>> spans;
     if (opt_.spans && opt_.invert) matcher_.Matches(text, &spans);
-    Emit(RecordKind::kContext, line, text, std::move(spans), offset);
+    Emit(RecordKind::kContext, line, text, spans, offset);
   }
 
   // One line: select it or not, output it or its context. Returns false when the file is done
@@ -141,7 +130,7 @@ class Scanner {
       }
       c_.before.clear();
       c_.before_offsets.clear();
-      Emit(RecordKind::kSelected, n, text, std::move(spans), offset);
+      Emit(RecordKind::kSelected, n, text, spans, offset);
       c_.after_owed = opt_.after;
       return opt_.max_count == 0 || c_.selected < opt_.max_count || c_.after_owed > 0;
     }
@@ -254,8 +243,8 @@ class Scanner {
   const Options& opt_;
   const Matcher& matcher_;
   Cursor c_;
-  std::vector<Record> records_;
-  size_t bytes_ = 0;
+  std::string records_;  // encoded
+  uint32_t count_ = 0;
 };
 
 absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
@@ -265,8 +254,7 @@ absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
   req.max_records = std::clamp<uint32_t>(req.max_records, 1, 1u << 20);
   req.max_bytes = std::clamp<uint32_t>(req.max_bytes, 1024, 32u << 20);
   Scanner scanner(ctx, req, matcher);
-  ARDMA_ASSIGN_OR_RETURN(Batch batch, scanner.Run());
-  return EncodeBatch(batch);
+  return scanner.Run();
 }
 
 }  // namespace

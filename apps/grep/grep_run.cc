@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "apps/grep/grep_cli.h"
 #include "apps/grep/grep_matcher.h"
 #include "core/client/client.h"
+#include "core/status_macros.h"
 #include "services/dfs/dfs_client.h"
 
 ARDMA_DECLARE_ACTIVE_LIBRARY(grep);
@@ -93,7 +95,8 @@ class Printer {
         error_ = true;
         if (!f_.suppress) {
           std::fflush(stdout);
-          std::fprintf(stderr, "ardma-grep: %s: %s\n", names_[r.file].c_str(), r.text.c_str());
+          std::fprintf(stderr, "ardma-grep: %s: %.*s\n", names_[r.file].c_str(),
+                       static_cast<int>(r.text.size()), r.text.data());
         }
         break;
     }
@@ -104,25 +107,36 @@ class Printer {
   bool error() const { return error_; }
 
  private:
-  // `text` in colour `sgr` (SGR parameters), as GNU grep writes it; plain without --color.
-  std::string Colored(const std::string& sgr, std::string_view text) const {
-    if (!f_.color || sgr.empty()) return std::string(text);
+  // Appends `text` in colour `sgr` (SGR parameters) to `out`, as GNU grep writes it; plain
+  // without --color.
+  void Put(std::string* out, const std::string& sgr, std::string_view text) const {
+    if (!f_.color || sgr.empty()) {
+      out->append(text);
+      return;
+    }
     const char* erase = colors_.ne ? "" : "\33[K";
-    return absl::StrCat("\33[", sgr, "m", erase, absl::string_view(text.data(), text.size()),
-                        "\33[m", erase);
+    absl::StrAppend(out, "\33[", sgr, "m", erase, absl::string_view(text.data(), text.size()),
+                    "\33[m", erase);
   }
-  std::string Prefix(const Record& r, char sep, uint64_t offset) const {
+  std::string Colored(const std::string& sgr, std::string_view text) const {
     std::string out;
-    std::string s(1, sep);
-    if (with_filename_)
-      absl::StrAppend(&out, Colored(colors_.fn, names_[r.file]), Colored(colors_.se, s));
+    Put(&out, sgr, text);
+    return out;
+  }
+  void Prefix(std::string* out, const Record& r, char sep, uint64_t offset) const {
+    std::string_view s(&sep, 1);
+    if (with_filename_) {
+      Put(out, colors_.fn, names_[r.file]);
+      Put(out, colors_.se, s);
+    }
     if (f_.line_numbers) {
-      absl::StrAppend(&out, Colored(colors_.ln, absl::StrCat(r.line)), Colored(colors_.se, s));
+      Put(out, colors_.ln, absl::StrCat(r.line));
+      Put(out, colors_.se, s);
     }
     if (f_.byte_offset) {
-      absl::StrAppend(&out, Colored(colors_.bn, absl::StrCat(offset)), Colored(colors_.se, s));
+      Put(out, colors_.bn, absl::StrCat(offset));
+      Put(out, colors_.se, s);
     }
-    return out;
   }
 
   void Line(const Record& r) {
@@ -136,29 +150,31 @@ class Printer {
     printed_ = true;
     last_file_ = r.file;
     last_line_ = r.line;
+    std::string& out = out_;  // reused: no allocation per line
+    out.clear();
     if (f_.only_matching) {
       if (!selected) return;
       for (auto [start, len] : r.spans) {
-        std::string out = Prefix(r, ':', r.offset + start);
-        out += Colored(colors_.ms, std::string_view(r.text).substr(start, len));
+        Prefix(&out, r, ':', r.offset + start);
+        Put(&out, colors_.ms, r.text.substr(start, len));
         out += eol_;
-        std::fwrite(out.data(), 1, out.size(), stdout);
       }
+      std::fwrite(out.data(), 1, out.size(), stdout);
       return;
     }
-    std::string out = Prefix(r, selected ? ':' : '-', r.offset);
+    Prefix(&out, r, selected ? ':' : '-', r.offset);
     const std::string& line_color = selected ? colors_.sl : colors_.cx;
     const std::string& match_color = selected ? colors_.ms : colors_.mc;
     if (f_.color && !r.spans.empty()) {
       size_t at = 0;
       for (auto [start, len] : r.spans) {
-        out += Colored(line_color, std::string_view(r.text).substr(at, start - at));
-        out += Colored(match_color, std::string_view(r.text).substr(start, len));
+        Put(&out, line_color, r.text.substr(at, start - at));
+        Put(&out, match_color, r.text.substr(start, len));
         at = start + len;
       }
-      out += Colored(line_color, std::string_view(r.text).substr(at));
+      Put(&out, line_color, r.text.substr(at));
     } else {
-      out += Colored(line_color, r.text);
+      Put(&out, line_color, r.text);
     }
     out += eol_;
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -200,6 +216,7 @@ class Printer {
   const bool context_;
   Colors colors_;
   const char eol_;
+  std::string out_;
   bool printed_ = false;
   uint32_t last_file_ = 0;
   uint64_t last_line_ = 0;
@@ -311,20 +328,30 @@ int RunCommand(const Command& command) {
   req.fs = f.fs;
   req.files = paths;
   req.options = f.options;
-  while (!req.files.empty() && !req.cursor.done) {
-    absl::StatusOr<std::string> reply =
-        Invoke(**client, f.mode, active_libraries::grep(), "grep.scan", EncodeRequest(req));
-    if (!reply.ok()) {
-      std::cerr << "ardma-grep: " << reply.status().message() << "\n";
-      return 2;
+  // The next batch is asked for as soon as this one's cursor is known, so the server scans it
+  // while this one is printed.
+  auto fetch = [&](const Request& r) -> absl::StatusOr<Batch> {
+    ARDMA_ASSIGN_OR_RETURN(std::string reply, Invoke(**client, f.mode, active_libraries::grep(),
+                                                     "grep.scan", EncodeRequest(r)));
+    return DecodeBatch(std::move(reply));
+  };
+  if (!req.files.empty()) {
+    absl::StatusOr<Batch> batch = fetch(req);
+    for (;;) {
+      if (!batch.ok()) {
+        std::cerr << "ardma-grep: " << batch.status().message() << "\n";
+        return 2;
+      }
+      std::future<absl::StatusOr<Batch>> next;
+      bool more = !batch->next.done && !(f.quiet && printer.selected());
+      if (more) {
+        req.cursor = batch->next;
+        next = std::async(std::launch::async, fetch, req);
+      }
+      for (const Record& r : batch->records) printer.Print(r);
+      if (!more) break;
+      batch = next.get();
     }
-    absl::StatusOr<Batch> batch = DecodeBatch(*reply);
-    if (!batch.ok()) {
-      std::cerr << "ardma-grep: " << batch.status().message() << "\n";
-      return 2;
-    }
-    for (const Record& r : batch->records) printer.Print(r);
-    req.cursor = std::move(batch->next);
   }
   std::fflush(stdout);
   if (f.quiet && printer.selected()) return 0;
