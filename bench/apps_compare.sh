@@ -4,8 +4,9 @@
 #   bench/apps_compare.sh [RUNS]     (default 3; medians of whole-process wall times)
 #
 # Data lives in /dev/shm (tmpfs) so the local tools read memory too: 256 MiB of C headers
-# (/usr/include repeated) and a tree of 100,000 empty files (100 directories x 1,000). ardmad runs
-# as its own process with 2 GiB. Prints one table.
+# (/usr/include repeated) and a tree of 65,000 small files (65 directories x 1,000, 0 to 2,093
+# bytes). ardmad runs as its own process with 2 GiB. Prints one table; every ardma result is
+# checked against the GNU tool's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BUILD_DIR:-build}/bin  # scripts/build.sh builds there (BUILD_DIR, BUILD_TYPE honoured)
@@ -34,26 +35,38 @@ median_time() {
   printf '%s\n' "${times[@]}" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
 }
 
-echo "preparing 256 MiB of text and a 100,000-file tree in $work ..." >&2
+echo "preparing 256 MiB of text and a 65,000-file tree in $work ..." >&2
 find /usr/include -name '*.h' -type f -print0 | xargs -0 cat > "$work/headers"
 while [[ $(stat -c %s "$work/text" 2>/dev/null || echo 0) -lt 268435456 ]]; do cat "$work/headers" >> "$work/text"; done
 truncate -s 268435456 "$work/text"
 python3 - "$work/tree" <<'PY'
 import os, sys
 root = sys.argv[1]
-for d in range(100):
+for d in range(65):
     os.makedirs(f"{root}/d{d:02d}")
     for f in range(1000):
-        open(f"{root}/d{d:02d}/f{f:04d}", "w").close()
+        with open(f"{root}/d{d:02d}/f{f:04d}", "w") as out:
+            out.write("x" * (f * 7 % 2094))
 PY
 
 upload=$(median_time "$bin/ardma-cp $work/text dfs:/text")
-pattern="'static inline'"
-gnu_grep=$(median_time "LC_ALL=C grep -c $pattern $work/text")
-active_grep=$(median_time "$bin/ardma-grep -c $pattern dfs:/text")
-rdma_grep=$(median_time "$bin/ardma-grep --mode=rdma -c $pattern dfs:/text")
+# Literal, -i and an alternation of strings, counted; and an alternation whose 821,588 lines are
+# all printed (through a pipe: GNU grep stops at the first match when its output is /dev/null).
+declare -A gnu_grep active_grep
+for name in literal icase alternation printed; do
+  case $name in
+    literal) flags="-c 'static inline'" ;;
+    icase) flags="-ci 'static inline'" ;;
+    alternation) flags="-cE 'int|char'" ;;
+    printed) flags="-E 'int|char'" ;;
+  esac
+  gnu_grep[$name]=$(median_time "LC_ALL=C grep $flags $work/text")
+  active_grep[$name]=$(median_time "$bin/ardma-grep $flags dfs:/text")
+  [[ $(eval "$bin/ardma-grep $flags dfs:/text" | md5sum) == $(eval "LC_ALL=C grep $flags $work/text" | md5sum) ]] ||
+    { echo "grep $flags: outputs differ" >&2; exit 1; }
+done
+rdma_grep=$(median_time "$bin/ardma-grep --mode=rdma -c 'static inline' dfs:/text")
 matches=$($bin/ardma-grep -c "static inline" dfs:/text)
-[[ $matches == $(LC_ALL=C grep -c "static inline" "$work/text") ]] || { echo "grep counts differ" >&2; exit 1; }
 
 start=$(date +%s.%N)
 $bin/ardma-cp -r "$work/tree" dfs:/tree
@@ -74,21 +87,26 @@ mbps() { awk -v t="$1" 'BEGIN {printf "%.0f", 256 / t}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 printf '\n%-46s %10s %12s\n' "command" "seconds" "MiB/s"
 printf '%-46s %10.3f %12s\n' "ardma-cp upload, 256 MiB" "$upload" "$(mbps "$upload")"
-printf '%-46s %10.3f %12s\n' "GNU grep -c, 256 MiB in tmpfs" "$gnu_grep" "$(mbps "$gnu_grep")"
-printf '%-46s %10.3f %12s\n' "ardma-grep -c (active), 256 MiB" "$active_grep" "$(mbps "$active_grep")"
+for name in literal icase alternation printed; do
+  printf '%-46s %10.3f %12s\n' "GNU grep ($name), 256 MiB in tmpfs" "${gnu_grep[$name]}" "$(mbps "${gnu_grep[$name]}")"
+  printf '%-46s %10.3f %12s\n' "ardma-grep ($name, active), 256 MiB" "${active_grep[$name]}" "$(mbps "${active_grep[$name]}")"
+done
 printf '%-46s %10.3f %12s\n' "ardma-grep -c --mode=rdma, 256 MiB" "$rdma_grep" "$(mbps "$rdma_grep")"
-printf '%-46s %10.3f %12s\n' "ardma-cp -r upload, 100,000 files" "$tree_upload" "-"
-printf '%-46s %10.3f %12s\n' "GNU find -name, 100,100 entries" "$gnu_find" "-"
-printf '%-46s %10.3f %12s\n' "ardma-find -name (active), 100,100 entries" "$active_find" "-"
+printf '%-46s %10.3f %12s\n' "ardma-cp -r upload, 65,000 files" "$tree_upload" "$(awk -v t="$tree_upload" 'BEGIN {printf "%.0f files/s", 65000 / t}')"
+printf '%-46s %10.3f %12s\n' "GNU find -name, 65,066 entries" "$gnu_find" "-"
+printf '%-46s %10.3f %12s\n' "ardma-find -name (active), 65,066 entries" "$active_find" "-"
 printf '%-46s %10.3f %12s\n' "ardma-cp DFS->DFS (on the server), 256 MiB" "$server_cp" "$(mbps "$server_cp")"
 printf '%-46s %10.3f %12s\n' "ardma-cp download + upload, 256 MiB" "$round_cp" "$(mbps "$round_cp")"
 printf '%-46s %10.3f %12s\n' "GNU cp, 256 MiB tmpfs -> tmpfs" "$gnu_cp" "$(mbps "$gnu_cp")"
-printf '%-46s %10.3f %12s\n' "ardma-cp -r DFS->DFS, 100,000 files" "$server_tree_cp" "-"
-printf '%-46s %10.3f %12s\n' "GNU cp -r, 100,000 files tmpfs -> tmpfs" "$gnu_tree_cp" "-"
+printf '%-46s %10.3f %12s\n' "ardma-cp -r DFS->DFS, 65,000 files" "$server_tree_cp" "-"
+printf '%-46s %10.3f %12s\n' "GNU cp -r, 65,000 files tmpfs -> tmpfs" "$gnu_tree_cp" "-"
 echo
 echo "grep matches: $matches; find matches: $found"
-echo "ratios: ardma-grep/GNU grep time $(ratio "$active_grep" "$gnu_grep")x," \
-     "rdma/active grep $(ratio "$rdma_grep" "$active_grep")x," \
+echo "ratios: ardma-grep/GNU grep time $(ratio "${active_grep[literal]}" "${gnu_grep[literal]}")x (literal)," \
+     "$(ratio "${active_grep[icase]}" "${gnu_grep[icase]}")x (-i)," \
+     "$(ratio "${active_grep[alternation]}" "${gnu_grep[alternation]}")x (alternation)," \
+     "$(ratio "${active_grep[printed]}" "${gnu_grep[printed]}")x (alternation, every line printed)," \
+     "rdma/active grep $(ratio "$rdma_grep" "${active_grep[literal]}")x," \
      "ardma-find/GNU find $(ratio "$active_find" "$gnu_find")x," \
      "download+upload / server cp $(ratio "$round_cp" "$server_cp")x," \
      "server cp / GNU cp $(ratio "$server_cp" "$gnu_cp")x (file), $(ratio "$server_tree_cp" "$gnu_tree_cp")x (tree)"
