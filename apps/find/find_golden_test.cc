@@ -73,13 +73,14 @@ class FindGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mo
 
   // The local tree into the DFS, in GNU find's walk order (a directory's entries are listed in
   // creation order, so the DFS walk order is the local one); attributes as on disk.
-  void Replicate(const std::string& rel) {
+  void Replicate(const std::string& rel, std::string base = "") {
+    if (base.empty()) base = dir_;
     dfs::DfsClient fs(client_.get(), Mode::kActive);
     std::string listing;
-    ASSERT_EQ(RunCommandSplit("cd " + dir_ + " && LC_ALL=C find " + rel, &listing), 0);
+    ASSERT_EQ(RunCommandSplit("cd " + base + " && LC_ALL=C find " + rel, &listing), 0);
     std::vector<std::string> paths = absl::StrSplit(listing, '\n', absl::SkipEmpty());
     for (const std::string& p : paths) {
-      std::string local = dir_ + "/" + p, remote = "/" + p;
+      std::string local = base + "/" + p, remote = "/" + p;
       struct stat st;
       ASSERT_EQ(::lstat(local.c_str(), &st), 0) << local;
       if (S_ISDIR(st.st_mode)) {
@@ -94,7 +95,7 @@ class FindGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mo
     }
     for (auto it = paths.rbegin(); it != paths.rend(); ++it) {  // times after contents
       struct stat st;
-      ::lstat((dir_ + "/" + *it).c_str(), &st);
+      ::lstat((base + "/" + *it).c_str(), &st);
       ASSERT_TRUE(fs.SetAttributes("/" + *it, st.st_mode & 07777,
                                    absl::FromUnixNanos(int64_t{st.st_mtim.tv_sec} * 1000000000 +
                                                        st.st_mtim.tv_nsec))
@@ -106,9 +107,10 @@ class FindGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mo
     int code;
     std::string out, err;
   };
-  Run Gnu(const std::string& args) {
+  Run Gnu(const std::string& args, const std::string& in = "") {
     Run r;
-    r.code = RunCommandSplit("cd " + dir_ + " && LC_ALL=C find " + args, &r.out, &r.err);
+    r.code = RunCommandSplit("cd " + (in.empty() ? dir_ : in) + " && LC_ALL=C find " + args, &r.out,
+                             &r.err);
     return r;
   }
   Run Ours(const std::string& roots, const std::string& expr) {
@@ -177,6 +179,22 @@ TEST_P(FindGoldenTest, ExpressionsMatchGnuFind) {
   EXPECT_EQ(o.code, g.code);
   EXPECT_EQ(o.out, g.out);
   EXPECT_EQ(o.err, g.err);
+}
+
+// A real tree the other tests do not use: Debian's Perl modules.
+TEST_P(FindGoldenTest, RealTreeMatchesGnuFind) {
+  if (!fsys::exists("/usr/share/perl5")) GTEST_SKIP() << "no /usr/share/perl5";
+  Replicate("perl5", "/usr/share");
+  for (std::string expr :
+       {"", "-type d", "-name '*.pm' -size +4k", "-path '*/DebConf/*' -prune -o -print",
+        "-regex '.*/[A-Z][a-z]+\\.pm' -printf '%f %s %m\\n'", "-depth -empty",
+        "-mindepth 2 -maxdepth 3 -type f -newermt 2000-01-01"}) {
+    SCOPED_TRACE(expr);
+    Run g = Gnu("perl5 " + expr, "/usr/share");
+    Run o = Ours("dfs:/perl5", expr);
+    EXPECT_EQ(o.code, g.code) << o.err;
+    EXPECT_EQ(o.out, g.out);
+  }
 }
 
 TEST_P(FindGoldenTest, DeleteRemovesWhatGnuFindRemoves) {

@@ -165,5 +165,36 @@ TEST_P(GrepGoldenTest, DialectOptionsAndOutputMatchGnuGrep) {
   EXPECT_EQ(absl::StrReplaceAll(o.out, {{"dfs:/g/", ""}}), g.out);
 }
 
+// A real tree the other tests do not use: Debian's Perl modules, searched recursively.
+TEST_P(GrepGoldenTest, RealTreeMatchesGnuGrep) {
+  if (!fsys::exists("/usr/share/perl5")) GTEST_SKIP() << "no /usr/share/perl5";
+  dfs::DfsClient fs(client_.get(), Mode::kActive);
+  ASSERT_TRUE(fs.Mkdir("/g/perl5").ok());
+  for (const auto& e : fsys::recursive_directory_iterator("/usr/share/perl5")) {
+    std::string rel = "/g/" + e.path().string().substr(std::string("/usr/share/").size());
+    if (e.is_directory()) {
+      ASSERT_TRUE(fs.Mkdir(rel).ok() || fs.Lookup(rel).ok()) << rel;
+    } else if (e.is_regular_file()) {
+      std::ifstream in(e.path(), std::ios::binary);
+      std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      ASSERT_TRUE(fs.WriteFile(rel, data).ok()) << rel;
+    }
+  }
+  for (std::string args :
+       {"-rn 'sub new'", "-rc '^use strict'", "-rl -i 'debconf'", "-rE -o 'croak|confess'",
+        "-rw -e my -e our -m 3", "-r -A1 -B1 -n 'package Debian'", "-rP '\\$self->\\{\\w+\\}'",
+        "-rL 'sub '", "-r --include='*.pm' -h 'VERSION ='"}) {
+    SCOPED_TRACE(args);
+    Run g, o;
+    g.code = RunCommandSplit("cd /usr/share && LC_ALL=C grep " + args + " perl5 | LC_ALL=C sort",
+                             &g.out, &g.err);
+    o.code = RunCommandSplit("cd " + dir_ + " && LC_ALL=C " + grep_ + args +
+                                 " dfs:/g/perl5 | sed 's|dfs:/g/||' | LC_ALL=C sort",
+                             &o.out, &o.err);
+    EXPECT_EQ(o.code, g.code) << o.err;
+    EXPECT_EQ(o.out, g.out);
+  }
+}
+
 }  // namespace
 }  // namespace ardma
