@@ -109,6 +109,21 @@ absl::StatusOr<uint64_t> GrowBlock(Context& ctx, uint64_t old, uint64_t used, ui
   return block;
 }
 
+// Makes block `b` (entry `b` of `table`), which holds `used` bytes of the file, hold `need`: a
+// compact block too small for them moves to a bigger one (its bytes copied, the rest zero) and
+// the table names it. Returns the block it replaced (0: none), for the caller to free.
+absl::StatusOr<uint64_t> WidenBlock(Context& ctx, uint64_t table, uint64_t b, uint64_t used,
+                                    uint64_t need, std::vector<uint64_t>* fresh) {
+  if (need <= used) return 0;
+  ARDMA_ASSIGN_OR_RETURN(uint64_t old, ctx.ReadU64(table + 8 * b));
+  if (old == 0) return 0;  // a hole reads as zeros at any length
+  ARDMA_ASSIGN_OR_RETURN(uint64_t have, heap::BlockCapacity(ctx, old));
+  if (need <= have) return 0;
+  ARDMA_ASSIGN_OR_RETURN(uint64_t block, GrowBlock(ctx, old, used, have, need, false, fresh));
+  ARDMA_RETURN_IF_ERROR(ctx.WriteU64(table + 8 * b, block));
+  return old;
+}
+
 // Writes `data` at `offset` into the locked file `n`, allocating or growing blocks and growing the
 // table. Returns the new size.
 absl::StatusOr<uint64_t> WriteData(Context& ctx, const Fs& fs, const Inode& n, uint64_t offset,
@@ -152,6 +167,20 @@ absl::StatusOr<uint64_t> WriteData(Context& ctx, const Fs& fs, const Inode& n, u
   }
   // Mark the file as being written (odd generation), write, publish, mark done.
   ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.ino + kInGen, n.gen + 1));
+  if (end > n.size && n.size > 0 && (n.size - 1) / kBlockSize < first) {
+    // The block the old end falls in now holds file bytes to its end (zeros): a compact one
+    // must grow, or reads would run past it.
+    uint64_t b = (n.size - 1) / kBlockSize;
+    absl::StatusOr<uint64_t> widened =
+        WidenBlock(ctx, table, b, UsedInBlock(n.size, b), UsedInBlock(end, b), &fresh);
+    if (!widened.ok()) {
+      for (uint64_t f : fresh) heap::Free(ctx, f).IgnoreError();
+      if (table != n.table) heap::Free(ctx, table).IgnoreError();
+      ctx.WriteU64(n.ino + kInGen, n.gen + 2).IgnoreError();
+      return widened.status();
+    }
+    if (*widened != 0) replaced.push_back(*widened);
+  }
   std::vector<WriteOp> ops;
   for (uint64_t b = first; b <= last; ++b) {
     uint64_t from = std::max(offset, b * kBlockSize);
@@ -247,21 +276,14 @@ absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_
   if (len > n.size && n.size > 0 && n.table != 0) {
     // Growing: the block the old end falls in must hold the new bytes in it (zeros).
     uint64_t b = (n.size - 1) / kBlockSize;
-    uint64_t used = UsedInBlock(n.size, b), need = UsedInBlock(len, b);
-    ARDMA_ASSIGN_OR_RETURN(uint64_t old, ctx.ReadU64(n.table + 8 * b));
-    if (old != 0 && need > used) {
-      ARDMA_ASSIGN_OR_RETURN(uint64_t have, heap::BlockCapacity(ctx, old));
-      if (need > have) {
-        absl::StatusOr<uint64_t> block = GrowBlock(ctx, old, used, have, need, false, &fresh);
-        if (!block.ok()) {
-          for (uint64_t f : fresh) heap::Free(ctx, f).IgnoreError();
-          ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.ino + kInGen, n.gen + 2));
-          return block.status();
-        }
-        ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.table + 8 * b, *block));
-        ARDMA_RETURN_IF_ERROR(heap::Free(ctx, old));
-      }
+    absl::StatusOr<uint64_t> widened =
+        WidenBlock(ctx, n.table, b, UsedInBlock(n.size, b), UsedInBlock(len, b), &fresh);
+    if (!widened.ok()) {
+      for (uint64_t f : fresh) heap::Free(ctx, f).IgnoreError();
+      ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.ino + kInGen, n.gen + 2));
+      return widened.status();
     }
+    if (*widened != 0) ARDMA_RETURN_IF_ERROR(heap::Free(ctx, *widened));
   }
   if (len < n.size && n.table != 0) {
     // Free whole blocks past the end; zero the rest of the block the end falls in.
@@ -403,6 +425,7 @@ absl::StatusOr<Usage> GetUsage(Context& ctx, const Fs& fs) {
   Usage u;
   ARDMA_ASSIGN_OR_RETURN(heap::HeapReport heap_report, heap::Check(ctx));
   u.heap_allocated = heap_report.live_bytes();
+  u.heap_size = heap_report.data_bytes;
   u.files = Field(b, kSbFiles);
   u.directories = Field(b, kSbDirs);
   u.data_blocks = Field(b, kSbBlocks);

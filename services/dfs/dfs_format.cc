@@ -75,6 +75,10 @@ std::string EncodeDirPage(const DirPage& page) {
     w.U64(e.ino);
     w.U8(static_cast<uint8_t>(e.type));
     w.Str16(e.name);
+    w.U64(e.size);
+    w.U32(e.mode);
+    w.U64(static_cast<uint64_t>(absl::ToUnixNanos(e.mtime)));
+    w.U64(static_cast<uint64_t>(absl::ToUnixNanos(e.ctime)));
   }
   return out;
 }
@@ -90,10 +94,14 @@ absl::StatusOr<DirPage> DecodeDirPage(std::string_view bytes) {
     DirEntry e;
     uint8_t type;
     std::string_view name;
-    if (!r.U64(&e.ino) || !r.U8(&type) || !r.Str16(&name)) {
+    uint64_t mtime, ctime;
+    if (!r.U64(&e.ino) || !r.U8(&type) || !r.Str16(&name) || !r.U64(&e.size) ||
+        !r.U32(&e.mode) || !r.U64(&mtime) || !r.U64(&ctime) || !ValidFileType(type)) {
       return absl::DataLossError("dfs: bad page");
     }
     e.type = static_cast<FileType>(type);
+    e.mtime = absl::FromUnixNanos(static_cast<int64_t>(mtime));
+    e.ctime = absl::FromUnixNanos(static_cast<int64_t>(ctime));
     e.name = std::string(name);
     page.entries.push_back(std::move(e));
   }

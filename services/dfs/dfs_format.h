@@ -88,6 +88,10 @@ struct DirEntry {
   std::string name;
   FileType type = FileType::kFile;
   uint64_t ino = 0;
+  // The entry's stat, read with it (what readdirplus needs): size, permission bits, times.
+  uint64_t size = 0;
+  uint32_t mode = 0;
+  absl::Time mtime, ctime;
 };
 
 struct DirPage {
@@ -143,7 +147,8 @@ absl::StatusOr<std::vector<std::string_view>> SplitPath(std::string_view path);
 std::string EncodeStat(const Stat& s);
 absl::StatusOr<Stat> DecodeStat(std::string_view bytes);
 // dfs.find's result: next, done, then the entries.
-// dfs.readdir's result: next:u64 done:u8 n:u32 n x (ino:u64 type:u8 name:Str16).
+// dfs.readdir's result: next:u64 done:u8 n:u32 n x (ino:u64 type:u8 name:Str16 size:u64
+// mode:u32 mtime:u64 ctime:u64).
 std::string EncodeDirPage(const DirPage& page);
 absl::StatusOr<DirPage> DecodeDirPage(std::string_view bytes);
 std::string EncodeFindPage(const FindPage& page);

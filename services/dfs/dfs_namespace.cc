@@ -97,9 +97,15 @@ absl::StatusOr<DirPage> Readdir(Context& ctx, const Fs& fs, std::string_view pat
   for (size_t i = 0; i < children.size(); ++i) {
     const char* b = inodes[i].data();
     if (Field(b, 0) != kInodeMagic) continue;  // removed while we looked
-    page.entries.push_back(
-        DirEntry{std::string(b + kInName, std::min<uint64_t>(Field(b, kInNameLen), kMaxNameBytes)),
-                 static_cast<FileType>(Field(b, kInType)), children[i]});
+    DirEntry e;
+    e.name.assign(b + kInName, std::min<uint64_t>(Field(b, kInNameLen), kMaxNameBytes));
+    e.type = static_cast<FileType>(Field(b, kInType));
+    e.ino = children[i];
+    e.size = Field(b, kInSize);
+    e.mode = static_cast<uint32_t>(Field(b, kInMode));
+    e.mtime = absl::FromUnixNanos(static_cast<int64_t>(Field(b, kInMtime)));
+    e.ctime = absl::FromUnixNanos(static_cast<int64_t>(Field(b, kInCtime)));
+    page.entries.push_back(std::move(e));
   }
   return page;
 }

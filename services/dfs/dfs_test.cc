@@ -267,6 +267,31 @@ TEST_P(DfsTest, RoundTripsPerOperation) {
   }
 }
 
+// A small file's only block is compact; a write past the next block boundary leaves it as the
+// block the old end falls in, which must then hold file bytes to its end (zeros) before anything
+// reads or writes there. (Found through the FUSE mount's model test: it read past the block.)
+TEST_P(DfsTest, WritingPastACompactLastBlockWidensIt) {
+  std::string model;
+  auto write = [&](uint64_t off, size_t len, char c) {
+    std::string data(len, c);
+    ASSERT_TRUE(fs_->Write("/f", off, data).ok());
+    if (model.size() < off + len) model.resize(off + len, '\0');
+    model.replace(off, len, data);
+  };
+  ASSERT_TRUE(fs_->Create("/f").ok());
+  write(0, 2745, 'a');
+  write(9298, 2658, 'b');     // compact block 0 holds 11,956 bytes
+  write(88635, 1821, 'c');    // block 1: block 0 now holds bytes up to 65,536
+  write(12206, 205172, 'd');  // across blocks 0 to 3
+  write(47769, 90, 'e');
+  EXPECT_EQ(*fs_->ReadFile("/f"), model);
+  // The same through truncate: growing past a compact block's end reads zeros.
+  ASSERT_TRUE(fs_->WriteFile("/g", std::string(100, 'x')).ok());
+  ASSERT_TRUE(fs_->Truncate("/g", 70000).ok());
+  std::string g = *fs_->ReadFile("/g");
+  EXPECT_EQ(g, std::string(100, 'x') + std::string(69900, '\0'));
+}
+
 TEST_P(DfsTest, SymbolicLinksAreStoredNeverFollowedAndCopiedAsLinks) {
   ASSERT_TRUE(fs_->Mkdir("/d").ok());
   ASSERT_TRUE(fs_->WriteFile("/d/f", "data").ok());
