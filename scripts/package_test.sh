@@ -14,6 +14,7 @@ deb=$(ls "$work"/out/ardma_*_amd64.deb)
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$work/files"
 missing=0
 for f in /usr/bin/ardmad /usr/bin/ardma /usr/bin/ardma-cp /usr/bin/ardma-grep /usr/bin/ardma-find \
+         /usr/bin/ardma-mount /usr/share/man/man1/ardma-mount.1.gz \
          /usr/bin/ardma-monitor /usr/bin/ardma-monitord /usr/bin/ardma-demo \
          /usr/lib/systemd/system/ardmad.service /usr/share/ardma/ardmad.conf \
          /usr/share/man/man1/ardmad.1.gz /usr/share/man/man1/ardma.1.gz \
@@ -32,7 +33,7 @@ dpkg-deb -e "$deb" "$work/control"
 sh -n "$work/control/postinst"
 
 dpkg -x "$deb" "$work/root"
-for tool in ardmad ardma ardma-cp ardma-grep ardma-find; do
+for tool in ardmad ardma ardma-cp ardma-grep ardma-find ardma-mount; do
   "$work/root/usr/bin/$tool" --version | grep -q "^$tool (Active RDMA toolkit) " ||
     { echo "$tool --version failed from the extracted package"; exit 1; }
 done

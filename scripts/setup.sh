@@ -11,6 +11,8 @@ packages=(
   libabsl-dev             # Abseil: Status, Mutex, flags, strings
   libre2-dev              # RE2 (grep)
   libpcre2-dev            # PCRE2 (grep -P)
+  libfuse3-dev fuse3      # ardma-mount (FUSE low-level API; fusermount3)
+  rsync                   # mount_test runs rsync -a on the mount
   libssl-dev              # OpenSSL: SHA-256 of shipped code, HMAC authentication, TLS
   openssl                 # the tests make their TLS certificates with it
   help2man dpkg-dev       # man pages from --help; the Debian package (cpack, dpkg-shlibdeps)

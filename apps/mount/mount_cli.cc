@@ -1,0 +1,183 @@
+#define FUSE_USE_VERSION 312
+#include "apps/mount/mount_cli.h"
+
+#include <fuse_lowlevel.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/client/client.h"
+#include "core/status_macros.h"
+#include "services/dfs/dfs_client.h"
+
+namespace ardma::mount {
+
+const char kUsage[] =
+    "Usage: ardma-mount [OPTION]... MOUNTPOINT\n"
+    "Mount an ardmad's file system (the DFS) at MOUNTPOINT through FUSE, so every program can use\n"
+    "it. Each file-system call is one DFS operation: one round trip in active mode.\n"
+    "\n"
+    "  --server=HOST:PORT   the ardmad ($ARDMA_SERVER, else 127.0.0.1:15712)\n"
+    "  --auth-file=FILE     authenticate as FILE's NAME SECRET (default $ARDMA_AUTH_FILE)\n"
+    "  --fs=NAME            the file system (default: default)\n"
+    "  --mode=active|rdma   run the DFS's code on the server (default) or here over one-sided\n"
+    "                       operations\n"
+    "  -o OPT[,OPT...]      mount options: attr_timeout=SECONDS and entry_timeout=SECONDS (how\n"
+    "                       long the kernel may trust attributes and names; default 1),\n"
+    "                       writeback_cache (the kernel gathers writes; see docs/mount.md),\n"
+    "                       max_write=BYTES (default 1048576); the rest go to FUSE\n"
+    "                       (allow_other, ro, default_permissions, ...)\n"
+    "  -f                   stay in the foreground\n"
+    "  -d                   print FUSE's requests (implies -f)\n"
+    "      --threads=N      at most N threads serve requests (default: libfuse's)\n"
+    "      --help           show this help\n"
+    "      --version        print the version and commit\n"
+    "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount as root), or stop it with SIGINT or\n"
+    "SIGTERM: it unmounts before it exits. Exit status: 0 after a clean unmount, 1 otherwise.";
+
+namespace {
+
+absl::Status MountOption(std::string_view opt, Command* c) {
+  std::pair<std::string, std::string> kv = absl::StrSplit(ToAbsl(opt), absl::MaxSplits('=', 1));
+  const std::string& k = kv.first;
+  const std::string& v = kv.second;
+  double seconds;
+  uint32_t bytes;
+  if (k == "attr_timeout" || k == "entry_timeout") {
+    if (!absl::SimpleAtod(v, &seconds) || seconds < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("bad ", k, " '", v, "'"));
+    }
+    (k == "attr_timeout" ? c->options.attr_timeout : c->options.entry_timeout) = seconds;
+  } else if (k == "writeback_cache") {
+    c->options.writeback_cache = true;
+  } else if (k == "max_write") {
+    if (!absl::SimpleAtoi(v, &bytes) || bytes < 4096 || bytes > (16u << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad max_write '", v, "'"));
+    }
+    c->options.max_write = bytes;
+  } else {
+    c->fuse_options.emplace_back(opt);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
+  Command c;
+  auto value = [&](int& i, const std::string& a,
+                   std::string_view name) -> absl::StatusOr<std::string> {
+    if (a.size() > name.size() && a[name.size()] == '=') return a.substr(name.size() + 1);
+    if (i + 1 >= argc) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("option '", ToAbsl(name), "' requires an argument"));
+    }
+    return std::string(argv[++i]);
+  };
+  auto is = [](const std::string& a, std::string_view name) {
+    return a == name || (a.rfind(name, 0) == 0 && a.size() > name.size() && a[name.size()] == '=');
+  };
+  std::vector<std::string> operands;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      c.help = true;
+      return c;
+    } else if (a == "--version" || a == "-V") {
+      c.version = true;
+      return c;
+    } else if (is(a, "--server")) {
+      ARDMA_ASSIGN_OR_RETURN(c.server, value(i, a, "--server"));
+    } else if (is(a, "--auth-file")) {
+      ARDMA_ASSIGN_OR_RETURN(c.auth_file, value(i, a, "--auth-file"));
+    } else if (is(a, "--fs")) {
+      ARDMA_ASSIGN_OR_RETURN(c.fs, value(i, a, "--fs"));
+    } else if (is(a, "--mode")) {
+      ARDMA_ASSIGN_OR_RETURN(std::string m, value(i, a, "--mode"));
+      ARDMA_ASSIGN_OR_RETURN(c.mode, ParseMode(m));
+    } else if (is(a, "--threads")) {
+      ARDMA_ASSIGN_OR_RETURN(std::string n, value(i, a, "--threads"));
+      if (!absl::SimpleAtoi(n, &c.threads) || c.threads < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("bad --threads '", n, "'"));
+      }
+    } else if (a == "-f") {
+      c.foreground = true;
+    } else if (a == "-d") {
+      c.debug = c.foreground = true;
+    } else if (a == "-o" || (a.rfind("-o", 0) == 0 && a.size() > 2)) {
+      std::string opts = a.size() > 2 ? a.substr(2) : "";
+      if (opts.empty()) {
+        if (i + 1 >= argc) return absl::InvalidArgumentError("option '-o' requires an argument");
+        opts = argv[++i];
+      }
+      for (absl::string_view o : absl::StrSplit(opts, ',', absl::SkipEmpty())) {
+        ARDMA_RETURN_IF_ERROR(MountOption(FromAbsl(o), &c));
+      }
+    } else if (!a.empty() && a[0] == '-') {
+      return absl::InvalidArgumentError(absl::StrCat("unrecognized option '", a, "'"));
+    } else {
+      operands.push_back(a);
+    }
+  }
+  if (operands.empty()) return absl::InvalidArgumentError("missing MOUNTPOINT");
+  if (operands.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("extra operand '", operands[1], "'"));
+  }
+  c.mountpoint = operands[0];
+  return c;
+}
+
+int RunCommand(const Command& c) {
+  absl::StatusOr<ClientOptions> options = OptionsWithAuthFile(c.auth_file);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      options.ok() ? Client::Connect(c.server, *options) : options.status();
+  if (!client.ok()) {
+    std::cerr << "ardma-mount: " << client.status().message() << "\n";
+    return 1;
+  }
+  dfs::DfsClient fs(client->get(), c.mode, c.fs);
+  absl::StatusOr<dfs::Stat> root = fs.Lookup("/");  // also creates the file system
+  if (!root.ok()) {
+    std::cerr << "ardma-mount: " << root.status().message() << "\n";
+    return 1;
+  }
+  DfsFuse dfs_fuse(&fs, c.options, root->ino);
+  std::vector<std::string> args = {"ardma-mount", "-o", "fsname=ardma:" + c.fs + ",subtype=ardma"};
+  for (const std::string& o : c.fuse_options) {
+    args.push_back("-o");
+    args.push_back(o);
+  }
+  if (c.debug) args.push_back("-d");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  fuse_session* se =
+      fuse_session_new(&fargs, &DfsFuse::Operations(), sizeof(fuse_lowlevel_ops), &dfs_fuse);
+  if (se == nullptr) {
+    std::cerr << "ardma-mount: bad FUSE options\n";
+    return 1;
+  }
+  int status = 1;
+  if (fuse_set_signal_handlers(se) == 0) {
+    if (fuse_session_mount(se, c.mountpoint.c_str()) == 0) {
+      fuse_daemonize(c.foreground ? 1 : 0);
+      fuse_loop_config* config = fuse_loop_cfg_create();
+      if (c.threads > 0) fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(c.threads));
+      status = fuse_session_loop_mt(se, config) == 0 ? 0 : 1;
+      fuse_loop_cfg_destroy(config);
+      fuse_session_unmount(se);
+    } else {
+      std::cerr << "ardma-mount: cannot mount at " << c.mountpoint << "\n";
+    }
+    fuse_remove_signal_handlers(se);
+  }
+  fuse_session_destroy(se);
+  fuse_opt_free_args(&fargs);
+  return status;
+}
+
+}  // namespace ardma::mount
