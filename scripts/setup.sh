@@ -13,6 +13,7 @@ packages=(
   libpcre2-dev            # PCRE2 (grep -P)
   libfuse3-dev fuse3      # ardma-mount (FUSE low-level API; fusermount3)
   rsync                   # mount_test runs rsync -a on the mount
+  sshfs openssh-server    # bench/mount_compare.sh: sshfs over loopback, the mount's peer
   libssl-dev              # OpenSSL: SHA-256 of shipped code, HMAC authentication, TLS
   openssl                 # the tests make their TLS certificates with it
   help2man dpkg-dev       # man pages from --help; the Debian package (cpack, dpkg-shlibdeps)
