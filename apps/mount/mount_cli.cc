@@ -186,7 +186,8 @@ int RunCommand(const Command& c) {
       }).detach();
       fuse_loop_config* config = fuse_loop_cfg_create();
       if (c.threads > 0) fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(c.threads));
-      status = fuse_session_loop_mt(se, config) == 0 ? 0 : 1;
+      // 0: unmounted; a signal number: SIGINT/SIGTERM (we unmount below); negative: an error.
+      status = fuse_session_loop_mt(se, config) < 0 ? 1 : 0;
       fuse_loop_cfg_destroy(config);
       fuse_session_unmount(se);
     } else {

@@ -335,6 +335,22 @@ TEST_P(MountTest, FilesAreByteIdenticalThroughTheMountAndTheClient) {
   std::ifstream in(mnt_ + "/through-client", std::ios::binary);
   std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(back, data);
+  // The tools see the same bytes: ardma-cp down from the DFS, ardma-grep on the server.
+  std::string out, server = testing::ClientAddress(server_->address());
+  std::string bin = fsys::absolute(BinDir()).string();
+  ASSERT_EQ(RunCommand(bin + "/ardma-cp --server=" + server + " dfs:/through-mount " + base_ +
+                           "/down && cmp " + base_ + "/down " + mnt_ + "/through-mount",
+                       &out),
+            0)
+      << out;
+  { std::ofstream(mnt_ + "/text") << "alpha\nbeta\nalphabet\n"; }
+  ASSERT_EQ(RunCommand(bin + "/ardma-grep --server=" + server + " -c alpha dfs:/text", &out), 0);
+  EXPECT_EQ(out, "2\n");
+  ASSERT_EQ(RunCommand(bin + "/ardma-cp --server=" + server + " " + base_ + "/down dfs:/up && cmp " +
+                           base_ + "/down " + mnt_ + "/up",
+                       &out),
+            0)
+      << out;
   // Errors keep their meaning: hard links and special files are refused, a full name is too long.
   EXPECT_NE(::link((mnt_ + "/through-client").c_str(), (mnt_ + "/hard").c_str()), 0);
   EXPECT_EQ(errno, EPERM);
@@ -342,6 +358,20 @@ TEST_P(MountTest, FilesAreByteIdenticalThroughTheMountAndTheClient) {
   EXPECT_EQ(errno, EPERM);
   EXPECT_NE(::mkdir((mnt_ + "/" + std::string(256, 'n')).c_str(), 0755), 0);
   EXPECT_EQ(errno, ENAMETOOLONG);
+}
+
+// SIGTERM (and SIGINT) unmount before the process exits: no stale mount is left.
+TEST_P(MountTest, SigtermUnmountsCleanly) {
+  ASSERT_FALSE(mnt_.empty());
+  auto [dir, pid] = mounts_.back();
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  struct statfs st;
+  ASSERT_EQ(::statfs(dir.c_str(), &st), 0);
+  EXPECT_NE(st.f_type, kFuseSuperMagic);  // the directory is a plain directory again
+  mounts_.pop_back();
 }
 
 // A server that restarts under a mount: calls while it is gone fail (EIO) instead of hanging,
