@@ -1,6 +1,7 @@
 // Tests of the ardmad and ardma binaries as a user runs them: flags, exit codes, and data in a
 // --memory-file surviving a SIGKILL.
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,8 @@
 #include "core/testing/server_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+extern char** environ;
 
 namespace ardma {
 namespace {
@@ -328,6 +331,69 @@ TEST(ArdmaCliTest, LockRunsTheCommandUnderTheLockLikeFlock) {
   EXPECT_EQ(RunCommand(ardma + "lock job", &out), 2);
   EXPECT_EQ(RunCommand(ardma + "lock job --lease 1ms -- true", &out), 2);
   EXPECT_EQ(RunCommand(ardma + "lock job -- /nonexistent/program", &out), 127);
+}
+
+// Whether process `pid` is gone (or a zombie nobody has reaped yet).
+bool Gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'Z';
+}
+
+// `ardma lock` never leaves its command running without the lock: killed (even by SIGKILL), it
+// takes the command and what the command started with it; a lost lease stops the command.
+TEST(ArdmaCliTest, LockedCommandNeverOutlivesTheLock) {
+  Daemon d({});
+  ASSERT_FALSE(d.address().empty());
+  std::string pid_file = TempPath("lock_child_pid");
+  auto start = [&](const std::string& lease) -> std::pair<pid_t, pid_t> {
+    std::filesystem::remove(pid_file);
+    std::string script = "sleep 60 & echo $! > " + pid_file + "; wait";
+    std::vector<std::string> args = {BinDir() + "/ardma", "--server", d.address(), "lock",
+                                     "job", "--lease", lease, "--", "sh", "-c", script};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t ardma;
+    if (::posix_spawn(&ardma, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return {-1, -1};
+    pid_t sleeper = -1;
+    for (int i = 0; i < 500 && sleeper <= 0; ++i) {
+      std::ifstream in(pid_file);
+      if (!(in >> sleeper)) sleeper = -1;
+      if (sleeper <= 0) absl::SleepFor(absl::Milliseconds(10));
+    }
+    return {ardma, sleeper};
+  };
+  auto [ardma, sleeper] = start("10s");
+  ASSERT_GT(ardma, 0);
+  ASSERT_GT(sleeper, 0);
+  ASSERT_EQ(::kill(ardma, SIGKILL), 0);
+  int status;
+  ::waitpid(ardma, &status, 0);
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    gone = Gone(sleeper);
+    if (!gone) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "the command's child outlived a SIGKILLed ardma lock";
+  // A lease that runs out while `ardma lock` cannot renew it (stopped): the command is stopped.
+  std::tie(ardma, sleeper) = start("300ms");
+  ASSERT_GT(sleeper, 0);
+  ASSERT_EQ(::kill(ardma, SIGSTOP), 0);
+  absl::SleepFor(absl::Milliseconds(1500));
+  std::string out;
+  // Someone else takes the lock meanwhile.
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma --server " + d.address() + " lock job --timeout 5 -- true",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(::kill(ardma, SIGCONT), 0);
+  ASSERT_EQ(::waitpid(ardma, &status, 0), ardma);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
+  for (int i = 0; i < 300 && !Gone(sleeper); ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(Gone(sleeper)) << "the command went on after the lock was lost";
 }
 
 TEST(ArdmaCliTest, FsCommands) {
