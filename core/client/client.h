@@ -8,9 +8,10 @@
 //   ARDMA_ASSIGN_OR_RETURN(auto result, client->Batch().Read(a, 8).Read(b, 8).Send());
 //
 // Connection management (seed 001): the connection is kept open and reused; when it breaks the
-// next call reconnects with exponential backoff. Calls that are safe to repeat (PING, READ, WRITE,
-// LOAD, HAS_CODE, STATS, and EXECUTE, which the server de-duplicates by (client id, request id))
-// are retried on a new connection within their timeout; CAS and FETCH_ADD are not (they may have
+// next call reconnects with exponential backoff. Calls that are safe to repeat (PING, READ, LOAD,
+// HAS_CODE, STATS, and WRITE and EXECUTE, which the server de-duplicates by (client id, request
+// id), so a retried write never lands over newer data) are retried on a new connection within
+// their timeout; CAS and FETCH_ADD are not (they may have
 // been applied) and fail with UNAVAILABLE. UNAVAILABLE otherwise means the server is really gone.
 // Asynchronous calls (CallAsync, ExecuteAsync) are not retried: their callback gets UNAVAILABLE.
 //

@@ -117,8 +117,8 @@ void RequestHandler::Reply(const std::shared_ptr<ResponseSink>& sink, std::strin
 void RequestHandler::ReplyError(const std::shared_ptr<ResponseSink>& sink,
                                 const FrameHeader& header, const absl::Status& status) {
   ServerCounters::Add(counters_.errors, 1);
-  ARDMA_LOG(kDebug, "%s #%u of client %016x failed: %s", wire::OpName(header.op),
-            header.request_id, header.client_id, status.ToString());
+  ARDMA_LOG(kDebug, "%s #%u of client %016x failed: %s", wire::OpName(header.op), header.request_id,
+            header.client_id, status.ToString());
   Reply(sink, wire::EncodeErrorResponse(header, status));
 }
 
@@ -181,6 +181,21 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
       status = HandleRead(payload, *grant, &out);
       break;
     case Op::kWrite:
+      if (header.client_id != 0) {
+        // A retried WRITE (same client and request id, after a broken connection) must not
+        // apply again: it could overwrite what was written since. De-duplicated as EXECUTE is.
+        auto replay = std::make_shared<SinkResponder>(
+            sink, [this, sink, header](auto result) { ReplyResult(sink, header, result); });
+        if (dedup_.Admit(header.client_id, header.request_id, replay) !=
+            DedupWindow::Admission::kRun) {
+          recorder.Dismiss();
+          return;
+        }
+        status = HandleWrite(payload, *grant);
+        dedup_.Finish(header.client_id, header.request_id,
+                      status.ok() ? absl::StatusOr<std::string>(std::string()) : status);
+        break;
+      }
       status = HandleWrite(payload, *grant);
       break;
     case Op::kCas:
@@ -316,11 +331,12 @@ void RequestHandler::HandleLoad(const FrameHeader& header, std::string_view payl
     bool known = registry_->Has(Sha256(code));
     absl::StatusOr<wire::CodeHash> hash = registry_->Load(r.kind, r.library_name, code, with_deps);
     if (hash.ok() && !known) {
-      ARDMA_LOG(kInfo, "loaded %s code %s (%u bytes%s) for client %016x%s",
-                wire::CodeKindName(r.kind), wire::HashToHex(*hash).substr(0, 16), code.size(),
-                r.library_name.empty() ? "" : absl::StrCat(", library ", std::string(r.library_name)),
-                header.client_id,
-                sink->auth().name.empty() ? "" : absl::StrCat(" as '", sink->auth().name, "'"));
+      ARDMA_LOG(
+          kInfo, "loaded %s code %s (%u bytes%s) for client %016x%s", wire::CodeKindName(r.kind),
+          wire::HashToHex(*hash).substr(0, 16), code.size(),
+          r.library_name.empty() ? "" : absl::StrCat(", library ", std::string(r.library_name)),
+          header.client_id,
+          sink->auth().name.empty() ? "" : absl::StrCat(" as '", sink->auth().name, "'"));
     }
     if (!hash.ok()) {
       ARDMA_LOG(kWarning, "LOAD of %u bytes failed: %s", code.size(), hash.status().ToString());
@@ -547,8 +563,7 @@ void RequestHandler::ExpireParked() { parking_.Expire(absl::Now()); }
 
 std::vector<wire::StatsEntry> RequestHandler::StatsSummary() const {
   std::vector<wire::StatsEntry> out;
-  out.emplace_back("connections.open",
-                   counters_.connections_open.load(std::memory_order_relaxed));
+  out.emplace_back("connections.open", counters_.connections_open.load(std::memory_order_relaxed));
   out.emplace_back("code.libraries", registry_->size());
   if (absl::StatusOr<Region*> heap = regions_->Get(kHeapRegion); heap.ok()) {
     out.emplace_back("heap.size", (*heap)->size());

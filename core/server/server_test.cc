@@ -496,6 +496,35 @@ TEST_F(ServerTest, RetriedExecuteRunsOnce) {
   EXPECT_EQ(Stat(*client_, "dedup.replays"), 2u);
 }
 
+// A WRITE retried after a broken connection (same client and request id) is not applied again:
+// it would overwrite what was written in between.
+TEST_F(ServerTest, RetriedWriteIsNotAppliedAgain) {
+  auto write = [](uint64_t value) {
+    std::string data(8, '\0');
+    std::memcpy(data.data(), &value, 8);
+    std::string payload;
+    std::vector<wire::WriteEntry> entries = {{0, kScratch + 40, data}};
+    wire::EncodeWriteRequest(entries, &payload);
+    return payload;
+  };
+  uint64_t replays = Stat(*client_, "dedup.replays");
+  {
+    RawSocket socket(server_->port());
+    ASSERT_TRUE(socket.ok());
+    ASSERT_TRUE(socket.SendFrame(wire::Op::kWrite, write(1), /*request_id=*/9, /*client_id=*/78));
+    ASSERT_TRUE(socket.Receive().has_value());
+  }
+  ASSERT_TRUE(client_->Write(kScratch + 40, U64s({2})).ok());  // newer data
+  RawSocket retry(server_->port());
+  ASSERT_TRUE(retry.ok());
+  ASSERT_TRUE(retry.SendFrame(wire::Op::kWrite, write(1), /*request_id=*/9, /*client_id=*/78));
+  std::optional<testing::RawResponse> r = retry.Receive();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->header.status, 0) << r->payload;  // answered as the first time
+  EXPECT_EQ(U64At(*client_->Read(kScratch + 40, 8), 0), 2u);
+  EXPECT_EQ(Stat(*client_, "dedup.replays"), replays + 1);
+}
+
 TEST_F(ServerTest, ResponsesComeBackOutOfOrder) {
   ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
   wire::ExecuteRequest req;
