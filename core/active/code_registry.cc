@@ -1,5 +1,8 @@
 #include "core/active/code_registry.h"
 
+#include <exception>
+#include <new>
+
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
@@ -21,6 +24,21 @@ class TableLibrary : public LoadedLibrary {
 };
 
 }  // namespace
+
+absl::StatusOr<std::string> BoundFunction::Run(Context& ctx, std::string_view args) const {
+  try {
+    return library_->Run(index_, ctx, args);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("active function ", ToAbsl(name()), " ran out of memory (std::bad_alloc)"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("active function ", ToAbsl(name()), " threw: ", e.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat("active function ", ToAbsl(name()),
+                                            " threw something that is not a std::exception"));
+  }
+}
 
 std::unique_ptr<LoadedLibrary> LibraryFromTable(const FunctionTable& table) {
   return std::make_unique<TableLibrary>(table);
@@ -56,10 +74,11 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
       if (it == by_function_.end()) continue;
       const Slot& holder = by_hash_.at(it->second);
       if (holder.owner == by.owner) continue;
-      return absl::PermissionDeniedError(absl::StrCat(
-          "this LOAD would re-point '", ToAbsl(library->function_name(i)), "' from library '",
-          ToAbsl(holder.library->name()), "', which another secret loaded; that needs the 'admin' "
-          "permission"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("this LOAD would re-point '", ToAbsl(library->function_name(i)),
+                       "' from library '", ToAbsl(holder.library->name()),
+                       "', which another secret loaded; that needs the 'admin' "
+                       "permission"));
     }
   }
   InsertLocked(hash, kind, std::move(library), by);

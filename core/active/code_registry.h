@@ -73,9 +73,9 @@ class BoundFunction {
       : library_(std::move(library)), index_(index), stats_(stats), scope_(std::move(scope)) {}
   std::string_view name() const { return library_->function_name(index_); }
   FunctionStats& stats() const { return *stats_; }
-  absl::StatusOr<std::string> Run(Context& ctx, std::string_view args) const {
-    return library_->Run(index_, ctx, args);
-  }
+  // Runs the function. Shipped code that throws costs its request, not the server: a C++
+  // exception leaving the function is RESOURCE_EXHAUSTED (std::bad_alloc) or INTERNAL naming it.
+  absl::StatusOr<std::string> Run(Context& ctx, std::string_view args) const;
   const std::vector<CodeHash>* scope() const { return scope_.get(); }
 
  private:
@@ -87,8 +87,8 @@ class BoundFunction {
 
 // Who loads code, for the name rules (docs/SECURITY.md).
 struct LoadAuthority {
-  std::string owner;         // the loading secret's name ("" on a server without an auth file)
-  bool may_repoint = true;   // may re-point names owned by another secret's library (admin)
+  std::string owner;           // the loading secret's name ("" on a server without an auth file)
+  bool may_repoint = true;     // may re-point names owned by another secret's library (admin)
   std::vector<CodeHash> deps;  // the libraries the code was built against
 };
 
@@ -114,8 +114,8 @@ class CodeRegistry {
   // library other than `library_name`.
   // Re-pointing a function name to this code when another owner's library holds it needs
   // `by.may_repoint` (PermissionDenied otherwise, and nothing changes).
-  absl::StatusOr<CodeHash> Load(CodeKind kind, std::string_view library_name,
-                                std::string_view code, const LoadAuthority& by = {});
+  absl::StatusOr<CodeHash> Load(CodeKind kind, std::string_view library_name, std::string_view code,
+                                const LoadAuthority& by = {});
   // Registers a library whose table is linked into this process, under `hash`.
   void AddLinked(const FunctionTable& table, const CodeHash& hash);
 
@@ -136,9 +136,9 @@ class CodeRegistry {
     CodeKind kind;
     std::shared_ptr<LoadedLibrary> library;
     absl::flat_hash_map<std::string, size_t> functions;
-    std::unique_ptr<FunctionStats[]> stats;  // one per function
-    uint64_t sequence;                       // load order; higher is newer
-    std::string owner;                       // who loaded it
+    std::unique_ptr<FunctionStats[]> stats;              // one per function
+    uint64_t sequence;                                   // load order; higher is newer
+    std::string owner;                                   // who loaded it
     std::shared_ptr<const std::vector<CodeHash>> scope;  // its own hash, then its deps
   };
   void InsertLocked(const CodeHash& hash, CodeKind kind, std::unique_ptr<LoadedLibrary> library,

@@ -472,6 +472,21 @@ TEST_F(ServerTest, RunawayFunctionIsStoppedAtItsDeadline) {
   EXPECT_TRUE(client_->Ping().ok());
 }
 
+// Shipped code that throws fails its own request and nothing else (issue 22).
+TEST_F(ServerTest, AnExceptionFromShippedCodeFailsOnlyItsRequest) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  absl::Status s = client_->Execute("test.throw", U64s({1})).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_THAT(s.message(), HasSubstr("thrown by test.throw"));
+  s = client_->Execute("test.throw", U64s({2})).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  s = client_->Execute("test.throw", U64s({3})).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_THAT(s.message(), HasSubstr("not a std::exception"));
+  EXPECT_TRUE(client_->Ping().ok());
+  EXPECT_TRUE(client_->Execute("test.noop", "").ok());
+}
+
 TEST_F(ServerTest, RetriedExecuteRunsOnce) {
   ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
   wire::ExecuteRequest req;

@@ -1,5 +1,7 @@
 // The "test" active-code library (see test_library.h for each function's contract).
 #include <chrono>
+#include <new>
+#include <stdexcept>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -108,11 +110,12 @@ absl::StatusOr<std::string> Resumable(Context& ctx, std::string_view args) {
   }
   ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(addr, 1).status());
   std::string again = U64s({addr, after_us, 1});
-  return ctx
-      .Park("resumable", {.resumable = true,
-                          .resume_at = absl::Now() + absl::Microseconds(after_us),
-                          .resume_args = again})
-      .ok() ? std::string("parked") : std::string("park failed");
+  return ctx.Park("resumable", {.resumable = true,
+                                .resume_at = absl::Now() + absl::Microseconds(after_us),
+                                .resume_args = again})
+                 .ok()
+             ? std::string("parked")
+             : std::string("park failed");
 }
 
 absl::StatusOr<std::string> ResumeParked(Context& ctx, std::string_view) {
@@ -130,6 +133,20 @@ absl::StatusOr<std::string> AddOnClose(Context& ctx, std::string_view args) {
   return std::string();
 }
 
+// Throws what its argument names (1: std::runtime_error, 2: std::bad_alloc, 3: an int): shipped
+// code that does not catch must cost its request, not the server.
+absl::StatusOr<std::string> Throw(Context&, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 1));
+  switch (U64At(args, 0)) {
+    case 1:
+      throw std::runtime_error("thrown by test.throw");
+    case 2:
+      throw std::bad_alloc();
+    default:
+      throw 42;
+  }
+}
+
 }  // namespace
 
 ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.add", &Add},
@@ -137,4 +154,4 @@ ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.ad
                      {"test.sleep", &Sleep}, {"test.park", &Park}, {"test.wake", &Wake},
                      {"test.view_sum", &ViewSum}, {"test.wait_zero", &WaitZero},
                      {"test.resumable", &Resumable}, {"test.resume", &ResumeParked},
-                     {"test.add_on_close", &AddOnClose});
+                     {"test.add_on_close", &AddOnClose}, {"test.throw", &Throw});
