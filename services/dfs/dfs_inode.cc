@@ -150,6 +150,10 @@ absl::StatusOr<bool> Unchanged(Context& ctx, uint64_t ino, uint64_t gen) {
 }
 
 absl::StatusOr<std::vector<uint64_t>> ReadTable(Context& ctx, uint64_t table, uint64_t count) {
+  // `count` comes from a heap word any writer can change: check the table lies in the heap before
+  // sizing anything from it (on the server, a view checks the range without copying).
+  if (count > (1ull << 40)) return absl::DataLossError("dfs: bad table size");
+  if (ctx.IsLocal() && count > 0) ARDMA_RETURN_IF_ERROR(ctx.View(table, 8 * count).status());
   std::vector<uint64_t> entries(count, 0);
   if (count > 0) {
     ARDMA_RETURN_IF_ERROR(ctx.Read(

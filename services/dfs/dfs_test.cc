@@ -1,8 +1,6 @@
 // The file system against a real server in both modes: a model test against a local directory,
 // sizes around block boundaries and 64 MiB, a 100,000-entry directory, deep renames, round
 // trips, running out of memory, concurrent namespace changes.
-#include "services/dfs/dfs_client.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,16 +8,17 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <sstream>
-#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/testing/server_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/dfs/dfs_client.h"
 
 namespace ardma::dfs {
 namespace {
@@ -83,8 +82,8 @@ TEST_P(DfsTest, NamespaceAndDataBasics) {
   EXPECT_EQ(fs_->Mkdir("/a").status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(fs_->Create("/a/g").status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_TRUE(fs_->Create("/a/g", 0644, /*exclusive=*/false).ok());
-  EXPECT_EQ(fs_->Rmdir("/a").code(), absl::StatusCode::kFailedPrecondition);  // not empty
-  EXPECT_EQ(fs_->Unlink("/a").code(), absl::StatusCode::kFailedPrecondition);  // a directory
+  EXPECT_EQ(fs_->Rmdir("/a").code(), absl::StatusCode::kFailedPrecondition);    // not empty
+  EXPECT_EQ(fs_->Unlink("/a").code(), absl::StatusCode::kFailedPrecondition);   // a directory
   EXPECT_EQ(fs_->Rmdir("/a/g").code(), absl::StatusCode::kFailedPrecondition);  // not one
   EXPECT_EQ(fs_->Create("/a/g/x").status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(fs_->Read("/a", 0, 1).status().code(), absl::StatusCode::kFailedPrecondition);
@@ -251,7 +250,8 @@ TEST_P(DfsTest, RoundTripsPerOperation) {
       {"usage", [&] { return fs_->GetUsage().status(); }},
       {"symlink", [&] { return fs_->Symlink("d/f", "/warm/l").status(); }},
       {"readlink", [&] { return fs_->Readlink("/warm/l").status(); }},
-      {"rmdir", [&] { return fs_->Unlink("/warm/d/f").ok() ? fs_->Rmdir("/warm/d") : absl::OkStatus(); }},
+      {"rmdir",
+       [&] { return fs_->Unlink("/warm/d/f").ok() ? fs_->Rmdir("/warm/d") : absl::OkStatus(); }},
   };
   for (auto& [name, op] : ops) {
     uint64_t before = client_->counters().round_trips;
@@ -290,6 +290,22 @@ TEST_P(DfsTest, WritingPastACompactLastBlockWidensIt) {
   ASSERT_TRUE(fs_->Truncate("/g", 70000).ok());
   std::string g = *fs_->ReadFile("/g");
   EXPECT_EQ(g, std::string(100, 'x') + std::string(69900, '\0'));
+}
+
+// A table size read from the heap is checked before anything is sized from it: a corrupted inode
+// fails its requests, it does not make the server allocate terabytes (issue 22).
+TEST_P(DfsTest, ACorruptedTableSizeFailsCleanly) {
+  ASSERT_TRUE(fs_->WriteFile("/f", std::string(200000, 'x')).ok());
+  absl::StatusOr<Stat> st = fs_->Lookup("/f");
+  ASSERT_TRUE(st.ok());
+  ASSERT_TRUE(client_->Write(st->ino + kInCapacity, std::string("\0\0\0\0\0\x10\0\0", 8)).ok());
+  ASSERT_TRUE(client_->Write(st->ino + kInSize, std::string("\0\0\0\0\0\x10\0\0", 8)).ok());
+  // Removing the file reads its whole table (to free the blocks).
+  absl::Status s = fs_->Unlink("/f");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_TRUE(client_->Ping().ok());
+  EXPECT_TRUE(fs_->WriteFile("/g", "still serving").ok());
 }
 
 TEST_P(DfsTest, SymbolicLinksAreStoredNeverFollowedAndCopiedAsLinks) {
@@ -356,16 +372,16 @@ TEST_P(DfsTest, BatchAppliesEveryChangeInOrderWithItsOwnResult) {
       {BatchKind::kPut, 0, 0640, 0, "/t/a", "alpha"},
       {BatchKind::kPut, 0, 0644, 0, "/t/empty", ""},
       {BatchKind::kSymlink, 0, 0, 0, "/t/l", "a"},
-      {BatchKind::kPut, 0, 0644, 0, "/old", "new"},                   // truncated and rewritten
-      {BatchKind::kPut, kBatchKeepExisting, 0644, 0, "/kept", "x"},   // -n: left alone
-      {BatchKind::kPut, 0, 0644, 0, "/dir", "x"},                     // a directory: error
-      {BatchKind::kPut, 0, 0644, 0, "/nodir/f", "x"},                 // no parent: error
-      {BatchKind::kMkdir, 0, 0755, 0, "/t", ""},                      // exists: fine
-      {BatchKind::kMkdir, 0, 0755, 0, "/old", ""},                    // a file: error
+      {BatchKind::kPut, 0, 0644, 0, "/old", "new"},                  // truncated and rewritten
+      {BatchKind::kPut, kBatchKeepExisting, 0644, 0, "/kept", "x"},  // -n: left alone
+      {BatchKind::kPut, 0, 0644, 0, "/dir", "x"},                    // a directory: error
+      {BatchKind::kPut, 0, 0644, 0, "/nodir/f", "x"},                // no parent: error
+      {BatchKind::kMkdir, 0, 0755, 0, "/t", ""},                     // exists: fine
+      {BatchKind::kMkdir, 0, 0755, 0, "/old", ""},                   // a file: error
       {BatchKind::kSymlink, 0, 0, 0, "/t/a2", "b"},
-      {BatchKind::kSymlink, 0, 0, 0, "/t/a2", "c"},                   // replaces the link
-      {BatchKind::kSetAttr, kBatchSetMode | kBatchSetMtime, 0751, 1'000'000'000'000'000'000,
-       "/t", ""},
+      {BatchKind::kSymlink, 0, 0, 0, "/t/a2", "c"},  // replaces the link
+      {BatchKind::kSetAttr, kBatchSetMode | kBatchSetMtime, 0751, 1'000'000'000'000'000'000, "/t",
+       ""},
   };
   uint64_t before = client_->counters().round_trips;
   absl::StatusOr<std::vector<absl::Status>> results = fs_->Batch(ops);
@@ -430,7 +446,8 @@ TEST_P(DfsTest, ConcurrentNamespaceChangesInOneDirectoryStayConsistent) {
       DfsClient fs(clients[c].get(), c % 2 == 0 ? GetParam() : Mode::kActive);
       std::mt19937 rng(c);
       for (int i = 0; i < kOps; ++i) {
-        std::string a = absl::StrCat("/shared/n", rng() % 8), b = absl::StrCat("/shared/n", rng() % 8);
+        std::string a = absl::StrCat("/shared/n", rng() % 8),
+                    b = absl::StrCat("/shared/n", rng() % 8);
         switch (rng() % 3) {
           case 0:
             fs.Create(a).IgnoreError();
@@ -537,7 +554,9 @@ class Local {
   }
 
  private:
-  static absl::StatusCode Code(int rc) { return rc == 0 ? absl::StatusCode::kOk : FromErrno(errno); }
+  static absl::StatusCode Code(int rc) {
+    return rc == 0 ? absl::StatusCode::kOk : FromErrno(errno);
+  }
   std::string root_;
 };
 
