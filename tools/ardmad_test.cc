@@ -1,7 +1,10 @@
 // Tests of the ardmad and ardma binaries as a user runs them: flags, exit codes, and data in a
 // --memory-file surviving a SIGKILL.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +61,73 @@ TEST(ArdmadTest, DataInAMemoryFileSurvivesSigkill) {
   std::filesystem::remove(heap_file);
 }
 
+// CPU ticks (user + system) process `pid` has used.
+long CpuTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  std::string f;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stol(f);
+    if (i == 15) stime = std::stol(f);
+  }
+  return utime + stime;
+}
+
+// Out of file descriptors, ardmad neither spins nor floods its log while connections wait, and
+// serves them once descriptors are free again (issue 22).
+TEST(ArdmadTest, OutOfDescriptorsItBacksOffQuietlyAndRecovers) {
+  std::string log = TempPath("emfile.log"), port = TempPath("emfile.port"),
+              pid_file = TempPath("emfile.pid");
+  std::filesystem::remove(port);
+  std::string out;
+  ASSERT_EQ(RunCommand("bash -c 'prlimit --nofile=40:40 " + BinDir() +
+                           "/ardmad --listen 127.0.0.1:0 --memory 16M --ucx off --io-threads 1 "
+                           "--port-file " +
+                           port + " >/dev/null 2>" + log + " & echo $! > " + pid_file + "'",
+                       &out),
+            0)
+      << out;
+  pid_t pid = 0;
+  std::ifstream(pid_file) >> pid;
+  ASSERT_GT(pid, 0);
+  std::string address;
+  for (int i = 0; i < 200 && address.empty(); ++i) {
+    std::ifstream(port) >> address;
+    if (address.empty()) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_FALSE(address.empty());
+  uint16_t port_number = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  std::vector<int> sockets;
+  for (int i = 0; i < 60; ++i) {  // more than the limit: the last ones wait in the backlog
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port_number);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) sockets.push_back(fd);
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  long before = CpuTicks(pid);
+  absl::SleepFor(absl::Seconds(2));
+  long used = CpuTicks(pid) - before;
+  EXPECT_LT(used, sysconf(_SC_CLK_TCK) / 2) << "ardmad spun while out of descriptors";
+  std::ifstream in(log);
+  int accept_lines = 0;
+  for (std::string line; std::getline(in, line);)
+    accept_lines += line.find("accept:") != std::string::npos;
+  EXPECT_GE(accept_lines, 1);
+  EXPECT_LE(accept_lines, 2) << "one line per 10 s, not one per failure";
+  for (int fd : sockets) ::close(fd);
+  // Descriptors free again: a new client is served (the pause is at most 1 s).
+  auto client = Client::Connect(address);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Ping().ok());
+  ::kill(pid, SIGKILL);
+}
+
 // Every installed tool answers --version with its name, the project version and the commit, and
 // exits 0 (without contacting any server).
 TEST(ArdmadTest, EveryToolPrintsItsVersion) {
@@ -73,9 +143,10 @@ TEST(ArdmadTest, EveryToolPrintsItsVersion) {
   std::string out;
   // A flag nobody knows is a usage error, exit 2 (ardma-cp and ardma-find exit 1 there, as GNU cp
   // and find do).
-  for (const char* tool : {"ardmad", "ardma", "ardma-grep", "ardma-demo", "ardma-monitor",
-                           "ardma-monitord"}) {
-    EXPECT_EQ(RunCommand(BinDir() + "/" + tool + " --no-such-flag", &out), 2) << tool << ": " << out;
+  for (const char* tool :
+       {"ardmad", "ardma", "ardma-grep", "ardma-demo", "ardma-monitor", "ardma-monitord"}) {
+    EXPECT_EQ(RunCommand(BinDir() + "/" + tool + " --no-such-flag", &out), 2)
+        << tool << ": " << out;
   }
   EXPECT_EQ(RunCommand(BinDir() + "/ardma-grep -V", &out), 0);
   EXPECT_THAT(out, ::testing::StartsWith("ardma-grep (Active RDMA toolkit)"));
@@ -86,8 +157,8 @@ TEST(ArdmadTest, EveryToolPrintsItsVersion) {
 TEST(ArdmaCliTest, UsageErrorsExitTwoBeforeContactingTheServer) {
   std::string ardma = BinDir() + "/ardma --server 127.0.0.1:1 ";
   std::string out;
-  for (const char* bad : {"read xyz 5", "ping -1", "--hex write 0x200 zz", "write 0x200",
-                          "cas 8 1", "frobnicate"}) {
+  for (const char* bad :
+       {"read xyz 5", "ping -1", "--hex write 0x200 zz", "write 0x200", "cas 8 1", "frobnicate"}) {
     EXPECT_EQ(RunCommand(ardma + bad, &out), 2) << bad << ": " << out;
   }
   EXPECT_EQ(RunCommand(BinDir() + "/ardma --server nosuchhost.invalid:1 ping", &out), 2) << out;
@@ -104,9 +175,9 @@ TEST(ArdmadTest, DebugLogNamesConnectionsErrorsAndLoads) {
   std::string script = absl::StrCat(
       "ARDMA_LOG_LEVEL=debug ", BinDir(), "/ardmad --listen 127.0.0.1:0 --memory 16M --port-file ",
       port, " 2>", log, " & p=$!; for i in $(seq 200); do [ -s ", port,
-      " ] && break; sleep 0.05; done; a=$(cat ", port, "); ", BinDir(), "/ardma --server $a ping 1; ",
-      BinDir(), "/ardma --server $a exec no.such; ", BinDir(), "/ardma --server $a load ", so,
-      "; kill $p; wait $p");
+      " ] && break; sleep 0.05; done; a=$(cat ", port, "); ", BinDir(),
+      "/ardma --server $a ping 1; ", BinDir(), "/ardma --server $a exec no.such; ", BinDir(),
+      "/ardma --server $a load ", so, "; kill $p; wait $p");
   std::string out;
   RunCommand("bash -c '" + script + "'", &out);
   std::ifstream in(log);
@@ -126,7 +197,8 @@ TEST(ArdmadTest, DebugLogNamesConnectionsErrorsAndLoads) {
 TEST(ArdmadTest, MetricsEndpointParsesAndMoves) {
   std::string log = TempPath("metrics.log"), port = TempPath("metrics.port");
   std::string m1 = TempPath("m1"), m2 = TempPath("m2");
-  std::string probe = std::string("/usr/bin/python3 ") + ARDMA_SOURCE_DIR + "/scripts/metrics_probe.py";
+  std::string probe =
+      std::string("/usr/bin/python3 ") + ARDMA_SOURCE_DIR + "/scripts/metrics_probe.py";
   std::string ardma = BinDir() + "/ardma --server $a ";
   std::string script = absl::StrCat(
       BinDir(), "/ardmad --listen 127.0.0.1:0 --memory 16M --metrics 127.0.0.1:0 --port-file ",
@@ -351,13 +423,23 @@ TEST(ArdmaCliTest, LockedCommandNeverOutlivesTheLock) {
   auto start = [&](const std::string& lease) -> std::pair<pid_t, pid_t> {
     std::filesystem::remove(pid_file);
     std::string script = "sleep 60 & echo $! > " + pid_file + "; wait";
-    std::vector<std::string> args = {BinDir() + "/ardma", "--server", d.address(), "lock",
-                                     "job", "--lease", lease, "--", "sh", "-c", script};
+    std::vector<std::string> args = {BinDir() + "/ardma",
+                                     "--server",
+                                     d.address(),
+                                     "lock",
+                                     "job",
+                                     "--lease",
+                                     lease,
+                                     "--",
+                                     "sh",
+                                     "-c",
+                                     script};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t ardma;
-    if (::posix_spawn(&ardma, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return {-1, -1};
+    if (::posix_spawn(&ardma, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+      return {-1, -1};
     pid_t sleeper = -1;
     for (int i = 0; i < 500 && sleeper <= 0; ++i) {
       std::ifstream in(pid_file);
@@ -385,9 +467,10 @@ TEST(ArdmaCliTest, LockedCommandNeverOutlivesTheLock) {
   absl::SleepFor(absl::Milliseconds(1500));
   std::string out;
   // Someone else takes the lock meanwhile.
-  EXPECT_EQ(RunCommand(BinDir() + "/ardma --server " + d.address() + " lock job --timeout 5 -- true",
-                       &out),
-            0)
+  EXPECT_EQ(
+      RunCommand(BinDir() + "/ardma --server " + d.address() + " lock job --timeout 5 -- true",
+                 &out),
+      0)
       << out;
   ASSERT_EQ(::kill(ardma, SIGCONT), 0);
   ASSERT_EQ(::waitpid(ardma, &status, 0), ardma);

@@ -399,6 +399,34 @@ struct Server::Impl {
   bool stopped ABSL_GUARDED_BY(mu) = false;
   absl::Notification done;
 
+  // A failed accept (most often out of file descriptors: the connection stays queued) is retried
+  // after a pause that grows to 1 s while the failures go on, and logged once per 10 s with the
+  // number of failures: never a spin, never a flood of log lines.
+  uint64_t accept_failures = 0;      // (touched on the acceptors' executor only)
+  uint64_t accept_failures_logged = 0;
+  int64_t accept_logged_ns = 0;
+  absl::Duration accept_pause = absl::Milliseconds(10);
+  template <typename Acceptor>
+  void AcceptFailed(Acceptor* acceptor, const boost::system::error_code& ec) {
+    ++accept_failures;
+    int64_t now = absl::GetCurrentTimeNanos();
+    if (now - accept_logged_ns >= 10'000'000'000) {
+      ARDMA_LOG(kWarning, "accept: %s (%u failures in the last 10 s; retrying every %s)",
+                ec.message(), accept_failures - accept_failures_logged,
+                absl::FormatDuration(accept_pause));
+      accept_logged_ns = now;
+      accept_failures_logged = accept_failures;
+    }
+    // On the acceptor's own executor, where every accept completes: no other thread touches this.
+    auto timer = std::make_shared<asio::steady_timer>(acceptor->get_executor(),
+                                                      absl::ToChronoNanoseconds(accept_pause));
+    accept_pause = std::min(accept_pause * 2, absl::Seconds(1));
+    timer->async_wait([this, acceptor, timer](boost::system::error_code wait_ec) {
+      if (wait_ec || !acceptor->is_open()) return;
+      Accept(acceptor);
+    });
+  }
+
   // Accepts connections forever, handing them to the I/O threads in turn.
   template <typename Acceptor>
   void Accept(Acceptor* acceptor) {
@@ -407,11 +435,11 @@ struct Server::Impl {
     acceptor->async_accept(io, [this, acceptor, &io](boost::system::error_code ec, Socket socket) {
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
-        ARDMA_LOG(kWarning, "accept: %s", ec.message());
-        Accept(acceptor);
+        AcceptFailed(acceptor, ec);
         return;
       }
       next_io = (next_io + 1) % ios.size();
+      accept_pause = absl::Milliseconds(10);  // accepting again: the next failure starts over
       if constexpr (std::is_same_v<Socket, tcp::socket>) {
         boost::system::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
