@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/cli/flag_set.h"
 #include "core/client/client.h"
 #include "core/host_port.h"
 #include "core/status_macros.h"
@@ -83,19 +84,10 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Options& o = c.options;
   std::vector<std::string>& operands = c.operands;
   bool options_done = false;
-  // A long option's value: after '=' or in the next argument.
-  auto value = [&](int& i, const std::string& a,
-                   std::string_view name) -> absl::StatusOr<std::string> {
-    if (a.size() > name.size() && a[name.size()] == '=') return a.substr(name.size() + 1);
-    if (i + 1 >= argc) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("option '", ToAbsl(name), "' requires an argument"));
-    }
-    return std::string(argv[++i]);
+  auto value = [&](int& i, const std::string&, std::string_view name) {
+    return LongOptionValue(argc, argv, i, name);
   };
-  auto is = [](const std::string& a, std::string_view name) {
-    return a == name || (a.rfind(name, 0) == 0 && a.size() > name.size() && a[name.size()] == '=');
-  };
+  auto is = IsLongOption;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (options_done || a.empty() || a[0] != '-' || a == "-") {

@@ -3,19 +3,19 @@
 
 #include <fuse_lowlevel.h>
 #include <malloc.h>
-
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include <cstdio>
 #include <fstream>
-#include <thread>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/cli/flag_set.h"
 #include "core/client/client.h"
 #include "core/status_macros.h"
 #include "services/dfs/dfs_client.h"
@@ -75,18 +75,10 @@ absl::Status MountOption(std::string_view opt, Command* c) {
 
 absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Command c;
-  auto value = [&](int& i, const std::string& a,
-                   std::string_view name) -> absl::StatusOr<std::string> {
-    if (a.size() > name.size() && a[name.size()] == '=') return a.substr(name.size() + 1);
-    if (i + 1 >= argc) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("option '", ToAbsl(name), "' requires an argument"));
-    }
-    return std::string(argv[++i]);
+  auto value = [&](int& i, const std::string&, std::string_view name) {
+    return LongOptionValue(argc, argv, i, name);
   };
-  auto is = [](const std::string& a, std::string_view name) {
-    return a == name || (a.rfind(name, 0) == 0 && a.size() > name.size() && a[name.size()] == '=');
-  };
+  auto is = IsLongOption;
   std::vector<std::string> operands;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

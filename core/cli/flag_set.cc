@@ -217,7 +217,8 @@ absl::StatusOr<std::vector<std::string>> FlagSet::ConfigFileArgs(std::string_vie
       continue;
     }
     absl::string_view value = absl::StripAsciiWhitespace(absl::string_view(flag).substr(split + 1));
-    if (!value.empty() && value.front() == '=') value = absl::StripLeadingAsciiWhitespace(value.substr(1));
+    if (!value.empty() && value.front() == '=')
+      value = absl::StripLeadingAsciiWhitespace(value.substr(1));
     out.push_back(absl::StrCat("--", name, "=", value));
   }
   return out;
@@ -287,8 +288,9 @@ std::string FlagSet::Help() const {
   }
   absl::StrAppendFormat(&out, "%-32s %s\n", "  -h, --help", "show this help");
   if (config_file_flag_) {
-    absl::StrAppendFormat(&out, "%-32s %s\n", "  --config FILE",
-                          "read flags from FILE, one 'name value' per line (the command line wins)");
+    absl::StrAppendFormat(
+        &out, "%-32s %s\n", "  --config FILE",
+        "read flags from FILE, one 'name value' per line (the command line wins)");
   }
   absl::StrAppendFormat(&out, "%-32s %s\n", "      --version", "print the version and commit");
   return out;
@@ -305,6 +307,23 @@ absl::Status UseAuthFile(const std::string& path) {
   ARDMA_RETURN_IF_ERROR(security::LoadCredentials(path).status());
   ::setenv("ARDMA_AUTH_FILE", path.c_str(), 1);
   return absl::OkStatus();
+}
+
+bool IsLongOption(std::string_view arg, std::string_view name) {
+  return arg == name || (arg.substr(0, name.size()) == name && arg.size() > name.size() &&
+                         arg[name.size()] == '=');
+}
+
+absl::StatusOr<std::string> LongOptionValue(int argc, char** argv, int& i, std::string_view name) {
+  std::string_view arg = argv[i];
+  if (arg.size() > name.size() && arg[name.size()] == '=') {
+    return std::string(arg.substr(name.size() + 1));
+  }
+  if (i + 1 >= argc) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("option '", ToAbsl(name), "' requires an argument"));
+  }
+  return std::string(argv[++i]);
 }
 
 }  // namespace ardma

@@ -145,3 +145,28 @@ TEST(FlagSetTest, ConfigFileFlagsComeBeforeTheCommandLine) {
 
 }  // namespace
 }  // namespace ardma
+
+namespace ardma {
+namespace {
+
+TEST(LongOptionTest, NamesAndValuesInBothGnuForms) {
+  EXPECT_TRUE(IsLongOption("--fs", "--fs"));
+  EXPECT_TRUE(IsLongOption("--fs=x", "--fs"));
+  EXPECT_FALSE(IsLongOption("--fsck", "--fs"));
+  EXPECT_FALSE(IsLongOption("--f", "--fs"));
+  std::vector<std::string> args = {"prog", "--fs=a", "--fs", "b", "--fs"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  int i = 1;
+  EXPECT_EQ(*LongOptionValue(5, argv.data(), i, "--fs"), "a");
+  EXPECT_EQ(i, 1);
+  i = 2;
+  EXPECT_EQ(*LongOptionValue(5, argv.data(), i, "--fs"), "b");
+  EXPECT_EQ(i, 3);
+  i = 4;
+  EXPECT_EQ(LongOptionValue(5, argv.data(), i, "--fs").status().message(),
+            "option '--fs' requires an argument");
+}
+
+}  // namespace
+}  // namespace ardma
