@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <vector>
@@ -55,6 +56,14 @@ int Main(int argc, char** argv) {
   flags.String(
       "memory-file", &options.memory_file, "PATH",
       "back the heap with this file (e.g. /dev/shm/ardma.heap) so data survives a restart");
+  flags.String("register-dir", &options.handler.registration.dir, "DIR",
+               "clients may register files under DIR as regions (REGISTER; e.g. a directory on "
+               "/dev/shm); default: none");
+  int64_t register_max = static_cast<int64_t>(options.handler.registration.max_regions);
+  flags.Int("register-max", &register_max, "N", "most regions registered at once (default 4096)");
+  uint64_t register_max_bytes = options.handler.registration.max_bytes;
+  flags.Bytes("register-max-bytes", &register_max_bytes,
+              "most bytes registered at once, all regions together (default 64G)");
   flags.Int("io-threads", &io_threads, "N", "I/O threads (each runs one-sided ops inline)");
   flags.Int("workers", &workers, "N",
             "worker threads for long EXECUTEs and LOADs; 0 runs all inline");
@@ -164,6 +173,18 @@ int Main(int argc, char** argv) {
   options.io_threads = static_cast<int>(io_threads);
   options.handler.workers = static_cast<int>(workers);
   options.handler.worker_queue = static_cast<size_t>(worker_queue);
+  if (register_max < 0) {
+    std::cerr << "ardmad: --register-max must be 0 or more\n";
+    return 2;
+  }
+  options.handler.registration.max_regions = static_cast<size_t>(register_max);
+  options.handler.registration.max_bytes = register_max_bytes;
+  if (!options.handler.registration.dir.empty() &&
+      !std::filesystem::is_directory(options.handler.registration.dir)) {
+    std::cerr << "ardmad: --register-dir " << options.handler.registration.dir
+              << " is not a directory\n";
+    return 2;
+  }
   options.handler.access_cost = absl::Nanoseconds(dma_cost_ns);
   options.handler.limits.max_payload_bytes = static_cast<uint32_t>(max_frame);
   options.handler.limits.max_batch_entries = static_cast<uint32_t>(max_batch);
@@ -180,7 +201,8 @@ int Main(int argc, char** argv) {
     options.unix_socket_mode = static_cast<uint32_t>(mode);
   }
   if (!auth_file.empty()) {
-    absl::StatusOr<ardma::security::AuthTable> table = ardma::security::AuthTable::LoadFile(auth_file);
+    absl::StatusOr<ardma::security::AuthTable> table =
+        ardma::security::AuthTable::LoadFile(auth_file);
     if (!table.ok()) {
       std::cerr << "ardmad: --auth-file: " << table.status().message() << "\n";
       return 2;
@@ -212,8 +234,8 @@ int Main(int argc, char** argv) {
   std::unique_ptr<ardma::MetricsServer> metrics;
   if (!metrics_listen.empty()) {
     std::string host = metrics_listen.substr(0, metrics_listen.rfind(':'));
-    bool loopback = host.rfind("127.", 0) == 0 || host == "[::1]" || host == "::1" ||
-                    host == "localhost";
+    bool loopback =
+        host.rfind("127.", 0) == 0 || host == "[::1]" || host == "::1" || host == "localhost";
     if (!loopback && !options.insecure) {
       std::cerr << "ardmad: --metrics " << metrics_listen
                 << ": the metrics endpoint has no authentication; listen on 127.0.0.1 or pass "
@@ -221,8 +243,8 @@ int Main(int argc, char** argv) {
       return 2;
     }
     ardma::Server* s = server->get();
-    absl::StatusOr<std::unique_ptr<ardma::MetricsServer>> started = ardma::MetricsServer::Start(
-        metrics_listen, [s] { return s->handler().MetricsText(); });
+    absl::StatusOr<std::unique_ptr<ardma::MetricsServer>> started =
+        ardma::MetricsServer::Start(metrics_listen, [s] { return s->handler().MetricsText(); });
     if (!started.ok()) {
       std::cerr << "ardmad: --metrics: " << started.status().message() << "\n";
       return 1;

@@ -32,7 +32,7 @@ absl::Status LocalContext::SlowTick(size_t accesses) {
 absl::Status LocalContext::DoReadBatch(std::span<const ReadOp> ops) {
   ARDMA_RETURN_IF_ERROR(Tick(ops.size()));
   for (const ReadOp& op : ops) {
-    ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(op.region));
+    ARDMA_ASSIGN_OR_RETURN(RegionRef region, ex_->regions->Get(op.region));
     ARDMA_RETURN_IF_ERROR(region->Read(op.addr, op.out));
     ++ex_->counts.reads;
     ex_->counts.bytes_read += op.out.size();
@@ -44,11 +44,11 @@ absl::Status LocalContext::DoWriteBatch(std::span<const WriteOp> ops) {
   ARDMA_RETURN_IF_ERROR(Tick(ops.size()));
   // Validate the whole batch first, as the wire op does.
   for (const WriteOp& op : ops) {
-    ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(op.region));
+    ARDMA_ASSIGN_OR_RETURN(RegionRef region, ex_->regions->Get(op.region));
     ARDMA_RETURN_IF_ERROR(region->CheckWritable(op.addr, op.data.size()));
   }
   for (const WriteOp& op : ops) {
-    ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(op.region));
+    ARDMA_ASSIGN_OR_RETURN(RegionRef region, ex_->regions->Get(op.region));
     ARDMA_RETURN_IF_ERROR(region->Write(op.addr, op.data));
     ++ex_->counts.writes;
     ex_->counts.bytes_written += op.data.size();
@@ -59,7 +59,7 @@ absl::Status LocalContext::DoWriteBatch(std::span<const WriteOp> ops) {
 absl::StatusOr<CasResult> LocalContext::DoCompareAndSwap(RegionId region_id, uint64_t addr,
                                                          uint64_t expected, uint64_t desired) {
   ARDMA_RETURN_IF_ERROR(Tick());
-  ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(region_id));
+  ARDMA_ASSIGN_OR_RETURN(RegionRef region, ex_->regions->Get(region_id));
   ++ex_->counts.cas;
   return region->CompareAndSwap(addr, expected, desired);
 }
@@ -67,7 +67,7 @@ absl::StatusOr<CasResult> LocalContext::DoCompareAndSwap(RegionId region_id, uin
 absl::StatusOr<uint64_t> LocalContext::DoFetchAdd(RegionId region_id, uint64_t addr,
                                                   uint64_t delta) {
   ARDMA_RETURN_IF_ERROR(Tick());
-  ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(region_id));
+  ARDMA_ASSIGN_OR_RETURN(RegionRef region, ex_->regions->Get(region_id));
   ++ex_->counts.fetch_adds;
   return region->FetchAdd(addr, delta);
 }
@@ -75,10 +75,14 @@ absl::StatusOr<uint64_t> LocalContext::DoFetchAdd(RegionId region_id, uint64_t a
 absl::StatusOr<std::string_view> LocalContext::DoView(RegionId region_id, uint64_t addr,
                                                       uint64_t len) {
   ARDMA_RETURN_IF_ERROR(Tick());
-  ARDMA_ASSIGN_OR_RETURN(Region * region, ex_->regions->Get(region_id));
+  ARDMA_ASSIGN_OR_RETURN(RegionRef region, ex_->regions->Get(region_id));
   ++ex_->counts.reads;
   ex_->counts.bytes_read += len;
-  return region->View(addr, len);
+  ARDMA_ASSIGN_OR_RETURN(std::string_view view, region->View(addr, len));
+  // A registered region may be removed while the view is in use: keep it mapped until the
+  // function returns.
+  if (region.shared() != nullptr) ex_->pinned.push_back(region.shared());
+  return view;
 }
 
 absl::StatusOr<std::string> LocalContext::DoCall(std::string_view function, std::string_view args) {
@@ -110,8 +114,8 @@ absl::Status LocalContext::DoPark(std::string_view key, const ParkOptions& optio
     }
     resume = ex_->host->MakeResume(std::string(options.resume_args));
   }
-  ex_->parked = ex_->parking->Park(key, ex_->responder, ex_->deadline, std::move(resume),
-                                   options.resume_at);
+  ex_->parked =
+      ex_->parking->Park(key, ex_->responder, ex_->deadline, std::move(resume), options.resume_at);
   return absl::OkStatus();
 }
 

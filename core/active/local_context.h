@@ -65,6 +65,8 @@ struct Execution {
   absl::Duration access_cost;
   ActiveOpCounts counts;
   int depth = 0;  // nesting of Call
+  // Registered regions the function holds views of (Context::View): mapped until it returns.
+  std::vector<std::shared_ptr<Region>> pinned;
 };
 
 class LocalContext : public Context {

@@ -31,10 +31,9 @@ absl::StatusOr<std::shared_ptr<Transport>> OpenTransport(std::string_view addres
                                                counters, credentials));
     return std::shared_ptr<Transport>(std::move(ucx));
   }
-  ARDMA_ASSIGN_OR_RETURN(
-      std::shared_ptr<Connection> tcp,
-      Connection::Open(address, options.connect_timeout, options.limits, counters, credentials,
-                       options.tls));
+  ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Connection> tcp,
+                         Connection::Open(address, options.connect_timeout, options.limits,
+                                          counters, credentials, options.tls));
   return std::shared_ptr<Transport>(std::move(tcp));
 }
 
@@ -111,8 +110,7 @@ absl::StatusOr<std::shared_ptr<Transport>> Client::CurrentConnection() {
     if (last.code() == absl::StatusCode::kInvalidArgument ||
         last.code() == absl::StatusCode::kFailedPrecondition ||
         last.code() == absl::StatusCode::kUnauthenticated ||
-        last.code() == absl::StatusCode::kNotFound ||
-        last.code() == absl::StatusCode::kDataLoss) {
+        last.code() == absl::StatusCode::kNotFound || last.code() == absl::StatusCode::kDataLoss) {
       return last;
     }
   }
@@ -287,6 +285,46 @@ void Client::ExecuteAsync(std::string_view function, std::string_view args, Resp
 absl::StatusOr<std::vector<wire::StatsEntry>> Client::Stats(const CallOptions& options) {
   ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kStats, "", options, true));
   return wire::DecodeStatsResponse(r, options_.limits);
+}
+
+absl::StatusOr<wire::UcxRegionKey> Client::RegisterFile(std::string_view path, bool writable,
+                                                        uint64_t size, const CallOptions& options) {
+  wire::RegisterRequest req{.kind = wire::RegisterKind::kFile, .writable = writable, .size = size};
+  req.path = path;
+  std::string payload;
+  wire::EncodeRegisterRequest(req, &payload);
+  // Not retried: a region lives as long as the connection that registered it.
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kRegister, std::move(payload), options, false));
+  return wire::DecodeRegionKey(r);
+}
+
+absl::StatusOr<wire::UcxRegionKey> Client::RegisterMemfd(int fd, bool writable, uint64_t size,
+                                                         const CallOptions& options) {
+  if (fd < 0) return absl::InvalidArgumentError("RegisterMemfd: no descriptor");
+  wire::RegisterRequest req{.kind = wire::RegisterKind::kMemfd, .writable = writable, .size = size};
+  req.fd = static_cast<uint32_t>(fd);
+  std::string payload;
+  wire::EncodeRegisterRequest(req, &payload);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kRegister, std::move(payload), options, false));
+  return wire::DecodeRegionKey(r);
+}
+
+absl::Status Client::Deregister(RegionId region, const CallOptions& options) {
+  std::string payload;
+  wire::EncodeRegionId(region, &payload);
+  return Call(Op::kDeregister, std::move(payload), options, false).status();
+}
+
+absl::StatusOr<wire::UcxRegionKey> Client::RegionInfo(RegionId region, const CallOptions& options) {
+  std::string payload;
+  wire::EncodeRegionId(region, &payload);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kRegionInfo, std::move(payload), options, true));
+  return wire::DecodeRegionKey(r);
+}
+
+void Client::ForgetRegion(RegionId region) {
+  absl::MutexLock lock(&mu_);
+  if (connection_ != nullptr) connection_->ForgetRegion(region);
 }
 
 void Client::CallAsync(Op op, std::string payload, ResponseCallback done,

@@ -155,6 +155,24 @@ class Client {
                     const CallOptions& options = {});
   absl::StatusOr<std::vector<wire::StatsEntry>> Stats(const CallOptions& options = {});
 
+  // Registers a file under the server's --register-dir (a path the server can open: it must be
+  // on the server's host) or one of this process's memfds (created with MFD_ALLOW_SEALING; over
+  // a Unix-socket connection only; the server seals it against shrinking) as a new region that
+  // other clients may READ, and WRITE if `writable`. `size` 0: the file's size. The region lives
+  // until Deregister or until this client's connection closes; it is never re-registered after
+  // a reconnect. Returns its id and bounds (and its UCX key).
+  absl::StatusOr<wire::UcxRegionKey> RegisterFile(std::string_view path, bool writable,
+                                                  uint64_t size = 0,
+                                                  const CallOptions& options = {});
+  absl::StatusOr<wire::UcxRegionKey> RegisterMemfd(int fd, bool writable, uint64_t size = 0,
+                                                   const CallOptions& options = {});
+  absl::Status Deregister(RegionId region, const CallOptions& options = {});
+  // Any region's bounds (REGION_INFO).
+  absl::StatusOr<wire::UcxRegionKey> RegionInfo(RegionId region, const CallOptions& options = {});
+  // Over UCX, the first one-sided access to a region registered at run time fetches its key (one
+  // extra round trip, on the bootstrap connection); this drops it once done with the region.
+  void ForgetRegion(RegionId region);
+
   // Sends one request without waiting; `done` gets the response payload or status.
   void CallAsync(wire::Op op, std::string payload, ResponseCallback done,
                  const CallOptions& options = {});

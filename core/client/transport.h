@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/wire/frame.h"
+#include "core/wire/messages.h"
 
 namespace ardma {
 
@@ -61,6 +62,9 @@ class Transport {
   virtual std::string Describe() const = 0;
   // Fails pending calls with UNAVAILABLE and stops any background thread.
   virtual void Close() = 0;
+  // Drops what this transport keeps of a region registered at run time (its remote key), once
+  // the caller is done with it; the next access looks it up again.
+  virtual void ForgetRegion(wire::RegionId region) {}
 };
 
 // Takes out of `pending` (request id -> shared_ptr to a record with `callback` and `deadline`,

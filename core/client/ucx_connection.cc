@@ -1,13 +1,13 @@
 #include "core/client/ucx_connection.h"
 
 #include <algorithm>
-
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/status_macros.h"
@@ -18,8 +18,12 @@ namespace {
 
 using wire::Op;
 
-absl::Status NoRegion(RegionId region) {
-  return absl::NotFoundError(absl::StrCat("no region ", region));
+// A region this connection may reach only through the server, named in a batch that went
+// one-sided (the static regions all had keys).
+absl::Status NoKey(RegionId region) {
+  return absl::PermissionDeniedError(
+      absl::StrCat("this connection has no one-sided access to region ", region,
+                   "; access it in a request of its own"));
 }
 
 // A connection's last reference may go on one of its own threads (the background progress thread
@@ -47,11 +51,9 @@ void EndDetachedTeardown() { detached_teardowns.fetch_sub(1, std::memory_order_a
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<UcxConnection>> UcxConnection::Open(std::string_view address,
-                                                                   absl::Duration timeout,
-                                                                   const wire::WireLimits& limits,
-                                                                   ClientCounters* counters,
-                                                                   const security::Credentials* credentials) {
+absl::StatusOr<std::shared_ptr<UcxConnection>> UcxConnection::Open(
+    std::string_view address, absl::Duration timeout, const wire::WireLimits& limits,
+    ClientCounters* counters, const security::Credentials* credentials) {
   std::shared_ptr<UcxConnection> c(new UcxConnection(limits, counters));
   ARDMA_RETURN_IF_ERROR(c->Bootstrap(address, timeout, credentials));
   return c;
@@ -126,6 +128,10 @@ UcxConnection::~UcxConnection() {
       background_.join();
     }
   }
+  {
+    absl::MutexLock lock(&attached_mu_);
+    attached_.clear();  // their keys go before the endpoint
+  }
   for (RemoteRegion& r : regions_) {
     if (r.rkey != nullptr) ucp_rkey_destroy(r.rkey);
   }
@@ -179,15 +185,56 @@ std::string UcxConnection::Describe() const {
   return absl::StrCat(out, "\n", EndpointInfo());
 }
 
-absl::StatusOr<const UcxConnection::RemoteRegion*> UcxConnection::FindRegion(
-    RegionId region) const {
-  if (region >= regions_.size()) return NoRegion(region);
-  return &regions_[region];
+absl::StatusOr<UcxConnection::RegionHandle> UcxConnection::FindRegion(RegionId region) const {
+  // A static region lives as long as this connection: a handle with no owner, no counting.
+  if (region < regions_.size()) return RegionHandle(RegionHandle(), &regions_[region]);
+  {
+    absl::ReaderMutexLock lock(&attached_mu_);
+    auto it = attached_.find(region);
+    if (it != attached_.end()) return it->second;
+  }
+  return AttachRegion(region);
+}
+
+absl::StatusOr<UcxConnection::RegionHandle> UcxConnection::AttachRegion(RegionId region) const {
+  std::string payload;
+  wire::EncodeRegionId(region, &payload);
+  // An active message like any request to the server (the bootstrap connection is the watcher's),
+  // with an id from a range the client's own never reach.
+  uint64_t id = (1ull << 63) | attach_ids_.fetch_add(1, std::memory_order_relaxed);
+  ARDMA_ASSIGN_OR_RETURN(
+      std::vector<ResponsePayload> answer,
+      const_cast<UcxConnection*>(this)->RoundTrip({{Op::kRegionInfo, std::move(payload)}}, {id}, 0,
+                                                  absl::Now() + absl::Seconds(10)));
+  if (!answer[0].ok()) return answer[0].status();
+  ARDMA_ASSIGN_OR_RETURN(wire::UcxRegionKey key, wire::DecodeRegionKey(*answer[0]));
+  auto r = std::shared_ptr<RemoteRegion>(new RemoteRegion, [](RemoteRegion* r) {
+    if (r->rkey != nullptr) ucp_rkey_destroy(r->rkey);
+    delete r;
+  });
+  r->bounds = {key.size, key.read_only};
+  r->base = key.base;
+  if (!key.rkey.empty()) {
+    ucs_status_t s = ucp_ep_rkey_unpack(ep_, key.rkey.data(), &r->rkey);
+    if (s != UCS_OK) return UcsError(s, absl::StrCat("unpacking the key of region ", region));
+  }
+  absl::MutexLock lock(&attached_mu_);
+  auto [it, added] = attached_.emplace(region, std::move(r));
+  return it->second;
+}
+
+void UcxConnection::ForgetRegion(RegionId region) {
+  absl::MutexLock lock(&attached_mu_);
+  attached_.erase(region);
 }
 
 bool UcxConnection::Keyed(const OutgoingRequest& request) const {
   auto keyed = [this](RegionId region) {
-    return region >= regions_.size() || regions_[region].rkey != nullptr;  // unknown: refused
+    if (region < regions_.size()) return regions_[region].rkey != nullptr;
+    // Registered at run time: one-sided if this connection gets its key; unknown ones are
+    // refused with the server's error, from FindRegion.
+    absl::StatusOr<RegionHandle> r = FindRegion(region);
+    return !r.ok() || (*r)->rkey != nullptr;
   };
   if (request.op == Op::kRead) {
     absl::StatusOr<std::vector<wire::ReadEntry>> entries =
@@ -256,16 +303,20 @@ absl::Status UcxConnection::OneSided(const OutgoingRequest& request, absl::Time 
           wire::DecodeReadRequest(request.payload, limits_);
       if (!entries.ok()) return refuse(entries.status());
       size_t total = 0;
+      absl::InlinedVector<RegionHandle, 4> found;
       for (const wire::ReadEntry& e : *entries) {
-        absl::StatusOr<const RemoteRegion*> r = FindRegion(e.region);
+        absl::StatusOr<RegionHandle> r = FindRegion(e.region);
         if (!r.ok()) return refuse(r.status());
         if (absl::Status s = (*r)->bounds.CheckRange(e.addr, e.len); !s.ok()) return refuse(s);
+        if ((*r)->rkey == nullptr) return refuse(NoKey(e.region));
+        found.push_back(*std::move(r));
         total += e.len;
       }
       std::string out(total, '\0');
       size_t at = 0;
-      for (const wire::ReadEntry& e : *entries) {
-        const RemoteRegion& r = regions_[e.region];
+      for (size_t i = 0; i < entries->size(); ++i) {
+        const wire::ReadEntry& e = (*entries)[i];
+        const RemoteRegion& r = *found[i];
         if (e.len > 0) {
           inflight.push_back(
               ucp_get_nbx(ep_, out.data() + at, e.len, r.base + e.addr, r.rkey, &param));
@@ -281,15 +332,19 @@ absl::Status UcxConnection::OneSided(const OutgoingRequest& request, absl::Time 
       absl::StatusOr<std::vector<wire::WriteEntry>> entries =
           wire::DecodeWriteRequest(request.payload, limits_);
       if (!entries.ok()) return refuse(entries.status());
+      absl::InlinedVector<RegionHandle, 4> found;
       for (const wire::WriteEntry& e : *entries) {
-        absl::StatusOr<const RemoteRegion*> r = FindRegion(e.region);
+        absl::StatusOr<RegionHandle> r = FindRegion(e.region);
         if (!r.ok()) return refuse(r.status());
         if (absl::Status s = (*r)->bounds.CheckWritable(e.addr, e.data.size()); !s.ok()) {
           return refuse(s);
         }
+        if ((*r)->rkey == nullptr) return refuse(NoKey(e.region));
+        found.push_back(*std::move(r));
       }
-      for (const wire::WriteEntry& e : *entries) {
-        const RemoteRegion& r = regions_[e.region];
+      for (size_t i = 0; i < entries->size(); ++i) {
+        const wire::WriteEntry& e = (*entries)[i];
+        const RemoteRegion& r = *found[i];
         if (e.data.empty()) continue;
         inflight.push_back(
             ucp_put_nbx(ep_, e.data.data(), e.data.size(), r.base + e.addr, r.rkey, &param));
@@ -321,7 +376,7 @@ absl::Status UcxConnection::OneSided(const OutgoingRequest& request, absl::Time 
         addr = req->addr;
         operand = req->delta;
       }
-      absl::StatusOr<const RemoteRegion*> r = FindRegion(region);
+      absl::StatusOr<RegionHandle> r = FindRegion(region);
       if (!r.ok()) return refuse(r.status());
       if (absl::Status s = (*r)->bounds.CheckAtomic(addr); !s.ok()) return refuse(s);
       uint64_t reply = swap;  // CSWAP: in, the value to store; out, the old value

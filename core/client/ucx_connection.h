@@ -50,11 +50,9 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
  public:
   // `address` is the listener without the "ucx://" prefix: "host:port" or "unix:/path".
   // FAILED_PRECONDITION if the server does not offer UCX; UNAVAILABLE if it cannot be reached.
-  static absl::StatusOr<std::shared_ptr<UcxConnection>> Open(std::string_view address,
-                                                             absl::Duration timeout,
-                                                             const wire::WireLimits& limits,
-                                                             ClientCounters* counters,
-                                                             const security::Credentials* credentials = nullptr);
+  static absl::StatusOr<std::shared_ptr<UcxConnection>> Open(
+      std::string_view address, absl::Duration timeout, const wire::WireLimits& limits,
+      ClientCounters* counters, const security::Credentials* credentials = nullptr);
   ~UcxConnection() override;
   UcxConnection(const UcxConnection&) = delete;
   UcxConnection& operator=(const UcxConnection&) = delete;
@@ -68,6 +66,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   // Which regions take one-sided atomics, then the endpoint's lanes.
   std::string Describe() const override;
   void Close() override;
+  void ForgetRegion(RegionId region) override;
 
   // Whether CAS and FETCH_ADD on `region` are one-sided (the region is mapped into this process).
   bool OneSidedAtomics(RegionId region) const;
@@ -79,7 +78,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
     RegionBounds bounds;
     uint64_t base = 0;
     ucp_rkey_h rkey = nullptr;  // null: this connection may not access it one-sidedly
-    bool mapped = false;  // ucp_rkey_ptr works: shared memory
+    bool mapped = false;        // ucp_rkey_ptr works: shared memory
   };
   struct Pending {
     bool done = false;
@@ -100,7 +99,12 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   bool IsOneSided(const OutgoingRequest& request) const;
   // Whether every region a READ / WRITE names has a key here.
   bool Keyed(const OutgoingRequest& request) const;
-  absl::StatusOr<const RemoteRegion*> FindRegion(RegionId region) const;
+  // A region's bounds and key: a static one from UCX_CONNECT, one registered at run time (id past
+  // them) from REGION_INFO, asked over the bootstrap connection on first use and kept until
+  // ForgetRegion. The pointer stays valid while the returned holder lives.
+  using RegionHandle = std::shared_ptr<const RemoteRegion>;
+  absl::StatusOr<RegionHandle> FindRegion(RegionId region) const;
+  absl::StatusOr<RegionHandle> AttachRegion(RegionId region) const;
   // Sends requests as active messages, registering them as pending.
   absl::Status SendRequests(const std::vector<OutgoingRequest>& requests,
                             const std::vector<uint64_t>& ids, uint64_t client_id,
@@ -127,6 +131,9 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   uint64_t session_ = 0;
   std::vector<RemoteRegion> regions_;
   bool all_keyed_ = true;  // every region came with a key (the usual case: no decoding to route)
+  mutable std::atomic<uint64_t> attach_ids_{1};
+  mutable absl::Mutex attached_mu_;
+  mutable absl::flat_hash_map<RegionId, RegionHandle> attached_ ABSL_GUARDED_BY(attached_mu_);
   std::atomic<bool> server_gone_{false};  // set by the watcher; checked before every flight
   std::thread watcher_;
 

@@ -68,13 +68,27 @@ absl::StatusOr<std::unique_ptr<Region>> Region::Create(const RegionOptions& opti
   }
   if (size == 0) return absl::InvalidArgumentError("a region needs a non-zero size");
 
-  int prot = PROT_READ | (options.read_only && fd >= 0 ? 0 : PROT_WRITE);
-  int flags = fd >= 0 ? MAP_SHARED : (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
-  void* base = ::mmap(nullptr, size, prot, flags, fd, 0);
-  if (fd >= 0) ::close(fd);
+  if (fd >= 0) {
+    absl::StatusOr<std::unique_ptr<Region>> region = MapFile(fd, size, options.read_only);
+    ::close(fd);
+    if (region.ok()) (*region)->reopened_ = reopened;
+    return region;
+  }
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return ErrnoStatus(absl::StrCat("mmap of ", size, " bytes"));
   return std::unique_ptr<Region>(new Region(static_cast<char*>(base), size, options.read_only,
-                                            fd >= 0, reopened,
+                                            /*file_backed=*/false, /*reopened=*/false,
+                                            [base, size] { ::munmap(base, size); }));
+}
+
+absl::StatusOr<std::unique_ptr<Region>> Region::MapFile(int fd, uint64_t size, bool read_only) {
+  if (size == 0) return absl::InvalidArgumentError("a region needs a non-zero size");
+  int prot = PROT_READ | (read_only ? 0 : PROT_WRITE);
+  void* base = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return ErrnoStatus(absl::StrCat("mmap of ", size, " bytes"));
+  return std::unique_ptr<Region>(new Region(static_cast<char*>(base), size, read_only,
+                                            /*file_backed=*/true, /*reopened=*/true,
                                             [base, size] { ::munmap(base, size); }));
 }
 
@@ -123,6 +137,32 @@ absl::StatusOr<std::string_view> Region::View(uint64_t addr, uint64_t len) const
 RegionId RegionTable::Add(std::shared_ptr<Region> region) {
   regions_.push_back(std::move(region));
   return static_cast<RegionId>(regions_.size() - 1);
+}
+
+absl::StatusOr<RegionRef> RegionTable::GetDynamic(RegionId id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = dynamic_.find(id);
+  if (it == dynamic_.end()) return NoRegion(id);
+  return RegionRef(it->second);
+}
+
+absl::StatusOr<RegionId> RegionTable::AddDynamic(std::shared_ptr<Region> region) {
+  absl::MutexLock lock(&mu_);
+  if (next_dynamic_ == UINT32_MAX) {
+    return absl::ResourceExhaustedError("region ids are used up; restart the server");
+  }
+  RegionId id = next_dynamic_++;
+  dynamic_[id] = std::move(region);
+  return id;
+}
+
+std::shared_ptr<Region> RegionTable::RemoveDynamic(RegionId id) {
+  absl::MutexLock lock(&mu_);
+  auto it = dynamic_.find(id);
+  if (it == dynamic_.end()) return nullptr;
+  std::shared_ptr<Region> region = std::move(it->second);
+  dynamic_.erase(it);
+  return region;
 }
 
 absl::Status RegionTable::NoRegion(RegionId id) {

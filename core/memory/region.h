@@ -21,8 +21,11 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/context/context.h"
 #include "core/memory/region_bounds.h"
 
@@ -41,6 +44,10 @@ class Region {
   // peers can map it too); `release` runs when the region is destroyed.
   static std::unique_ptr<Region> Adopt(char* base, uint64_t size, bool read_only,
                                        std::function<void()> release);
+  // A shared mapping of `size` bytes of the open file `fd` (which the caller keeps and closes);
+  // read-only maps it without PROT_WRITE. The file must hold `size` bytes for as long as the
+  // region lives: a page past its end faults (SIGBUS) when touched.
+  static absl::StatusOr<std::unique_ptr<Region>> MapFile(int fd, uint64_t size, bool read_only);
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
@@ -83,28 +90,64 @@ class Region {
   char* const base_;
   const RegionBounds bounds_;
   const bool file_backed_;
-  const bool reopened_;
+  bool reopened_;                        // set once, by Create
   const std::function<void()> release_;  // unmaps
 };
 
-// The server's regions by id; region 0 is the heap. Regions are added before the server starts
-// serving and never removed, so lookups need no lock.
+// A region looked up in a RegionTable. A region added before serving lives as long as the table,
+// so its reference is a bare pointer; one registered at run time is shared, so it stays mapped
+// while anyone still uses it, even after it was removed from the table.
+class RegionRef {
+ public:
+  RegionRef() = default;
+  explicit RegionRef(Region* region) : region_(region) {}
+  explicit RegionRef(std::shared_ptr<Region> shared)
+      : region_(shared.get()), shared_(std::move(shared)) {}
+
+  Region* get() const { return region_; }
+  Region* operator->() const { return region_; }
+  Region& operator*() const { return *region_; }
+  // Non-null for a region registered at run time.
+  const std::shared_ptr<Region>& shared() const { return shared_; }
+
+ private:
+  Region* region_ = nullptr;
+  std::shared_ptr<Region> shared_;
+};
+
+// The server's regions by id; region 0 is the heap. Static regions are added before the server
+// starts serving and never removed, so their lookups take no lock. Regions registered at run time
+// (REGISTER) get ids from kFirstDynamicRegion on, never reused, and are looked up under a lock.
 class RegionTable {
  public:
+  static constexpr RegionId kFirstDynamicRegion = 1u << 16;
+
   // Shared: a region may also be owned by whoever writes it directly (e.g. the load monitor's
-  // agent, which publishes into a read-only region).
+  // agent, which publishes into a read-only region). Before serving only.
   RegionId Add(std::shared_ptr<Region> region);
   // NotFound for an unknown id.
-  absl::StatusOr<Region*> Get(RegionId id) const {
-    if (id >= regions_.size()) [[unlikely]] return NoRegion(id);
-    return regions_[id].get();
+  absl::StatusOr<RegionRef> Get(RegionId id) const {
+    if (id < regions_.size()) [[likely]]
+      return RegionRef(regions_[id].get());
+    return GetDynamic(id);
   }
+  // Number of static regions (ids 0 .. size()-1).
   size_t size() const { return regions_.size(); }
+
+  // A region registered at run time; RESOURCE_EXHAUSTED once the ids run out.
+  absl::StatusOr<RegionId> AddDynamic(std::shared_ptr<Region> region);
+  // Removes a dynamic region; null if there is none by that id.
+  std::shared_ptr<Region> RemoveDynamic(RegionId id);
+  static bool IsDynamic(RegionId id) { return id >= kFirstDynamicRegion; }
 
  private:
   static absl::Status NoRegion(RegionId id);
+  absl::StatusOr<RegionRef> GetDynamic(RegionId id) const;
 
   std::vector<std::shared_ptr<Region>> regions_;
+  mutable absl::Mutex mu_;
+  RegionId next_dynamic_ ABSL_GUARDED_BY(mu_) = kFirstDynamicRegion;
+  absl::flat_hash_map<RegionId, std::shared_ptr<Region>> dynamic_ ABSL_GUARDED_BY(mu_);
 };
 
 // Parses sizes like "4096", "64K", "512M", "1G" (binary multiples).

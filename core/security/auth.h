@@ -37,10 +37,10 @@ namespace ardma::security {
 // has every permission.
 enum Permission : uint32_t {
   kRead = 1u << 0,   // one-sided READ
-  kWrite = 1u << 1,  // one-sided WRITE, CAS, FETCH_ADD
+  kWrite = 1u << 1,  // one-sided WRITE, CAS, FETCH_ADD; REGISTER of its own memory
   kExec = 1u << 2,   // EXECUTE of loaded code (and HAS_CODE)
   kLoad = 1u << 3,   // LOAD: ship new code
-  kAdmin = 1u << 4,  // STATS details, region registration, re-pointing names, shutdown
+  kAdmin = 1u << 4,  // STATS details, re-pointing names, shutdown
 };
 inline constexpr uint32_t kAllPermissions = kRead | kWrite | kExec | kLoad | kAdmin;
 

@@ -44,6 +44,7 @@ void RequestHandler::AuthenticateCertificate(ResponseSink& sink, std::string_vie
 }
 
 void RequestHandler::InheritAuth(const ResponseSink& from, ResponseSink& to) {
+  to.auth().peer_pid = from.auth().peer_pid;
   const security::Grant* grant = from.auth().Granted();
   if (grant == nullptr) return;
   to.auth().name = from.auth().name;
@@ -61,8 +62,11 @@ absl::Status RequestHandler::Allowed(Op op, const security::Grant& grant) {
     case Op::kAuth:
       return absl::OkStatus();
     case Op::kRead:
+    case Op::kRegionInfo:
       needed = security::kRead;
       break;
+    case Op::kRegister:  // maps the client's own memory for others (docs/SECURITY.md)
+    case Op::kDeregister:
     case Op::kWrite:
     case Op::kCas:
     case Op::kFetchAdd:

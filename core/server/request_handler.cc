@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/active/local_context.h"
 #include "core/log.h"
@@ -96,7 +97,11 @@ class SinkResponder : public Responder {
 
 RequestHandler::RequestHandler(const HandlerOptions& options, RegionTable* regions,
                                CodeRegistry* registry)
-    : options_(options), regions_(regions), registry_(registry), dedup_(options.dedup) {
+    : options_(options),
+      regions_(regions),
+      registry_(registry),
+      dedup_(options.dedup),
+      registrar_(options.registration, regions) {
   if (options_.workers > 0) {
     workers_ = std::make_unique<WorkerPool>(options_.workers, options_.worker_queue);
   }
@@ -229,6 +234,11 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
     case Op::kAuth:  // handled above
       status = absl::InvalidArgumentError("HELLO is sent by the server only");
       break;
+    case Op::kRegister:
+    case Op::kDeregister:
+    case Op::kRegionInfo:
+      status = HandleRegions(header, payload, sink, *grant, &out);
+      break;
     case Op::kUcxConnect: {
       if (!ucx_connect_) {
         status = absl::FailedPreconditionError(
@@ -256,20 +266,22 @@ absl::Status RequestHandler::HandleRead(std::string_view payload, const security
                                         std::string* out) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<wire::ReadEntry> entries,
                          wire::DecodeReadRequest(payload, options_.limits));
-  // Validate everything before sizing the response.
+  // Validate everything before sizing the response; hold each region until it is copied.
+  absl::InlinedVector<RegionRef, 4> refs;
+  refs.reserve(entries.size());
   size_t total = 0;
   for (const wire::ReadEntry& e : entries) {
     ARDMA_RETURN_IF_ERROR(MayAccess(grant, e.region, /*write=*/false));
-    ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(e.region));
+    ARDMA_ASSIGN_OR_RETURN(RegionRef region, regions_->Get(e.region));
     ARDMA_RETURN_IF_ERROR(region->CheckRange(e.addr, e.len));
+    refs.push_back(std::move(region));
     total += e.len;
   }
   size_t pos = out->size();
   out->resize(pos + total);
-  for (const wire::ReadEntry& e : entries) {
-    Region* region = *regions_->Get(e.region);
-    std::memcpy(out->data() + pos, region->data() + e.addr, e.len);
-    pos += e.len;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::memcpy(out->data() + pos, refs[i]->data() + entries[i].addr, entries[i].len);
+    pos += entries[i].len;
   }
   return absl::OkStatus();
 }
@@ -277,14 +289,16 @@ absl::Status RequestHandler::HandleRead(std::string_view payload, const security
 absl::Status RequestHandler::HandleWrite(std::string_view payload, const security::Grant& grant) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<wire::WriteEntry> entries,
                          wire::DecodeWriteRequest(payload, options_.limits));
+  absl::InlinedVector<RegionRef, 4> refs;
+  refs.reserve(entries.size());
   for (const wire::WriteEntry& e : entries) {
     ARDMA_RETURN_IF_ERROR(MayAccess(grant, e.region, /*write=*/true));
-    ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(e.region));
+    ARDMA_ASSIGN_OR_RETURN(RegionRef region, regions_->Get(e.region));
     ARDMA_RETURN_IF_ERROR(region->CheckWritable(e.addr, e.data.size()));
+    refs.push_back(std::move(region));
   }
-  for (const wire::WriteEntry& e : entries) {
-    Region* region = *regions_->Get(e.region);
-    std::memcpy(region->data() + e.addr, e.data.data(), e.data.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::memcpy(refs[i]->data() + entries[i].addr, entries[i].data.data(), entries[i].data.size());
   }
   return absl::OkStatus();
 }
@@ -293,7 +307,7 @@ absl::Status RequestHandler::HandleCas(std::string_view payload, const security:
                                        std::string* out) {
   ARDMA_ASSIGN_OR_RETURN(wire::CasRequest req, wire::DecodeCasRequest(payload));
   ARDMA_RETURN_IF_ERROR(MayAccess(grant, req.region, /*write=*/true));
-  ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(req.region));
+  ARDMA_ASSIGN_OR_RETURN(RegionRef region, regions_->Get(req.region));
   ARDMA_ASSIGN_OR_RETURN(CasResult r, region->CompareAndSwap(req.addr, req.expected, req.desired));
   wire::EncodeU64Response(r.observed, out);
   return absl::OkStatus();
@@ -303,9 +317,33 @@ absl::Status RequestHandler::HandleFetchAdd(std::string_view payload, const secu
                                             std::string* out) {
   ARDMA_ASSIGN_OR_RETURN(wire::FetchAddRequest req, wire::DecodeFetchAddRequest(payload));
   ARDMA_RETURN_IF_ERROR(MayAccess(grant, req.region, /*write=*/true));
-  ARDMA_ASSIGN_OR_RETURN(Region * region, regions_->Get(req.region));
+  ARDMA_ASSIGN_OR_RETURN(RegionRef region, regions_->Get(req.region));
   ARDMA_ASSIGN_OR_RETURN(uint64_t old, region->FetchAdd(req.addr, req.delta));
   wire::EncodeU64Response(old, out);
+  return absl::OkStatus();
+}
+
+absl::Status RequestHandler::HandleRegions(const FrameHeader& header, std::string_view payload,
+                                           const std::shared_ptr<ResponseSink>& sink,
+                                           const security::Grant& grant, std::string* out) {
+  if (header.op == Op::kRegister) {
+    ARDMA_ASSIGN_OR_RETURN(wire::RegisterRequest req, wire::DecodeRegisterRequest(payload));
+    ARDMA_ASSIGN_OR_RETURN(wire::UcxRegionKey key,
+                           registrar_.Register(req, sink.get(), sink->auth().peer_pid, grant));
+    if (!sink->Open()) {  // closed meanwhile: its close has run, or will not see this region
+      registrar_.OwnerGone(sink.get());
+      return absl::UnavailableError("the connection closed");
+    }
+    wire::EncodeRegionKey(key, out);
+    return absl::OkStatus();
+  }
+  ARDMA_ASSIGN_OR_RETURN(RegionId id, wire::DecodeRegionId(payload));
+  if (header.op == Op::kDeregister) return registrar_.Deregister(id, sink.get());
+  if (!grant.MayRead(id)) {
+    return absl::PermissionDeniedError(absl::StrCat("this connection may not read region ", id));
+  }
+  ARDMA_ASSIGN_OR_RETURN(wire::UcxRegionKey key, registrar_.Info(id, grant));
+  wire::EncodeRegionKey(key, out);
   return absl::OkStatus();
 }
 
@@ -517,6 +555,7 @@ absl::Status RequestHandler::SetCloseHook(const std::shared_ptr<ResponseSink>& s
 }
 
 void RequestHandler::ConnectionClosed(const ResponseSink* sink) {
+  registrar_.OwnerGone(sink);
   absl::flat_hash_map<std::string, CloseHook> hooks;
   {
     absl::MutexLock lock(&hooks_mu_);
@@ -565,7 +604,7 @@ std::vector<wire::StatsEntry> RequestHandler::StatsSummary() const {
   std::vector<wire::StatsEntry> out;
   out.emplace_back("connections.open", counters_.connections_open.load(std::memory_order_relaxed));
   out.emplace_back("code.libraries", registry_->size());
-  if (absl::StatusOr<Region*> heap = regions_->Get(kHeapRegion); heap.ok()) {
+  if (absl::StatusOr<RegionRef> heap = regions_->Get(kHeapRegion); heap.ok()) {
     out.emplace_back("heap.size", (*heap)->size());
   }
   return out;
@@ -578,7 +617,8 @@ std::vector<wire::StatsEntry> RequestHandler::Stats() const {
   out.emplace_back("workers.queued", workers_ != nullptr ? workers_->queued() : 0);
   out.emplace_back("dedup.entries", dedup_.size());
   out.emplace_back("dedup.replays", dedup_.replays());
-  if (absl::StatusOr<Region*> heap = regions_->Get(kHeapRegion); heap.ok()) {
+  registrar_.AppendStats(&out);
+  if (absl::StatusOr<RegionRef> heap = regions_->Get(kHeapRegion); heap.ok()) {
     out.emplace_back("heap.size", (*heap)->size());
     // A walk of the heap's metadata (local: a scan of its descriptors, about 1 ms per GiB).
     Execution ex;

@@ -28,6 +28,7 @@
 #include "core/memory/region.h"
 #include "core/security/auth.h"
 #include "core/server/dedup_window.h"
+#include "core/server/region_registrar.h"
 #include "core/server/server_counters.h"
 #include "core/server/worker_pool.h"
 #include "core/wire/frame.h"
@@ -41,6 +42,7 @@ namespace ardma {
 struct ConnectionAuth {
   wire::Nonce nonce{};  // the HELLO challenge
   std::string name;     // the secret's name; empty on a server without an auth file
+  pid_t peer_pid = 0;   // the client process, on a Unix socket (SO_PEERCRED); 0: unknown
   security::Grant grant;
   std::atomic<bool> authenticated{false};
 
@@ -81,6 +83,8 @@ struct HandlerOptions {
   std::shared_ptr<const security::AuthTable> auth;
   size_t worker_queue = 4096;
   DedupLimits dedup;
+  // Regions clients register at run time (REGISTER; --register-dir and the limits).
+  RegistrationLimits registration;
 };
 
 class RequestHandler {
@@ -96,6 +100,9 @@ class RequestHandler {
   using UcxConnectHook = std::function<absl::StatusOr<std::string>(
       std::string_view payload, const std::shared_ptr<ResponseSink>& sink)>;
   void SetUcxConnect(UcxConnectHook hook) { ucx_connect_ = std::move(hook); }
+  // Makes regions registered at run time reachable one-sidedly (the UCX server). Set before
+  // serving.
+  void SetRegionKeys(RegionKeys* keys) { registrar_.SetKeys(keys); }
 
   // The HELLO frame that opens a new stream connection: its challenge, and whether it must
   // authenticate. Without an auth file the connection is granted everything here.
@@ -169,6 +176,10 @@ class RequestHandler {
   void RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
                   bool on_worker, const std::shared_ptr<Responder>& responder,
                   const std::shared_ptr<ResponseSink>& sink);
+  // REGISTER, DEREGISTER and REGION_INFO (region_registrar.h).
+  absl::Status HandleRegions(const wire::FrameHeader& header, std::string_view payload,
+                             const std::shared_ptr<ResponseSink>& sink,
+                             const security::Grant& grant, std::string* out);
   absl::Status SetCloseHook(const std::shared_ptr<ResponseSink>& sink, std::string_view key,
                             std::string_view function, std::string_view args);
   // Runs function(args) on the pool for a closed connection; its result is only logged.
@@ -181,6 +192,7 @@ class RequestHandler {
   UcxConnectHook ucx_connect_;
   ParkingLot parking_;
   DedupWindow dedup_;
+  RegionRegistrar registrar_;
   // Read by running functions on every kDeadlineCheckInterval-th memory access.
   std::atomic<bool> cancelled_{false};
   std::unique_ptr<WorkerPool> workers_;  // null when options_.workers == 0

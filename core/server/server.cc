@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -402,7 +403,7 @@ struct Server::Impl {
   // A failed accept (most often out of file descriptors: the connection stays queued) is retried
   // after a pause that grows to 1 s while the failures go on, and logged once per 10 s with the
   // number of failures: never a spin, never a flood of log lines.
-  uint64_t accept_failures = 0;      // (touched on the acceptors' executor only)
+  uint64_t accept_failures = 0;  // (touched on the acceptors' executor only)
   uint64_t accept_failures_logged = 0;
   int64_t accept_logged_ns = 0;
   absl::Duration accept_pause = absl::Milliseconds(10);
@@ -452,7 +453,17 @@ struct Server::Impl {
           return;
         }
       }
-      Serve(std::make_shared<Session<Socket>>(std::move(socket), io, *handler));
+      auto session = std::make_shared<Session<Socket>>(std::move(socket), io, *handler);
+      if constexpr (std::is_same_v<Socket, local::socket>) {
+        // The client process: its memfds may be registered (REGISTER).
+        ucred cred{};
+        socklen_t len = sizeof(cred);
+        if (::getsockopt(session->socket().native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) ==
+            0) {
+          session->auth().peer_pid = cred.pid;
+        }
+      }
+      Serve(session);
       Accept(acceptor);
     });
   }
@@ -479,8 +490,7 @@ struct Server::Impl {
       stream->lowest_layer().close(ignored);
     });
     stream->async_handshake(
-        asio::ssl::stream_base::server,
-        [this, stream, timer, &io](boost::system::error_code ec) {
+        asio::ssl::stream_base::server, [this, stream, timer, &io](boost::system::error_code ec) {
           timer->cancel();
           if (ec) {
             handler->counters().auth_refused.fetch_add(1, std::memory_order_relaxed);
@@ -548,9 +558,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     absl::StatusOr<bool> formatted =
         heap::FormatIfNeeded(ctx, heap_size, /*keep_existing=*/reopened && !options.format);
     if (!formatted.ok()) {
-      return absl::Status(formatted.status().code(),
-                          absl::StrCat("memory file ", options.memory_file, ": ",
-                                       formatted.status().message()));
+      return absl::Status(
+          formatted.status().code(),
+          absl::StrCat("memory file ", options.memory_file, ": ", formatted.status().message()));
     }
     if (reopened && *formatted) {
       ARDMA_LOG(kWarning, "formatted memory file %s (%u bytes): what it held is gone",
@@ -584,6 +594,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                                   const std::shared_ptr<ResponseSink>& sink) {
             return ucx->Connect(payload, sink);
           });
+      impl->handler->SetRegionKeys(impl->ucx.get());
     }
   }
 
@@ -612,7 +623,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     tcp protocol = impl->bound.host.find(':') != std::string::npos ? tcp::v6() : tcp::v4();
     impl->acceptor->assign(protocol, tcp_socket.fd, ec);
     if (!ec && !options.unix_socket.empty()) {
-      absl::StatusOr<ListeningSocket> unix_socket = ListenUnixSocket(options.unix_socket, options.unix_socket_mode);
+      absl::StatusOr<ListeningSocket> unix_socket =
+          ListenUnixSocket(options.unix_socket, options.unix_socket_mode);
       if (!unix_socket.ok()) return unix_socket.status();
       impl->unix_acceptor = std::make_unique<local::acceptor>(io0);
       impl->unix_acceptor->assign(local(), unix_socket->fd, ec);
@@ -676,7 +688,8 @@ void Server::Stop() {
     if (impl->unix_acceptor != nullptr) impl->unix_acceptor->close(ignored);
     impl->expiry->cancel();
   });
-  if (impl_->ucx != nullptr) impl_->ucx->Stop();
+  if (impl_->ucx != nullptr) impl_->ucx->Stop();  // unmaps registered regions' keys too
+  impl_->handler->SetRegionKeys(nullptr);
   impl_->handler->Stop();
   for (auto& weak : sessions) {
     if (auto session = weak.lock()) session->Shutdown();

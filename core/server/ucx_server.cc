@@ -106,7 +106,7 @@ absl::StatusOr<std::unique_ptr<Region>> UcxServer::AllocateRegion(uint64_t size)
 absl::Status UcxServer::Start(const RegionTable& regions, RequestHandler* handler) {
   handler_ = handler;
   for (RegionId id = 0; id < regions.size(); ++id) {
-    ARDMA_ASSIGN_OR_RETURN(Region * region, regions.Get(id));
+    ARDMA_ASSIGN_OR_RETURN(RegionRef region, regions.Get(id));
     RegionEntry e;
     e.key.region = id;
     e.key.base = reinterpret_cast<uint64_t>(region->data());
@@ -173,6 +173,44 @@ absl::StatusOr<std::string> UcxServer::Connect(std::string_view payload,
   std::string out;
   wire::EncodeUcxHello(hello, &out);
   return out;
+}
+
+absl::StatusOr<std::string> UcxServer::Add(wire::RegionId id, const Region& region) {
+  RegionEntry e;
+  e.key.region = id;
+  e.key.base = reinterpret_cast<uint64_t>(region.data());
+  e.key.size = region.size();
+  e.key.read_only = region.read_only();
+  ARDMA_ASSIGN_OR_RETURN(e.memh, ucx_->Register(const_cast<char*>(region.data()), region.size()));
+  e.registered_here = true;
+  absl::StatusOr<std::string> rkey = ucx_->PackRkey(e.memh);
+  if (!rkey.ok()) {
+    ucx_->Unmap(e.memh);
+    return rkey.status();
+  }
+  e.key.rkey = *rkey;
+  absl::MutexLock lock(&dynamic_mu_);
+  dynamic_[id] = std::move(e);
+  return *rkey;
+}
+
+void UcxServer::Remove(wire::RegionId id) {
+  ucp_mem_h memh = nullptr;
+  {
+    absl::MutexLock lock(&dynamic_mu_);
+    auto it = dynamic_.find(id);
+    if (it == dynamic_.end()) return;
+    memh = it->second.memh;
+    dynamic_.erase(it);
+  }
+  ucx_->Unmap(memh);
+}
+
+std::string UcxServer::Rkey(wire::RegionId id) const {
+  if (id < regions_.size()) return regions_[id].key.rkey;
+  absl::MutexLock lock(&dynamic_mu_);
+  auto it = dynamic_.find(id);
+  return it == dynamic_.end() ? std::string() : it->second.key.rkey;
 }
 
 size_t UcxServer::sessions() const {
@@ -318,6 +356,11 @@ void UcxServer::Stop() {
     if (e.registered_here) ucx_->Unmap(e.memh);
   }
   regions_.clear();
+  {
+    absl::MutexLock lock(&dynamic_mu_);
+    for (auto& [id, e] : dynamic_) ucx_->Unmap(e.memh);
+    dynamic_.clear();
+  }
   if (wake_fd_ >= 0) ::close(wake_fd_);
   wake_fd_ = -1;
 }

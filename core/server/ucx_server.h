@@ -29,13 +29,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/memory/region.h"
+#include "core/server/region_registrar.h"
 #include "core/server/request_handler.h"
 #include "core/ucx/ucx_context.h"
 #include "core/wire/messages.h"
 
 namespace ardma {
 
-class UcxServer {
+class UcxServer : public RegionKeys {
  public:
   static absl::StatusOr<std::unique_ptr<UcxServer>> Create();
   ~UcxServer();  // Stop()
@@ -58,6 +59,11 @@ class UcxServer {
 
   // Sessions open now.
   size_t sessions() const;
+
+  // RegionKeys: regions registered at run time (region_registrar.h).
+  absl::StatusOr<std::string> Add(wire::RegionId id, const Region& region) override;
+  void Remove(wire::RegionId id) override;
+  std::string Rkey(wire::RegionId id) const override;
 
  private:
   class Session;
@@ -96,6 +102,9 @@ class UcxServer {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+
+  mutable absl::Mutex dynamic_mu_;
+  absl::flat_hash_map<wire::RegionId, RegionEntry> dynamic_ ABSL_GUARDED_BY(dynamic_mu_);
 };
 
 }  // namespace ardma

@@ -44,6 +44,12 @@ const char* OpName(Op op) {
       return "AUTH";
     case Op::kUcxConnect:
       return "UCX_CONNECT";
+    case Op::kRegister:
+      return "REGISTER";
+    case Op::kDeregister:
+      return "DEREGISTER";
+    case Op::kRegionInfo:
+      return "REGION_INFO";
   }
   return "UNKNOWN";
 }

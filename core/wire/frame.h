@@ -39,8 +39,11 @@ enum class Op : uint8_t {
   kUcxConnect = 10,  // bootstraps a UCX session over this connection (messages.h)
   kHello = 11,       // the server's first frame on every connection, unasked (messages.h)
   kAuth = 12,        // the client's answer to HELLO's challenge (core/security/auth.h)
+  kRegister = 13,    // maps a file or memfd as a new region owned by this connection
+  kDeregister = 14,  // removes a region this connection registered
+  kRegionInfo = 15,  // a region's bounds (and its UCX key) by id
 };
-inline constexpr int kNumOps = 13;  // op values are < kNumOps
+inline constexpr int kNumOps = 16;  // op values are < kNumOps
 bool IsKnownOp(uint8_t op);
 const char* OpName(Op op);
 

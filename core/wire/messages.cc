@@ -341,18 +341,36 @@ absl::StatusOr<std::string_view> DecodeUcxConnectRequest(std::string_view payloa
   return address;
 }
 
+namespace {
+
+void PutRegionKey(ByteWriter& w, const UcxRegionKey& k) {
+  w.U32(k.region);
+  w.U64(k.base);
+  w.U64(k.size);
+  w.U8(k.read_only ? 1 : 0);
+  w.Bytes32(k.rkey);
+}
+
+bool GetRegionKey(ByteReader& r, UcxRegionKey* k) {
+  uint8_t read_only;
+  std::string_view rkey;
+  if (!r.U32(&k->region) || !r.U64(&k->base) || !r.U64(&k->size) || !r.U8(&read_only) ||
+      !r.Bytes32(&rkey)) {
+    return false;
+  }
+  k->read_only = read_only != 0;
+  k->rkey = std::string(rkey);
+  return true;
+}
+
+}  // namespace
+
 void EncodeUcxHello(const UcxHello& hello, std::string* out) {
   ByteWriter w(out);
   w.U64(hello.session);
   w.Bytes32(hello.worker_address);
   w.U32(static_cast<uint32_t>(hello.regions.size()));
-  for (const UcxRegionKey& k : hello.regions) {
-    w.U32(k.region);
-    w.U64(k.base);
-    w.U64(k.size);
-    w.U8(k.read_only ? 1 : 0);
-    w.Bytes32(k.rkey);
-  }
+  for (const UcxRegionKey& k : hello.regions) PutRegionKey(w, k);
 }
 
 absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload) {
@@ -367,18 +385,68 @@ absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload) {
   hello.worker_address = std::string(address);
   for (uint32_t i = 0; i < count; ++i) {
     UcxRegionKey k;
-    uint8_t read_only;
-    std::string_view rkey;
-    if (!r.U32(&k.region) || !r.U64(&k.base) || !r.U64(&k.size) || !r.U8(&read_only) ||
-        !r.Bytes32(&rkey)) {
-      return Malformed("UCX_CONNECT response");
-    }
-    k.read_only = read_only != 0;
-    k.rkey = std::string(rkey);
+    if (!GetRegionKey(r, &k)) return Malformed("UCX_CONNECT response");
     hello.regions.push_back(std::move(k));
   }
   if (!r.AtEnd()) return Malformed("UCX_CONNECT response");
   return hello;
+}
+
+void EncodeRegionKey(const UcxRegionKey& key, std::string* out) {
+  ByteWriter w(out);
+  PutRegionKey(w, key);
+}
+
+absl::StatusOr<UcxRegionKey> DecodeRegionKey(std::string_view payload) {
+  ByteReader r(payload);
+  UcxRegionKey k;
+  if (!GetRegionKey(r, &k) || !r.AtEnd()) return Malformed("region key");
+  return k;
+}
+
+void EncodeRegisterRequest(const RegisterRequest& req, std::string* out) {
+  ByteWriter w(out);
+  w.U8(static_cast<uint8_t>(req.kind));
+  w.U8(req.writable ? 1 : 0);
+  w.U64(req.size);
+  if (req.kind == RegisterKind::kMemfd) {
+    w.U32(req.fd);
+  } else {
+    w.Str16(req.path);
+  }
+}
+
+absl::StatusOr<RegisterRequest> DecodeRegisterRequest(std::string_view payload) {
+  ByteReader r(payload);
+  RegisterRequest req;
+  uint8_t kind, writable;
+  if (!r.U8(&kind) || !r.U8(&writable) || writable > 1 || !r.U64(&req.size)) {
+    return Malformed("REGISTER request");
+  }
+  req.writable = writable != 0;
+  if (kind == static_cast<uint8_t>(RegisterKind::kFile)) {
+    req.kind = RegisterKind::kFile;
+    if (!r.Str16(&req.path) || req.path.empty() || req.path.size() > kMaxRegisterPath ||
+        req.path.find('\0') != std::string_view::npos) {
+      return Malformed("REGISTER request (path)");
+    }
+  } else if (kind == static_cast<uint8_t>(RegisterKind::kMemfd)) {
+    req.kind = RegisterKind::kMemfd;
+    if (!r.U32(&req.fd)) return Malformed("REGISTER request (descriptor)");
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("REGISTER: unknown kind ", kind));
+  }
+  if (!r.AtEnd()) return Malformed("REGISTER request");
+  return req;
+}
+
+void EncodeRegionId(RegionId region, std::string* out) { ByteWriter(out).U32(region); }
+
+absl::StatusOr<RegionId> DecodeRegionId(std::string_view payload) {
+  ByteReader r(payload);
+  RegionId region;
+  if (!r.U32(&region) || !r.AtEnd()) return Malformed("region id");
+  return region;
 }
 
 namespace {

@@ -137,6 +137,28 @@ struct UcxHello {
   std::string worker_address;
   std::vector<UcxRegionKey> regions;
 };
+// One region's key, as UCX_CONNECT, REGISTER and REGION_INFO carry it.
+void EncodeRegionKey(const UcxRegionKey& key, std::string* out);
+absl::StatusOr<UcxRegionKey> DecodeRegionKey(std::string_view payload);
+
+// REGISTER: a file under the server's --register-dir (by path) or one of the client's memfds (by
+// descriptor number; Unix-socket connections only: the server opens it through /proc/PID/fd). The
+// answer is the new region's key (its rkey empty when the server has no UCX).
+enum class RegisterKind : uint8_t { kFile = 1, kMemfd = 2 };
+inline constexpr size_t kMaxRegisterPath = 4096;
+struct RegisterRequest {
+  RegisterKind kind = RegisterKind::kFile;
+  bool writable = false;  // others may WRITE it (otherwise READ only)
+  uint64_t size = 0;      // bytes mapped; 0: the file's size
+  std::string_view path;  // kFile
+  uint32_t fd = 0;        // kMemfd
+};
+void EncodeRegisterRequest(const RegisterRequest& req, std::string* out);
+absl::StatusOr<RegisterRequest> DecodeRegisterRequest(std::string_view payload);
+// DEREGISTER and REGION_INFO ask with a region id; DEREGISTER answers with nothing.
+void EncodeRegionId(RegionId region, std::string* out);
+absl::StatusOr<RegionId> DecodeRegionId(std::string_view payload);
+
 void EncodeUcxConnectRequest(std::string_view worker_address, std::string* out);
 absl::StatusOr<std::string_view> DecodeUcxConnectRequest(std::string_view payload);
 void EncodeUcxHello(const UcxHello& hello, std::string* out);
