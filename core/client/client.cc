@@ -242,21 +242,23 @@ absl::StatusOr<std::string> EncodeExecute(bool by_hash, const wire::CodeHash& ha
 
 }  // namespace
 
+absl::Duration Client::ServerDeadline(const CallOptions& options) const {
+  if (options.server_deadline > absl::ZeroDuration()) return options.server_deadline;
+  return options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
+}
+
 absl::StatusOr<std::string> Client::Execute(std::string_view function, std::string_view args,
                                             const CallOptions& options) {
-  absl::Duration timeout =
-      options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
-  ARDMA_ASSIGN_OR_RETURN(std::string payload, EncodeExecute(false, {}, function, args, timeout));
+  ARDMA_ASSIGN_OR_RETURN(std::string payload,
+                         EncodeExecute(false, {}, function, args, ServerDeadline(options)));
   return Call(Op::kExecute, std::move(payload), options, true);
 }
 
 absl::StatusOr<std::string> Client::Execute(const wire::CodeHash& library,
                                             std::string_view function, std::string_view args,
                                             const CallOptions& options) {
-  absl::Duration timeout =
-      options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
   ARDMA_ASSIGN_OR_RETURN(std::string payload,
-                         EncodeExecute(true, library, function, args, timeout));
+                         EncodeExecute(true, library, function, args, ServerDeadline(options)));
   return Call(Op::kExecute, std::move(payload), options, true);
 }
 
@@ -272,9 +274,8 @@ std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view f
 
 void Client::ExecuteAsync(std::string_view function, std::string_view args, ResponseCallback done,
                           const CallOptions& options) {
-  absl::Duration timeout =
-      options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
-  absl::StatusOr<std::string> payload = EncodeExecute(false, {}, function, args, timeout);
+  absl::StatusOr<std::string> payload =
+      EncodeExecute(false, {}, function, args, ServerDeadline(options));
   if (!payload.ok()) {
     done(payload.status());
     return;

@@ -69,6 +69,10 @@ absl::StatusOr<ClientOptions> OptionsWithAuthFile(const std::string& auth_file,
 
 struct CallOptions {
   absl::Duration timeout = absl::ZeroDuration();  // zero: the client's default
+  // The deadline an EXECUTE gives the server (zero: `timeout`). Shorter than `timeout` for a
+  // function that parks, so that the server's answer (DEADLINE_EXCEEDED included) arrives before
+  // the client stops listening, and nothing the function did is answered to nobody.
+  absl::Duration server_deadline = absl::ZeroDuration();
 };
 
 class Client;
@@ -204,6 +208,8 @@ class Client {
                                    bool retryable);
   absl::StatusOr<std::shared_ptr<Transport>> CurrentConnection();
   absl::Time DeadlineFor(const CallOptions& options) const;
+  // The deadline an EXECUTE carries (CallOptions::server_deadline).
+  absl::Duration ServerDeadline(const CallOptions& options) const;
 
   const std::string address_;
   const ClientOptions options_;
