@@ -1,0 +1,91 @@
+// ardma-ccd: a compile farm slave (ccd.h).
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "apps/cc/ccd.h"
+#include "core/cli/flag_set.h"
+#include "core/client/client.h"
+#include "core/host_port.h"
+#include "core/log.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    R"(Usage: ardma-ccd [OPTION]...
+A compile farm slave: takes compile jobs from the farm's ardmad (first come, first served), reads
+each preprocessed source from the submitter's registered region, compiles it here and writes the
+object back into the submitter's region, then completes the job. A slave that exits or dies gives
+its running jobs back to the queue. Stop it with SIGTERM or SIGINT.)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string server = ardma::DefaultServerAddress();
+  std::string auth_file, allow = "gcc,g++,cc,c++";
+  ardma::cc::SlaveOptions options;
+  char host[256] = "slave";
+  ::gethostname(host, sizeof(host) - 1);
+  options.name = absl::StrCat(host, ":", ::getpid());
+  int64_t slots = 0;
+  bool verbose = false;
+  ardma::FlagSet flags("ardma-ccd", kUsage);
+  flags.String("server", &server, "ADDR",
+               "the farm's ardmad: HOST:PORT, unix:PATH, ucx://HOST:PORT (default $ARDMA_SERVER "
+               "or 127.0.0.1:15712)");
+  flags.String("auth-file", &auth_file, "FILE", "credentials (default $ARDMA_AUTH_FILE)");
+  flags.Int("slots", &slots, "N", "compiles at once (default: this machine's CPUs)");
+  flags.String("allow", &allow, "LIST",
+               "compilers this slave runs, by name on its PATH (default gcc,g++,cc,c++)");
+  flags.String("name", &options.name, "NAME", "this slave in 'ardma cc status' (default HOST:PID)");
+  flags.String("tmpdir", &options.tmpdir, "DIR", "where compiles run (default /dev/shm)");
+  flags.Bool("verbose", &verbose, "log every job");
+  flags.Short('v', "verbose");
+  std::vector<std::string> rest;
+  if (std::optional<int> code = flags.ParseForMain(argc, argv, &rest)) return *code;
+  if (!rest.empty()) {
+    std::cerr << "ardma-ccd: unexpected argument '" << rest[0]
+              << "'\nTry 'ardma-ccd --help' for more information.\n";
+    return 2;
+  }
+  absl::StatusOr<std::set<std::string>> allowed = ardma::cc::ParseAllowList(allow);
+  if (!allowed.ok()) {
+    std::cerr << "ardma-ccd: " << allowed.status().message() << "\n";
+    return 2;
+  }
+  if (slots < 0 || slots > 1024 || options.name.empty() || options.name.size() > 39) {
+    std::cerr << "ardma-ccd: --slots must be 0 to 1024 and --name 1 to 39 bytes\n";
+    return 2;
+  }
+  options.allow = *allowed;
+  options.slots = static_cast<int>(slots);
+  options.verbose = verbose;
+  absl::StatusOr<ardma::ClientOptions> client_options = ardma::OptionsWithAuthFile(auth_file);
+  if (!client_options.ok()) {
+    std::cerr << "ardma-ccd: " << client_options.status().message() << "\n";
+    return 2;
+  }
+  client_options->connect_attempts = 1000000;  // a slave waits for its server
+  absl::StatusOr<std::unique_ptr<ardma::Client>> client =
+      ardma::Client::Connect(server, *client_options);
+  if (!client.ok()) {
+    std::cerr << "ardma-ccd: " << server << ": " << client.status().message() << "\n";
+    return 1;
+  }
+  ardma::cc::Slave slave(client->get(), options);
+  ARDMA_LOG(
+      kInfo, "ardma-ccd %s serving %s with %d slots (compilers: %s)", options.name, server,
+      options.slots > 0 ? options.slots : static_cast<int>(std::thread::hardware_concurrency()),
+      absl::StrJoin(options.allow, ","));
+  absl::Status ended = slave.Run();
+  if (!ended.ok()) {
+    std::cerr << "ardma-ccd: " << ended.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
