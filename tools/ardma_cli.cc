@@ -59,6 +59,7 @@ const char kUsage[] =
     "  fs stat PATH...               type, size, mode, times\n"
     "  fs df                         files, directories, data blocks, heap in use\n"
     "                                (file system --fs, default \"default\"; paths are absolute)\n"
+    "  cc status                     the compile farm (ardma-cc): jobs queued and running, slaves\n"
     "\n"
     "Exit status: 0 on success, 1 when the server answers with an error or cannot be reached\n"
     "(lock: not acquired), 2 for bad usage (also a malformed number or hex, or a --server that\n"
@@ -179,11 +180,12 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
     return absl::OkStatus();
   };
   static const std::vector<std::string> kCommands = {
-      "ping", "stats", "load", "has", "exec", "read", "write", "cas", "fetch-add", "lock", "fs"};
+      "ping", "stats", "load", "has", "exec", "read", "write", "cas", "fetch-add", "lock", "fs", "cc"};
   if (std::find(kCommands.begin(), kCommands.end(), cmd) == kCommands.end()) {
     return Usage(absl::StrCat("unknown command '", cmd, "' (see --help)"));
   }
   if (cmd == "fs") return RunFsCommand(opt, args);
+  if (cmd == "cc") return RunCcCommand(opt, args);
   RegionId region = static_cast<RegionId>(opt.region);
   absl::Duration timeout = opt.timeout > absl::ZeroDuration() ? opt.timeout : kDefaultCallTimeout;
   CallOptions call{timeout};

@@ -1,0 +1,367 @@
+// The compile farm end to end, with the real binaries: ardmad --register-dir, two ardma-ccd slaves
+// and `make CC="ardma-cc gcc"` on two real multi-file projects (testdata/), against local builds;
+// the compiler's diagnostics and exit status; and every failover ending in a correct build.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "core/client/client.h"
+#include "core/testing/run_command.h"
+#include "core/testing/server_process.h"
+#include "core/testing/test_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "services/cc/cc_client.h"
+
+extern char** environ;
+
+namespace ardma::cc {
+namespace {
+
+using ::ardma::testing::BinDir;
+using ::ardma::testing::RunCommand;
+using ::ardma::testing::RunCommandSplit;
+using ::ardma::testing::ServerProcess;
+using ::testing::HasSubstr;
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string Quote(const std::string& s) { return absl::StrCat("'", s, "'"); }
+
+// A child process (a slave), killed when destroyed.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+    std::vector<std::string> envs;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry = *e;
+      if (!env.contains(entry.substr(0, entry.find('=')))) envs.push_back(entry);
+    }
+    for (const auto& [k, v] : env) envs.push_back(absl::StrCat(k, "=", v));
+    std::vector<char*> args, envp;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    for (const std::string& e : envs) envp.push_back(const_cast<char*>(e.c_str()));
+    args.push_back(nullptr);
+    envp.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execve(args[0], args.data(), envp.data());
+      ::_exit(127);
+    }
+  }
+  ~Child() { Kill(SIGKILL); }
+  void Kill(int signal) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, signal);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class CcFarmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = ::ardma::testing::TempPath("ccfarm");
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    stage_ = absl::StrCat("/dev/shm/ardma-cc-test-", ::getpid(), "-", serial_++);
+    fs::create_directories(stage_);
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--register-dir", stage_});
+    ASSERT_FALSE(server_->address().empty());
+    address_ = ::ardma::testing::TestTransport() == "tcp"
+                   ? server_->address()
+                   : ::ardma::testing::ClientAddress(server_->address());
+    auto client = Client::Connect(address_);
+    ASSERT_TRUE(client.ok()) << client.status();
+    watcher_ = *std::move(client);
+  }
+  void TearDown() override {
+    slaves_.clear();
+    watcher_.reset();
+    server_.reset();
+    fs::remove_all(stage_);
+    fs::remove_all(root_);
+  }
+
+  // A slave with one slot; `path_first` goes before $PATH (a slow compiler).
+  void StartSlave(const std::string& name, const std::string& allow = "gcc,g++,cc,c++",
+                  const std::string& path_first = "") {
+    std::map<std::string, std::string> env;
+    if (!path_first.empty()) env["PATH"] = absl::StrCat(path_first, ":", std::getenv("PATH"));
+    slaves_[name] = std::make_unique<Child>(
+        std::vector<std::string>{BinDir() + "/ardma-ccd", "--server", address_, "--slots", "1",
+                                 "--name", name, "--allow", allow, "--tmpdir", stage_},
+        env);
+  }
+
+  // The environment ardma-cc runs with, as a shell prefix.
+  std::string FarmEnv(const std::string& extra = "") const {
+    return absl::StrCat("ARDMA_SERVER=", Quote(address_), " ARDMA_CC_DIR=", Quote(stage_),
+                        " ARDMA_CC_LOG=", Quote(root_ + "/cc.log"), " ", extra, " ");
+  }
+  std::string Cc() const { return BinDir() + "/ardma-cc"; }
+
+  // Copies testdata project `name` to ROOT/DIR.
+  std::string CopyProject(const std::string& name, const std::string& dir) {
+    std::string to = absl::StrCat(root_, "/", dir);
+    fs::copy(absl::StrCat(ARDMA_CC_TESTDATA, "/", name), to, fs::copy_options::recursive);
+    return to;
+  }
+
+  std::vector<std::string> LogLines() {
+    return absl::StrSplit(Slurp(root_ + "/cc.log"), '\n', absl::SkipEmpty());
+  }
+
+  absl::StatusOr<FarmStatus> Status() { return CcClient(watcher_.get()).Status(); }
+
+  // Waits until job state shows `slave` running something.
+  bool WaitRunningOn(const std::string& slave) {
+    for (int i = 0; i < 1000; ++i) {
+      absl::StatusOr<FarmStatus> st = Status();
+      if (st.ok()) {
+        for (const RunningJob& j : st->jobs) {
+          if (j.slave == slave) return true;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+
+  // A directory with a `gcc` and `g++` that take `seconds` before compiling.
+  std::string SlowCompilers(int seconds) {
+    std::string dir = root_ + "/slow";
+    fs::create_directories(dir);
+    for (const char* cc : {"gcc", "g++"}) {
+      std::string path = absl::StrCat(dir, "/", cc);
+      std::ofstream(path) << "#!/bin/sh\nsleep " << seconds << "\nexec /usr/bin/" << cc
+                          << " \"$@\"\n";
+      fs::permissions(path, fs::perms::owner_all);
+    }
+    return dir;
+  }
+
+  static inline int serial_ = 0;
+  std::string root_, stage_, address_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<Client> watcher_;
+  std::map<std::string, std::unique_ptr<Child>> slaves_;
+};
+
+TEST_F(CcFarmTest, ACProjectBuiltOnTwoSlavesMatchesTheLocalBuildByteForByte) {
+  StartSlave("s1");
+  StartSlave("s2");
+  std::string local = CopyProject("wordfreq", "local"), farm = CopyProject("wordfreq", "farm");
+  std::string out;
+  ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", local, " -j4 CC=gcc check"), &out), 0) << out;
+  ASSERT_EQ(RunCommand(absl::StrCat(FarmEnv(), "make -s -C ", farm,
+                                    " -j4 CC=", Quote(Cc() + " gcc"), " check"),
+                       &out),
+            0)
+      << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("ardma-cc: warning")));
+  for (const char* object : {"main", "table", "words", "sort"}) {
+    EXPECT_EQ(Slurp(absl::StrCat(local, "/", object, ".o")),
+              Slurp(absl::StrCat(farm, "/", object, ".o")))
+        << object << ".o";
+    EXPECT_EQ(Slurp(absl::StrCat(local, "/", object, ".d")),
+              Slurp(absl::StrCat(farm, "/", object, ".d")))
+        << object << ".d";
+  }
+  // Four compiles ran on the farm, the link here; both slaves took part.
+  std::vector<std::string> lines = LogLines();
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) { return l.starts_with("remote "); }),
+            4)
+      << Slurp(root_ + "/cc.log");
+  absl::StatusOr<FarmStatus> st = Status();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->finished, 4u);
+  ASSERT_EQ(st->slaves.size(), 2u);
+  EXPECT_EQ(st->slaves[0].done + st->slaves[1].done, 4u);
+}
+
+TEST_F(CcFarmTest, ACxxProjectWithDebugInfoHasTheLocalBuildsCode) {
+  StartSlave("s1");
+  StartSlave("s2");
+  std::string local = CopyProject("rpn", "local"), farm = CopyProject("rpn", "farm");
+  std::string flags = "CXXFLAGS='-O2 -g -Wall -std=c++20'";
+  std::string out;
+  ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", local, " -j4 CXX=g++ ", flags, " check"), &out),
+            0)
+      << out;
+  ASSERT_EQ(RunCommand(absl::StrCat(FarmEnv(), "make -s -C ", farm,
+                                    " -j4 CXX=", Quote(Cc() + " g++"), " ", flags, " check"),
+                       &out),
+            0)
+      << out;
+  for (const char* object : {"main", "lexer", "parser", "eval"}) {
+    std::string l, f;
+    // The disassembly without its first lines (they name the file).
+    ASSERT_EQ(
+        RunCommandSplit(absl::StrCat("objdump -d ", local, "/", object, ".o | tail -n +3"), &l), 0);
+    ASSERT_EQ(
+        RunCommandSplit(absl::StrCat("objdump -d ", farm, "/", object, ".o | tail -n +3"), &f), 0);
+    EXPECT_FALSE(l.empty());
+    EXPECT_EQ(l, f) << object;
+  }
+  EXPECT_EQ(LogLines().size(), 5u);  // four remote compiles and the local link
+}
+
+TEST_F(CcFarmTest, DiagnosticsAndExitStatusAreTheCompilers) {
+  StartSlave("s1");
+  std::string dir = root_ + "/diag";
+  fs::create_directories(dir);
+  std::ofstream(dir + "/warn.h") << "#define SQUARE(x) ((x) * (x))\n";
+  std::ofstream(dir + "/warn.c")
+      << "#include \"warn.h\"\n#warning \"from the preprocessor\"\n"
+         "int f(int *p) {\n  int x;\n  if (p == 0) return SQUARE(x);\n  return *p;\n}\n"
+         "int g(unsigned u) { return u < 0; }\n";
+  std::ofstream(dir + "/bad.cc")
+      << "#include <vector>\nint main() {\n  std::vector<int> v;\n  v.push(1);\n"
+         "  undeclared();\n  return \"no\";\n}\n";
+  struct Case {
+    std::string compiler, source, object;
+    int status;
+  };
+  for (const Case& c :
+       std::vector<Case>{{"gcc", "warn.c", "warn.o", 0}, {"g++", "bad.cc", "bad.o", 1}}) {
+    std::string flags = absl::StrCat("-Wall -Wextra -O2 -c ", c.source, " -o ");
+    std::string local_out, local_err, farm_out, farm_err;
+    int local = RunCommandSplit(
+        absl::StrCat("cd ", dir, " && ", c.compiler, " ", flags, "local-", c.object), &local_out,
+        &local_err);
+    int farm = RunCommandSplit(absl::StrCat("cd ", dir, " && ", FarmEnv(), Cc(), " ", c.compiler,
+                                            " ", flags, "farm-", c.object),
+                               &farm_out, &farm_err);
+    EXPECT_EQ(local, c.status) << local_err;
+    EXPECT_EQ(farm, local) << farm_err;
+    EXPECT_EQ(farm_err, local_err);
+    EXPECT_EQ(farm_out, local_out);
+    EXPECT_FALSE(local_err.empty());
+    EXPECT_EQ(fs::exists(absl::StrCat(dir, "/farm-", c.object)), c.status == 0);
+  }
+  std::vector<std::string> lines = LogLines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("remote warn.c"));
+  EXPECT_THAT(lines[1], HasSubstr("remote bad.cc"));
+}
+
+// The local build a failover must end in: the object is the local compile's, one warning line.
+void ExpectLocalFallback(const std::string& err, const std::string& why) {
+  EXPECT_THAT(err, HasSubstr("ardma-cc: warning: main.c: "));
+  EXPECT_THAT(err, HasSubstr(why));
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST_F(CcFarmTest, ACompilerTheSlavesDoNotAllowIsCompiledHere) {
+  StartSlave("gcc-only", "gcc");
+  std::string dir = CopyProject("wordfreq", "p");
+  std::string out, err;
+  int rc = RunCommandSplit(absl::StrCat("cd ", dir, " && gcc -O2 -c main.c -o local.o && ",
+                                        FarmEnv(), Cc(), " cc -O2 -c main.c -o farm.o"),
+                           &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  ExpectLocalFallback(err, "compiler 'cc' is not allowed on slave gcc-only");
+  EXPECT_EQ(Slurp(dir + "/local.o"), Slurp(dir + "/farm.o"));
+  absl::StatusOr<FarmStatus> st = Status();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->failed, 1u);
+}
+
+TEST_F(CcFarmTest, AKilledSlaveGivesItsJobToAnother) {
+  StartSlave("slow", "gcc", SlowCompilers(30));
+  std::string dir = CopyProject("wordfreq", "p");
+  std::string out, err;
+  ASSERT_EQ(RunCommandSplit(absl::StrCat("cd ", dir, " && gcc -O2 -c table.c -o local.o"), &out),
+            0);
+  auto build = std::async(std::launch::async, [&] {
+    return RunCommandSplit(
+        absl::StrCat("cd ", dir, " && ", FarmEnv(), Cc(), " gcc -O2 -c table.c -o farm.o"), &out,
+        &err);
+  });
+  ASSERT_TRUE(WaitRunningOn("slow"));
+  StartSlave("healthy");
+  absl::SleepFor(absl::Milliseconds(200));
+  slaves_["slow"]->Kill(SIGKILL);  // mid-job: its lease ends with its connection
+  EXPECT_EQ(build.get(), 0) << err;
+  EXPECT_EQ(err, "");  // finished on the farm: no fallback
+  EXPECT_EQ(Slurp(dir + "/local.o"), Slurp(dir + "/farm.o"));
+  absl::StatusOr<FarmStatus> st = Status();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->requeued, 1u);
+  EXPECT_EQ(st->finished, 1u);
+  EXPECT_THAT(Slurp(root_ + "/cc.log"), HasSubstr("remote table.c"));
+}
+
+TEST_F(CcFarmTest, StoppingTheServerMidJobEndsInALocalBuild) {
+  StartSlave("slow", "gcc", SlowCompilers(30));
+  std::string dir = CopyProject("wordfreq", "p");
+  std::string out, err;
+  ASSERT_EQ(RunCommandSplit(absl::StrCat("cd ", dir, " && gcc -O2 -c main.c -o local.o"), &out), 0);
+  auto build = std::async(std::launch::async, [&] {
+    return RunCommandSplit(
+        absl::StrCat("cd ", dir, " && ", FarmEnv(), Cc(), " gcc -O2 -c main.c -o farm.o"), &out,
+        &err);
+  });
+  ASSERT_TRUE(WaitRunningOn("slow"));
+  watcher_.reset();
+  server_->Kill(SIGKILL);
+  EXPECT_EQ(build.get(), 0) << err;
+  ExpectLocalFallback(err, "compiling locally");
+  EXPECT_EQ(Slurp(dir + "/local.o"), Slurp(dir + "/farm.o"));
+}
+
+TEST_F(CcFarmTest, NoSlaveInTimeEndsInALocalBuild) {
+  std::string dir = CopyProject("wordfreq", "p");
+  std::string out, err;
+  int rc = RunCommandSplit(
+      absl::StrCat("cd ", dir, " && gcc -O2 -c main.c -o local.o && ",
+                   FarmEnv("ARDMA_CC_TIMEOUT=1"), Cc(), " gcc -O2 -c main.c -o farm.o"),
+      &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  ExpectLocalFallback(err, "compiling locally");
+  EXPECT_EQ(Slurp(dir + "/local.o"), Slurp(dir + "/farm.o"));
+  absl::StatusOr<FarmStatus> st = Status();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->queued + st->running, 0u);  // the job was withdrawn
+  EXPECT_EQ(st->cancelled, 1u);
+}
+
+TEST_F(CcFarmTest, LinkingAndOtherStepsRunHere) {
+  std::string dir = CopyProject("wordfreq", "p");
+  std::string out, err;
+  int rc = RunCommandSplit(absl::StrCat("cd ", dir, " && ", FarmEnv(), Cc(),
+                                        " gcc -O2 main.c table.c words.c sort.c -o wf && ",
+                                        FarmEnv(), Cc(), " gcc -E main.c -o /dev/null"),
+                           &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_EQ(err, "");
+  std::vector<std::string> lines = LogLines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("local not a compile"));
+  EXPECT_THAT(lines[1], HasSubstr("local -E"));
+}
+
+}  // namespace
+}  // namespace ardma::cc
