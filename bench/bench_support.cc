@@ -7,12 +7,23 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "core/testing/raw_socket.h"
 
 namespace ardma::bench {
+
+const std::string& BenchRegisterDir() {
+  static const std::string dir = [] {
+    std::string d = "/dev/shm/ardma_bench." + std::to_string(::getpid());
+    std::filesystem::create_directories(d);
+    std::atexit([] { std::filesystem::remove_all(BenchRegisterDir()); });
+    return d;
+  }();
+  return dir;
+}
 
 Server& SharedServer() {
   static Server* server = [] {
@@ -22,6 +33,7 @@ Server& SharedServer() {
     options.memory_size = 256 << 20;
     options.handler.workers = 2;
     options.unix_socket = "/tmp/ardma_core_bench." + std::to_string(::getpid()) + ".sock";
+    options.handler.registration.dir = BenchRegisterDir();
     // ARDMA_BENCH_IO_THREADS: ardmad's --io-threads for this run (default: ardmad's default).
     if (const char* io = std::getenv("ARDMA_BENCH_IO_THREADS")) options.io_threads = std::atoi(io);
     // ARDMA_BENCH_DMA_COST_NS: ardmad's --dma-cost-ns (a modelled cost per active-code access).

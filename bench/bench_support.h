@@ -18,6 +18,8 @@ namespace ardma::bench {
 // stopped at exit. ARDMA_BENCH_IO_THREADS sets its --io-threads, ARDMA_BENCH_DMA_COST_NS its
 // --dma-cost-ns.
 Server& SharedServer();
+// The shared server's --register-dir (in /dev/shm; removed at exit).
+const std::string& BenchRegisterDir();
 
 // kUcx: ucx://, one-sided READ/WRITE/CAS/FETCH_ADD (UCX_TLS as the environment says).
 enum class Transport { kTcp, kUnix, kUcx };

@@ -14,6 +14,7 @@ packages=(
   libfuse3-dev fuse3      # ardma-mount (FUSE low-level API; fusermount3)
   rsync                   # mount_test runs rsync -a on the mount
   sshfs openssh-server    # bench/mount_compare.sh: sshfs over loopback, the mount's peer
+  distcc time             # bench/cc_compare.sh: distcc/distccd, the compile farm's peer; /usr/bin/time
   libssl-dev              # OpenSSL: SHA-256 of shipped code, HMAC authentication, TLS
   openssl                 # the tests make their TLS certificates with it
   help2man dpkg-dev       # man pages from --help; the Debian package (cpack, dpkg-shlibdeps)

@@ -447,6 +447,7 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
     std::vector<std::shared_ptr<Pending>> pendings;
     for (size_t k = i; k < end; ++k) pendings.push_back(std::make_shared<Pending>());
     ARDMA_RETURN_IF_ERROR(SendRequests(run, ids, client_id, pendings));
+    PollPacer pacer;
     for (size_t k = 0; k < pendings.size(); ++k) {
       for (int spins = 0;; ++spins) {
         {
@@ -461,7 +462,11 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
             return failure;
           }
         }
-        Progress();
+        if (Progress()) {
+          pacer.Progressed();
+        } else {
+          pacer.Idle();
+        }
       }
       results[i + k] = std::move(pendings[k]->result);
     }
@@ -577,14 +582,35 @@ void UcxConnection::ExpireAsync(absl::Time now) {
   for (ResponseCallback& cb : expired) cb(absl::DeadlineExceededError("no response in time"));
 }
 
+void UcxConnection::PollPacer::Idle() {
+  constexpr absl::Duration kHot = absl::Milliseconds(1);
+  constexpr absl::Duration kLongestSleep = absl::Milliseconds(1);
+  if (idle_spins_++ == 0) {
+    idle_since_ = absl::Now();
+    return;
+  }
+  if (delay_ == absl::ZeroDuration()) {
+    // Still hot: look at the clock only now and then.
+    if ((idle_spins_ & 63) != 0 || absl::Now() - idle_since_ < kHot) return;
+    delay_ = absl::Microseconds(20);
+  }
+  absl::SleepFor(delay_);
+  delay_ = std::min(delay_ * 2, kLongestSleep);
+}
+
 void UcxConnection::BackgroundProgress() {
+  PollPacer pacer;
   for (uint64_t spins = 0;; ++spins) {
     {
       absl::MutexLock lock(&mu_);
       while (async_pending_ == 0 && !closing_) async_changed_.Wait(&mu_);
       if (closing_) return;
     }
-    Progress();
+    if (Progress()) {
+      pacer.Progressed();
+    } else {
+      pacer.Idle();
+    }
     if ((spins & 1023) == 1023) ExpireAsync(absl::Now());
   }
 }

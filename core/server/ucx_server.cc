@@ -322,7 +322,9 @@ void UcxServer::ProgressLoop() {
         (void)!::read(wake_fd_, &count, sizeof(count));
       }
     }
-    last_event = absl::Now();
+    // Poll again only after an event: a timeout (time to sweep) goes straight back to sleep,
+    // else an idle server would spin for kPollBeforeSleep every kSweepPeriod (2% of a CPU).
+    if (n > 0) last_event = absl::Now();
   }
   SendQueued();
   if (epfd >= 0) ::close(epfd);

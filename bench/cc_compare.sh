@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The compile farm (ardma-cc + ardma-ccd) beside distcc (distccd on loopback, the same number of
+# slaves) and a local build, in one run: seed 001's evaluation (its Table 2: what the master
+# spends per remote job).
+#
+#   bench/cc_compare.sh [RUNS]     (default 2; each run builds every variant once, in turn)
+#
+# The code base is this project's own C++ (TARGETS, default the server library and the DHT, lock
+# and DFS libraries with everything they need: about 60 translation units with Abseil and Asio
+# headers), configured three times with CMake's Unix Makefiles and built with make -jJOBS from
+# clean: plain c++; CMAKE_CXX_COMPILER_LAUNCHER=distcc; CMAKE_CXX_COMPILER_LAUNCHER=ardma-cc.
+# Slaves: SLAVES ardma-ccd with one slot each over ucx:// (one-sided transfers through shared
+# memory and CMA), and distccd --jobs SLAVES. Everything runs on this machine, so wall times
+# include the slaves' compiles on the same cores.
+#
+# Reported per variant: wall time (median), the master's CPU per compile job (make's process tree:
+# the wrappers and their preprocessing, plus for ardma-cc ardmad's own CPU, which runs on the
+# master), and bytes the master copies per job (loopback traffic: distcc sends each source and
+# receives each object through sockets; plus, for ardma-cc, the object copied out of tmpfs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+bin=$root/${BUILD_DIR:-build}/bin
+runs=${1:-2}
+jobs=${JOBS:-4}
+slaves=${SLAVES:-2}
+targets=${TARGETS:-"server ardma_dht_library ardma_lock_library ardma_dfs_library"}
+./scripts/setup.sh >/dev/null
+./scripts/build.sh ardmad ardma_cc ardma_ccd ardma >/dev/null
+
+work=$(mktemp -d /tmp/ardma_cc_cmp.XXXXXX)
+chmod 755 "$work"  # distccd, started as root, runs as its own user
+stage=/dev/shm/ardma_cc_cmp.$$
+mkdir -p "$stage"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work" "$stage"
+}
+trap cleanup EXIT
+
+# Three build trees of the same sources (no ccache: every compile must happen).
+configure() {
+  local dir=$1 launcher=$2
+  cmake -S "$root" -B "$work/$dir" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release \
+    -DARDMA_BUILD_TESTS=OFF -DARDMA_BUILD_BENCHMARKS=OFF \
+    "-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher" >/dev/null
+}
+configure local ""
+configure distcc distcc
+configure ardma "$bin/ardma-cc"
+
+# The farm: ardmad (staging in /dev/shm) and its slaves.
+"$bin"/ardmad --listen 127.0.0.1:0 --port-file "$work/port" --register-dir "$stage" --quiet &
+ardmad_pid=$!
+pids+=($ardmad_pid)
+for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
+server=ucx://$(cat "$work/port")
+for i in $(seq "$slaves"); do
+  "$bin"/ardma-ccd --server "$server" --slots 1 --name "slave$i" --tmpdir "$stage" 2>/dev/null &
+  pids+=($!)
+done
+# distccd: the same number of slaves, on a free loopback port.
+touch "$work/distccd.log"
+chmod 666 "$work/distccd.log"
+dport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+distccd --no-detach --daemon --allow 127.0.0.1 --listen 127.0.0.1 --port "$dport" \
+  --jobs "$slaves" --log-file "$work/distccd.log" &
+pids+=($!)
+sleep 0.5
+export DISTCC_HOSTS="127.0.0.1:$dport/$slaves" DISTCC_DIR=$work/distcc DISTCC_LOG=$work/distcc.log
+export ARDMA_SERVER=$server ARDMA_CC_DIR=$stage
+
+calc() { awk "BEGIN { print $* }"; }
+lo_bytes() { awk '$1 == "lo:" { printf "%.0f\n", $2 + $10 }' /proc/net/dev; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+# One build from clean: "wall user+sys lo_bytes server_cpu_s jobs log_copied"
+build() {
+  local variant=$1
+  make -C "$work/$variant" clean >/dev/null
+  rm -f "$work/cc.log"
+  local lo0 srv0 lo1 srv1
+  lo0=$(lo_bytes)
+  srv0=$(cpu_ticks "$ardmad_pid")
+  ARDMA_CC_LOG=$work/cc.log /usr/bin/time -f "%e %U %S" -o "$work/time" \
+    make -C "$work/$variant" -j"$jobs" $targets >/dev/null 2>"$work/$variant.err" ||
+    { echo "cc_compare.sh: the $variant build failed:" >&2; tail -20 "$work/$variant.err" >&2; exit 1; }
+  lo1=$(lo_bytes)
+  srv1=$(cpu_ticks "$ardmad_pid")
+  local n copied=0
+  n=$(find "$work/$variant" -name '*.o' | wc -l)
+  if [[ -f $work/cc.log ]]; then
+    copied=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^copied=/) { sub("copied=", "", $i); s += $i } } END { print s + 0 }' "$work/cc.log")
+  fi
+  read -r wall user sys <"$work/time"
+  local server_cpu=0
+  [[ $variant == ardma ]] && server_cpu=$(calc "($srv1 - $srv0) / $hz")
+  echo "$wall $(calc "$user + $sys") $((lo1 - lo0)) $server_cpu $n $copied"
+}
+
+declare -A walls cpus bytes counts
+order=(local distcc ardma)
+for r in $(seq "$runs"); do
+  for v in "${order[@]}"; do
+    read -r wall cpu lo srv n copied < <(build "$v")
+    walls[$v]+="$wall "
+    cpus[$v]+="$(calc "$cpu + $srv") "
+    bytes[$v]+="$((lo + copied)) "
+    counts[$v]=$n
+    echo "run $r $v: wall ${wall}s, master CPU ${cpu}s + server ${srv}s, $n objects, loopback $lo B, copied out of tmpfs $copied B" >&2
+  done
+  order=("${order[@]:1}" "${order[0]}")  # rotate: no variant always goes first
+done
+# How the farm's builds went: every compile remote?
+remote=$(grep -c '^remote ' "$work/cc.log" || true)
+fell_back=$(grep -c 'compiling locally' "$work/ardma.err" || true)
+distcc_local=$(grep -c 'failed to distribute\|running locally' "$work/distcc.log" 2>/dev/null || true)
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+printf '\n%-8s %10s %12s %16s %18s\n' variant "wall (s)" "vs distcc" "master CPU/job" "master bytes/job"
+dw=$(echo "${walls[distcc]}" | median)
+dc=$(echo "${cpus[distcc]}" | median)
+for v in local distcc ardma; do
+  w=$(echo "${walls[$v]}" | median)
+  c=$(echo "${cpus[$v]}" | median)
+  b=$(echo "${bytes[$v]}" | median)
+  n=${counts[$v]}
+  printf '%-8s %10.1f %11.2fx %14.1f ms %16.0f B   (CPU %.2fx distcc)\n' "$v" "$w" \
+    "$(calc "$w / $dw")" "$(calc "1000 * $c / $n")" "$(calc "$b / $n")" \
+    "$(calc "$c / $dc")"
+done
+echo "compiles: ${counts[ardma]} objects; last ardma build: $remote on the farm, $fell_back fell back; distcc fallbacks in its log: $distcc_local"
