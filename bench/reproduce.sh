@@ -2,7 +2,7 @@
 # Runs every benchmark suite of the project in one go, in a Release build, with fixed seeds, and
 # keeps the raw results and plots:
 #
-#   bench/reproduce.sh            (about 10 minutes on a 2-core machine)
+#   bench/reproduce.sh            (about 40 minutes on a 2-core machine; the compile farm 25 of them)
 #
 # Writes docs/results/<date>/ (each suite's output, the command that made it, the machine),
 # docs/figures/*.png (gnuplot), and the "Reproduced run" section at the end of docs/BENCHMARKS.md
@@ -57,6 +57,8 @@ run lock_compare bench/lock_compare.sh $(json lock_bench)
 run scaling bench/scaling.sh 20000
 run apps_compare bench/apps_compare.sh 3
 run monitor_compare bench/monitor_compare.sh "$out"
+run region_bench env UCX_TLS=shm,self "$bin"/region_bench --benchmark_min_time=0.2 $(json region_bench)
+run cc_compare bench/cc_compare.sh 2
 
 # Plots.
 python3 - "$out" <<'PY'

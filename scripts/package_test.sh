@@ -15,6 +15,8 @@ dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$work/files"
 missing=0
 for f in /usr/bin/ardmad /usr/bin/ardma /usr/bin/ardma-cp /usr/bin/ardma-grep /usr/bin/ardma-find \
          /usr/bin/ardma-mount /usr/share/man/man1/ardma-mount.1.gz \
+         /usr/bin/ardma-cc /usr/bin/ardma-ccd /usr/share/man/man1/ardma-cc.1.gz \
+         /usr/share/man/man1/ardma-ccd.1.gz /usr/lib/ardma/active/ardma_cc.so \
          /usr/bin/ardma-monitor /usr/bin/ardma-monitord /usr/bin/ardma-demo \
          /usr/lib/systemd/system/ardmad.service /usr/share/ardma/ardmad.conf \
          /usr/share/man/man1/ardmad.1.gz /usr/share/man/man1/ardma.1.gz \
@@ -33,7 +35,7 @@ dpkg-deb -e "$deb" "$work/control"
 sh -n "$work/control/postinst"
 
 dpkg -x "$deb" "$work/root"
-for tool in ardmad ardma ardma-cp ardma-grep ardma-find ardma-mount; do
+for tool in ardmad ardma ardma-cp ardma-grep ardma-find ardma-mount ardma-cc ardma-ccd; do
   "$work/root/usr/bin/$tool" --version | grep -q "^$tool (Active RDMA toolkit) " ||
     { echo "$tool --version failed from the extracted package"; exit 1; }
 done

@@ -77,6 +77,9 @@ int Main(int argc, char** argv) {
                  "deadline of an EXECUTE that names none");
   flags.Bytes("max-frame", &max_frame, "largest frame payload accepted");
   flags.Int("max-batch", &max_batch, "N", "most entries in one READ or WRITE");
+  flags.Bytes("max-queued", &options.handler.limits.max_queued_bytes_per_connection,
+              "answers queued for one connection before the server stops reading it (default "
+              "64M)");
   flags.Int("max-inflight", &max_inflight, "N",
             "unanswered requests per connection before reading pauses");
   flags.String("preload", &options.preload_dir, "DIR", "load every .so in DIR at start");

@@ -19,8 +19,10 @@
 #include "absl/time/clock.h"
 #include "core/client/client.h"
 #include "core/memory/heap.h"
+#include "core/testing/raw_socket.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
+#include "core/wire/messages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -128,11 +130,46 @@ TEST(ArdmadTest, OutOfDescriptorsItBacksOffQuietlyAndRecovers) {
   ::kill(pid, SIGKILL);
 }
 
+// Resident memory of process `pid`, in bytes.
+uint64_t ResidentBytes(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// A client that sends READs of 16 MiB and never reads the answers cannot make ardmad hold them all:
+// past --max-queued the server stops reading that client (issue 22: 96 such READs took ardmad to
+// 1.58 GB). Other clients are served meanwhile.
+TEST(ArdmadTest, AClientThatNeverReadsCannotGrowTheServer) {
+  Daemon daemon({"--memory", "64M", "--ucx", "off", "--max-queued", "32M"});
+  ASSERT_FALSE(daemon.address().empty());
+  uint16_t port =
+      static_cast<uint16_t>(std::stoi(daemon.address().substr(daemon.address().rfind(':') + 1)));
+  uint64_t before = ResidentBytes(daemon.pid());
+  testing::RawSocket greedy(port);
+  ASSERT_TRUE(greedy.ok());
+  std::string read;
+  wire::ReadEntry entry{.region = 0, .addr = 0, .len = 16u << 20};
+  wire::EncodeReadRequest({&entry, 1}, &read);
+  for (uint64_t id = 1; id <= 96; ++id) {
+    ASSERT_TRUE(greedy.SendFrame(wire::Op::kRead, read, id, 0));
+  }
+  absl::SleepFor(absl::Seconds(1));
+  auto other = Client::Connect(daemon.address());
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE((*other)->Ping().ok());
+  uint64_t grown = ResidentBytes(daemon.pid()) - before;
+  // 32 MiB queued, one answer being made, the kernel's socket buffers: far below 96 x 16 MiB.
+  EXPECT_LT(grown, 200ull << 20) << "ardmad grew by " << (grown >> 20) << " MiB";
+}
+
 // Every installed tool answers --version with its name, the project version and the commit, and
 // exits 0 (without contacting any server).
 TEST(ArdmadTest, EveryToolPrintsItsVersion) {
   for (const char* tool : {"ardmad", "ardma", "ardma-cp", "ardma-grep", "ardma-find", "ardma-demo",
-                           "ardma-monitor", "ardma-monitord"}) {
+                           "ardma-monitor", "ardma-monitord", "ardma-cc", "ardma-ccd"}) {
     std::string out;
     EXPECT_EQ(RunCommand(BinDir() + "/" + tool + " --version", &out), 0) << tool;
     EXPECT_THAT(out, ::testing::StartsWith(absl::StrCat(tool, " (Active RDMA toolkit) 0.")))

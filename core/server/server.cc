@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "core/memory/heap.h"
 #include "core/net/listen_socket.h"
+#include "core/server/thread_placement.h"
 #include "core/server/tls_context.h"
 #include "core/status_macros.h"
 
@@ -40,53 +41,6 @@ using local = asio::local::stream_protocol;
 
 constexpr size_t kInitialReadBuffer = 64 << 10;
 constexpr auto kExpiryPeriod = std::chrono::milliseconds(20);
-constexpr int kRealtimePriority = 10;
-
-absl::Status PinToCpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  int err = ::pthread_setaffinity_np(::pthread_self(), sizeof(set), &set);
-  if (err != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot pin an I/O thread to CPU ", cpu, ": ", std::strerror(err)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status MakeRealtime() {
-  sched_param param{};
-  param.sched_priority = kRealtimePriority;
-  int err = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &param);
-  if (err != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot run I/O threads under SCHED_FIFO (--realtime needs root or CAP_SYS_NICE, and a "
-        "real-time budget where cgroups limit it): ",
-        std::strerror(err)));
-  }
-  return absl::OkStatus();
-}
-
-// Tries the placement on a throw-away thread, so a bad --nic-cpu or --realtime fails Start with a
-// clear error instead of leaving I/O threads where they were.
-absl::Status CheckPlacement(const ServerOptions& options) {
-  if (options.io_cpus.empty() && !options.realtime) return absl::OkStatus();
-  for (int cpu : options.io_cpus) {
-    if (cpu < 0 || cpu >= CPU_SETSIZE) {
-      return absl::InvalidArgumentError(absl::StrCat("no CPU ", cpu));
-    }
-  }
-  absl::Status status;
-  std::thread probe([&] {
-    for (int cpu : options.io_cpus) {
-      status.Update(PinToCpu(cpu));
-    }
-    if (options.realtime) status.Update(MakeRealtime());
-  });
-  probe.join();
-  return status;
-}
-
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 
 // The remote end of a connection, for the log: "127.0.0.1:41234", or "unix" for a Unix socket.
@@ -187,9 +141,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     for (;;) {
       // Handle every complete frame in the buffer; their responses go out in one write.
       while (end - begin >= wire::kHeaderSize) {
-        // Back-pressure: no more than the limit of unanswered requests, even when more frames
-        // are already buffered.
-        if (inflight_ >= limits.max_inflight_per_connection) {
+        // Back-pressure: no more than the limit of unanswered requests (or of answers the
+        // client has not taken), even when more frames are already buffered.
+        if (Full()) {
           Flush();
           co_await WaitForRoom();
           if (!Open()) co_return;
@@ -246,10 +200,16 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     }
   }
 
-  // Returns once fewer than the limit of requests are unanswered (Enqueue wakes it) or the
-  // connection closed.
+  // Too many requests unanswered, or too many answer bytes not yet taken by the client.
+  bool Full() const {
+    const wire::WireLimits& limits = handler_.limits();
+    return inflight_ >= limits.max_inflight_per_connection ||
+           queued_bytes_ >= limits.max_queued_bytes_per_connection;
+  }
+
+  // Returns once the connection has room again (Enqueue and finished writes wake it) or closed.
   asio::awaitable<void> WaitForRoom() {
-    while (inflight_ >= handler_.limits().max_inflight_per_connection && Open()) {
+    while (Full() && Open()) {
       boost::system::error_code ignored;
       resume_.expires_at(asio::steady_timer::time_point::max());
       co_await resume_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
@@ -284,6 +244,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (inflight_ > 0) --inflight_;
     if (inflight_ + 1 == handler_.limits().max_inflight_per_connection) resume_.cancel();
     if (!Open()) return;
+    queued_bytes_ += frame.size();
     queue_.push_back(std::move(frame));
   }
 
@@ -296,7 +257,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     asio::async_write(socket_, write_buffers_,
                       [self = shared_from_this()](boost::system::error_code ec, size_t) {
                         self->writing_ = false;
+                        bool was_full = self->Full();
+                        for (const std::string& f : self->writing_frames_) {
+                          self->queued_bytes_ -= std::min<uint64_t>(self->queued_bytes_, f.size());
+                        }
                         self->writing_frames_.clear();
+                        if (was_full && !self->Full()) self->resume_.cancel();  // wake the reader
                         if (ec) {
                           self->Close();
                           return;
@@ -316,6 +282,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     socket_.lowest_layer().close(ignored);
     resume_.cancel();
     queue_.clear();
+    queued_bytes_ = 0;
   }
 
   Socket socket_;
@@ -325,6 +292,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   // Written on the session's thread; read by worker threads deciding whether to answer.
   std::atomic<bool> open_{true};
   uint32_t inflight_ = 0;
+  uint64_t queued_bytes_ = 0;  // in queue_ and writing_frames_
   std::vector<std::string> queue_;
   std::vector<std::string> writing_frames_;
   std::vector<asio::const_buffer> write_buffers_;
@@ -572,7 +540,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     }
   }
 
-  ARDMA_RETURN_IF_ERROR(CheckPlacement(options));
+  ARDMA_RETURN_IF_ERROR(CheckPlacement(options.io_cpus, options.realtime));
   impl->registry.SetLoader(wire::CodeKind::kNative, std::make_unique<NativeLoader>());
   if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(options.jvm)) {
     impl->registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));

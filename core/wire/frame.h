@@ -70,6 +70,10 @@ struct WireLimits {
   uint32_t max_payload_bytes = 64u << 20;       // one frame's payload
   uint32_t max_batch_entries = 65536;           // READ / WRITE entries per frame
   uint32_t max_inflight_per_connection = 1024;  // server stops reading a connection beyond this
+  // Answers queued for a connection, not yet taken by its socket: past this the server stops
+  // reading that connection, so a client that sends requests but never reads the answers cannot
+  // grow the server's memory (it holds at most this plus one answer).
+  uint64_t max_queued_bytes_per_connection = 64ull << 20;
 };
 
 // Serialises `header` into exactly kHeaderSize bytes at `out`.
