@@ -80,6 +80,10 @@ int Main(int argc, char** argv) {
   flags.Bytes("max-queued", &options.handler.limits.max_queued_bytes_per_connection,
               "answers queued for one connection before the server stops reading it (default "
               "64M)");
+  absl::Duration frame_timeout = absl::Milliseconds(options.handler.limits.frame_timeout_ms);
+  flags.Duration("frame-timeout", &frame_timeout,
+                 "a frame begun must arrive whole within this, or the connection is closed "
+                 "(default 30s; 0: no limit)");
   flags.Int("max-inflight", &max_inflight, "N",
             "unanswered requests per connection before reading pauses");
   flags.String("preload", &options.preload_dir, "DIR", "load every .so in DIR at start");
@@ -176,6 +180,12 @@ int Main(int argc, char** argv) {
   options.io_threads = static_cast<int>(io_threads);
   options.handler.workers = static_cast<int>(workers);
   options.handler.worker_queue = static_cast<size_t>(worker_queue);
+  if (frame_timeout < absl::ZeroDuration() || frame_timeout > absl::Hours(24)) {
+    std::cerr << "ardmad: --frame-timeout must be 0 to 24h\n";
+    return 2;
+  }
+  options.handler.limits.frame_timeout_ms =
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(frame_timeout));
   if (register_max < 0) {
     std::cerr << "ardmad: --register-max must be 0 or more\n";
     return 2;

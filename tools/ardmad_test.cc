@@ -165,6 +165,33 @@ TEST(ArdmadTest, AClientThatNeverReadsCannotGrowTheServer) {
   EXPECT_LT(grown, 200ull << 20) << "ardmad grew by " << (grown >> 20) << " MiB";
 }
 
+// A client that sends part of a frame and stalls has its connection closed after --frame-timeout
+// (issue 22: 100 such connections held 843 MB with no end), while a frame that does complete is
+// served however it was split.
+TEST(ArdmadTest, AFrameThatNeverCompletesClosesItsConnection) {
+  Daemon daemon({"--memory", "16M", "--ucx", "off", "--frame-timeout", "1s"});
+  ASSERT_FALSE(daemon.address().empty());
+  uint16_t port =
+      static_cast<uint16_t>(std::stoi(daemon.address().substr(daemon.address().rfind(':') + 1)));
+  std::string frame;
+  size_t start = wire::BeginFrame(&frame);
+  frame.append(1 << 20, 'x');
+  wire::FinishFrame({.op = wire::Op::kPing, .request_id = 1}, start, &frame);
+
+  testing::RawSocket slow(port), stalled(port);
+  ASSERT_TRUE(slow.ok() && stalled.ok());
+  ASSERT_TRUE(stalled.SendBytes(std::string_view(frame).substr(0, 4096)));
+  // The slow one completes its frame in pieces, within the time.
+  for (size_t at = 0; at < frame.size(); at += 256 << 10) {
+    ASSERT_TRUE(slow.SendBytes(std::string_view(frame).substr(at, 256 << 10)));
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  std::optional<testing::RawResponse> echo = slow.Receive();
+  ASSERT_TRUE(echo.has_value());
+  EXPECT_EQ(echo->payload.size(), 1u << 20);
+  EXPECT_TRUE(stalled.WaitClosed()) << "a stalled frame kept its connection";
+}
+
 // Every installed tool answers --version with its name, the project version and the commit, and
 // exits 0 (without contacting any server).
 TEST(ArdmadTest, EveryToolPrintsItsVersion) {

@@ -1,9 +1,14 @@
 #include "core/active/code_registry.h"
 
+#include <algorithm>
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "core/log.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -180,6 +185,40 @@ std::vector<LibraryInfo> CodeRegistry::List() const {
 size_t CodeRegistry::size() const {
   absl::MutexLock lock(&mu_);
   return by_hash_.size();
+}
+
+absl::Status CodeRegistry::LoadDirectory(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--preload ", dir, ": ", ec.message()));
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files) {
+    wire::CodeKind kind;
+    std::string ext = path.extension().string();
+    if (ext == ".so") {
+      kind = wire::CodeKind::kNative;
+    } else if (ext == ".class" || ext == ".jar") {
+      kind = wire::CodeKind::kJvm;
+    } else {
+      ARDMA_LOG(kWarning, "preload: skipping %s (not .so, .class or .jar)", path.string());
+      continue;
+    }
+    std::ifstream in(path, std::ios::binary);
+    std::string code((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      return absl::InternalError(absl::StrCat("preload: cannot read ", path.string()));
+    }
+    absl::StatusOr<wire::CodeHash> hash = Load(kind, "", code);
+    if (!hash.ok()) {
+      return absl::Status(hash.status().code(),
+                          absl::StrCat("preload ", path.string(), ": ", hash.status().message()));
+    }
+    ARDMA_LOG(kInfo, "preloaded %s (%s)", path.string(), wire::HashToHex(*hash).substr(0, 16));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ardma

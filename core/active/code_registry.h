@@ -116,6 +116,9 @@ class CodeRegistry {
   // `by.may_repoint` (PermissionDenied otherwise, and nothing changes).
   absl::StatusOr<CodeHash> Load(CodeKind kind, std::string_view library_name, std::string_view code,
                                 const LoadAuthority& by = {});
+  // Loads every .so (native), .class and .jar (JVM) file in `dir`, in name order; other files are
+  // skipped with a warning. The first failure stops and names the file.
+  absl::Status LoadDirectory(const std::string& dir);
   // Registers a library whose table is linked into this process, under `hash`.
   void AddLinked(const FunctionTable& table, const CodeHash& hash);
 

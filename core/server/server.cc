@@ -11,8 +11,6 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <list>
 #include <thread>
 #include <type_traits>
@@ -84,6 +82,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
         executor_(io.get_executor()),
         handler_(handler),
         resume_(executor_),
+        frame_timer_(executor_),
         peer_(PeerName(socket_)) {}
 
   void Start() {
@@ -138,6 +137,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     const wire::WireLimits& limits = handler_.limits();
     std::vector<char> buf(kInitialReadBuffer);
     size_t begin = 0, end = 0;
+    uint64_t requests_at_last_read = 0;
     for (;;) {
       // Handle every complete frame in the buffer; their responses go out in one write.
       while (end - begin >= wire::kHeaderSize) {
@@ -190,14 +190,46 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
         begin = 0;
       }
       // Back-pressure: stop reading while too many requests are unanswered.
+      auto paused_from = std::chrono::steady_clock::now();
       co_await WaitForRoom();
       if (!Open()) co_return;
+      TimeFrame(end > begin, requests_ != requests_at_last_read,
+                std::chrono::steady_clock::now() - paused_from);
+      requests_at_last_read = requests_;
       boost::system::error_code ec;
       size_t n = co_await socket_.async_read_some(asio::buffer(buf.data() + end, buf.size() - end),
                                                   asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
       end += n;
     }
+  }
+
+  // The deadline of the frame being received (WireLimits::frame_timeout_ms): armed when part of a
+  // frame is buffered, armed afresh whenever a frame completed (`progressed`), moved by the time
+  // the server itself did not read (`paused`), dropped once no partial frame is left. When it
+  // fires the connection is closed.
+  void TimeFrame(bool partial, bool progressed, std::chrono::steady_clock::duration paused) {
+    uint32_t timeout_ms = handler_.limits().frame_timeout_ms;
+    if (timeout_ms == 0) return;
+    if (!partial) {
+      if (frame_timed_) frame_timer_.cancel();
+      frame_timed_ = false;
+      return;
+    }
+    bool fresh = !frame_timed_ || progressed;
+    if (!fresh && paused < std::chrono::milliseconds(1)) return;
+    frame_timer_.expires_at(fresh ? std::chrono::steady_clock::now() +
+                                        std::chrono::milliseconds(timeout_ms)
+                                  : frame_timer_.expiry() + paused);
+    frame_timed_ = true;
+    frame_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || !self->frame_timed_ || !self->Open()) return;
+      self->handler_.counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      ARDMA_LOG(kWarning,
+                "closing the connection from %s: a frame begun did not arrive whole in %u ms",
+                self->peer_, self->handler_.limits().frame_timeout_ms);
+      self->Close();
+    });
   }
 
   // Too many requests unanswered, or too many answer bytes not yet taken by the client.
@@ -281,6 +313,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     socket_.lowest_layer().shutdown(asio::socket_base::shutdown_both, ignored);
     socket_.lowest_layer().close(ignored);
     resume_.cancel();
+    frame_timer_.cancel();
     queue_.clear();
     queued_bytes_ = 0;
   }
@@ -288,7 +321,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   Socket socket_;
   asio::io_context::executor_type executor_;
   RequestHandler& handler_;
-  asio::steady_timer resume_;  // wakes the reader when in-flight requests drop below the limit
+  asio::steady_timer resume_;       // wakes the reader when in-flight requests drop below the limit
+  asio::steady_timer frame_timer_;  // TimeFrame
+  bool frame_timed_ = false;
   // Written on the session's thread; read by worker threads deciding whether to answer.
   std::atomic<bool> open_{true};
   uint32_t inflight_ = 0;
@@ -301,40 +336,6 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   const std::string peer_;           // for the log
   uint64_t requests_ = 0;
 };
-
-absl::Status Preload(CodeRegistry& registry, const std::string& dir) {
-  std::error_code ec;
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file()) files.push_back(entry.path());
-  }
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("--preload ", dir, ": ", ec.message()));
-  std::sort(files.begin(), files.end());
-  for (const auto& path : files) {
-    wire::CodeKind kind;
-    std::string ext = path.extension().string();
-    if (ext == ".so") {
-      kind = wire::CodeKind::kNative;
-    } else if (ext == ".class" || ext == ".jar") {
-      kind = wire::CodeKind::kJvm;
-    } else {
-      ARDMA_LOG(kWarning, "preload: skipping %s (not .so, .class or .jar)", path.string());
-      continue;
-    }
-    std::ifstream in(path, std::ios::binary);
-    std::string code((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) {
-      return absl::InternalError(absl::StrCat("preload: cannot read ", path.string()));
-    }
-    absl::StatusOr<wire::CodeHash> hash = registry.Load(kind, "", code);
-    if (!hash.ok()) {
-      return absl::Status(hash.status().code(),
-                          absl::StrCat("preload ", path.string(), ": ", hash.status().message()));
-    }
-    ARDMA_LOG(kInfo, "preloaded %s (%s)", path.string(), wire::HashToHex(*hash).substr(0, 16));
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -546,7 +547,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     impl->registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
   }
   if (!options.preload_dir.empty()) {
-    ARDMA_RETURN_IF_ERROR(Preload(impl->registry, options.preload_dir));
+    ARDMA_RETURN_IF_ERROR(impl->registry.LoadDirectory(options.preload_dir));
   }
   impl->handler =
       std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);

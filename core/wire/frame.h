@@ -74,6 +74,10 @@ struct WireLimits {
   // reading that connection, so a client that sends requests but never reads the answers cannot
   // grow the server's memory (it holds at most this plus one answer).
   uint64_t max_queued_bytes_per_connection = 64ull << 20;
+  // A frame begun must arrive whole within this many milliseconds of the server's reading (time
+  // it spends not reading, under back-pressure, does not count), or the connection is closed: a
+  // client that sends part of a frame and stalls cannot hold the buffer for it. 0: no limit.
+  uint32_t frame_timeout_ms = 30000;
 };
 
 // Serialises `header` into exactly kHeaderSize bytes at `out`.
