@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -84,6 +85,10 @@ int Main(int argc, char** argv) {
   flags.Duration("frame-timeout", &frame_timeout,
                  "a frame begun must arrive whole within this, or the connection is closed "
                  "(default 30s; 0: no limit)");
+  absl::Duration stop_grace = absl::Seconds(10);
+  flags.Duration("stop-grace", &stop_grace,
+                 "on SIGTERM/SIGINT, wait at most this for running code to finish, then exit 1 "
+                 "anyway (default 10s; 0: wait for ever)");
   flags.Int("max-inflight", &max_inflight, "N",
             "unanswered requests per connection before reading pauses");
   flags.String("preload", &options.preload_dir, "DIR", "load every .so in DIR at start");
@@ -269,6 +274,15 @@ int Main(int argc, char** argv) {
   if (agent) agent->Start();
   int signal = stop_signals.Wait();
   ARDMA_LOG(kInfo, "received %s, stopping", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  // A function that never returns (a loop in shipped code) must not keep the server from
+  // stopping: past the grace period the process ends without waiting for it. Memory-file data is
+  // in the page cache already, so nothing acknowledged is lost.
+  if (stop_grace > absl::ZeroDuration()) std::thread([stop_grace] {
+    absl::SleepFor(stop_grace);
+    ARDMA_LOG(kError, "still running code %s after the stop signal: exiting without it",
+              absl::FormatDuration(stop_grace));
+    std::_Exit(1);
+  }).detach();
   if (agent) agent->Stop();
   if (metrics) metrics->Stop();
   (*server)->Stop();

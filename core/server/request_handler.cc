@@ -430,21 +430,59 @@ void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view p
                             ? now + options_.default_deadline
                             : now + absl::Microseconds(static_cast<int64_t>(
                                         std::min<uint64_t>(req->timeout_us, INT64_MAX / 2)));
-  FunctionStats& stats = fn->stats();
-  // Inline only a function known to be short: seen before, short on average and last time.
-  auto short_run = [this](const std::atomic<uint64_t>& ns) {
-    return absl::Nanoseconds(ns.load(std::memory_order_relaxed)) < options_.inline_threshold;
-  };
-  bool run_inline =
-      workers_ == nullptr || (stats.calls.load(std::memory_order_relaxed) > 0 &&
-                              short_run(stats.average_ns) && short_run(stats.last_ns));
-  if (run_inline) {
+  if (workers_ == nullptr || MayRunInline(*fn)) {
     ServerCounters::Add(counters_.executes_inline, 1);
     RunExecute(*fn, req->args, deadline, /*on_worker=*/workers_ == nullptr, responder, sink);
     return;
   }
   ServerCounters::Add(counters_.executes_pooled, 1);
   SubmitExecute(*fn, req->args, deadline, responder, sink);
+}
+
+namespace {
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+thread_local std::atomic<int64_t>* io_busy_stamp = nullptr;
+
+void MarkOverran(const BoundFunction& fn, int64_t ns) {
+  if (!fn.stats().never_inline.exchange(true, std::memory_order_relaxed)) {
+    ARDMA_LOG(kWarning, "%s ran %s on an I/O thread; from now on it runs on the worker pool",
+              std::string(fn.name()), absl::FormatDuration(absl::Nanoseconds(ns)));
+  }
+}
+
+}  // namespace
+
+void RequestHandler::SetIoBusyStamp(std::atomic<int64_t>* stamp) { io_busy_stamp = stamp; }
+
+bool RequestHandler::IoThreadStuck(const std::atomic<int64_t>& stamp) const {
+  int64_t since = stamp.load(std::memory_order_relaxed);
+  return since != 0 && absl::Nanoseconds(SteadyNanos() - since) > options_.inline_overrun;
+}
+
+// Only a function known to be short: seen before, short on average and last time, never overran
+// on an I/O thread, and not running long there right now.
+bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
+  FunctionStats& stats = fn.stats();
+  if (stats.never_inline.load(std::memory_order_relaxed)) return false;
+  int64_t since = stats.inline_since_ns.load(std::memory_order_relaxed);
+  if (since != 0) {
+    int64_t running = SteadyNanos() - since;
+    if (absl::Nanoseconds(running) > options_.inline_overrun) {
+      MarkOverran(fn, running);
+      return false;
+    }
+  }
+  auto short_run = [this](const std::atomic<uint64_t>& ns) {
+    return absl::Nanoseconds(ns.load(std::memory_order_relaxed)) < options_.inline_threshold;
+  };
+  return stats.calls.load(std::memory_order_relaxed) > 0 && short_run(stats.average_ns) &&
+         short_run(stats.last_ns);
 }
 
 void RequestHandler::SubmitExecute(const BoundFunction& fn, std::string_view args,
@@ -511,9 +549,24 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
   ex.cancelled = &cancelled_;
   ex.may_block = on_worker;
   ex.access_cost = options_.access_cost;
-  absl::Time start = absl::Now();
+  // On an I/O thread (and not a server without workers, where every run is): stamped, so a run
+  // that does not end is seen by the next caller and by the acceptor.
+  bool io_thread = !on_worker;
+  int64_t start = SteadyNanos();
+  bool stamped = false;
+  if (io_thread) {
+    int64_t idle = 0;
+    stamped = fn.stats().inline_since_ns.compare_exchange_strong(idle, start,
+                                                                 std::memory_order_relaxed);
+    if (io_busy_stamp != nullptr) io_busy_stamp->store(start, std::memory_order_relaxed);
+  }
   absl::StatusOr<std::string> result = LocalContext::Run(&ex, fn, args);
-  uint64_t ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start));
+  uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
+  if (io_thread) {
+    if (stamped) fn.stats().inline_since_ns.store(0, std::memory_order_relaxed);
+    if (io_busy_stamp != nullptr) io_busy_stamp->store(0, std::memory_order_relaxed);
+    if (absl::Nanoseconds(ns) > options_.inline_overrun) MarkOverran(fn, ns);
+  }
   fn.stats().Record(ns);
   ServerCounters::Add(counters_.execute_ns, ns);
   counters_.AddActive(ex.counts);

@@ -2,8 +2,8 @@
 //
 // One-sided ops (READ, WRITE, CAS, FETCH_ADD), PING, HAS_CODE and STATS are answered before Handle
 // returns, on the calling (I/O) thread. EXECUTE runs inline when its function is known to be short
-// (its running average and its last run are under `inline_threshold`), otherwise on the worker
-// pool; LOAD of new code runs on the pool. An inline function that must wait (Context::Backoff)
+// (its running average and its last run are under `inline_threshold`, and it never overran
+// `inline_overrun` there), otherwise on the worker pool; LOAD of new code runs on the pool. An inline function that must wait (Context::Backoff)
 // is run again from the start on the pool, so no I/O thread ever sleeps. A parked EXECUTE is
 // answered when woken. Retried EXECUTEs are de-duplicated. Connections appear here only as
 // ResponseSinks, so tests and other transports can drive it.
@@ -75,6 +75,9 @@ struct HandlerOptions {
   wire::WireLimits limits;
   absl::Duration default_deadline = absl::Seconds(30);  // EXECUTE without a timeout
   absl::Duration inline_threshold = absl::Microseconds(50);
+  // A run on an I/O thread that lasts longer than this (or is still running after it) marks its
+  // function as one that never runs on an I/O thread again: one overrun wedges one thread, once.
+  absl::Duration inline_overrun = absl::Milliseconds(10);
   // Modelled cost of each memory access by active code (busy-wait); see Execution::access_cost.
   absl::Duration access_cost;
   int workers = 2;  // 0: every EXECUTE and LOAD runs inline
@@ -94,6 +97,13 @@ class RequestHandler {
   ~RequestHandler();  // Stop()
   RequestHandler(const RequestHandler&) = delete;
   RequestHandler& operator=(const RequestHandler&) = delete;
+
+  // Where the calling I/O thread stamps the steady-clock ns at which it began running a function
+  // inline (0 when it is not), so the server can give new connections to threads that are not
+  // stuck in one. Each I/O thread calls this once, before serving.
+  static void SetIoBusyStamp(std::atomic<int64_t>* stamp);
+  // Whether the thread owning `stamp` has been running one function for over `inline_overrun`.
+  bool IoThreadStuck(const std::atomic<int64_t>& stamp) const;
 
   // Answers UCX_CONNECT (the server's UCX transport, ucx_server.h). Without one, UCX_CONNECT is
   // FAILED_PRECONDITION. Set before serving.
@@ -173,6 +183,7 @@ class RequestHandler {
   // Runs it here. `on_worker`: this thread may sleep (Context::Backoff); otherwise a function that
   // backs off is rescheduled onto the pool. `sink`: the requesting connection, for close hooks
   // (null for a hook itself).
+  bool MayRunInline(const BoundFunction& fn) const;
   void RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
                   bool on_worker, const std::shared_ptr<Responder>& responder,
                   const std::shared_ptr<ResponseSink>& sink);

@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/memory/heap.h"
 #include "core/net/listen_socket.h"
+#include "core/server/session.h"
 #include "core/server/thread_placement.h"
 #include "core/server/tls_context.h"
 #include "core/status_macros.h"
@@ -36,23 +37,11 @@ namespace {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using local = asio::local::stream_protocol;
+using server_detail::Session;
+using server_detail::SessionBase;
 
-constexpr size_t kInitialReadBuffer = 64 << 10;
 constexpr auto kExpiryPeriod = std::chrono::milliseconds(20);
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
-
-// The remote end of a connection, for the log: "127.0.0.1:41234", or "unix" for a Unix socket.
-template <typename Socket>
-std::string PeerName(Socket& socket) {
-  boost::system::error_code ec;
-  auto endpoint = socket.lowest_layer().remote_endpoint(ec);
-  if (ec) return "an unknown peer";
-  if constexpr (std::is_same_v<decltype(endpoint), tcp::endpoint>) {
-    return absl::StrCat(endpoint.address().to_string(), ":", endpoint.port());
-  } else {
-    return "a Unix-socket client";
-  }
-}
 
 // Whether a bound numeric address is a loopback one (127.0.0.0/8, ::1, ::ffff:127.x.y.z).
 bool IsLoopback(std::string_view host) {
@@ -63,279 +52,6 @@ bool IsLoopback(std::string_view host) {
   return host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-// What the server keeps of a connection, whatever its socket type.
-class SessionBase : public ResponseSink {
- public:
-  // Closes from any thread.
-  virtual void Shutdown() = 0;
-};
-
-// One connection over a TCP or Unix-domain stream socket. Lives on one io_context (one thread),
-// so its members need no lock; Send from other threads posts itself over.
-template <typename Socket>
-class Session : public SessionBase, public std::enable_shared_from_this<Session<Socket>> {
- public:
-  using std::enable_shared_from_this<Session<Socket>>::shared_from_this;
-
-  Session(Socket socket, asio::io_context& io, RequestHandler& handler)
-      : socket_(std::move(socket)),
-        executor_(io.get_executor()),
-        handler_(handler),
-        resume_(executor_),
-        frame_timer_(executor_),
-        peer_(PeerName(socket_)) {}
-
-  void Start() {
-    ARDMA_LOG(kDebug, "connection from %s opened", peer_);
-    handler_.counters().connections_open.fetch_add(1, std::memory_order_relaxed);
-    Send(handler_.Greeting(*this));
-    asio::co_spawn(executor_, ReadLoop(shared_from_this()), asio::detached);
-  }
-
-  void Send(std::string frame) override {
-    if (executor_.running_in_this_thread()) {
-      Enqueue(std::move(frame));
-      Flush();
-      return;
-    }
-    asio::post(executor_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
-      self->Enqueue(std::move(frame));
-      self->Flush();
-    });
-  }
-
-  void SendAndClose(std::string frame) override {
-    auto finish = [](Session& self, std::string frame) {
-      self.Enqueue(std::move(frame));
-      self.close_when_written_ = true;
-      self.Flush();
-    };
-    if (executor_.running_in_this_thread()) {
-      finish(*this, std::move(frame));
-      return;
-    }
-    asio::post(executor_, [self = shared_from_this(), frame = std::move(frame), finish]() mutable {
-      finish(*self, std::move(frame));
-    });
-  }
-
-  bool Open() const override { return open_.load(std::memory_order_acquire); }
-  Socket& socket() { return socket_; }
-
-  void Shutdown() override {
-    asio::post(executor_, [self = shared_from_this()] { self->Close(); });
-  }
-
- private:
-  static asio::awaitable<void> ReadLoop(std::shared_ptr<Session> self) {
-    co_await self->Read();
-    // A refused connection closes once its last answer is written (Flush).
-    if (!self->close_when_written_ || !self->writing_) self->Close();
-  }
-
-  asio::awaitable<void> Read() {
-    const wire::WireLimits& limits = handler_.limits();
-    std::vector<char> buf(kInitialReadBuffer);
-    size_t begin = 0, end = 0;
-    uint64_t requests_at_last_read = 0;
-    for (;;) {
-      // Handle every complete frame in the buffer; their responses go out in one write.
-      while (end - begin >= wire::kHeaderSize) {
-        // Back-pressure: no more than the limit of unanswered requests (or of answers the
-        // client has not taken), even when more frames are already buffered.
-        if (Full()) {
-          Flush();
-          co_await WaitForRoom();
-          if (!Open()) co_return;
-          continue;
-        }
-        absl::StatusOr<wire::FrameHeader> header =
-            wire::DecodeHeader(std::string_view(buf.data() + begin, wire::kHeaderSize), limits);
-        if (!header.ok()) {
-          co_await ProtocolError(std::string_view(buf.data() + begin, wire::kHeaderSize),
-                                 header.status());
-          co_return;
-        }
-        size_t frame_size = wire::kHeaderSize + header->payload_len;
-        if (end - begin < frame_size) {
-          // Incomplete: move it to the front; if the buffer is then full, double it (never past
-          // the frame). Memory follows the bytes that actually arrived, not the claimed length.
-          if (buf.size() - begin < frame_size) {
-            std::copy(buf.begin() + begin, buf.begin() + end, buf.begin());
-            end -= begin;
-            begin = 0;
-            if (end == buf.size()) buf.resize(std::min(frame_size, 2 * buf.size()));
-          }
-          break;
-        }
-        ++inflight_;
-        ++requests_;
-        handler_.Handle(
-            *header, std::string_view(buf.data() + begin + wire::kHeaderSize, header->payload_len),
-            shared_from_this());
-        begin += frame_size;
-        if (close_when_written_) co_return;  // refused: nothing more is read (Flush closes)
-      }
-      Flush();
-      if (begin == end) {
-        begin = end = 0;
-        // Give back a buffer grown for one large frame.
-        if (buf.size() > 4 * kInitialReadBuffer) {
-          buf.resize(kInitialReadBuffer);
-          buf.shrink_to_fit();
-        }
-      } else if (buf.size() - end < 4096 && begin > 0) {
-        std::copy(buf.begin() + begin, buf.begin() + end, buf.begin());
-        end -= begin;
-        begin = 0;
-      }
-      // Back-pressure: stop reading while too many requests are unanswered.
-      auto paused_from = std::chrono::steady_clock::now();
-      co_await WaitForRoom();
-      if (!Open()) co_return;
-      TimeFrame(end > begin, requests_ != requests_at_last_read,
-                std::chrono::steady_clock::now() - paused_from);
-      requests_at_last_read = requests_;
-      boost::system::error_code ec;
-      size_t n = co_await socket_.async_read_some(asio::buffer(buf.data() + end, buf.size() - end),
-                                                  asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) co_return;
-      end += n;
-    }
-  }
-
-  // The deadline of the frame being received (WireLimits::frame_timeout_ms): armed when part of a
-  // frame is buffered, armed afresh whenever a frame completed (`progressed`), moved by the time
-  // the server itself did not read (`paused`), dropped once no partial frame is left. When it
-  // fires the connection is closed.
-  void TimeFrame(bool partial, bool progressed, std::chrono::steady_clock::duration paused) {
-    uint32_t timeout_ms = handler_.limits().frame_timeout_ms;
-    if (timeout_ms == 0) return;
-    if (!partial) {
-      if (frame_timed_) frame_timer_.cancel();
-      frame_timed_ = false;
-      return;
-    }
-    bool fresh = !frame_timed_ || progressed;
-    if (!fresh && paused < std::chrono::milliseconds(1)) return;
-    frame_timer_.expires_at(fresh ? std::chrono::steady_clock::now() +
-                                        std::chrono::milliseconds(timeout_ms)
-                                  : frame_timer_.expiry() + paused);
-    frame_timed_ = true;
-    frame_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (ec || !self->frame_timed_ || !self->Open()) return;
-      self->handler_.counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
-      ARDMA_LOG(kWarning,
-                "closing the connection from %s: a frame begun did not arrive whole in %u ms",
-                self->peer_, self->handler_.limits().frame_timeout_ms);
-      self->Close();
-    });
-  }
-
-  // Too many requests unanswered, or too many answer bytes not yet taken by the client.
-  bool Full() const {
-    const wire::WireLimits& limits = handler_.limits();
-    return inflight_ >= limits.max_inflight_per_connection ||
-           queued_bytes_ >= limits.max_queued_bytes_per_connection;
-  }
-
-  // Returns once the connection has room again (Enqueue and finished writes wake it) or closed.
-  asio::awaitable<void> WaitForRoom() {
-    while (Full() && Open()) {
-      boost::system::error_code ignored;
-      resume_.expires_at(asio::steady_timer::time_point::max());
-      co_await resume_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
-    }
-  }
-
-  // The frame cannot be parsed: answer if the header names a request, then close.
-  asio::awaitable<void> ProtocolError(std::string_view raw, const absl::Status& status) {
-    handler_.counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
-    ARDMA_LOG(kDebug, "closing connection: %s", status.ToString());
-    uint32_t magic;
-    std::memcpy(&magic, raw.data(), 4);
-    if (magic == wire::kMagic) {
-      wire::FrameHeader h;
-      std::memcpy(&h.request_id, raw.data() + 16, 8);
-      std::memcpy(&h.client_id, raw.data() + 24, 8);
-      h.op = static_cast<wire::Op>(raw[5]);
-      handler_.counters().errors.fetch_add(1, std::memory_order_relaxed);
-      Enqueue(wire::EncodeErrorResponse(h, status));
-      ++inflight_;
-      std::vector<asio::const_buffer> buffers;
-      for (const std::string& f : queue_) buffers.push_back(asio::buffer(f));
-      if (!writing_) {
-        boost::system::error_code ec;
-        co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
-      }
-    }
-    co_return;
-  }
-
-  void Enqueue(std::string frame) {
-    if (inflight_ > 0) --inflight_;
-    if (inflight_ + 1 == handler_.limits().max_inflight_per_connection) resume_.cancel();
-    if (!Open()) return;
-    queued_bytes_ += frame.size();
-    queue_.push_back(std::move(frame));
-  }
-
-  void Flush() {
-    if (writing_ || queue_.empty() || !Open()) return;
-    writing_ = true;
-    writing_frames_.swap(queue_);
-    write_buffers_.clear();
-    for (const std::string& f : writing_frames_) write_buffers_.push_back(asio::buffer(f));
-    asio::async_write(socket_, write_buffers_,
-                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                        self->writing_ = false;
-                        bool was_full = self->Full();
-                        for (const std::string& f : self->writing_frames_) {
-                          self->queued_bytes_ -= std::min<uint64_t>(self->queued_bytes_, f.size());
-                        }
-                        self->writing_frames_.clear();
-                        if (was_full && !self->Full()) self->resume_.cancel();  // wake the reader
-                        if (ec) {
-                          self->Close();
-                          return;
-                        }
-                        self->Flush();
-                        if (!self->writing_ && self->close_when_written_) self->Close();
-                      });
-  }
-
-  void Close() {
-    if (!open_.exchange(false)) return;
-    ARDMA_LOG(kDebug, "connection from %s closed after %u requests", peer_, requests_);
-    handler_.counters().connections_open.fetch_sub(1, std::memory_order_relaxed);
-    handler_.ConnectionClosed(this);
-    boost::system::error_code ignored;
-    socket_.lowest_layer().shutdown(asio::socket_base::shutdown_both, ignored);
-    socket_.lowest_layer().close(ignored);
-    resume_.cancel();
-    frame_timer_.cancel();
-    queue_.clear();
-    queued_bytes_ = 0;
-  }
-
-  Socket socket_;
-  asio::io_context::executor_type executor_;
-  RequestHandler& handler_;
-  asio::steady_timer resume_;       // wakes the reader when in-flight requests drop below the limit
-  asio::steady_timer frame_timer_;  // TimeFrame
-  bool frame_timed_ = false;
-  // Written on the session's thread; read by worker threads deciding whether to answer.
-  std::atomic<bool> open_{true};
-  uint32_t inflight_ = 0;
-  uint64_t queued_bytes_ = 0;  // in queue_ and writing_frames_
-  std::vector<std::string> queue_;
-  std::vector<std::string> writing_frames_;
-  std::vector<asio::const_buffer> write_buffers_;
-  bool writing_ = false;
-  bool close_when_written_ = false;  // SendAndClose: close once the queue is written
-  const std::string peer_;           // for the log
-  uint64_t requests_ = 0;
-};
 
 }  // namespace
 
@@ -353,8 +69,15 @@ struct Server::Impl {
   CodeRegistry registry;
 
   std::vector<std::unique_ptr<asio::io_context>> ios;
+  // The acceptors and the expiry timer run on a thread of their own, so a function that never
+  // ends on an I/O thread stops neither new connections nor the parked requests' deadlines.
+  std::unique_ptr<asio::io_context> control;
+  // (before the guards, the acceptors and the timer, which must go first)
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
   std::vector<std::thread> threads;
+  // Per I/O thread: since when it has been running one function (RequestHandler::SetIoBusyStamp).
+  std::unique_ptr<std::atomic<int64_t>[]> busy;
+  std::thread control_thread;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::unique_ptr<local::acceptor> unix_acceptor;  // with --unix-socket
   std::unique_ptr<asio::ssl::context> tls;         // with --tls-cert: the TCP listener's TLS
@@ -397,18 +120,40 @@ struct Server::Impl {
     });
   }
 
-  // Accepts connections forever, handing them to the I/O threads in turn.
+  // The I/O thread for a new connection: the next in turn that is not stuck in a long function.
+  asio::io_context& PickIo() {
+    for (size_t k = 0; k < ios.size(); ++k) {
+      size_t i = (next_io + k) % ios.size();
+      if (!handler->IoThreadStuck(busy[i])) {
+        next_io = (i + 1) % ios.size();
+        return *ios[i];
+      }
+    }
+    asio::io_context& io = *ios[next_io];  // all stuck: still in turn
+    next_io = (next_io + 1) % ios.size();
+    return io;
+  }
+
+  // Accepts connections forever (on the control thread), handing each to an I/O thread.
   template <typename Acceptor>
   void Accept(Acceptor* acceptor) {
     using Socket = typename Acceptor::protocol_type::socket;
-    asio::io_context& io = *ios[next_io];
-    acceptor->async_accept(io, [this, acceptor, &io](boost::system::error_code ec, Socket socket) {
+    acceptor->async_accept([this, acceptor](boost::system::error_code ec, Socket accepted) {
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
         AcceptFailed(acceptor, ec);
         return;
       }
-      next_io = (next_io + 1) % ios.size();
+      asio::io_context& io = PickIo();
+      Socket socket(io);
+      boost::system::error_code moved;
+      auto protocol = accepted.local_endpoint(moved).protocol();
+      if (!moved) socket.assign(protocol, accepted.release(moved), moved);
+      if (moved) {
+        ARDMA_LOG(kWarning, "accept: cannot hand the connection over: %s", moved.message());
+        Accept(acceptor);
+        return;
+      }
       accept_pause = absl::Milliseconds(10);  // accepting again: the next failure starts over
       if constexpr (std::is_same_v<Socket, tcp::socket>) {
         boost::system::error_code ignored;
@@ -585,8 +330,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         "give --auth-file FILE (or --tls-ca for mutual TLS), listen on 127.0.0.1, or pass "
         "--insecure (docs/SECURITY.md)"));
   }
+  impl->busy = std::make_unique<std::atomic<int64_t>[]>(impl->ios.size());
+  impl->control = std::make_unique<asio::io_context>(1);
+  impl->guards.push_back(asio::make_work_guard(*impl->control));
   {
-    asio::io_context& io0 = *impl->ios[0];
+    asio::io_context& io0 = *impl->control;
     boost::system::error_code ec;
     impl->acceptor = std::make_unique<tcp::acceptor>(io0);
     tcp protocol = impl->bound.host.find(':') != std::string::npos ? tcp::v6() : tcp::v4();
@@ -600,7 +348,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     }
     if (ec) return absl::UnavailableError(absl::StrCat("listen: ", ec.message()));
   }
-  impl->expiry = std::make_unique<asio::steady_timer>(*impl->ios[0]);
+  impl->expiry = std::make_unique<asio::steady_timer>(*impl->control);
   impl->Accept(impl->acceptor.get());
   if (impl->unix_acceptor != nullptr) impl->Accept(impl->unix_acceptor.get());
   impl->ScheduleExpiry();
@@ -609,7 +357,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   for (size_t i = 0; i < impl->ios.size(); ++i) {
     int cpu = options.io_cpus.empty() ? -1 : options.io_cpus[i % options.io_cpus.size()];
     impl->threads.emplace_back(
-        [io = impl->ios[i].get(), i, cpu, realtime = options.realtime, &placed] {
+        [io = impl->ios[i].get(), busy = &impl->busy[i], i, cpu, realtime = options.realtime,
+         &placed] {
+          RequestHandler::SetIoBusyStamp(busy);
           // Checked by CheckPlacement before any thread started, so these succeed.
           ::pthread_setname_np(::pthread_self(), absl::StrCat("ardma-io-", i).c_str());
           if (cpu >= 0) PinToCpu(cpu).IgnoreError();
@@ -619,6 +369,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         });
   }
   placed.Wait();
+  impl->control_thread = std::thread([control = impl->control.get()] {
+    ::pthread_setname_np(::pthread_self(), "ardma-accept");
+    control->run();
+  });
   ARDMA_LOG(kInfo, "ardmad listening on %s%s%s, heap %u bytes%s, %d I/O threads, %d workers, %s%s",
             impl->tls != nullptr ? "tls://" : "", impl->bound.ToString(),
             options.unix_socket.empty() ? "" : absl::StrCat(" and unix:", options.unix_socket),
@@ -651,7 +405,7 @@ void Server::Stop() {
     impl_->stopped = true;
     sessions = impl_->sessions;
   }
-  asio::post(*impl_->ios[0], [impl = impl_.get()] {
+  asio::post(*impl_->control, [impl = impl_.get()] {
     boost::system::error_code ignored;
     impl->acceptor->close(ignored);
     if (impl->unix_acceptor != nullptr) impl->unix_acceptor->close(ignored);
@@ -668,7 +422,9 @@ void Server::Stop() {
   for (auto& io : impl_->ios) {
     asio::post(*io, [io = io.get()] { io->stop(); });
   }
+  asio::post(*impl_->control, [control = impl_->control.get()] { control->stop(); });
   for (auto& t : impl_->threads) t.join();
+  impl_->control_thread.join();
   if (!impl_->options.unix_socket.empty()) {
     std::error_code ignored;
     std::filesystem::remove(impl_->options.unix_socket, ignored);

@@ -1,9 +1,11 @@
 // WorkerPool: threads that run EXECUTE (and LOAD) jobs too long to run on an I/O thread.
 //
-// Jobs wait in a bounded FIFO queue. A job whose deadline has passed when a worker takes it is not
-// run: its `expired` callback is (the seed paper's expiry). Submit fails when the queue is full, so
-// a flood of requests gets RESOURCE_EXHAUSTED instead of unbounded memory. Stop finishes the jobs
-// already running, expires the ones still queued, and joins the threads.
+// Jobs wait in a bounded FIFO queue. A job whose deadline passes while it waits is not run: its
+// `expired` callback is (the seed paper's expiry), called by a reaper thread when the deadline
+// passes, so a caller hears DEADLINE_EXCEEDED on time even when every worker is stuck in a long
+// run. Submit fails when the queue is full, so a flood of requests gets RESOURCE_EXHAUSTED instead
+// of unbounded memory. Stop finishes the jobs already running, expires the ones still queued, and
+// joins the threads.
 // Thread-safe.
 #ifndef ARDMA_CORE_SERVER_WORKER_POOL_H_
 #define ARDMA_CORE_SERVER_WORKER_POOL_H_
@@ -41,13 +43,18 @@ class WorkerPool {
 
  private:
   void Loop();
+  void Reap();  // the reaper thread: expires queued jobs as their deadlines pass
 
   const size_t capacity_;
   mutable absl::Mutex mu_;
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::CondVar reaper_cv_;
+  // When the reaper next looks at the queue: Submit wakes it only for a job due before that.
+  absl::Time reaper_wakes_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::vector<std::thread> threads_;
+  std::thread reaper_;
 };
 
 }  // namespace ardma

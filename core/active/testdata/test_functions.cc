@@ -58,6 +58,20 @@ absl::StatusOr<std::string> Sleep(Context&, std::string_view args) {
   return std::string();
 }
 
+// Loops without touching memory or the context, so no deadline check can end it: shipped code
+// gone wrong. UINT64_MAX: for ever.
+absl::StatusOr<std::string> Busy(Context&, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 1));
+  uint64_t ms = U64At(args, 0);
+  auto start = std::chrono::steady_clock::now();
+  volatile uint64_t turns = 0;
+  while (ms == UINT64_MAX ||
+         std::chrono::steady_clock::now() - start < std::chrono::milliseconds(ms)) {
+    turns = turns + 1;
+  }
+  return U64s({turns});
+}
+
 absl::StatusOr<std::string> Park(Context& ctx, std::string_view args) {
   ARDMA_RETURN_IF_ERROR(ctx.Park(args));
   return std::string("not the answer: a parked request is answered by its waker");
@@ -154,4 +168,5 @@ ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.ad
                      {"test.sleep", &Sleep}, {"test.park", &Park}, {"test.wake", &Wake},
                      {"test.view_sum", &ViewSum}, {"test.wait_zero", &WaitZero},
                      {"test.resumable", &Resumable}, {"test.resume", &ResumeParked},
-                     {"test.add_on_close", &AddOnClose}, {"test.throw", &Throw});
+                     {"test.add_on_close", &AddOnClose}, {"test.throw", &Throw},
+                     {"test.busy", &Busy});

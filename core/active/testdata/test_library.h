@@ -8,6 +8,8 @@
 //   test.fail        ()                   -> INVALID_ARGUMENT
 //   test.spin        ms                   -> reads memory in a loop for ms milliseconds
 //   test.sleep       ms                   -> sleeps ms milliseconds without touching memory
+//   test.busy        ms                   -> loops ms milliseconds (UINT64_MAX: for ever) touching
+//                                          neither memory nor the context: nothing stops it
 //   test.park        key bytes            -> parks on key; answered by a wake
 //   test.wake        key_len:u64, key, result -> 1 if a request was woken, else 0
 //   test.view_sum    addr, len            -> sum of the bytes (View when local, else Read)

@@ -1,0 +1,317 @@
+// Session: one client connection over a TCP, TLS or Unix-domain stream socket, as the server
+// (server.cc) serves it: reads frames into the RequestHandler, writes answers in order, bounds what
+// it queues (--max-queued) and how long a frame may take to arrive (--frame-timeout).
+// Internal to core/server.
+#ifndef ARDMA_CORE_SERVER_SESSION_H_
+#define ARDMA_CORE_SERVER_SESSION_H_
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "core/server/request_handler.h"
+
+namespace ardma::server_detail {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+inline constexpr size_t kInitialReadBuffer = 64 << 10;
+
+// The remote end of a connection, for the log: "127.0.0.1:41234", or "unix" for a Unix socket.
+template <typename Socket>
+std::string PeerName(Socket& socket) {
+  boost::system::error_code ec;
+  auto endpoint = socket.lowest_layer().remote_endpoint(ec);
+  if (ec) return "an unknown peer";
+  if constexpr (std::is_same_v<decltype(endpoint), tcp::endpoint>) {
+    return absl::StrCat(endpoint.address().to_string(), ":", endpoint.port());
+  } else {
+    return "a Unix-socket client";
+  }
+}
+
+// What the server keeps of a connection, whatever its socket type.
+class SessionBase : public ResponseSink {
+ public:
+  // Closes from any thread.
+  virtual void Shutdown() = 0;
+};
+
+// One connection over a TCP or Unix-domain stream socket. Lives on one io_context (one thread),
+// so its members need no lock; Send from other threads posts itself over.
+template <typename Socket>
+class Session : public SessionBase, public std::enable_shared_from_this<Session<Socket>> {
+ public:
+  using std::enable_shared_from_this<Session<Socket>>::shared_from_this;
+
+  Session(Socket socket, asio::io_context& io, RequestHandler& handler)
+      : socket_(std::move(socket)),
+        executor_(io.get_executor()),
+        handler_(handler),
+        resume_(executor_),
+        frame_timer_(executor_),
+        peer_(PeerName(socket_)) {}
+
+  void Start() {
+    ARDMA_LOG(kDebug, "connection from %s opened", peer_);
+    handler_.counters().connections_open.fetch_add(1, std::memory_order_relaxed);
+    Send(handler_.Greeting(*this));
+    asio::co_spawn(executor_, ReadLoop(shared_from_this()), asio::detached);
+  }
+
+  void Send(std::string frame) override {
+    if (executor_.running_in_this_thread()) {
+      Enqueue(std::move(frame));
+      Flush();
+      return;
+    }
+    asio::post(executor_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
+      self->Enqueue(std::move(frame));
+      self->Flush();
+    });
+  }
+
+  void SendAndClose(std::string frame) override {
+    auto finish = [](Session& self, std::string frame) {
+      self.Enqueue(std::move(frame));
+      self.close_when_written_ = true;
+      self.Flush();
+    };
+    if (executor_.running_in_this_thread()) {
+      finish(*this, std::move(frame));
+      return;
+    }
+    asio::post(executor_, [self = shared_from_this(), frame = std::move(frame), finish]() mutable {
+      finish(*self, std::move(frame));
+    });
+  }
+
+  bool Open() const override { return open_.load(std::memory_order_acquire); }
+  Socket& socket() { return socket_; }
+
+  void Shutdown() override {
+    asio::post(executor_, [self = shared_from_this()] { self->Close(); });
+  }
+
+ private:
+  static asio::awaitable<void> ReadLoop(std::shared_ptr<Session> self) {
+    co_await self->Read();
+    // A refused connection closes once its last answer is written (Flush).
+    if (!self->close_when_written_ || !self->writing_) self->Close();
+  }
+
+  asio::awaitable<void> Read() {
+    const wire::WireLimits& limits = handler_.limits();
+    std::vector<char> buf(kInitialReadBuffer);
+    size_t begin = 0, end = 0;
+    uint64_t requests_at_last_read = 0;
+    for (;;) {
+      // Handle every complete frame in the buffer; their responses go out in one write.
+      while (end - begin >= wire::kHeaderSize) {
+        // Back-pressure: no more than the limit of unanswered requests (or of answers the
+        // client has not taken), even when more frames are already buffered.
+        if (Full()) {
+          Flush();
+          co_await WaitForRoom();
+          if (!Open()) co_return;
+          continue;
+        }
+        absl::StatusOr<wire::FrameHeader> header =
+            wire::DecodeHeader(std::string_view(buf.data() + begin, wire::kHeaderSize), limits);
+        if (!header.ok()) {
+          co_await ProtocolError(std::string_view(buf.data() + begin, wire::kHeaderSize),
+                                 header.status());
+          co_return;
+        }
+        size_t frame_size = wire::kHeaderSize + header->payload_len;
+        if (end - begin < frame_size) {
+          // Incomplete: move it to the front; if the buffer is then full, double it (never past
+          // the frame). Memory follows the bytes that actually arrived, not the claimed length.
+          if (buf.size() - begin < frame_size) {
+            std::copy(buf.begin() + begin, buf.begin() + end, buf.begin());
+            end -= begin;
+            begin = 0;
+            if (end == buf.size()) buf.resize(std::min(frame_size, 2 * buf.size()));
+          }
+          break;
+        }
+        ++inflight_;
+        ++requests_;
+        handler_.Handle(
+            *header, std::string_view(buf.data() + begin + wire::kHeaderSize, header->payload_len),
+            shared_from_this());
+        begin += frame_size;
+        if (close_when_written_) co_return;  // refused: nothing more is read (Flush closes)
+      }
+      Flush();
+      if (begin == end) {
+        begin = end = 0;
+        // Give back a buffer grown for one large frame.
+        if (buf.size() > 4 * kInitialReadBuffer) {
+          buf.resize(kInitialReadBuffer);
+          buf.shrink_to_fit();
+        }
+      } else if (buf.size() - end < 4096 && begin > 0) {
+        std::copy(buf.begin() + begin, buf.begin() + end, buf.begin());
+        end -= begin;
+        begin = 0;
+      }
+      // Back-pressure: stop reading while too many requests are unanswered.
+      auto paused_from = std::chrono::steady_clock::now();
+      co_await WaitForRoom();
+      if (!Open()) co_return;
+      TimeFrame(end > begin, requests_ != requests_at_last_read,
+                std::chrono::steady_clock::now() - paused_from);
+      requests_at_last_read = requests_;
+      boost::system::error_code ec;
+      size_t n = co_await socket_.async_read_some(asio::buffer(buf.data() + end, buf.size() - end),
+                                                  asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
+      end += n;
+    }
+  }
+
+  // The deadline of the frame being received (WireLimits::frame_timeout_ms): armed when part of a
+  // frame is buffered, armed afresh whenever a frame completed (`progressed`), moved by the time
+  // the server itself did not read (`paused`), dropped once no partial frame is left. When it
+  // fires the connection is closed.
+  void TimeFrame(bool partial, bool progressed, std::chrono::steady_clock::duration paused) {
+    uint32_t timeout_ms = handler_.limits().frame_timeout_ms;
+    if (timeout_ms == 0) return;
+    if (!partial) {
+      if (frame_timed_) frame_timer_.cancel();
+      frame_timed_ = false;
+      return;
+    }
+    bool fresh = !frame_timed_ || progressed;
+    if (!fresh && paused < std::chrono::milliseconds(1)) return;
+    frame_timer_.expires_at(fresh ? std::chrono::steady_clock::now() +
+                                        std::chrono::milliseconds(timeout_ms)
+                                  : frame_timer_.expiry() + paused);
+    frame_timed_ = true;
+    frame_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || !self->frame_timed_ || !self->Open()) return;
+      self->handler_.counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      ARDMA_LOG(kWarning,
+                "closing the connection from %s: a frame begun did not arrive whole in %u ms",
+                self->peer_, self->handler_.limits().frame_timeout_ms);
+      self->Close();
+    });
+  }
+
+  // Too many requests unanswered, or too many answer bytes not yet taken by the client.
+  bool Full() const {
+    const wire::WireLimits& limits = handler_.limits();
+    return inflight_ >= limits.max_inflight_per_connection ||
+           queued_bytes_ >= limits.max_queued_bytes_per_connection;
+  }
+
+  // Returns once the connection has room again (Enqueue and finished writes wake it) or closed.
+  asio::awaitable<void> WaitForRoom() {
+    while (Full() && Open()) {
+      boost::system::error_code ignored;
+      resume_.expires_at(asio::steady_timer::time_point::max());
+      co_await resume_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+    }
+  }
+
+  // The frame cannot be parsed: answer if the header names a request, then close.
+  asio::awaitable<void> ProtocolError(std::string_view raw, const absl::Status& status) {
+    handler_.counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    ARDMA_LOG(kDebug, "closing connection: %s", status.ToString());
+    uint32_t magic;
+    std::memcpy(&magic, raw.data(), 4);
+    if (magic == wire::kMagic) {
+      wire::FrameHeader h;
+      std::memcpy(&h.request_id, raw.data() + 16, 8);
+      std::memcpy(&h.client_id, raw.data() + 24, 8);
+      h.op = static_cast<wire::Op>(raw[5]);
+      handler_.counters().errors.fetch_add(1, std::memory_order_relaxed);
+      Enqueue(wire::EncodeErrorResponse(h, status));
+      ++inflight_;
+      std::vector<asio::const_buffer> buffers;
+      for (const std::string& f : queue_) buffers.push_back(asio::buffer(f));
+      if (!writing_) {
+        boost::system::error_code ec;
+        co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
+      }
+    }
+    co_return;
+  }
+
+  void Enqueue(std::string frame) {
+    if (inflight_ > 0) --inflight_;
+    if (inflight_ + 1 == handler_.limits().max_inflight_per_connection) resume_.cancel();
+    if (!Open()) return;
+    queued_bytes_ += frame.size();
+    queue_.push_back(std::move(frame));
+  }
+
+  void Flush() {
+    if (writing_ || queue_.empty() || !Open()) return;
+    writing_ = true;
+    writing_frames_.swap(queue_);
+    write_buffers_.clear();
+    for (const std::string& f : writing_frames_) write_buffers_.push_back(asio::buffer(f));
+    asio::async_write(socket_, write_buffers_,
+                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                        self->writing_ = false;
+                        bool was_full = self->Full();
+                        for (const std::string& f : self->writing_frames_) {
+                          self->queued_bytes_ -= std::min<uint64_t>(self->queued_bytes_, f.size());
+                        }
+                        self->writing_frames_.clear();
+                        if (was_full && !self->Full()) self->resume_.cancel();  // wake the reader
+                        if (ec) {
+                          self->Close();
+                          return;
+                        }
+                        self->Flush();
+                        if (!self->writing_ && self->close_when_written_) self->Close();
+                      });
+  }
+
+  void Close() {
+    if (!open_.exchange(false)) return;
+    ARDMA_LOG(kDebug, "connection from %s closed after %u requests", peer_, requests_);
+    handler_.counters().connections_open.fetch_sub(1, std::memory_order_relaxed);
+    handler_.ConnectionClosed(this);
+    boost::system::error_code ignored;
+    socket_.lowest_layer().shutdown(asio::socket_base::shutdown_both, ignored);
+    socket_.lowest_layer().close(ignored);
+    resume_.cancel();
+    frame_timer_.cancel();
+    queue_.clear();
+    queued_bytes_ = 0;
+  }
+
+  Socket socket_;
+  asio::io_context::executor_type executor_;
+  RequestHandler& handler_;
+  asio::steady_timer resume_;       // wakes the reader when in-flight requests drop below the limit
+  asio::steady_timer frame_timer_;  // TimeFrame
+  bool frame_timed_ = false;
+  // Written on the session's thread; read by worker threads deciding whether to answer.
+  std::atomic<bool> open_{true};
+  uint32_t inflight_ = 0;
+  uint64_t queued_bytes_ = 0;  // in queue_ and writing_frames_
+  std::vector<std::string> queue_;
+  std::vector<std::string> writing_frames_;
+  std::vector<asio::const_buffer> write_buffers_;
+  bool writing_ = false;
+  bool close_when_written_ = false;  // SendAndClose: close once the queue is written
+  const std::string peer_;           // for the log
+  uint64_t requests_ = 0;
+};
+
+}  // namespace ardma::server_detail
+
+#endif  // ARDMA_CORE_SERVER_SESSION_H_

@@ -1,0 +1,99 @@
+// Robustness of a running ardmad against code and clients gone wrong (issue 22): each test is a
+// failure seen in the field, run against the real binary.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "core/active/testdata/test_library.h"
+#include "core/client/client.h"
+#include "core/client/invoke.h"
+#include "core/testing/raw_socket.h"
+#include "core/testing/server_process.h"
+#include "core/wire/messages.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ardma {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::U64s;
+
+uint16_t PortOf(const std::string& address) {
+  return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+// Sends EXECUTE `function`(args) on a raw connection and does not wait for the answer.
+bool SendExecute(testing::RawSocket& socket, std::string_view function, std::string_view args,
+                 uint64_t request_id) {
+  std::string payload;
+  wire::EncodeExecuteRequest({.function = function, .args = args}, &payload);
+  return socket.SendFrame(wire::Op::kExecute, payload, request_id, 0);
+}
+
+// A function that turns into an endless loop after it was classed as short (so it runs on an I/O
+// thread), and then the same loop on the worker pool: new connections are still served (the
+// acceptor has its own thread and skips the stuck I/O thread), the function never runs on an I/O
+// thread again, a call queued behind the stuck worker hears DEADLINE_EXCEEDED from the server at
+// its deadline, and SIGTERM ends the server after --stop-grace. (Issue 22: 0 of 20 new
+// connections answered, queued jobs never expired, SIGTERM did not stop ardmad in 10 s.)
+TEST(RobustnessTest, ARunawayFunctionCostsItsThreadNotTheServer) {
+  testing::ServerProcess daemon({"--memory", "16M", "--ucx", "off", "--io-threads", "2",
+                                 "--workers", "1", "--stop-grace", "1s"});
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE((*client)->Execute("test.busy", U64s({0})).ok());  // short: runs inline
+  }
+
+  testing::RawSocket first(PortOf(daemon.address()));
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(SendExecute(first, "test.busy", U64s({UINT64_MAX}), 1));
+  absl::SleepFor(absl::Milliseconds(200));
+
+  for (int i = 0; i < 20; ++i) {
+    auto fresh = Client::Connect(daemon.address());
+    ASSERT_TRUE(fresh.ok()) << "connection " << i << ": " << fresh.status();
+    ASSERT_TRUE((*fresh)->Ping().ok()) << "connection " << i;
+    // The same function, once short, now runs on the worker.
+    ASSERT_TRUE((*fresh)->Execute("test.busy", U64s({0}), {.timeout = absl::Seconds(20)}).ok())
+        << "connection " << i;
+  }
+
+  // The loop again, from a connection on the healthy I/O thread: it goes to the only worker.
+  testing::RawSocket second(PortOf(daemon.address()));
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(SendExecute(second, "test.busy", U64s({UINT64_MAX}), 1));
+  absl::SleepFor(absl::Milliseconds(200));
+  auto queued = Client::Connect(daemon.address());
+  ASSERT_TRUE(queued.ok());
+  absl::StatusOr<std::string> late = (*queued)->Execute(
+      "test.busy", U64s({0}),
+      {.timeout = absl::Seconds(20), .server_deadline = absl::Milliseconds(300)});
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  EXPECT_THAT(late.status().message(), HasSubstr("before the function started"));
+  EXPECT_TRUE((*queued)->Ping().ok());
+
+  // Both loops still run; the stop signal ends the process anyway, with status 1 (not clean).
+  int status = daemon.Kill(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+}
+
+// Without running code in the way, SIGTERM is a clean stop (status 0).
+TEST(RobustnessTest, SigtermWithNothingRunningStopsCleanly) {
+  testing::ServerProcess daemon({"--memory", "16M", "--ucx", "off", "--stop-grace", "1s"});
+  ASSERT_FALSE(daemon.address().empty());
+  int status = daemon.Kill(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace ardma
