@@ -2,13 +2,25 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+
+extern char** environ;
 
 namespace ardma {
 namespace {
@@ -100,6 +112,160 @@ absl::Status CheckElf(std::string_view code) {
   return absl::OkStatus();
 }
 
+// What a library's entry point returned: a table this server can use, or why not. Reads every
+// name, so a table pointing into the wild faults here (in the trial process).
+absl::Status CheckTable(const FunctionTable* table) {
+  if (table == nullptr) {
+    return absl::InvalidArgumentError(
+        "shared object has no ardma_active_library_v1 entry point (build it with "
+        "ardma_active_library)");
+  }
+  if (table->abi_version != kActiveAbiVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("library built for active ABI ",
+                                                   table->abi_version, ", server speaks ",
+                                                   kActiveAbiVersion));
+  }
+  if (table->library == nullptr || table->library[0] == '\0') {
+    return absl::InvalidArgumentError("library has no name");
+  }
+  if (table->count > 1u << 20 || (table->count > 0 && table->entries == nullptr)) {
+    return absl::InvalidArgumentError("library's function table is damaged");
+  }
+  for (size_t i = 0; i < table->count; ++i) {
+    if (table->entries[i].name == nullptr || table->entries[i].fn == nullptr ||
+        table->entries[i].name[0] == '\0') {
+      return absl::InvalidArgumentError("library's function table is damaged");
+    }
+  }
+  return absl::OkStatus();
+}
+
+using Entry = const FunctionTable* (*)();
+
+// dlopen's error, or the entry point's table checked.
+absl::Status CheckLoaded(void* handle) {
+  if (handle == nullptr) {
+    const char* err = ::dlerror();
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load shared object: ", err != nullptr ? err : "unknown error"));
+  }
+  auto entry = reinterpret_cast<Entry>(::dlsym(handle, "ardma_active_library_v1"));
+  return CheckTable(entry != nullptr ? entry() : nullptr);
+}
+
+// A trial load runs in a process of its own first: this program started again (/proc/self/exe)
+// with kTrialFdVariable naming the inherited memfd. Its constructor below loads the library, calls
+// the entry point, checks the table and exits before main: 0 when all went well, 2 with the reason
+// on stderr (a pipe to the server) when the library was refused. A crash or a hang there costs the
+// trial, not the server.
+constexpr char kTrialFdVariable[] = "ARDMA_NATIVE_TRIAL_FD";
+constexpr int kTrialFd = 3;
+constexpr auto kTrialTimeout = std::chrono::seconds(10);
+constexpr size_t kTrialMessageMax = 4096;
+
+[[gnu::constructor]] void RunTrialLoadIfAsked() {
+  const char* fd = std::getenv(kTrialFdVariable);
+  if (fd == nullptr) return;
+  rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);  // a library that crashes leaves no core file
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  absl::Status checked =
+      CheckLoaded(::dlopen(absl::StrCat("/proc/self/fd/", fd).c_str(), RTLD_NOW | RTLD_LOCAL));
+  if (checked.ok()) ::_exit(0);
+  absl::string_view why = checked.message().substr(0, kTrialMessageMax);
+  [[maybe_unused]] ssize_t n = ::write(2, why.data(), why.size());
+  ::_exit(2);
+}
+
+// Loads the library in a trial process: InvalidArgument when it was refused there or crashed or
+// hung that process.
+absl::Status TrialLoad(int code_fd) {
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  int fd = code_fd;
+  if (fd == kTrialFd) fd = ::fcntl(code_fd, F_DUPFD_CLOEXEC, kTrialFd + 1);  // dup2 onto itself
+  ::posix_spawn_file_actions_adddup2(&actions, fd, kTrialFd);  // would keep close-on-exec
+  int message[2];
+  if (::pipe2(message, O_CLOEXEC | O_NONBLOCK) != 0) {
+    ::posix_spawn_file_actions_destroy(&actions);
+    if (fd != code_fd) ::close(fd);
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_adddup2(&actions, message[1], 2);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, kTrialFdVariable, sizeof(kTrialFdVariable) - 1) != 0) {
+      env_strings.emplace_back(*e);
+    }
+  }
+  env_strings.push_back(absl::StrCat(kTrialFdVariable, "=", kTrialFd));
+  std::vector<char*> env;
+  for (std::string& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
+  char name[] = "ardma-trial-load";
+  char* argv[] = {name, nullptr};
+  pid_t pid = -1;
+  int spawned = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, env.data());
+  ::posix_spawn_file_actions_destroy(&actions);
+  if (fd != code_fd) ::close(fd);
+  ::close(message[1]);
+  std::string why;  // what the trial wrote on stderr (its reason, or the library's own output)
+  auto drain = [&] {
+    char buf[1024];
+    ssize_t n;
+    while ((n = ::read(message[0], buf, sizeof(buf))) > 0) {
+      if (why.size() < kTrialMessageMax) why.append(buf, static_cast<size_t>(n));
+    }
+  };
+  struct CloseMessage {
+    int fd;
+    ~CloseMessage() { ::close(fd); }
+  } close_message{message[0]};
+  if (spawned != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot start the trial load process: ", std::strerror(spawned)));
+  }
+  auto give_up = std::chrono::steady_clock::now() + kTrialTimeout;
+  auto pause = std::chrono::microseconds(200);
+  int status = 0;
+  for (;;) {
+    pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) {
+      return absl::InternalError(
+          absl::StrCat("waiting for the trial load: ", std::strerror(errno)));
+    }
+    if (std::chrono::steady_clock::now() > give_up) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot load shared object: loading it did not finish within ",
+                       std::chrono::duration_cast<std::chrono::seconds>(kTrialTimeout).count(),
+                       " s in a trial process"));
+    }
+    drain();
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20'000));
+  }
+  drain();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+    return absl::InvalidArgumentError(why.substr(0, why.find('\0')));
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load shared object: loading it killed a trial process (",
+                     ::strsignal(WTERMSIG(status)), ")"));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load shared object: its code ended the trial process (status ",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : status, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_view library_name,
@@ -117,34 +283,22 @@ absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_vi
     ::close(fd);
     return absl::InternalError(absl::StrCat("writing code to memfd: ", std::strerror(errno)));
   }
+  if (absl::Status trial = TrialLoad(fd); !trial.ok()) {
+    ::close(fd);
+    return trial;
+  }
   std::string path = FdPath(fd);
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* err = ::dlerror();
-    ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot load shared object: ", err != nullptr ? err : "unknown error"));
-  }
-  using Entry = const FunctionTable* (*)();
-  auto entry = reinterpret_cast<Entry>(::dlsym(handle, "ardma_active_library_v1"));
-  const FunctionTable* table = entry != nullptr ? entry() : nullptr;
-  absl::Status problem;
-  if (table == nullptr) {
-    problem = absl::InvalidArgumentError(
-        "shared object has no ardma_active_library_v1 entry point (build it with "
-        "ardma_active_library)");
-  } else if (table->abi_version != kActiveAbiVersion) {
-    problem =
-        absl::InvalidArgumentError(absl::StrCat("library built for active ABI ", table->abi_version,
-                                                ", server speaks ", kActiveAbiVersion));
-  } else if (table->library == nullptr || table->library[0] == '\0') {
-    problem = absl::InvalidArgumentError("library has no name");
-  }
-  if (!problem.ok()) {
-    Unload(handle, fd);
+  if (absl::Status problem = CheckLoaded(handle); !problem.ok()) {
+    if (handle != nullptr) {
+      Unload(handle, fd);
+    } else {
+      ::close(fd);
+    }
     return problem;
   }
-  return std::make_unique<NativeLibrary>(fd, handle, table);
+  auto entry = reinterpret_cast<Entry>(::dlsym(handle, "ardma_active_library_v1"));
+  return std::make_unique<NativeLibrary>(fd, handle, entry());
 }
 
 }  // namespace ardma

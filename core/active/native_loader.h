@@ -7,7 +7,11 @@
 // loaded objects: glibc finds loaded objects by name. The library's entry
 // point `ardma_active_library_v1` must return a table of this server's kActiveAbiVersion.
 // The ELF structure is checked before dlopen, so truncated or foreign bytes are an error, not a
-// crash. Native code is trusted code: once loaded it runs inside the server process.
+// crash. Then the library is loaded first in a trial process (this program started again through
+// /proc/self/exe, stopped before main by a constructor in native_loader.cc): a library whose
+// loading, entry point or table crashes or hangs (10 s) is refused with INVALID_ARGUMENT there, at
+// the cost of that process (about 15 ms per new library). Its constructors therefore run twice.
+// Native code is trusted code: once loaded it runs inside the server process.
 // Thread-safe.
 #ifndef ARDMA_CORE_ACTIVE_NATIVE_LOADER_H_
 #define ARDMA_CORE_ACTIVE_NATIVE_LOADER_H_
