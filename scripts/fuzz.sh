@@ -1,17 +1,51 @@
 #!/usr/bin/env bash
-# Builds the wire-decoder fuzz target with clang + libFuzzer + ASan/UBSan and runs it.
-#   scripts/fuzz.sh [SECONDS]     (default 60)
+# Builds the libFuzzer targets with clang + ASan/UBSan and runs them:
+#   wire_fuzz     the protocol decoders (core/wire/wire_fuzz.cc)
+#   handler_fuzz  the request handler over an in-memory connection (core/server/handler_fuzz.cc),
+#                 seeded with valid frames of every op (HandlerFuzzSeeds)
+#
+#   scripts/fuzz.sh [-t SECONDS | -n RUNS] [wire|handler|all]    (default: -t 60 all)
+# Corpora are kept in $BUILD_DIR/fuzz/<target>-corpus; a crash leaves its input in $BUILD_DIR/fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+limit=(-max_total_time=60)
+while getopts "t:n:h" opt; do
+  case "$opt" in
+    t) limit=(-max_total_time="$OPTARG") ;;
+    n) limit=(-runs="$OPTARG") ;;
+    *) sed -n '2,8p' "$0"; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+which=${1:-all}
+case "$which" in wire | handler | all) ;; *) echo "fuzz.sh: unknown target '$which'" >&2; exit 2 ;; esac
+
 ./scripts/setup.sh
 for p in clang libclang-rt-14-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p"; }
 done
-out=${BUILD_DIR:-build}/fuzz
-mkdir -p "$out/corpus"
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. \
-  core/wire/wire_fuzz.cc core/wire/frame.cc core/wire/messages.cc \
-  $(pkg-config --cflags --libs absl_status absl_statusor absl_strings absl_str_format) \
-  -o "$out/wire_fuzz"
-"$out/wire_fuzz" -max_total_time="${1:-60}" -max_len=4096 "$out/corpus"
+out=$(realpath -m "${BUILD_DIR:-build}/fuzz")
+mkdir -p "$out"
+
+if [[ $which != handler ]]; then
+  clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. \
+    core/wire/wire_fuzz.cc core/wire/frame.cc core/wire/messages.cc \
+    $(pkg-config --cflags --libs absl_status absl_statusor absl_strings absl_str_format) \
+    -o "$out/wire_fuzz"
+  mkdir -p "$out/wire-corpus"
+  (cd "$out" && ./wire_fuzz "${limit[@]}" -max_len=4096 wire-corpus)
+fi
+if [[ $which != wire ]]; then
+  # The handler links the server library: a CMake build of it under clang, instrumented.
+  cmake -S . -B "$out/cmake" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DARDMA_FUZZ=ON \
+    -DARDMA_BUILD_TESTS=OFF -DARDMA_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+    > "$out/cmake.log"
+  cmake --build "$out/cmake" --target handler_fuzz -j "${JOBS:-2}"
+  mkdir -p "$out/handler-corpus" "$out/handler-seeds"
+  # detect_leaks=0: the fuzz world (heap, registry) lives for the whole run by design.
+  (cd "$out" && ARDMA_FUZZ_SEEDS="$out/handler-seeds" ASAN_OPTIONS=detect_leaks=0 \
+    ./cmake/core/server/handler_fuzz "${limit[@]}" -max_len=65536 -print_final_stats=1 \
+    handler-corpus handler-seeds)
+fi
