@@ -115,6 +115,13 @@ int Main(int argc, char** argv) {
                "the UCX transport for clients on ucx://HOST:PORT (one-sided READ/WRITE/CAS/"
                "FETCH_ADD, active messages for the rest); auto serves TCP alone if UCX cannot "
                "start, on fails instead");
+  std::string sync = "interval";
+  flags.String("sync", &sync, "none|interval|always",
+               "when writes to a --memory-file reach the disk: when the kernel chooses (none), "
+               "every --sync-interval (interval, the default), or before each write is answered "
+               "(always); one-sided UCX writes are synced by the interval only");
+  flags.Duration("sync-interval", &options.handler.sync_interval,
+                 "how often --sync interval syncs (default 1s)");
   flags.String("port-file", &port_file, "PATH", "write the bound HOST:PORT here once listening");
   std::string auth_file;
   std::string unix_socket_mode = "0600";
@@ -166,6 +173,16 @@ int Main(int argc, char** argv) {
     options.ucx = ardma::ServerOptions::Ucx::kOff;
   } else {
     std::cerr << "ardmad: --ucx must be auto, on or off, not '" << ucx << "'\n";
+    return 2;
+  }
+  if (absl::StatusOr<ardma::SyncPolicy> policy = ardma::ParseSyncPolicy(sync); policy.ok()) {
+    options.handler.sync = *policy;
+  } else {
+    std::cerr << "ardmad: " << policy.status().message() << "\n";
+    return 2;
+  }
+  if (options.handler.sync_interval <= absl::ZeroDuration()) {
+    std::cerr << "ardmad: --sync-interval must be positive\n";
     return 2;
   }
   for (absl::string_view part : absl::StrSplit(nic_cpu, ',', absl::SkipEmpty())) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -96,6 +97,16 @@ std::unique_ptr<Region> Region::Adopt(char* base, uint64_t size, bool read_only,
                                       std::function<void()> release) {
   return std::unique_ptr<Region>(new Region(base, size, read_only, /*file_backed=*/false,
                                             /*reopened=*/false, std::move(release)));
+}
+
+absl::Status Region::Sync(uint64_t addr, uint64_t len) {
+  if (!file_backed_ || bounds_.read_only || len == 0) return absl::OkStatus();
+  ARDMA_RETURN_IF_ERROR(CheckRange(addr, len));
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t begin = addr / page * page;
+  uint64_t end = std::min(bounds_.size, (addr + len + page - 1) / page * page);
+  if (::msync(base_ + begin, end - begin, MS_SYNC) != 0) return ErrnoStatus("msync");
+  return absl::OkStatus();
 }
 
 Region::~Region() {

@@ -74,6 +74,10 @@ class Region {
   absl::StatusOr<uint64_t> FetchAdd(uint64_t addr, uint64_t delta);
   absl::StatusOr<std::string_view> View(uint64_t addr, uint64_t len) const;
 
+  // Writes [addr, addr + len) (whole pages) of a file-backed region to its file and waits for the
+  // device (msync MS_SYNC); nothing for anonymous memory. Internal on an I/O error.
+  absl::Status Sync(uint64_t addr, uint64_t len);
+
   // Direct access for code that has already checked its range (the server's batch paths).
   char* data() { return base_; }
   const char* data() const { return base_; }

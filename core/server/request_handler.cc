@@ -101,7 +101,8 @@ RequestHandler::RequestHandler(const HandlerOptions& options, RegionTable* regio
       regions_(regions),
       registry_(registry),
       dedup_(options.dedup),
-      registrar_(options.registration, regions) {
+      registrar_(options.registration, regions),
+      syncer_(options.sync, options.sync_interval, regions, &counters_) {
   if (options_.workers > 0) {
     workers_ = std::make_unique<WorkerPool>(options_.workers, options_.worker_queue);
   }
@@ -112,6 +113,7 @@ RequestHandler::~RequestHandler() { Stop(); }
 void RequestHandler::Stop() {
   cancelled_.store(true);
   if (workers_ != nullptr) workers_->Stop();
+  syncer_.Stop();
 }
 
 void RequestHandler::Reply(const std::shared_ptr<ResponseSink>& sink, std::string frame) {
@@ -300,6 +302,11 @@ absl::Status RequestHandler::HandleWrite(std::string_view payload, const securit
   for (size_t i = 0; i < entries.size(); ++i) {
     std::memcpy(refs[i]->data() + entries[i].addr, entries[i].data.data(), entries[i].data.size());
   }
+  if (syncer_.always()) {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      ARDMA_RETURN_IF_ERROR(syncer_.Wrote(*refs[i], entries[i].addr, entries[i].data.size()));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -309,6 +316,7 @@ absl::Status RequestHandler::HandleCas(std::string_view payload, const security:
   ARDMA_RETURN_IF_ERROR(MayAccess(grant, req.region, /*write=*/true));
   ARDMA_ASSIGN_OR_RETURN(RegionRef region, regions_->Get(req.region));
   ARDMA_ASSIGN_OR_RETURN(CasResult r, region->CompareAndSwap(req.addr, req.expected, req.desired));
+  if (r.swapped) ARDMA_RETURN_IF_ERROR(syncer_.Wrote(*region, req.addr, 8));
   wire::EncodeU64Response(r.observed, out);
   return absl::OkStatus();
 }
@@ -319,6 +327,7 @@ absl::Status RequestHandler::HandleFetchAdd(std::string_view payload, const secu
   ARDMA_RETURN_IF_ERROR(MayAccess(grant, req.region, /*write=*/true));
   ARDMA_ASSIGN_OR_RETURN(RegionRef region, regions_->Get(req.region));
   ARDMA_ASSIGN_OR_RETURN(uint64_t old, region->FetchAdd(req.addr, req.delta));
+  ARDMA_RETURN_IF_ERROR(syncer_.Wrote(*region, req.addr, 8));
   wire::EncodeU64Response(old, out);
   return absl::OkStatus();
 }
@@ -556,8 +565,8 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
   bool stamped = false;
   if (io_thread) {
     int64_t idle = 0;
-    stamped = fn.stats().inline_since_ns.compare_exchange_strong(idle, start,
-                                                                 std::memory_order_relaxed);
+    stamped =
+        fn.stats().inline_since_ns.compare_exchange_strong(idle, start, std::memory_order_relaxed);
     if (io_busy_stamp != nullptr) io_busy_stamp->store(start, std::memory_order_relaxed);
   }
   absl::StatusOr<std::string> result = LocalContext::Run(&ex, fn, args);
@@ -580,6 +589,9 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
     ServerCounters::Add(counters_.executes_rescheduled, 1);
     SubmitExecute(fn, args, deadline, responder, sink);
     return;
+  }
+  if (result.ok() && syncer_.always()) {
+    if (absl::Status synced = syncer_.RanCode(); !synced.ok()) result = synced;
   }
   responder->Respond(std::move(result));
 }

@@ -28,6 +28,7 @@
 #include "core/memory/region.h"
 #include "core/security/auth.h"
 #include "core/server/dedup_window.h"
+#include "core/server/syncer.h"
 #include "core/server/region_registrar.h"
 #include "core/server/server_counters.h"
 #include "core/server/worker_pool.h"
@@ -86,6 +87,9 @@ struct HandlerOptions {
   std::shared_ptr<const security::AuthTable> auth;
   size_t worker_queue = 4096;
   DedupLimits dedup;
+  // When writes to file-backed memory reach the device (--sync; syncer.h).
+  SyncPolicy sync = SyncPolicy::kInterval;
+  absl::Duration sync_interval = absl::Seconds(1);
   // Regions clients register at run time (REGISTER; --register-dir and the limits).
   RegistrationLimits registration;
 };
@@ -204,6 +208,7 @@ class RequestHandler {
   ParkingLot parking_;
   DedupWindow dedup_;
   RegionRegistrar registrar_;
+  Syncer syncer_;
   // Read by running functions on every kDeadlineCheckInterval-th memory access.
   std::atomic<bool> cancelled_{false};
   std::unique_ptr<WorkerPool> workers_;  // null when options_.workers == 0

@@ -69,6 +69,9 @@ std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
   put("active.bytes_read", active_bytes_read);
   put("active.bytes_written", active_bytes_written);
   put("active.calls", active_calls);
+  put("sync.flushes", sync_flushes);
+  put("sync.ns", sync_ns);
+  put("sync.errors", sync_errors);
   return out;
 }
 

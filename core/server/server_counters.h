@@ -60,6 +60,10 @@ struct ServerCounters {
   Counter active_bytes_read{0};
   Counter active_bytes_written{0};
   Counter active_calls{0};
+  // File-backed memory synced to its device (--sync).
+  Counter sync_flushes{0};
+  Counter sync_ns{0};
+  Counter sync_errors{0};
 
   static void Add(Counter& c, uint64_t v) { c.fetch_add(v, std::memory_order_relaxed); }
   void AddActive(const ActiveOpCounts& counts);
