@@ -92,6 +92,12 @@ int Main(int argc, char** argv) {
   flags.Int("max-inflight", &max_inflight, "N",
             "unanswered requests per connection before reading pauses");
   flags.String("preload", &options.preload_dir, "DIR", "load every .so in DIR at start");
+  int64_t max_libraries = static_cast<int64_t>(options.code_limits.max_libraries);
+  flags.Int("max-libraries", &max_libraries, "N",
+            "most libraries loaded at once; past it unused old versions are unloaded, then LOAD "
+            "is refused (default 512)");
+  flags.Bytes("max-code", &options.code_limits.max_bytes,
+              "most bytes of code loaded at once, the same way (default 1G)");
   flags.String("nic-cpu", &nic_cpu, "LIST",
                "pin the I/O threads to these CPUs (e.g. 1 or 0,2-3), standing in for a NIC's own "
                "processor");
@@ -175,6 +181,11 @@ int Main(int argc, char** argv) {
     std::cerr << "ardmad: --ucx must be auto, on or off, not '" << ucx << "'\n";
     return 2;
   }
+  if (max_libraries < 1) {
+    std::cerr << "ardmad: --max-libraries must be at least 1\n";
+    return 2;
+  }
+  options.code_limits.max_libraries = static_cast<size_t>(max_libraries);
   if (absl::StatusOr<ardma::SyncPolicy> policy = ardma::ParseSyncPolicy(sync); policy.ok()) {
     options.handler.sync = *policy;
   } else {

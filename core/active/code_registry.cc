@@ -7,6 +7,7 @@
 #include <iterator>
 #include <new>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "core/status_macros.h"
@@ -71,6 +72,8 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
                                                    "' but the code defines '",
                                                    ToAbsl(library->name()), "'"));
   }
+  // Unloaded (if at all) after the lock is released: dlclose may take a while.
+  std::vector<std::shared_ptr<LoadedLibrary>> evicted;
   absl::MutexLock lock(&mu_);
   if (by_hash_.contains(hash)) return hash;
   if (!by.may_repoint) {
@@ -86,19 +89,81 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
                        "permission"));
     }
   }
-  InsertLocked(hash, kind, std::move(library), by);
+  if (by_hash_.size() + 1 > limits_.max_libraries || bytes_ + code.size() > limits_.max_bytes) {
+    if (!MakeRoomLocked(code.size(), &evicted)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no room for more code: ", by_hash_.size(), " libraries (", bytes_,
+          " bytes) are loaded and in use or current (limits: ", limits_.max_libraries,
+          " libraries, ", limits_.max_bytes, " bytes; ardmad --max-libraries, --max-code)"));
+    }
+  }
+  InsertLocked(hash, kind, std::move(library), by, code.size());
   return hash;
+}
+
+bool CodeRegistry::MakeRoomLocked(uint64_t bytes,
+                                  std::vector<std::shared_ptr<LoadedLibrary>>* evicted) {
+  auto fits = [&] {
+    return by_hash_.size() + 1 <= limits_.max_libraries && bytes_ + bytes <= limits_.max_bytes;
+  };
+  // Candidates, oldest first: loaded (not linked), not the newest of their name, held by no
+  // call (the registry's is the only reference), and no library's dependency.
+  absl::flat_hash_set<CodeHash> depended_on;
+  for (const auto& [hash, slot] : by_hash_) {
+    for (size_t i = 1; i < slot.scope->size(); ++i) depended_on.insert((*slot.scope)[i]);
+  }
+  std::vector<std::pair<uint64_t, CodeHash>> candidates;
+  for (const auto& [hash, slot] : by_hash_) {
+    auto newest = by_library_.find(std::string(slot.library->name()));
+    bool current = newest != by_library_.end() && newest->second == hash;
+    if (slot.bytes == 0 || current || depended_on.contains(hash) ||
+        slot.library.use_count() > 1) {
+      continue;
+    }
+    candidates.emplace_back(slot.sequence, hash);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& [sequence, hash] : candidates) {
+    if (fits()) break;
+    auto it = by_hash_.find(hash);
+    // Function names still pointing here (a newer version dropped them) move to the newest other
+    // exporter, or go.
+    for (const auto& [fn, index] : it->second.functions) {
+      auto owner = by_function_.find(fn);
+      if (owner == by_function_.end() || owner->second != hash) continue;
+      const Slot* best = nullptr;
+      CodeHash best_hash{};
+      for (const auto& [other_hash, other] : by_hash_) {
+        if (other_hash == hash || !other.functions.contains(fn)) continue;
+        if (best == nullptr || other.sequence > best->sequence) {
+          best = &other;
+          best_hash = other_hash;
+        }
+      }
+      if (best != nullptr) {
+        owner->second = best_hash;
+      } else {
+        by_function_.erase(owner);
+      }
+    }
+    bytes_ -= it->second.bytes;
+    ++unloaded_;
+    evicted->push_back(std::move(it->second.library));  // unloaded by its destructor, unlocked
+    by_hash_.erase(it);
+  }
+  return fits();
 }
 
 void CodeRegistry::AddLinked(const FunctionTable& table, const CodeHash& hash) {
   absl::MutexLock lock(&mu_);
   if (!by_hash_.contains(hash)) {
-    InsertLocked(hash, CodeKind::kNative, LibraryFromTable(table), {});
+    InsertLocked(hash, CodeKind::kNative, LibraryFromTable(table), {}, /*bytes=*/0);
   }
 }
 
 void CodeRegistry::InsertLocked(const CodeHash& hash, CodeKind kind,
-                                std::unique_ptr<LoadedLibrary> library, const LoadAuthority& by) {
+                                std::unique_ptr<LoadedLibrary> library, const LoadAuthority& by,
+                                uint64_t bytes) {
   size_t n = library->num_functions();
   auto scope = std::make_shared<std::vector<CodeHash>>();
   scope->push_back(hash);
@@ -106,10 +171,12 @@ void CodeRegistry::InsertLocked(const CodeHash& hash, CodeKind kind,
   Slot slot{kind,
             std::shared_ptr<LoadedLibrary>(std::move(library)),
             {},
-            std::make_unique<FunctionStats[]>(n),
+            std::shared_ptr<FunctionStats[]>(new FunctionStats[n]),
             next_sequence_++,
             by.owner,
-            std::move(scope)};
+            std::move(scope),
+            bytes};
+  bytes_ += bytes;
   for (size_t i = 0; i < slot.library->num_functions(); ++i) {
     std::string fn(slot.library->function_name(i));
     slot.functions.emplace(fn, i);
@@ -149,7 +216,8 @@ absl::StatusOr<BoundFunction> CodeRegistry::ResolveFrom(const BoundFunction& cal
 }
 
 BoundFunction CodeRegistry::BindLocked(const Slot& slot, size_t index) const {
-  return BoundFunction(slot.library, index, &slot.stats[index], slot.scope);
+  return BoundFunction(slot.library, index,
+                       std::shared_ptr<FunctionStats>(slot.stats, &slot.stats[index]), slot.scope);
 }
 
 absl::StatusOr<BoundFunction> CodeRegistry::Resolve(const CodeHash& hash,
@@ -180,6 +248,16 @@ std::vector<LibraryInfo> CodeRegistry::List() const {
     out.push_back(std::move(info));
   }
   return out;
+}
+
+uint64_t CodeRegistry::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+uint64_t CodeRegistry::unloaded() const {
+  absl::MutexLock lock(&mu_);
+  return unloaded_;
 }
 
 size_t CodeRegistry::size() const {

@@ -73,9 +73,13 @@ class BoundFunction {
  public:
   // `scope`: where the function's own calls of other functions look first (its library, then
   // the libraries it was built against); null: nowhere (newest exporter of each name).
-  BoundFunction(std::shared_ptr<LoadedLibrary> library, size_t index, FunctionStats* stats,
+  BoundFunction(std::shared_ptr<LoadedLibrary> library, size_t index,
+                std::shared_ptr<FunctionStats> stats,
                 std::shared_ptr<const std::vector<CodeHash>> scope = nullptr)
-      : library_(std::move(library)), index_(index), stats_(stats), scope_(std::move(scope)) {}
+      : library_(std::move(library)),
+        index_(index),
+        stats_(std::move(stats)),
+        scope_(std::move(scope)) {}
   std::string_view name() const { return library_->function_name(index_); }
   FunctionStats& stats() const { return *stats_; }
   // Runs the function. Shipped code that throws costs its request, not the server: a C++
@@ -86,7 +90,7 @@ class BoundFunction {
  private:
   std::shared_ptr<LoadedLibrary> library_;
   size_t index_;
-  FunctionStats* stats_;  // owned by the registry, which outlives every BoundFunction use
+  std::shared_ptr<FunctionStats> stats_;  // shared with the registry: a library may be unloaded
   std::shared_ptr<const std::vector<CodeHash>> scope_;
 };
 
@@ -105,12 +109,25 @@ struct LibraryInfo {
   bool newest;  // the library's name resolves to this version
 };
 
+// How much code may stay loaded (ardmad --max-libraries, --max-code). A LOAD past either limit
+// first unloads unused code: versions no longer the newest of their name, that no running or
+// parked call holds and that no loaded library was built against, oldest first. If that is not
+// enough the LOAD is RESOURCE_EXHAUSTED. Linked libraries count but are never unloaded.
+struct CodeLimits {
+  size_t max_libraries = 512;
+  uint64_t max_bytes = uint64_t{1} << 30;
+};
+
 class CodeRegistry {
  public:
-  CodeRegistry() = default;
+  explicit CodeRegistry(const CodeLimits& limits = {}) : limits_(limits) {}
   CodeRegistry(const CodeRegistry&) = delete;
   CodeRegistry& operator=(const CodeRegistry&) = delete;
 
+  void SetLimits(const CodeLimits& limits) {
+    absl::MutexLock lock(&mu_);
+    limits_ = limits;
+  }
   // Takes ownership of the loader for `kind`. Call before serving.
   void SetLoader(CodeKind kind, std::unique_ptr<CodeLoader> loader);
 
@@ -138,19 +155,26 @@ class CodeRegistry {
 
   std::vector<LibraryInfo> List() const;
   size_t size() const;
+  uint64_t bytes() const;     // of the code loaded now
+  uint64_t unloaded() const;  // libraries unloaded to make room, since start
 
  private:
   struct Slot {
     CodeKind kind;
     std::shared_ptr<LoadedLibrary> library;
     absl::flat_hash_map<std::string, size_t> functions;
-    std::unique_ptr<FunctionStats[]> stats;              // one per function
+    std::shared_ptr<FunctionStats[]> stats;              // one per function
     uint64_t sequence;                                   // load order; higher is newer
     std::string owner;                                   // who loaded it
     std::shared_ptr<const std::vector<CodeHash>> scope;  // its own hash, then its deps
+    uint64_t bytes;                                      // of its code (0: linked in)
   };
+  // Unloads unused superseded versions, oldest first, until one more library of `bytes` fits;
+  // false if it still does not.
+  bool MakeRoomLocked(uint64_t bytes, std::vector<std::shared_ptr<LoadedLibrary>>* evicted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertLocked(const CodeHash& hash, CodeKind kind, std::unique_ptr<LoadedLibrary> library,
-                    const LoadAuthority& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                    const LoadAuthority& by, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   BoundFunction BindLocked(const Slot& slot, size_t index) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   std::map<CodeKind, std::unique_ptr<CodeLoader>> loaders_;  // fixed before serving
@@ -161,6 +185,9 @@ class CodeRegistry {
   // library name -> hash of its newest version
   absl::flat_hash_map<std::string, CodeHash> by_library_ ABSL_GUARDED_BY(mu_);
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  CodeLimits limits_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t unloaded_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ardma

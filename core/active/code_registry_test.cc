@@ -1,5 +1,9 @@
 #include "core/active/code_registry.h"
 
+#include <atomic>
+
+#include "absl/strings/str_split.h"
+
 #include "core/active/local_context.h"
 #include "core/active/native_loader.h"
 #include "core/active/testdata/test_library.h"
@@ -93,6 +97,84 @@ TEST_F(CodeRegistryTest, BadCodeIsRejectedWithAClearError) {
   EXPECT_EQ(registry_.Load(CodeKind::kJvm, "", "cafebabe").status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(registry_.size(), 0u);
+}
+
+// Code "NAME FN[,FN...] VERSION" loads as library NAME exporting the FNs; counts live libraries.
+std::atomic<int> live_fakes{0};
+class FakeLibrary : public LoadedLibrary {
+ public:
+  explicit FakeLibrary(std::string_view code) {
+    std::vector<std::string> parts = absl::StrSplit(std::string(code), ' ');
+    name_ = parts[0];
+    functions_ = absl::StrSplit(parts[1], ',');
+    ++live_fakes;
+  }
+  ~FakeLibrary() override { --live_fakes; }
+  std::string_view name() const override { return name_; }
+  size_t num_functions() const override { return functions_.size(); }
+  std::string_view function_name(size_t i) const override { return functions_[i]; }
+  absl::StatusOr<std::string> Run(size_t, Context&, std::string_view) override { return name_; }
+
+ private:
+  std::string name_;
+  std::vector<std::string> functions_;
+};
+class FakeLoader : public CodeLoader {
+ public:
+  absl::StatusOr<std::unique_ptr<LoadedLibrary>> Load(std::string_view,
+                                                      std::string_view code) override {
+    return std::make_unique<FakeLibrary>(code);
+  }
+};
+
+// Past --max-libraries, unused old versions are unloaded, oldest first; a version a call still
+// holds, a current version and a version another library was built against never are; then LOAD
+// is RESOURCE_EXHAUSTED. Names only an unloaded version exported are gone with it.
+TEST(CodeLimitsTest, UnusedOldVersionsMakeRoomAndNothingInUseIsUnloaded) {
+  CodeRegistry registry({.max_libraries = 3, .max_bytes = 1 << 20});
+  registry.SetLoader(CodeKind::kNative, std::make_unique<FakeLoader>());
+  auto load = [&](std::string_view code, const LoadAuthority& by = {}) {
+    return registry.Load(CodeKind::kNative, "", code, by);
+  };
+  int live0 = live_fakes;
+  absl::StatusOr<CodeHash> a1 = load("a a.f,a.old 1"), a2 = load("a a.f 2"), b1 = load("b b.f 1");
+  ASSERT_TRUE(a1.ok() && a2.ok() && b1.ok());
+  {
+    absl::StatusOr<BoundFunction> held = registry.Resolve(*a1, "a.f");  // a call holds a1
+    ASSERT_TRUE(held.ok());
+    absl::StatusOr<CodeHash> refused = load("c c.f 1");
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+    EXPECT_EQ(registry.size(), 3u);
+  }
+  EXPECT_TRUE(registry.Resolve("a.old").ok());
+  absl::StatusOr<CodeHash> c1 = load("c c.f 1");  // now a1 goes
+  ASSERT_TRUE(c1.ok()) << c1.status();
+  EXPECT_EQ(registry.size(), 3u);
+  EXPECT_EQ(registry.unloaded(), 1u);
+  EXPECT_EQ(live_fakes - live0, 3);  // a1's library was destroyed (its memfd closed)
+  EXPECT_FALSE(registry.Has(*a1));
+  EXPECT_EQ(registry.Resolve("a.old").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.Resolve("a.f").ok());
+
+  // b2 is built against b1: b1 is superseded but stays, so there is no room for d.
+  registry.SetLimits({.max_libraries = 4, .max_bytes = 1 << 20});
+  ASSERT_TRUE(load("b b.f 2", {.deps = {*b1}}).ok());
+  absl::StatusOr<CodeHash> no_room = load("d d.f 1");
+  EXPECT_EQ(no_room.status().code(), absl::StatusCode::kResourceExhausted) << no_room.status();
+  EXPECT_TRUE(registry.Has(*b1));
+  EXPECT_EQ(registry.bytes(), 4 * std::string("a a.f 2").size());
+}
+
+TEST(CodeLimitsTest, TheByteLimitUnloadsTheSameWay) {
+  CodeRegistry registry({.max_libraries = 100, .max_bytes = 20});
+  registry.SetLoader(CodeKind::kNative, std::make_unique<FakeLoader>());
+  ASSERT_TRUE(registry.Load(CodeKind::kNative, "", "x x.f 1").ok());   // 7 bytes
+  ASSERT_TRUE(registry.Load(CodeKind::kNative, "", "x x.f 22").ok());  // 8
+  ASSERT_TRUE(registry.Load(CodeKind::kNative, "", "x x.f 333").ok());  // 9: x1 goes
+  EXPECT_EQ(registry.size(), 2u);
+  EXPECT_EQ(registry.bytes(), 17u);
+  EXPECT_EQ(registry.Load(CodeKind::kNative, "", "y y.f 1111111111111111").status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "core/active/native_loader.h"
 
 #include <dlfcn.h>
-#include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/active/elf_check.h"
 
 extern char** environ;
 
@@ -71,47 +71,6 @@ bool WriteAll(int fd, std::string_view bytes) {
   return true;
 }
 
-bool Within(uint64_t offset, uint64_t length, uint64_t size) {
-  return offset <= size && length <= size - offset;
-}
-
-// dlopen trusts the file: a segment that reaches past the end of the bytes is mapped anyway and
-// faults (SIGBUS) when touched. So check the structure first.
-absl::Status CheckElf(std::string_view code) {
-  auto bad = [](const char* why) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot load shared object: ", why));
-  };
-  if (code.size() < sizeof(Elf64_Ehdr)) return bad("truncated ELF header");
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, code.data(), sizeof(eh));
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-    return bad("not a 64-bit little-endian ELF object");
-  }
-#if defined(__x86_64__)
-  if (eh.e_machine != EM_X86_64) return bad("built for another machine");
-#elif defined(__aarch64__)
-  if (eh.e_machine != EM_AARCH64) return bad("built for another machine");
-#endif
-  if (eh.e_type != ET_DYN) return bad("not a shared object");
-  uint64_t size = code.size();
-  if (eh.e_phentsize != sizeof(Elf64_Phdr) ||
-      !Within(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), size)) {
-    return bad("program headers outside the file (truncated?)");
-  }
-  if (eh.e_shnum != 0 && (eh.e_shentsize != sizeof(Elf64_Shdr) ||
-                          !Within(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), size))) {
-    return bad("section headers outside the file (truncated?)");
-  }
-  for (int i = 0; i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph;
-    std::memcpy(&ph, code.data() + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof(ph));
-    if (ph.p_type != PT_NULL && !Within(ph.p_offset, ph.p_filesz, size)) {
-      return bad("a segment reaches past the end of the file (truncated?)");
-    }
-  }
-  return absl::OkStatus();
-}
-
 // What a library's entry point returned: a table this server can use, or why not. Reads every
 // name, so a table pointing into the wild faults here (in the trial process).
 absl::Status CheckTable(const FunctionTable* table) {
@@ -155,9 +114,9 @@ absl::Status CheckLoaded(void* handle) {
 
 // A trial load runs in a process of its own first: this program started again (/proc/self/exe)
 // with kTrialFdVariable naming the inherited memfd. Its constructor below loads the library, calls
-// the entry point, checks the table and exits before main: 0 when all went well, 2 with the reason
-// on stderr (a pipe to the server) when the library was refused. A crash or a hang there costs the
-// trial, not the server.
+// the entry point, checks the table, unloads it (running its destructors) and exits before main: 0
+// when all went well, 2 with the reason on stderr (a pipe to the server) when the library was
+// refused. A crash or a hang there costs the trial, not the server.
 constexpr char kTrialFdVariable[] = "ARDMA_NATIVE_TRIAL_FD";
 constexpr int kTrialFd = 3;
 constexpr auto kTrialTimeout = std::chrono::seconds(10);
@@ -169,9 +128,12 @@ constexpr size_t kTrialMessageMax = 4096;
   rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);  // a library that crashes leaves no core file
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  absl::Status checked =
-      CheckLoaded(::dlopen(absl::StrCat("/proc/self/fd/", fd).c_str(), RTLD_NOW | RTLD_LOCAL));
-  if (checked.ok()) ::_exit(0);
+  void* handle = ::dlopen(absl::StrCat("/proc/self/fd/", fd).c_str(), RTLD_NOW | RTLD_LOCAL);
+  absl::Status checked = CheckLoaded(handle);
+  if (checked.ok()) {
+    ::dlclose(handle);  // its destructors run too: the server may unload it (--max-libraries)
+    ::_exit(0);
+  }
   absl::string_view why = checked.message().substr(0, kTrialMessageMax);
   [[maybe_unused]] ssize_t n = ::write(2, why.data(), why.size());
   ::_exit(2);

@@ -679,6 +679,8 @@ std::vector<wire::StatsEntry> RequestHandler::Stats() const {
   std::vector<wire::StatsEntry> out = counters_.Snapshot();
   out.emplace_back("parked.now", parking_.size());
   out.emplace_back("code.libraries", registry_->size());
+  out.emplace_back("code.bytes", registry_->bytes());
+  out.emplace_back("code.unloaded", registry_->unloaded());
   out.emplace_back("workers.queued", workers_ != nullptr ? workers_->queued() : 0);
   out.emplace_back("dedup.entries", dedup_.size());
   out.emplace_back("dedup.replays", dedup_.replays());

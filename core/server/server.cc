@@ -287,6 +287,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
 
   ARDMA_RETURN_IF_ERROR(CheckPlacement(options.io_cpus, options.realtime));
+  impl->registry.SetLimits(options.code_limits);
   impl->registry.SetLoader(wire::CodeKind::kNative, std::make_unique<NativeLoader>());
   if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(options.jvm)) {
     impl->registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));

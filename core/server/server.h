@@ -52,6 +52,7 @@ struct ServerOptions {
   std::string memory_file;              // empty: anonymous memory (lost at exit)
   int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8
   std::string preload_dir;              // *.so files in it are loaded at start
+  CodeLimits code_limits;               // --max-libraries, --max-code
   // Standing in for a NIC's own processor (seed 002): I/O thread i is pinned to
   // io_cpus[i % size] (empty: not pinned), and with `realtime` runs under SCHED_FIFO, so load on
   // the other CPUs does not delay one-sided operations. I/O threads are named "ardma-io-N".
