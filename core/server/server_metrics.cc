@@ -1,5 +1,6 @@
-// RequestHandler::MetricsText: the server's counters and gauges, and its latency histograms, in
-// Prometheus text format (ardmad --metrics; core/metrics/prometheus.h).
+// RequestHandler::Stats and StatsSummary (STATS) and MetricsText: the server's counters and
+// gauges, and its latency histograms, in Prometheus text format (ardmad --metrics;
+// core/metrics/prometheus.h).
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -7,6 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/metrics/prometheus.h"
+#include "core/active/local_context.h"
+#include "core/memory/heap.h"
 #include "core/server/request_handler.h"
 
 namespace ardma {
@@ -53,6 +56,48 @@ std::string RequestHandler::MetricsText() const {
     w.Sample(metric, "", value);
   }
   return w.Take();
+}
+
+std::vector<wire::StatsEntry> RequestHandler::StatsSummary() const {
+  std::vector<wire::StatsEntry> out;
+  out.emplace_back("connections.open", counters_.connections_open.load(std::memory_order_relaxed));
+  out.emplace_back("code.libraries", registry_->size());
+  if (absl::StatusOr<RegionRef> heap = regions_->Get(kHeapRegion); heap.ok()) {
+    out.emplace_back("heap.size", (*heap)->size());
+  }
+  return out;
+}
+
+std::vector<wire::StatsEntry> RequestHandler::Stats() const {
+  std::vector<wire::StatsEntry> out = counters_.Snapshot();
+  out.emplace_back("parked.now", parking_.size());
+  out.emplace_back("code.libraries", registry_->size());
+  out.emplace_back("code.bytes", registry_->bytes());
+  out.emplace_back("code.unloaded", registry_->unloaded());
+  out.emplace_back("workers.queued", workers_ != nullptr ? workers_->queued() : 0);
+  out.emplace_back("dedup.entries", dedup_.size());
+  out.emplace_back("dedup.replays", dedup_.replays());
+  registrar_.AppendStats(&out);
+  if (absl::StatusOr<RegionRef> heap = regions_->Get(kHeapRegion); heap.ok()) {
+    out.emplace_back("heap.size", (*heap)->size());
+    // A walk of the heap's metadata (local: a scan of its descriptors, about 1 ms per GiB).
+    Execution ex;
+    ex.regions = regions_;
+    LocalContext ctx(&ex);
+    absl::StatusOr<heap::HeapReport> r = heap::Check(ctx);
+    out.emplace_back("heap.allocated", r.ok() ? r->live_bytes() : 0);
+    if (r.ok()) {
+      out.emplace_back("heap.free", r->free_bytes());
+      out.emplace_back("heap.free.pages", r->free_page_bytes);
+      out.emplace_back("heap.free.slab_blocks", r->slab_free_bytes);
+      out.emplace_back("heap.largest_free_run", r->largest_free_run);
+      out.emplace_back("heap.fragmentation_pct",
+                       static_cast<uint64_t>(r->fragmentation() * 100.0 + 0.5));
+      out.emplace_back("heap.orphaned", r->orphaned_bytes);
+      out.emplace_back("heap.errors", r->errors.size());
+    }
+  }
+  return out;
 }
 
 }  // namespace ardma
