@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -26,6 +27,9 @@ namespace ardma {
 namespace {
 
 constexpr absl::Duration kStopGrace = absl::Milliseconds(20);
+// The JVM's heap when ardmad --jvm-options names no cap: an unbounded heap grew to 4.9 GB and
+// then failed every Java call while it collected.
+constexpr char kDefaultHeapCap[] = "-Xmx1g";
 constexpr absl::Duration kWatchPeriod = absl::Milliseconds(2);
 
 enum EntryKind { kIntsToInts = 0, kIntsToInt = 1, kBytesToBytes = 2 };
@@ -159,8 +163,19 @@ absl::Status Jvm::Start(const JvmOptions& options) {
   }
   std::string classpath = absl::StrCat("-Djava.class.path=/proc/self/fd/", fd);
   if (!options.classpath.empty()) absl::StrAppend(&classpath, ":", options.classpath);
-  std::vector<std::string> strings = {classpath, "-Xrs", "-XX:-UsePerfData"};
+  // -Djava.security.manager=allow: so that ExitGuard may refuse System.exit (Bind).
+  std::vector<std::string> strings = {classpath, "-Xrs", "-XX:-UsePerfData",
+                                      "-Djava.security.manager=allow"};
   strings.insert(strings.end(), options.options.begin(), options.options.end());
+  // A heap cap unless the options give one: an unbounded heap grows with the host's memory.
+  bool capped = false;
+  for (const std::string& o : options.options) {
+    if (absl::StartsWith(o, "-Xmx") || absl::StartsWith(o, "-XX:MaxHeapSize") ||
+        absl::StartsWith(o, "-XX:MaxRAM")) {
+      capped = true;
+    }
+  }
+  if (!capped) strings.push_back(kDefaultHeapCap);
   std::vector<JavaVMOption> vm_options(strings.size());
   for (size_t i = 0; i < strings.size(); ++i) {
     vm_options[i].optionString = strings[i].data();
@@ -320,6 +335,16 @@ absl::Status Jvm::Bind(JNIEnv* env) {
     env->ExceptionClear();
     return absl::InternalError("the ardma API classes do not match this server");
   }
+  // Active code may not end the server: System.exit and Runtime.halt throw SecurityException.
+  jclass guard = env->FindClass("ardma/ExitGuard");
+  jmethodID install =
+      guard != nullptr ? env->GetStaticMethodID(guard, "install", "()Z") : nullptr;
+  if (install == nullptr || env->CallStaticBooleanMethod(guard, install) != JNI_TRUE ||
+      env->ExceptionCheck()) {
+    env->ExceptionClear();
+    ARDMA_LOG(kWarning, "this JDK cannot refuse System.exit: Java code can end the server");
+  }
+  if (guard != nullptr) env->DeleteLocalRef(guard);
   const JNINativeMethod natives[] = {
       {const_cast<char*>("nRead"), const_cast<char*>("(JJI)[B"),
        reinterpret_cast<void*>(&NativeRead)},

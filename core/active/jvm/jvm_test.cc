@@ -210,6 +210,14 @@ TEST_F(JvmTest, FailuresBecomeTheRightErrorsAndTheServerServesOn) {
   // The spinning call was really stopped: its thread serves Java and native requests alike.
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(Exec("Calls.noop", "").ok());
 
+  // Java code cannot end the server (issue 22: System.exit(3) ended ardmad with status 3).
+  for (const char* exit : {"Faulty.exit", "Faulty.halt"}) {
+    absl::Status refused = Exec(exit, "").status();
+    EXPECT_TRUE(absl::IsUnknown(refused)) << refused;
+    EXPECT_THAT(refused.message(), HasSubstr("may not end the server")) << exit;
+  }
+  ASSERT_TRUE(Exec("Calls.noop", "").ok());
+
   ASSERT_TRUE(Exec("Faulty.keep", "").ok());
   absl::Status kept = Exec("Faulty.useKept", "").status();
   EXPECT_TRUE(absl::IsUnknown(kept)) << kept;

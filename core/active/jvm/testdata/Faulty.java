@@ -20,6 +20,17 @@ public final class Faulty {
     }
   }
 
+  /** Tries to end the server's process: refused. */
+  public static int[] exit(ActiveRDMA a, int[] args) {
+    System.exit(3);
+    return args;
+  }
+
+  public static int[] halt(ActiveRDMA a, int[] args) {
+    Runtime.getRuntime().halt(4);
+    return args;
+  }
+
   /** Keeps the ActiveRDMA past its request and uses it later: refused. */
   private static ActiveRDMA kept;
 
