@@ -1,0 +1,237 @@
+// Soak and chaos against the real ardmad (issue 22), bounded for CI:
+//  - 64 connections of mixed operations (one-sided ops, hash table, file system, locks; active and
+//    RDMA mode) for ARDMA_SOAK_SECONDS (60): no errors, resident memory flat after warm-up;
+//  - SIGKILL in the middle of hash-table puts, file writes and lock hand-offs, three times over
+//    one memory file: after each restart every acknowledged put and write is there, the lock is
+//    granted again within its lease, and the heap's own check finds no error.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/client/client.h"
+#include "core/client/invoke.h"
+#include "core/memory/heap.h"
+#include "core/testing/server_process.h"
+#include "gtest/gtest.h"
+#include "services/dfs/dfs_client.h"
+#include "services/dht/dht_client.h"
+#include "services/lock/lock_client.h"
+
+namespace ardma {
+namespace {
+
+using lock::Grant;
+using lock::LockClient;
+using lock::LockMode;
+
+uint64_t ResidentBytes(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+uint64_t StatOf(Client& client, const std::string& name) {
+  absl::StatusOr<std::vector<wire::StatsEntry>> stats = client.Stats();
+  if (!stats.ok()) return UINT64_MAX;
+  for (const auto& [key, value] : *stats) {
+    if (key == name) return value;
+  }
+  return UINT64_MAX;
+}
+
+int SoakSeconds() {
+  const char* s = std::getenv("ARDMA_SOAK_SECONDS");
+  return s != nullptr ? std::max(1, std::atoi(s)) : 60;
+}
+
+TEST(ChaosTest, SixtyFourConnectionsOfMixedOperationsStayErrorFreeWithFlatMemory) {
+  testing::ServerProcess daemon({"--memory", "128M", "--ucx", "off"});
+  ASSERT_FALSE(daemon.address().empty());
+  constexpr int kConnections = 64;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> ops{0}, errors{0};
+  std::mutex first_error_mu;
+  std::string first_error;
+  auto failed = [&](const absl::Status& s, const char* what) {
+    if (s.ok()) return false;
+    if (errors.fetch_add(1) == 0) {
+      std::lock_guard<std::mutex> lock(first_error_mu);
+      first_error = absl::StrCat(what, ": ", s.ToString());
+    }
+    return true;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kConnections; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = Client::Connect(daemon.address());
+      if (failed(client.status(), "connect")) return;
+      Mode mode = t % 2 == 0 ? Mode::kActive : Mode::kRdma;
+      dht::DhtClient dht(client->get(), mode);
+      dfs::DfsClient dfs(client->get(), mode);
+      LockClient locks(client->get(), mode);
+      uint64_t mine = heap::kDataStart + (64u << 20) + static_cast<uint64_t>(t) * 4096;
+      std::string file = absl::StrCat("/soak-", t);
+      if (failed(dfs.Create(file, 0644, false).status(), "create")) return;
+      for (uint64_t i = 0; !stop.load(); ++i) {
+        std::string value = absl::StrCat("value-", t, "-", i);
+        switch (i % 6) {
+          case 0:
+            failed((*client)->Write(mine, value), "write");
+            break;
+          case 1: {
+            absl::StatusOr<std::string> back = (*client)->Read(mine, value.size());
+            if (!failed(back.status(), "read") && back->rfind("value-", 0) != 0) {
+              failed(absl::DataLossError(*back), "read back");
+            }
+            break;
+          }
+          case 2:
+            failed((*client)->FetchAdd(mine + 2048, 1).status(), "fetch_add");
+            break;
+          case 3:
+            if (!failed(dht.Put("soak", absl::StrCat("k", t, "-", i % 64), value).status(),
+                        "dht put")) {
+              absl::StatusOr<std::string> got = dht.Get("soak", absl::StrCat("k", t, "-", i % 64));
+              if (!failed(got.status(), "dht get") && *got != value) {
+                failed(absl::DataLossError(*got), "dht get value");
+              }
+            }
+            break;
+          case 4:
+            if (!failed(dfs.Write(file, (i % 16) * 64, value).status(), "dfs write")) {
+              failed(dfs.Read(file, 0, 1024).status(), "dfs read");
+            }
+            break;
+          default: {
+            absl::StatusOr<Grant> grant = locks.Acquire(absl::StrCat("soak-", t % 4),
+                                                        LockMode::kExclusive, absl::Seconds(30));
+            if (!failed(grant.status(), "lock")) failed(locks.Release(*grant), "unlock");
+            break;
+          }
+        }
+        ops.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  int seconds = SoakSeconds();
+  absl::SleepFor(absl::Seconds(std::min(10, seconds / 3)));
+  uint64_t warm_rss = ResidentBytes(daemon.pid());
+  uint64_t warm_ops = ops.load();
+  absl::SleepFor(absl::Seconds(seconds - std::min(10, seconds / 3)));
+  uint64_t end_rss = ResidentBytes(daemon.pid());
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  std::cout << "soak: " << kConnections << " connections, " << ops.load() << " operations in "
+            << seconds << " s (" << (ops.load() - warm_ops) / (seconds - std::min(10, seconds / 3))
+            << "/s after warm-up), " << errors.load() << " errors; RSS " << (warm_rss >> 20)
+            << " MiB after warm-up, " << (end_rss >> 20) << " MiB at the end\n";
+  EXPECT_EQ(errors.load(), 0u) << first_error;
+  EXPECT_GT(ops.load(), 1000u);
+  EXPECT_LT(end_rss, warm_rss + (32u << 20)) << "resident memory grew under a steady load";
+  auto check = Client::Connect(daemon.address());
+  ASSERT_TRUE(check.ok());
+  EXPECT_EQ(StatOf(**check, "heap.errors"), 0u);
+}
+
+// SIGKILL while puts, writes and lock hand-offs are in flight; restart on the same memory file.
+TEST(ChaosTest, SigkillMidOperationLosesNoAcknowledgedWrite) {
+  std::string file = testing::TempPath("chaos.mem");
+  std::filesystem::remove(file);
+  std::map<std::string, std::string> puts, files;  // acknowledged: key/path -> value
+  std::mutex acked_mu;
+  uint64_t grants = 0;
+  for (int round = 0; round < 3; ++round) {
+    testing::ServerProcess daemon({"--memory", "64M", "--memory-file", file, "--ucx", "off"});
+    ASSERT_FALSE(daemon.address().empty()) << "round " << round << ": ardmad did not (re)start";
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> round_grants{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+      threads.emplace_back([&, t] {
+        ClientOptions options;
+        options.timeout = absl::Seconds(5);
+        options.connect_attempts = 1;
+        auto client = Client::Connect(daemon.address(), options);
+        if (!client.ok()) return;
+        Mode mode = t % 2 == 0 ? Mode::kActive : Mode::kRdma;
+        for (uint64_t i = 0; !stop.load(); ++i) {
+          std::string key = absl::StrCat("r", round, "-t", t, "-", i);
+          std::string value = absl::StrCat("acknowledged ", key);
+          if (t < 2) {
+            dht::DhtClient dht(client->get(), mode);
+            if (!dht.Put("chaos", key, value).ok()) return;
+            std::lock_guard<std::mutex> lock(acked_mu);
+            puts[key] = value;
+          } else if (t < 4) {
+            dfs::DfsClient dfs(client->get(), mode);
+            std::string path = "/" + key;
+            if (!dfs.Create(path).ok() || !dfs.Write(path, 0, value).ok()) return;
+            std::lock_guard<std::mutex> lock(acked_mu);
+            files[path] = value;
+          } else {
+            LockClient locks(client->get(), mode);
+            absl::StatusOr<Grant> grant =
+                locks.Acquire("chaos", LockMode::kExclusive, absl::Seconds(4), absl::Seconds(2));
+            if (!grant.ok()) return;
+            ++round_grants;
+            if (!locks.Release(*grant).ok()) return;
+          }
+        }
+      });
+    }
+    // Longer than the lease, so that the holders the last kill left are replaced this round.
+    absl::SleepFor(absl::Milliseconds(2500));
+    daemon.Kill(SIGKILL);
+    stop = true;
+    for (std::thread& t : threads) t.join();
+    grants += round_grants.load();
+    std::cout << "round " << round << ": killed with " << puts.size() << " puts, " << files.size()
+              << " files and " << grants << " lock grants acknowledged so far\n";
+    ASSERT_GT(round_grants.load(), 0u);
+  }
+  testing::ServerProcess daemon({"--memory-file", file, "--ucx", "off"});
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok());
+  for (Mode mode : {Mode::kActive, Mode::kRdma}) {
+    dht::DhtClient dht(client->get(), mode);
+    dfs::DfsClient dfs(client->get(), mode);
+    for (const auto& [key, value] : puts) {
+      absl::StatusOr<std::string> got = dht.Get("chaos", key);
+      ASSERT_TRUE(got.ok()) << key << ": " << got.status();
+      EXPECT_EQ(*got, value);
+    }
+    for (const auto& [path, value] : files) {
+      absl::StatusOr<std::string> got = dfs.Read(path, 0, value.size());
+      ASSERT_TRUE(got.ok()) << path << ": " << got.status();
+      EXPECT_EQ(*got, value);
+    }
+  }
+  // The lock's last holders died with the server: their leases (1 s) run out and it is granted.
+  LockClient locks(client->get(), Mode::kActive);
+  absl::StatusOr<Grant> grant =
+      locks.Acquire("chaos", LockMode::kExclusive, absl::Seconds(20), absl::Seconds(1));
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  EXPECT_TRUE(locks.Release(*grant).ok());
+  EXPECT_EQ(StatOf(**client, "heap.errors"), 0u);
+  std::filesystem::remove(file);
+}
+
+}  // namespace
+}  // namespace ardma
