@@ -82,6 +82,10 @@ int Main(int argc, char** argv) {
               "answers queued for one connection before the server stops reading it (default "
               "64M)");
   absl::Duration frame_timeout = absl::Milliseconds(options.handler.limits.frame_timeout_ms);
+  absl::Duration idle_timeout;
+  flags.Duration("idle-timeout", &idle_timeout,
+                 "close a connection that sends nothing for this long while none of its requests "
+                 "is unanswered (default 0: never)");
   flags.Duration("frame-timeout", &frame_timeout,
                  "a frame begun must arrive whole within this, or the connection is closed "
                  "(default 30s; 0: no limit)");
@@ -219,6 +223,12 @@ int Main(int argc, char** argv) {
   }
   options.handler.limits.frame_timeout_ms =
       static_cast<uint32_t>(absl::ToInt64Milliseconds(frame_timeout));
+  if (idle_timeout < absl::ZeroDuration() || idle_timeout > absl::Hours(24 * 30)) {
+    std::cerr << "ardmad: --idle-timeout must be 0 to 720h\n";
+    return 2;
+  }
+  options.handler.limits.idle_timeout_ms =
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(idle_timeout));
   if (register_max < 0) {
     std::cerr << "ardmad: --register-max must be 0 or more\n";
     return 2;

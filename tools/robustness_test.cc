@@ -223,5 +223,29 @@ TEST(RobustnessTest, SyncPolicyDecidesWhenWritesReachTheDisk) {
   }
 }
 
+// --idle-timeout: a connection that sends nothing is closed; one that keeps talking, or waits for
+// a parked request, is not.
+TEST(RobustnessTest, IdleConnectionsCloseAndBusyOnesStay) {
+  testing::ServerProcess daemon({"--memory", "16M", "--ucx", "off", "--idle-timeout", "1s"});
+  ASSERT_FALSE(daemon.address().empty());
+  testing::RawSocket idle(PortOf(daemon.address()));
+  ASSERT_TRUE(idle.ok());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  uint64_t accepted = StatOf(**client, "connections.accepted");
+  for (int i = 0; i < 8; ++i) {  // 2.4 s of pings, 300 ms apart: never idle for 1 s
+    ASSERT_TRUE((*client)->Ping().ok());
+    absl::SleepFor(absl::Milliseconds(300));
+  }
+  // A parked request (answered DEADLINE_EXCEEDED by the server after 2.5 s) keeps it open.
+  absl::StatusOr<std::string> parked =
+      (*client)->Execute("test.park", "nobody wakes this",
+                         {.timeout = absl::Seconds(20), .server_deadline = absl::Seconds(2.5)});
+  EXPECT_EQ(parked.status().code(), absl::StatusCode::kDeadlineExceeded) << parked.status();
+  EXPECT_EQ(StatOf(**client, "connections.accepted"), accepted) << "the client had to reconnect";
+  EXPECT_TRUE(idle.WaitClosed()) << "an idle connection stayed open";
+}
+
 }  // namespace
 }  // namespace ardma

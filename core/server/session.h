@@ -58,6 +58,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
         handler_(handler),
         resume_(executor_),
         frame_timer_(executor_),
+        idle_timer_(executor_),
         peer_(PeerName(socket_)) {}
 
   void Start() {
@@ -171,9 +172,11 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       TimeFrame(end > begin, requests_ != requests_at_last_read,
                 std::chrono::steady_clock::now() - paused_from);
       requests_at_last_read = requests_;
+      if (end == begin) TimeIdle();
       boost::system::error_code ec;
       size_t n = co_await socket_.async_read_some(asio::buffer(buf.data() + end, buf.size() - end),
                                                   asio::redirect_error(asio::use_awaitable, ec));
+      idle_timed_ = false;
       if (ec) co_return;
       end += n;
     }
@@ -203,6 +206,26 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       ARDMA_LOG(kWarning,
                 "closing the connection from %s: a frame begun did not arrive whole in %u ms",
                 self->peer_, self->handler_.limits().frame_timeout_ms);
+      self->Close();
+    });
+  }
+
+  // The idle limit (WireLimits::idle_timeout_ms), armed while the reader waits with no partial
+  // frame. When it fires with requests still unanswered (parked) it waits again; otherwise the
+  // connection is closed.
+  void TimeIdle() {
+    uint32_t timeout_ms = handler_.limits().idle_timeout_ms;
+    if (timeout_ms == 0) return;
+    idle_timed_ = true;
+    idle_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+    idle_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || !self->idle_timed_ || !self->Open()) return;
+      if (self->inflight_ > 0) {
+        self->TimeIdle();
+        return;
+      }
+      ARDMA_LOG(kDebug, "closing the connection from %s: idle for %u ms", self->peer_,
+                self->handler_.limits().idle_timeout_ms);
       self->Close();
     });
   }
@@ -289,6 +312,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     socket_.lowest_layer().close(ignored);
     resume_.cancel();
     frame_timer_.cancel();
+    idle_timer_.cancel();
     queue_.clear();
     queued_bytes_ = 0;
   }
@@ -298,7 +322,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   RequestHandler& handler_;
   asio::steady_timer resume_;       // wakes the reader when in-flight requests drop below the limit
   asio::steady_timer frame_timer_;  // TimeFrame
+  asio::steady_timer idle_timer_;   // TimeIdle
   bool frame_timed_ = false;
+  bool idle_timed_ = false;
   // Written on the session's thread; read by worker threads deciding whether to answer.
   std::atomic<bool> open_{true};
   uint32_t inflight_ = 0;

@@ -78,6 +78,10 @@ struct WireLimits {
   // it spends not reading, under back-pressure, does not count), or the connection is closed: a
   // client that sends part of a frame and stalls cannot hold the buffer for it. 0: no limit.
   uint32_t frame_timeout_ms = 30000;
+  // A connection that sends nothing for this many milliseconds while it has no request
+  // unanswered (a parked one counts) is closed. 0: never (the default, as Redis's `timeout 0`: a
+  // connection's close hooks release what it holds, so closing it is not free).
+  uint32_t idle_timeout_ms = 0;
 };
 
 // Serialises `header` into exactly kHeaderSize bytes at `out`.
