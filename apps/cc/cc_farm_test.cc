@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -199,6 +200,24 @@ TEST_F(CcFarmTest, ACProjectBuiltOnTwoSlavesMatchesTheLocalBuildByteForByte) {
   EXPECT_EQ(st->finished, 4u);
   ASSERT_EQ(st->slaves.size(), 2u);
   EXPECT_EQ(st->slaves[0].done + st->slaves[1].done, 4u);
+  // What `ardma cc status` prints of it: the totals, then a row per slave.
+  std::string shown;
+  ASSERT_EQ(RunCommand(BinDir() + "/ardma --server " + address_ + " cc status", &shown), 0)
+      << shown;
+  EXPECT_THAT(shown, ::testing::StartsWith("jobs: 0 queued, 0 running; 4 submitted, 4 finished, "
+                                           "0 failed on a slave, 0 given back, 0 withdrawn, 0 "
+                                           "refused (queue full)\n"));
+  EXPECT_THAT(shown, HasSubstr("SLAVE"));
+  for (const auto& row : st->slaves) {
+    size_t at = shown.find("\n" + row.name + " ");
+    ASSERT_NE(at, std::string::npos) << row.name << " missing from\n" << shown;
+    std::istringstream fields(shown.substr(at + 1 + row.name.size()));
+    uint64_t running = 99, done = 99;
+    fields >> running >> done;
+    EXPECT_EQ(running, 0u);
+    EXPECT_EQ(done, row.done) << shown;
+  }
+  EXPECT_EQ(RunCommand(BinDir() + "/ardma --server " + address_ + " cc nonsense", &shown), 2);
 }
 
 TEST_F(CcFarmTest, ACxxProjectWithDebugInfoHasTheLocalBuildsCode) {
