@@ -109,6 +109,29 @@ void ExecuteNoop(benchmark::State& state, Transport transport) {
 void BM_ExecuteNoop(benchmark::State& state) { ExecuteNoop(state, Transport::kTcp); }
 BENCHMARK(BM_ExecuteNoop)->Threads(1)->Threads(4)->UseRealTime();
 
+// LOAD of native code the server has not seen (a 17 KB library, made new each time by bytes
+// appended past its end): the ELF checks, the trial load in a child process, dlopen. With
+// --max-libraries' default the older copies are unloaded as the run goes on.
+void BM_LoadNewNativeLibrary(benchmark::State& state) {
+  std::unique_ptr<Client> client = bench::NewClient(state);
+  if (client == nullptr) return;
+  std::string code(active_libraries::test2().code());
+  uint64_t rt0 = client->counters().round_trips;
+  uint64_t bytes0 = client->counters().bytes_sent + client->counters().bytes_received;
+  uint64_t n = static_cast<uint64_t>(::getpid()) << 32;
+  for (auto _ : state) {
+    std::string fresh = code;
+    ++n;
+    fresh.append(reinterpret_cast<const char*>(&n), sizeof(n));
+    if (!client->Load(CodeKind::kNative, "", fresh).ok()) {
+      state.SkipWithError("LOAD failed");
+      break;
+    }
+  }
+  bench::ReportCounters(state, *client, rt0, bytes0);
+}
+BENCHMARK(BM_LoadNewNativeLibrary)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 void BM_ExecuteNoopUnix(benchmark::State& state) { ExecuteNoop(state, Transport::kUnix); }
 BENCHMARK(BM_ExecuteNoopUnix)->Threads(1)->UseRealTime();
 
