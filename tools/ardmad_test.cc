@@ -31,6 +31,8 @@ extern char** environ;
 namespace ardma {
 namespace {
 
+using testing::ResidentBytes;
+
 using testing::BinDir;
 using ::testing::HasSubstr;
 using testing::RunCommand;
@@ -128,15 +130,6 @@ TEST(ArdmadTest, OutOfDescriptorsItBacksOffQuietlyAndRecovers) {
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_TRUE((*client)->Ping().ok());
   ::kill(pid, SIGKILL);
-}
-
-// Resident memory of process `pid`, in bytes.
-uint64_t ResidentBytes(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
 }
 
 // A client that sends READs of 16 MiB and never reads the answers cannot make ardmad hold them all:

@@ -34,26 +34,13 @@
 namespace ardma {
 namespace {
 
+using testing::StatOf;
+
+using testing::ResidentBytes;
+
 using lock::Grant;
 using lock::LockClient;
 using lock::LockMode;
-
-uint64_t ResidentBytes(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
-uint64_t StatOf(Client& client, const std::string& name) {
-  absl::StatusOr<std::vector<wire::StatsEntry>> stats = client.Stats();
-  if (!stats.ok()) return UINT64_MAX;
-  for (const auto& [key, value] : *stats) {
-    if (key == name) return value;
-  }
-  return UINT64_MAX;
-}
 
 int SoakSeconds() {
   const char* s = std::getenv("ARDMA_SOAK_SECONDS");

@@ -29,6 +29,8 @@
 namespace ardma {
 namespace {
 
+using testing::StatOf;
+
 using ::testing::HasSubstr;
 using testing::U64s;
 
@@ -58,15 +60,6 @@ int64_t UnwrittenPages(const std::string& path, uint64_t offset, uint64_t len) {
   long rc = ::syscall(451 /* cachestat */, fd, &range, &stat, 0);
   ::close(fd);
   return rc == 0 ? static_cast<int64_t>(stat.nr_dirty + stat.nr_writeback) : -1;
-}
-
-uint64_t StatOf(Client& client, const std::string& name) {
-  absl::StatusOr<std::vector<wire::StatsEntry>> stats = client.Stats();
-  if (!stats.ok()) return UINT64_MAX;
-  for (const auto& [key, value] : *stats) {
-    if (key == name) return value;
-  }
-  return UINT64_MAX;
 }
 
 // A function that turns into an endless loop after it was classed as short (so it runs on an I/O

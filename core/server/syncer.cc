@@ -32,6 +32,10 @@ Syncer::~Syncer() { Stop(); }
 
 absl::Status Syncer::Wrote(Region& region, uint64_t addr, uint64_t len) {
   if (!always() || !region.file_backed()) return absl::OkStatus();
+  return Sync(region, addr, len);
+}
+
+absl::Status Syncer::Sync(Region& region, uint64_t addr, uint64_t len) {
   auto start = std::chrono::steady_clock::now();
   absl::Status synced = region.Sync(addr, len);
   ServerCounters::Add(counters_->sync_flushes, 1);
@@ -52,15 +56,8 @@ absl::Status Syncer::SyncAll() {
   for (size_t id = 0; id < regions_->size(); ++id) {
     absl::StatusOr<RegionRef> region = regions_->Get(static_cast<RegionId>(id));
     if (!region.ok() || !(*region)->file_backed() || (*region)->read_only()) continue;
-    auto start = std::chrono::steady_clock::now();
-    absl::Status synced = (*region)->Sync(0, (*region)->size());
-    ServerCounters::Add(counters_->sync_flushes, 1);
-    ServerCounters::Add(counters_->sync_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                std::chrono::steady_clock::now() - start)
-                                                .count());
-    if (!synced.ok()) {
-      ServerCounters::Add(counters_->sync_errors, 1);
-      result = absl::InternalError(absl::StrCat("written but not synced: ", synced.message()));
+    if (absl::Status synced = Sync(**region, 0, (*region)->size()); !synced.ok()) {
+      result = synced;
     }
   }
   return result;

@@ -48,6 +48,7 @@ class Syncer {
 
  private:
   absl::Status SyncAll();
+  absl::Status Sync(Region& region, uint64_t addr, uint64_t len);  // timed and counted
   void Loop();
 
   const SyncPolicy policy_;

@@ -9,7 +9,9 @@
 #include <iterator>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/client/client.h"
 #include "core/testing/run_command.h"
 #include "gtest/gtest.h"
 
@@ -20,6 +22,23 @@ std::string TempPath(const std::string& name) {
           (name + "." + std::to_string(::getpid()) + "." +
            ::testing::UnitTest::GetInstance()->current_test_info()->name()))
       .string();
+}
+
+uint64_t ResidentBytes(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+uint64_t StatOf(Client& client, const std::string& name) {
+  absl::StatusOr<std::vector<wire::StatsEntry>> stats = client.Stats();
+  if (!stats.ok()) return UINT64_MAX;
+  for (const auto& [key, value] : *stats) {
+    if (key == name) return value;
+  }
+  return UINT64_MAX;
 }
 
 ServerProcess::ServerProcess(std::vector<std::string> extra) {

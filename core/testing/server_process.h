@@ -5,13 +5,23 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+namespace ardma {
+class Client;
+}
 
 namespace ardma::testing {
 
 // A path in the temporary directory unique to this process and the running test.
 std::string TempPath(const std::string& name);
+
+// Resident memory of process `pid`, in bytes (0 if unknown).
+uint64_t ResidentBytes(pid_t pid);
+// One STATS counter of the server `client` talks to; UINT64_MAX if it cannot be read.
+uint64_t StatOf(Client& client, const std::string& name);
 
 class ServerProcess {
  public:
