@@ -27,7 +27,7 @@
 
 namespace ardma {
 
-inline constexpr uint32_t kActiveAbiVersion = 1;
+inline constexpr uint32_t kActiveAbiVersion = 2;  // 2: Context::lock_owner
 
 using ActiveFunction = absl::StatusOr<std::string> (*)(Context& ctx, std::string_view args);
 

@@ -52,6 +52,7 @@ struct Execution {
   std::shared_ptr<Responder> responder;  // how a parked request is answered later
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;  // set by the server on shutdown
+  LockOwner owner;  // who the request's lock words are held by (the server, when it tracks owners)
   // What the server offers beyond memory and code; null: resumable Park and OnClose fail.
   RequestHost* host = nullptr;
   // Set by Park; the server calls parking->FunctionReturned(parked, status) afterwards.
@@ -100,6 +101,7 @@ class LocalContext : public Context {
                          std::string_view args) override;
   absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) override;
   absl::Status DoBackoff(absl::Duration delay) override;
+  LockOwner DoLockOwner() override { return ex_->owner; }
 
  private:
   // Counts one operation of `accesses` memory accesses (paying the modelled access cost); every

@@ -344,6 +344,11 @@ absl::StatusOr<std::string> Client::TransportDescription() {
   return transport->Describe();
 }
 
+LockOwner Client::lock_owner() {
+  absl::StatusOr<std::shared_ptr<Transport>> transport = CurrentConnection();
+  return transport.ok() ? (*transport)->lock_owner() : LockOwner{};
+}
+
 bool Client::KnownLoaded(const wire::CodeHash& hash) {
   absl::MutexLock lock(&mu_);
   return loaded_.contains(hash);

@@ -189,6 +189,12 @@ class Client {
   // What carries this client's requests now (see Transport::Describe); connects if need be.
   absl::StatusOr<std::string> TransportDescription();
   uint64_t client_id() const { return client_id_; }
+  // When a call made now with `options` gives up.
+  absl::Time DeadlineFor(const CallOptions& options) const;
+  // The lock owner the server gave the connection requests go over now (connecting if need be;
+  // anonymous if it cannot): locks taken through this client are its connection's, and are
+  // taken over by others only once that connection is gone (LockOwner in core/context/context.h).
+  LockOwner lock_owner();
   const std::string& address() const { return address_; }
 
   // Remembers that a library's code is on the server (used by EnsureLoaded); forgotten when the
@@ -207,7 +213,6 @@ class Client {
   absl::StatusOr<std::string> Call(wire::Op op, std::string payload, const CallOptions& options,
                                    bool retryable);
   absl::StatusOr<std::shared_ptr<Transport>> CurrentConnection();
-  absl::Time DeadlineFor(const CallOptions& options) const;
   // The deadline an EXECUTE carries (CallOptions::server_deadline).
   absl::Duration ServerDeadline(const CallOptions& options) const;
 

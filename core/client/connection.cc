@@ -16,8 +16,8 @@
 #include "core/host_port.h"
 #include "core/net/socket_connect.h"
 #include "core/security/auth.h"
-#include "core/wire/messages.h"
 #include "core/status_macros.h"
+#include "core/wire/messages.h"
 
 namespace ardma {
 namespace {
@@ -26,8 +26,8 @@ namespace {
 constexpr int kReadTickMs = 100;
 constexpr size_t kInitialReadBuffer = 64 << 10;
 // Reads one whole frame (blocking, within the socket's receive timeout).
-absl::StatusOr<std::pair<wire::FrameHeader, std::string>> ReadFrame(ByteStream& stream,
-                                                                   const wire::WireLimits& limits) {
+absl::StatusOr<std::pair<wire::FrameHeader, std::string>> ReadFrame(
+    ByteStream& stream, const wire::WireLimits& limits) {
   char head[wire::kHeaderSize];
   ARDMA_RETURN_IF_ERROR(stream.RecvExactly(head, sizeof head));
   ARDMA_ASSIGN_OR_RETURN(wire::FrameHeader h,
@@ -41,17 +41,21 @@ absl::StatusOr<std::pair<wire::FrameHeader, std::string>> ReadFrame(ByteStream& 
 
 absl::Status AuthenticateSocket(int fd, const security::Credentials& credentials,
                                 const wire::WireLimits& limits, ClientCounters* counters) {
-  return AuthenticateStream(*PlainStream(fd, /*owned=*/false), credentials, limits, counters);
+  return AuthenticateStream(*PlainStream(fd, /*owned=*/false), &credentials, limits, counters);
 }
 
-absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials& credentials,
-                                const wire::WireLimits& limits, ClientCounters* counters) {
+absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials* credentials_or,
+                                const wire::WireLimits& limits, ClientCounters* counters,
+                                wire::Hello* hello_out) {
   ARDMA_ASSIGN_OR_RETURN(auto hello_frame, ReadFrame(stream, limits));
   if (hello_frame.first.op != wire::Op::kHello) {
     return absl::DataLossError("the server did not open with HELLO (not an ardmad?)");
   }
   ARDMA_ASSIGN_OR_RETURN(wire::Hello hello, wire::DecodeHello(hello_frame.second));
-  if (!hello.auth_required) return absl::OkStatus();
+  if (hello_out != nullptr) *hello_out = hello;
+  // Without credentials, a server that asks for them refuses every request (saying why).
+  if (!hello.auth_required || credentials_or == nullptr) return absl::OkStatus();
+  const security::Credentials& credentials = *credentials_or;
   wire::AuthRequest req{.name = credentials.name, .client_nonce = security::RandomNonce()};
   req.proof = security::ComputeProof(credentials.secret, security::Role::kClient, hello.nonce,
                                      req.client_nonce, credentials.name);
@@ -69,15 +73,14 @@ absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials&
     return wire::StatusFromWire(answer.first.status, answer.second);
   }
   ARDMA_ASSIGN_OR_RETURN(wire::AuthResponse resp, wire::DecodeAuthResponse(answer.second));
-  security::Proof expected = security::ComputeProof(credentials.secret, security::Role::kServer,
-                                                    hello.nonce, req.client_nonce, credentials.name);
+  security::Proof expected = security::ComputeProof(
+      credentials.secret, security::Role::kServer, hello.nonce, req.client_nonce, credentials.name);
   if (!security::ProofsEqual(expected, resp.proof)) {
     return absl::UnauthenticatedError(
         "the server could not prove it knows this secret (not the ardmad you meant?)");
   }
   return absl::OkStatus();
 }
-
 
 struct Connection::Pending {
   bool done = false;
@@ -102,7 +105,9 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
   if (use_tls) {
     ARDMA_ASSIGN_OR_RETURN(tls_stream, TlsStream(fd, host, tls.WithEnvironment(), timeout));
   }
-  if (credentials != nullptr) {
+  // The greeting (and, with credentials, authentication) before anything else.
+  wire::Hello hello;
+  {
     std::unique_ptr<ByteStream> plain;
     ByteStream* stream = tls_stream.get();
     if (stream == nullptr) {
@@ -110,11 +115,13 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
       stream = plain.get();
     }
     stream->SetRecvTimeout(timeout);
-    if (absl::Status s = AuthenticateStream(*stream, *credentials, limits, counters); !s.ok()) {
+    if (absl::Status s = AuthenticateStream(*stream, credentials, limits, counters, &hello);
+        !s.ok()) {
       if (tls_stream == nullptr) ::close(fd);
       if (absl::IsUnavailable(s)) {
-        return absl::UnavailableError(absl::StrCat("authenticating to ", std::string(address),
-                                                   ": ", s.message()));
+        return absl::UnavailableError(
+            absl::StrCat(credentials != nullptr ? "authenticating to " : "greeted by ",
+                         std::string(address), ": ", s.message()));
       }
       return s;
     }
@@ -124,6 +131,7 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
   std::shared_ptr<Connection> c(new Connection(fd, limits, counters));
   c->tls_ = std::move(tls_stream);
+  c->owner_ = {hello.owner_token, hello.owner_table};
   return c;
 }
 
@@ -304,8 +312,8 @@ void Connection::ReadOnce() {
   }
   ssize_t n;
   if (tls_ != nullptr) {
-    absl::StatusOr<size_t> got = tls_->RecvSome(rbuf_.data() + rend_, rbuf_.size() - rend_,
-                                                absl::Milliseconds(kReadTickMs));
+    absl::StatusOr<size_t> got =
+        tls_->RecvSome(rbuf_.data() + rend_, rbuf_.size() - rend_, absl::Milliseconds(kReadTickMs));
     if (!got.ok()) {
       Break(got.status());
       return;
@@ -347,8 +355,7 @@ void Connection::ReadOnce() {
 }
 
 void Connection::Dispatch(const wire::FrameHeader& header, std::string_view payload) {
-  // The server's greeting answers no request (if it asked for authentication, every request will
-  // be refused with a message that says so).
+  // The server's greeting (read by Open) answers no request.
   if (header.op == wire::Op::kHello) return;
   ResponsePayload result = ResponseFromFrame(header, payload);
   ResponseCallback callback;

@@ -46,8 +46,10 @@ namespace ardma {
 // protocol on their own sockets; Connection::Open does this itself.
 absl::Status AuthenticateSocket(int fd, const security::Credentials& credentials,
                                 const wire::WireLimits& limits, ClientCounters* counters);
-absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials& credentials,
-                                const wire::WireLimits& limits, ClientCounters* counters);
+// `hello`, if given, gets the server's HELLO.
+absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials* credentials,
+                                const wire::WireLimits& limits, ClientCounters* counters,
+                                wire::Hello* hello = nullptr);
 
 inline constexpr std::string_view kTlsPrefix = "tls://";
 
@@ -81,6 +83,7 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
 
   bool broken() const override;
   std::string Describe() const override { return "a TCP or Unix-domain stream connection"; }
+  LockOwner lock_owner() const override { return owner_; }
   // Fails pending calls with UNAVAILABLE and lets the background reader finish.
   void Close() override;
   // Waits up to `timeout` for the peer to close the connection while nobody reads it, and breaks
@@ -104,6 +107,7 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   std::unique_ptr<ByteStream> tls_;  // set for tls:// (then it owns fd_)
   const wire::WireLimits limits_;
   ClientCounters* const counters_;
+  LockOwner owner_;  // from the server's HELLO
   absl::Mutex write_mu_;
 
   mutable absl::Mutex mu_;

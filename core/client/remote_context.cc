@@ -1,5 +1,6 @@
 #include "core/client/remote_context.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -81,7 +82,11 @@ absl::StatusOr<bool> RemoteContext::DoWake(std::string_view, std::string_view) {
 }
 
 absl::Status RemoteContext::DoBackoff(absl::Duration delay) {
-  absl::SleepFor(delay);
+  absl::Time now = absl::Now();
+  if (now >= deadline_) {
+    return absl::DeadlineExceededError("the operation's deadline passed while it waited");
+  }
+  absl::SleepFor(std::min(delay, deadline_ - now));
   return absl::OkStatus();
 }
 

@@ -3,6 +3,11 @@
 // the libraries the client links: in RDMA mode all logic stays on the client. View, Park and Wake
 // need the data to be local and fail with FAILED_PRECONDITION.
 //
+// The whole operation (the function and everything it Calls) has the deadline of a call made with
+// `options` when the context is created: past it, Backoff fails with DEADLINE_EXCEEDED, so an
+// RDMA-mode operation that waits on a lock held by a slow client gives up like an active-mode
+// one does.
+//
 // Borrows the Client and the libraries for its lifetime. One thread at a time.
 #ifndef ARDMA_CORE_CLIENT_REMOTE_CONTEXT_H_
 #define ARDMA_CORE_CLIENT_REMOTE_CONTEXT_H_
@@ -20,7 +25,10 @@ class RemoteContext : public Context {
   // `libraries` resolve Call; each library's dependencies are searched too.
   RemoteContext(Client* client, std::vector<const ActiveLibrary*> libraries,
                 CallOptions options = {})
-      : client_(client), libraries_(std::move(libraries)), options_(options) {}
+      : client_(client),
+        libraries_(std::move(libraries)),
+        options_(options),
+        deadline_(client->DeadlineFor(options)) {}
 
   bool IsLocal() const override { return false; }
 
@@ -38,11 +46,13 @@ class RemoteContext : public Context {
                          std::string_view args) override;
   absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) override;
   absl::Status DoBackoff(absl::Duration delay) override;  // sleeps on the calling thread
+  LockOwner DoLockOwner() override { return client_->lock_owner(); }
 
  private:
   Client* const client_;
   const std::vector<const ActiveLibrary*> libraries_;
   const CallOptions options_;
+  const absl::Time deadline_;
   int depth_ = 0;
 };
 

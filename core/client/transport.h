@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/context/context.h"
 #include "core/wire/frame.h"
 #include "core/wire/messages.h"
 
@@ -65,6 +66,8 @@ class Transport {
   // Drops what this transport keeps of a region registered at run time (its remote key), once
   // the caller is done with it; the next access looks it up again.
   virtual void ForgetRegion(wire::RegionId region) {}
+  // The lock owner the server gave the connection (LockOwner in core/context/context.h).
+  virtual LockOwner lock_owner() const = 0;
 };
 
 // Takes out of `pending` (request id -> shared_ptr to a record with `callback` and `deadline`,

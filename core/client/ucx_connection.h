@@ -65,6 +65,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   bool broken() const override;
   // Which regions take one-sided atomics, then the endpoint's lanes.
   std::string Describe() const override;
+  LockOwner lock_owner() const override { return tcp_->lock_owner(); }
   void Close() override;
   void ForgetRegion(RegionId region) override;
 

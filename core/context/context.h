@@ -63,6 +63,16 @@ struct WriteOp {
   RegionId region = kHeapRegion;
 };
 
+// Who takes lock words through a context, so that a waiter can tell a holder that died from one
+// that is only slow (services/lock_word.h). ardmad keeps a table of owners in the heap: one slot
+// per open connection and one for itself, each a word 2 * generation + live that the server bumps
+// when the connection opens and again when it closes (and for every slot when it restarts). A
+// token names a slot and the generation it had while live (core/context/lock_owner.h).
+struct LockOwner {
+  uint64_t token = 0;  // 0: anonymous (no server tracks this owner; its words are never taken)
+  uint64_t table = 0;  // heap address of the owner table
+};
+
 class Context {
  public:
   virtual ~Context() = default;
@@ -135,6 +145,10 @@ class Context {
   // True when operations are local memory accesses (active mode).
   virtual bool IsLocal() const = 0;
 
+  // Who holds the lock words this context takes: on the server, ardmad itself (its functions run
+  // to completion or die with it); on a client, its connection, which ends when the client does.
+  LockOwner lock_owner() { return DoLockOwner(); }
+
  protected:
   virtual absl::Status DoReadBatch(std::span<const ReadOp> ops) = 0;
   virtual absl::Status DoWriteBatch(std::span<const WriteOp> ops) = 0;
@@ -149,6 +163,7 @@ class Context {
                                  std::string_view args) = 0;
   virtual absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) = 0;
   virtual absl::Status DoBackoff(absl::Duration delay) = 0;
+  virtual LockOwner DoLockOwner() { return {}; }
 };
 
 // The status Backoff returns when the request must move to a worker thread.

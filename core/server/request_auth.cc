@@ -20,6 +20,19 @@ std::string RequestHandler::Greeting(ResponseSink& sink) {
     hello.auth_required = true;
     hello.nonce = auth.nonce;
   }
+  if (owners_ != nullptr) {
+    LockOwner owner = owners_->Join();
+    static std::atomic<bool> warned{false};
+    if (owner.token == 0 && !warned.exchange(true)) {
+      ARDMA_LOG(kWarning,
+                "every one of the %u lock-owner slots is taken: locks of connections beyond them "
+                "are never taken over if they die (logged once)",
+                owners_->slots());
+    }
+    auth.owner_token = owner.token;
+    hello.owner_token = owner.token;
+    hello.owner_table = owner.table;
+  }
   std::string out;
   size_t start = wire::BeginFrame(&out);
   wire::EncodeHello(hello, &out);
@@ -56,7 +69,7 @@ absl::Status RequestHandler::Allowed(Op op, const security::Grant& grant) {
   security::Permission needed;
   switch (op) {
     case Op::kPing:
-    case Op::kStats:  // details only with admin (Handle)
+    case Op::kStats:       // details only with admin (Handle)
     case Op::kUcxConnect:  // the session gets this connection's grant (ucx_server.cc)
     case Op::kHello:
     case Op::kAuth:
@@ -87,16 +100,16 @@ absl::Status RequestHandler::Allowed(Op op, const security::Grant& grant) {
   }
   if (grant.Has(needed)) return absl::OkStatus();
   security::Grant want{.permissions = static_cast<uint32_t>(needed)};
-  return absl::PermissionDeniedError(absl::StrCat(wire::OpName(op), " needs the '",
-                                                  want.ToString(), "' permission; this secret has ",
+  return absl::PermissionDeniedError(absl::StrCat(wire::OpName(op), " needs the '", want.ToString(),
+                                                  "' permission; this secret has ",
                                                   grant.ToString()));
 }
 
 absl::Status RequestHandler::MayAccess(const security::Grant& grant, RegionId region, bool write) {
   if (write ? grant.MayWrite(region) : grant.MayRead(region)) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat("this secret may not ", write ? "write" : "read",
-                                                  " region ", region, " (it has ",
-                                                  grant.ToString(), ")"));
+                                                  " region ", region, " (it has ", grant.ToString(),
+                                                  ")"));
 }
 
 void RequestHandler::HandleAuth(const FrameHeader& header, std::string_view payload,
@@ -112,12 +125,11 @@ void RequestHandler::HandleAuth(const FrameHeader& header, std::string_view payl
     return;
   }
   absl::StatusOr<wire::AuthRequest> req = wire::DecodeAuthRequest(payload);
-  const security::AuthTable::Entry* entry =
-      req.ok() ? options_.auth->Find(req->name) : nullptr;
+  const security::AuthTable::Entry* entry = req.ok() ? options_.auth->Find(req->name) : nullptr;
   bool ok = false;
   if (entry != nullptr) {
-    security::Proof expected = security::ComputeProof(
-        entry->secret, security::Role::kClient, auth.nonce, req->client_nonce, req->name);
+    security::Proof expected = security::ComputeProof(entry->secret, security::Role::kClient,
+                                                      auth.nonce, req->client_nonce, req->name);
     ok = security::ProofsEqual(expected, req->proof);
   }
   if (!ok) {
@@ -140,10 +152,9 @@ void RequestHandler::HandleAuth(const FrameHeader& header, std::string_view payl
   auth.authenticated.store(true, std::memory_order_release);
   ServerCounters::Add(counters_.auth_ok, 1);
   ARDMA_LOG(kDebug, "connection authenticated as '%s' (%s)", auth.name, auth.grant.ToString());
-  wire::AuthResponse resp{
-      .proof = security::ComputeProof(entry->secret, security::Role::kServer, auth.nonce,
-                                      req->client_nonce, req->name),
-      .permissions = entry->grant.permissions};
+  wire::AuthResponse resp{.proof = security::ComputeProof(entry->secret, security::Role::kServer,
+                                                          auth.nonce, req->client_nonce, req->name),
+                          .permissions = entry->grant.permissions};
   std::string out;
   size_t start = wire::BeginFrame(&out);
   wire::EncodeAuthResponse(resp, &out);

@@ -556,6 +556,7 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
   ex.host = &host;
   ex.deadline = deadline;
   ex.cancelled = &cancelled_;
+  if (owners_ != nullptr) ex.owner = owners_->server();
   ex.may_block = on_worker;
   ex.access_cost = options_.access_cost;
   // On an I/O thread (and not a server without workers, where every run is): stamped, so a run
@@ -621,6 +622,7 @@ absl::Status RequestHandler::SetCloseHook(const std::shared_ptr<ResponseSink>& s
 
 void RequestHandler::ConnectionClosed(const ResponseSink* sink) {
   registrar_.OwnerGone(sink);
+  if (owners_ != nullptr) owners_->Leave(sink->auth().owner_token);
   absl::flat_hash_map<std::string, CloseHook> hooks;
   {
     absl::MutexLock lock(&hooks_mu_);

@@ -28,6 +28,7 @@
 #include "core/memory/region.h"
 #include "core/security/auth.h"
 #include "core/server/dedup_window.h"
+#include "core/server/owner_table.h"
 #include "core/server/syncer.h"
 #include "core/server/region_registrar.h"
 #include "core/server/server_counters.h"
@@ -46,6 +47,7 @@ struct ConnectionAuth {
   pid_t peer_pid = 0;   // the client process, on a Unix socket (SO_PEERCRED); 0: unknown
   security::Grant grant;
   std::atomic<bool> authenticated{false};
+  uint64_t owner_token = 0;  // the connection's lock owner (OwnerTable), given in its HELLO
 
   // The grant, once authenticated; nothing before.
   const security::Grant* Granted() const {
@@ -117,6 +119,10 @@ class RequestHandler {
   // Makes regions registered at run time reachable one-sidedly (the UCX server). Set before
   // serving.
   void SetRegionKeys(RegionKeys* keys) { registrar_.SetKeys(keys); }
+  // Tracks lock owners (owner_table.h): every stream connection gets one in its HELLO, ended when
+  // it closes, and functions hold locks as the server's. Without it owners are anonymous. Set
+  // before serving.
+  void SetOwners(OwnerTable* owners) { owners_ = owners; }
 
   // The HELLO frame that opens a new stream connection: its challenge, and whether it must
   // authenticate. Without an auth file the connection is granted everything here.
@@ -205,6 +211,7 @@ class RequestHandler {
   CodeRegistry* const registry_;
   ServerCounters counters_;
   UcxConnectHook ucx_connect_;
+  OwnerTable* owners_ = nullptr;
   ParkingLot parking_;
   DedupWindow dedup_;
   RegionRegistrar registrar_;

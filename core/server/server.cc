@@ -52,7 +52,6 @@ bool IsLoopback(std::string_view host) {
   return host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-
 }  // namespace
 
 // Members are destroyed in reverse order: the handler (whose parked requests and de-dup waiters
@@ -67,6 +66,8 @@ struct Server::Impl {
   ServerOptions options;
   RegionTable regions;
   CodeRegistry registry;
+  std::unique_ptr<OwnerTable>
+      owners;  // (outlives the handler, which ends owners as sessions close)
 
   std::vector<std::unique_ptr<asio::io_context>> ios;
   // The acceptors and the expiry timer run on a thread of their own, so a function that never
@@ -284,6 +285,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       ARDMA_LOG(kInfo, "reopened memory file %s (%u bytes), data kept", options.memory_file,
                 heap_size);
     }
+    ARDMA_ASSIGN_OR_RETURN(impl->owners, OwnerTable::Open(ctx, **impl->regions.Get(kHeapRegion),
+                                                          OwnerTable::SlotsFor(heap_size)));
   }
 
   ARDMA_RETURN_IF_ERROR(CheckPlacement(options.io_cpus, options.realtime));
@@ -297,6 +300,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   impl->handler =
       std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);
+  impl->handler->SetOwners(impl->owners.get());
   if (impl->ucx != nullptr) {
     absl::Status started = impl->ucx->Start(impl->regions, impl->handler.get());
     if (!started.ok()) {
@@ -357,17 +361,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   absl::BlockingCounter placed(static_cast<int>(impl->ios.size()));
   for (size_t i = 0; i < impl->ios.size(); ++i) {
     int cpu = options.io_cpus.empty() ? -1 : options.io_cpus[i % options.io_cpus.size()];
-    impl->threads.emplace_back(
-        [io = impl->ios[i].get(), busy = &impl->busy[i], i, cpu, realtime = options.realtime,
-         &placed] {
-          RequestHandler::SetIoBusyStamp(busy);
-          // Checked by CheckPlacement before any thread started, so these succeed.
-          ::pthread_setname_np(::pthread_self(), absl::StrCat("ardma-io-", i).c_str());
-          if (cpu >= 0) PinToCpu(cpu).IgnoreError();
-          if (realtime) MakeRealtime().IgnoreError();
-          placed.DecrementCount();
-          io->run();
-        });
+    impl->threads.emplace_back([io = impl->ios[i].get(), busy = &impl->busy[i], i, cpu,
+                                realtime = options.realtime, &placed] {
+      RequestHandler::SetIoBusyStamp(busy);
+      // Checked by CheckPlacement before any thread started, so these succeed.
+      ::pthread_setname_np(::pthread_self(), absl::StrCat("ardma-io-", i).c_str());
+      if (cpu >= 0) PinToCpu(cpu).IgnoreError();
+      if (realtime) MakeRealtime().IgnoreError();
+      placed.DecrementCount();
+      io->run();
+    });
   }
   placed.Wait();
   impl->control_thread = std::thread([control = impl->control.get()] {

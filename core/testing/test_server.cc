@@ -13,10 +13,6 @@
 
 namespace ardma::testing {
 
-namespace {
-
-// Pins UCX to the test transport's transports (unless the caller set UCX_TLS), before the first
-// UCX context of the process is made.
 void ApplyTestTransport() {
   static const bool applied = [] {
     std::string transport = TestTransport();
@@ -26,8 +22,6 @@ void ApplyTestTransport() {
   }();
   (void)applied;
 }
-
-}  // namespace
 
 ServerOptions TestServerOptions() {
   ApplyTestTransport();

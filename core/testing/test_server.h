@@ -24,6 +24,9 @@ ServerOptions TestServerOptions();
 // ctest runs a suite registered with TRANSPORTS once per transport (cmake/ArdmaHelpers.cmake), so
 // one test file covers every transport.
 std::string TestTransport();
+// Pins UCX to the test transport's transports (unless the caller set UCX_TLS), before the first
+// UCX context of the process is made; servers started as processes afterwards inherit it.
+void ApplyTestTransport();
 // The address a client of the test transport connects to: `server_address`, or ucx://that. Not for
 // the unix transport (it aborts): suites run over unix connect with TestServer::NewClient.
 std::string ClientAddress(const std::string& server_address);

@@ -470,13 +470,18 @@ void EncodeHello(const Hello& hello, std::string* out) {
   ByteWriter w(out);
   w.U8(hello.auth_required ? 1 : 0);
   PutArray(w, hello.nonce);
+  w.U64(hello.owner_token);
+  w.U64(hello.owner_table);
 }
 
 absl::StatusOr<Hello> DecodeHello(std::string_view payload) {
   ByteReader r(payload);
   Hello hello;
   uint8_t flags;
-  if (!r.U8(&flags) || !GetArray(r, &hello.nonce) || !r.AtEnd()) return Malformed("HELLO");
+  if (!r.U8(&flags) || !GetArray(r, &hello.nonce)) return Malformed("HELLO");
+  if (!r.AtEnd() && (!r.U64(&hello.owner_token) || !r.U64(&hello.owner_table) || !r.AtEnd())) {
+    return Malformed("HELLO");
+  }
   hello.auth_required = (flags & 1) != 0;
   return hello;
 }

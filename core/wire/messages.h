@@ -166,12 +166,16 @@ absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload);
 
 // HELLO: sent by the server as the first frame of every stream connection, a response frame with
 // request id 0 that no request asked for. It says whether the connection must authenticate before
-// any other op and carries the challenge for it.
+// any other op and carries the challenge for it, and the connection's lock owner (LockOwner in
+// core/context/context.h: the token its lock words carry and the owner table's address; both 0
+// from a server that tracks no owners, and absent from servers before the owner table).
 inline constexpr size_t kNonceSize = 32;
 using Nonce = std::array<uint8_t, kNonceSize>;
 struct Hello {
   bool auth_required = false;
   Nonce nonce{};
+  uint64_t owner_token = 0;
+  uint64_t owner_table = 0;
 };
 void EncodeHello(const Hello& hello, std::string* out);
 absl::StatusOr<Hello> DecodeHello(std::string_view payload);

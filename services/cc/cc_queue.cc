@@ -18,7 +18,6 @@ using wire::ByteWriter;
 
 constexpr std::string_view kRoot = "cc.farm";
 constexpr std::string_view kWorkKey = "cc.work";  // slaves park here
-constexpr absl::Duration kLockPatience = absl::Seconds(2);
 
 // Offsets in the farm block.
 constexpr uint64_t kLock = 0, kNextSeq = 8, kCounters = 16;
@@ -73,7 +72,7 @@ class Locked {
  public:
   static absl::StatusOr<Locked> Take(Context& ctx) {
     ARDMA_ASSIGN_OR_RETURN(uint64_t farm, Farm(ctx));
-    ARDMA_ASSIGN_OR_RETURN(uint64_t nonce, AcquireLockWord(ctx, farm + kLock, kLockPatience, "cc"));
+    ARDMA_ASSIGN_OR_RETURN(uint64_t nonce, AcquireLockWord(ctx, farm + kLock, "cc"));
     Locked l(ctx, farm, nonce);
     absl::Status read = ctx.Read(farm, std::span<char>(l.bytes_.data(), l.bytes_.size()));
     if (!read.ok()) {

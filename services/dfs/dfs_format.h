@@ -33,7 +33,7 @@
 // Directories list their children (inode numbers) in a child array for readdir; a child knows its
 // index, so unlink moves the last child into the gap (O(1)). Namespace changes lock the directory
 // (or directories, in address order); writes lock the file. A lock word left by a client that died
-// is taken over after kLockStealAfter.
+// is taken over once its connection has closed (services/lock_word.h).
 #ifndef ARDMA_SERVICES_DFS_DFS_FORMAT_H_
 #define ARDMA_SERVICES_DFS_DFS_FORMAT_H_
 
@@ -55,7 +55,6 @@ inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kMaxPathBytes = 4096;
 inline constexpr size_t kMaxFsNameBytes = 39;
 inline constexpr uint64_t kMaxIoBytes = 16u << 20;  // one read or write request
-inline constexpr absl::Duration kLockStealAfter = absl::Seconds(2);
 
 inline constexpr uint64_t kSuperMagic = 0x5346444d41445241ull;  // "ARDMADFS"
 inline constexpr uint64_t kInodeMagic = 0x4f4e49414d445241ull;  // "ARDMAINO"

@@ -249,7 +249,7 @@ absl::Status Locks::Take(std::vector<uint64_t> addrs) {
   std::sort(addrs.begin(), addrs.end());
   addrs.erase(std::unique(addrs.begin(), addrs.end()), addrs.end());
   for (uint64_t a : addrs) {
-    absl::StatusOr<uint64_t> nonce = AcquireLockWord(ctx_, a, kLockStealAfter, "dfs");
+    absl::StatusOr<uint64_t> nonce = AcquireLockWord(ctx_, a, "dfs");
     if (!nonce.ok()) {
       Release().IgnoreError();
       return nonce.status();

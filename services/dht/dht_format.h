@@ -14,7 +14,7 @@
 //   the one before it). A key with hash h lives in bucket (h mod buckets) or the next one: its
 //   neighbourhood, 128 contiguous bytes that one READ fetches.
 //     bucket := control:u64 slot:u64 * 7
-//     control := table id << 32 | generation << 22 | lock sequence << 2 | state
+//     control := table id << 32 | generation << 22 | holder slot << 2 | state
 //                state 0 unlocked, 1 locked (a writer owns the keys homed here), 2 moved
 //     slot := 0 (empty) | entry address | block class << 48 | fingerprint bits
 //             (fingerprint: 14 bits of the key's hash; 10 in bits 54..63, 4 in bits 0..3)
@@ -27,14 +27,14 @@
 // Protocol. Readers take no locks: read the neighbourhood, then the entries whose fingerprint
 // matches, and accept an entry only if its checksum and key verify (an entry freed or reused
 // under the reader fails the checksum: the reader starts over). A writer locks the key's home
-// bucket (CAS on its control word; the sequence makes every acquisition distinct), so writers of
-// one key are serialized while writers of other keys only race for empty slots with CAS. Updates
-// are out of place: write a new entry, CAS the slot from the old entry to the new, unlock, free
-// the old. A resize claims the header, locks every home bucket, rehashes the slots (entries do not
-// move) into an array twice as large, publishes the new geometry and marks the old buckets moved;
-// whoever meets a moved bucket or a stale tag re-reads the geometry. A lock held for over a second
-// outside a resize, or a resize claim held for over ten seconds, belongs to a client that died
-// mid-operation and is taken over.
+// bucket (CAS on its control word, naming its lock-owner slot: core/context/lock_owner.h), so
+// writers of one key are serialized while writers of other keys only race for empty slots with
+// CAS. Updates are out of place: write a new entry, CAS the slot from the old entry to the new,
+// unlock, free the old. A resize claims the header, locks every home bucket, rehashes the slots
+// (entries do not move) into an array twice as large, publishes the new geometry and marks the old
+// buckets moved; whoever meets a moved bucket or a stale tag re-reads the geometry. A bucket lock whose holder's
+// slot is vacant, or a resize claim (a holder value, services/lock_word.h) whose owner ended,
+// belongs to a client whose connection is gone and is taken over; a slow holder keeps it.
 //
 // Functions (u64/u32/u16 little-endian):
 //   target := 0:u8 name:str16                      ; by name (active mode)

@@ -9,7 +9,6 @@
 #include "core/status_macros.h"
 #include "services/dht/dht_table.h"
 #include "services/lock_word.h"
-#include "services/random64.h"
 
 namespace ardma::dht {
 namespace {
@@ -17,18 +16,21 @@ namespace {
 absl::Status ClaimResize(Context& ctx, const Table& t, Geometry seen, uint64_t nonce,
                          bool* claimed) {
   *claimed = false;
-  HolderWatch watch(kClaimStealAfter);
   for (int round = 0; round < kMaxAttempts; ++round) {
     ARDMA_ASSIGN_OR_RETURN(Table now, ReadTable(ctx, t.header));
     if (now.geometry.word != seen.word) return absl::OkStatus();  // someone else grew it
     ARDMA_ASSIGN_OR_RETURN(uint64_t claim, ctx.ReadU64(t.header + kClaimOffset));
     uint64_t expected = 0;
     if (claim != 0) {
-      if (!watch.Abandoned(claim)) {
+      bool ended = false;
+      if (TimeToCheckHolder(round)) {
+        ARDMA_ASSIGN_OR_RETURN(ended, HolderEnded(ctx, claim));
+      }
+      if (!ended) {
         ARDMA_RETURN_IF_ERROR(ctx.Backoff(round));
         continue;
       }
-      expected = claim;  // the resizer died: take over
+      expected = claim;  // the resizer's connection ended: take over
     }
     ARDMA_ASSIGN_OR_RETURN(CasResult cas,
                            ctx.CompareAndSwap(t.header + kClaimOffset, expected, nonce));
@@ -75,7 +77,7 @@ bool Place(const std::vector<std::pair<uint64_t, uint64_t>>& slots, uint64_t id,
 }  // namespace
 
 absl::Status Grow(Context& ctx, Table& t, Geometry seen) {
-  uint64_t nonce = Random64() | 1;
+  uint64_t nonce = NewHolderValue(ctx);
   bool claimed;
   ARDMA_RETURN_IF_ERROR(ClaimResize(ctx, t, seen, nonce, &claimed));
   if (!claimed) return absl::OkStatus();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/context/lock_owner.h"
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
@@ -108,36 +109,39 @@ absl::StatusOr<std::optional<uint64_t>> LockHome(Context& ctx, Table& t, Neighbo
                                                  uint64_t hash, bool resizing) {
   uint64_t control = nb.control[0];
   bool reread = false;
-  HolderWatch watch(kLockStealAfter);
+  uint64_t slot = owner::TokenSlot(ctx.lock_owner().token);
   for (int round = 0; round < kMaxAttempts; ++round) {
     if (TagOf(control) != Tag(t.id, t.geometry.gen()) || StateOf(control) == kMoved) {
       return std::nullopt;
     }
     if (StateOf(control) == kUnlocked) {
       ARDMA_ASSIGN_OR_RETURN(CasResult cas,
-                             ctx.CompareAndSwap(nb.base, control, NextLocked(control)));
+                             ctx.CompareAndSwap(nb.base, control, LockedBy(control, slot)));
       if (cas.swapped) {
         if (reread) {
           ARDMA_ASSIGN_OR_RETURN(nb, ReadNeighbourhood(ctx, t, hash));
         }
-        return NextLocked(control);
+        return LockedBy(control, slot);
       }
       control = cas.observed;
       reread = true;
       continue;
     }
-    // Locked: wait, and take it over if its holder seems dead.
-    if (watch.Abandoned(control)) {
-      ARDMA_ASSIGN_OR_RETURN(uint64_t claim, ctx.ReadU64(t.header + kClaimOffset));
-      if (claim == 0 || resizing) {
+    // Locked: wait, and take it over if its holder's connection has ended.
+    if (TimeToCheckHolder(round)) {
+      ARDMA_ASSIGN_OR_RETURN(bool vacant, SlotVacant(ctx, HolderSlot(control)));
+      // (Outside a resize, a claimed table's buckets are the resizer's to take over.)
+      ARDMA_ASSIGN_OR_RETURN(uint64_t claim, vacant && !resizing
+                                                 ? ctx.ReadU64(t.header + kClaimOffset)
+                                                 : absl::StatusOr<uint64_t>(0));
+      if (vacant && (claim == 0 || resizing)) {
         ARDMA_ASSIGN_OR_RETURN(CasResult cas,
-                               ctx.CompareAndSwap(nb.base, control, NextLocked(control)));
+                               ctx.CompareAndSwap(nb.base, control, LockedBy(control, slot)));
         if (cas.swapped) {
           ARDMA_ASSIGN_OR_RETURN(nb, ReadNeighbourhood(ctx, t, hash));
-          return NextLocked(control);
+          return LockedBy(control, slot);
         }
       }
-      watch.Reset();
     }
     ARDMA_RETURN_IF_ERROR(ctx.Backoff(round));
     ARDMA_ASSIGN_OR_RETURN(control, ctx.ReadU64(nb.base));
@@ -150,7 +154,7 @@ absl::Status Unlock(Context& ctx, uint64_t bucket, uint64_t locked) {
   ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(bucket, locked, locked & ~kStateMask));
   if (!cas.swapped) {
     return absl::AbortedError(
-        "dht bucket lock was taken over while held (the operation took over a second)");
+        "dht bucket lock was taken over while held (this client's connection had ended)");
   }
   return absl::OkStatus();
 }

@@ -32,8 +32,6 @@ inline constexpr uint64_t kKeyHashSeed = 0x61726d6164687431ull;
 inline constexpr uint64_t kAddrMask = ((1ull << 48) - 1) & ~15ull;
 inline constexpr uint64_t kStateMask = 3, kUnlocked = 0, kLocked = 1, kMoved = 2;
 inline constexpr uint64_t kSeqMask = (1ull << 20) - 1;
-inline constexpr absl::Duration kLockStealAfter = absl::Seconds(1);    // a bucket lock
-inline constexpr absl::Duration kClaimStealAfter = absl::Seconds(10);  // a resize claim
 inline constexpr int kMaxAttempts = 100000;
 inline constexpr size_t kOpsPerBatch = 4096;
 inline constexpr uint64_t kBytesPerTransfer = 8u << 20;
@@ -63,10 +61,11 @@ struct Table {
 inline uint64_t Tag(uint64_t id, uint64_t gen) { return id << 32 | (gen & 1023) << 22; }
 inline uint64_t TagOf(uint64_t control) { return control & ~((1ull << 22) - 1); }
 inline uint64_t StateOf(uint64_t control) { return control & kStateMask; }
-inline uint64_t NextLocked(uint64_t control) {
-  uint64_t seq = ((control >> 2) + 1) & kSeqMask;
-  return TagOf(control) | seq << 2 | kLocked;
+// `control` locked by the owner of lock-owner slot `slot` (core/context/lock_owner.h).
+inline uint64_t LockedBy(uint64_t control, uint64_t slot) {
+  return TagOf(control) | (slot & kSeqMask) << 2 | kLocked;
 }
+inline uint64_t HolderSlot(uint64_t control) { return (control >> 2) & kSeqMask; }
 
 inline uint64_t Fingerprint(uint64_t hash) { return hash >> 50; }  // 14 bits
 inline uint64_t MakeSlot(uint64_t entry, int cls, uint64_t fp) {

@@ -1,0 +1,192 @@
+// Lock words held by an RDMA-mode client last as long as its connection (services/lock_word.h): a
+// holder that is paused (SIGSTOP) for 10 s keeps a file-system directory lock and a hash-table
+// bucket lock, and others wait; a holder that is killed loses both as soon as ardmad sees its
+// connection close. Run over every transport the suite is registered with (the one-sided UCX path
+// takes the same words with remote atomics).
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/client/client.h"
+#include "core/client/remote_context.h"
+#include "core/context/lock_owner.h"
+#include "core/testing/server_process.h"
+#include "core/testing/test_server.h"
+#include "gtest/gtest.h"
+#include "services/dfs/dfs_client.h"
+#include "services/dfs/dfs_format.h"
+#include "services/dfs/dfs_inode.h"
+#include "services/dht/dht.h"
+#include "services/dht/dht_client.h"
+#include "services/dht/dht_table.h"
+#include "services/lock_word.h"
+#include "services/stable_hash.h"
+
+namespace ardma {
+namespace {
+
+constexpr char kDir[] = "/held";
+constexpr char kTable[] = "leases";
+constexpr char kKey[] = "held";
+
+struct HeldWords {
+  uint64_t dir_lock = 0, dir_value = 0;   // the directory inode's lock word
+  uint64_t bucket = 0, bucket_value = 0;  // the key's home bucket control word
+};
+
+// The child: as an RDMA-mode client, makes the directory and the table, takes the directory's lock
+// word and the key's bucket lock, reports them on `out` and waits to be stopped or killed.
+[[noreturn]] void HoldLocks(const std::string& address, int out) {
+  auto fail = [](const absl::Status& s) {
+    std::cerr << "holder: " << s << "\n";
+    ::_exit(2);
+  };
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address);
+  if (!client.ok()) fail(client.status());
+  dfs::DfsClient fs_client(client->get(), Mode::kRdma);
+  if (absl::Status s = fs_client.Mkdir(kDir).status(); !s.ok()) fail(s);
+  dht::DhtClient dht_client(client->get(), Mode::kRdma);
+  if (absl::Status s = dht_client.Put(kTable, "other", "x").status(); !s.ok()) fail(s);
+
+  RemoteContext ctx(client->get(), {&active_libraries::dfs(), &active_libraries::dht()});
+  HeldWords held;
+  absl::StatusOr<dfs::Fs> fs = dfs::OpenFs(ctx, "default");
+  if (!fs.ok()) fail(fs.status());
+  absl::StatusOr<uint64_t> dir = dfs::Resolve(ctx, *fs, kDir);
+  if (!dir.ok()) fail(dir.status());
+  held.dir_lock = *dir + dfs::kInLock;
+  absl::StatusOr<uint64_t> value = AcquireLockWord(ctx, held.dir_lock, "holder");
+  if (!value.ok()) fail(value.status());
+  held.dir_value = *value;
+
+  absl::StatusOr<dht::Table> table = dht::OpenByName(ctx, kTable, false);
+  if (!table.ok()) fail(table.status());
+  uint64_t hash = StableHash(kKey, dht::kKeyHashSeed);
+  absl::StatusOr<dht::Neighbourhood> nb = dht::ReadNeighbourhood(ctx, *table, hash);
+  if (!nb.ok()) fail(nb.status());
+  absl::StatusOr<std::optional<uint64_t>> locked = dht::LockHome(ctx, *table, *nb, hash, false);
+  if (!locked.ok()) fail(locked.status());
+  if (!*locked) fail(absl::InternalError("stale neighbourhood"));
+  held.bucket = nb->base;
+  held.bucket_value = **locked;
+  if (::write(out, &held, sizeof held) != sizeof held) ::_exit(3);
+  for (;;) ::pause();
+}
+
+uint64_t WordAt(Client* client, uint64_t addr) {
+  RemoteContext ctx(client, {});
+  absl::StatusOr<uint64_t> word = ctx.ReadU64(addr);
+  EXPECT_TRUE(word.ok()) << word.status();
+  return word.value_or(~0ull);
+}
+
+class LeaseTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { testing::ApplyTestTransport(); }
+};
+
+// One operation of each kind that needs a held word, in both modes, each on its own connection.
+struct Contender {
+  std::string name;
+  std::function<absl::Status(Client*, Mode, absl::Duration)> op;
+};
+
+std::vector<Contender> Contenders() {
+  return {
+      {"dfs create in the locked directory",
+       [](Client* c, Mode mode, absl::Duration wait) {
+         dfs::DfsClient fs(c, mode, "default", {.timeout = wait});
+         return fs.Create(absl::StrCat(kDir, "/", mode == Mode::kRdma ? "r" : "a")).status();
+       }},
+      {"dht put of the locked key",
+       [](Client* c, Mode mode, absl::Duration wait) {
+         dht::DhtClient dht(c, mode, {.timeout = wait});
+         return dht.Put(kTable, kKey, mode == Mode::kRdma ? "r" : "a").status();
+       }},
+  };
+}
+
+TEST_F(LeaseTest, APausedHolderKeepsItsLocksAndAKilledOneLosesThem) {
+  testing::ServerProcess daemon({"--memory", "64M"});
+  ASSERT_FALSE(daemon.address().empty());
+  std::string address = testing::ClientAddress(daemon.address());
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  // Forked before this process has a client (and its threads).
+  pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    ::close(pipe_fds[0]);
+    HoldLocks(address, pipe_fds[1]);
+  }
+  ::close(pipe_fds[1]);
+  HeldWords held;
+  pollfd p{pipe_fds[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 30000), 1) << "the holder did not take its locks";
+  ASSERT_EQ(::read(pipe_fds[0], &held, sizeof held), static_cast<ssize_t>(sizeof held));
+  ::close(pipe_fds[0]);
+  ASSERT_EQ(::kill(holder, SIGSTOP), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(holder, &status, WUNTRACED), holder);
+  ASSERT_TRUE(WIFSTOPPED(status));
+
+  // Paused for 10 s: every contender waits the whole time and gives up; the words stay the
+  // holder's.
+  constexpr absl::Duration kPause = absl::Seconds(10);
+  std::vector<Contender> contenders = Contenders();
+  std::vector<absl::Status> results(contenders.size() * 2);
+  std::vector<std::thread> threads;
+  absl::Time start = absl::Now();
+  for (size_t i = 0; i < results.size(); ++i) {
+    threads.emplace_back([&, i] {
+      Mode mode = i % 2 == 0 ? Mode::kActive : Mode::kRdma;
+      absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(address);
+      results[i] = c.ok() ? contenders[i / 2].op(c->get(), mode, kPause) : c.status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  absl::Duration waited = absl::Now() - start;
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].code(), absl::StatusCode::kDeadlineExceeded)
+        << contenders[i / 2].name << (i % 2 == 0 ? " (active)" : " (rdma)") << ": " << results[i];
+  }
+  EXPECT_GE(waited, kPause - absl::Milliseconds(500));
+  absl::StatusOr<std::unique_ptr<Client>> check = Client::Connect(address);
+  ASSERT_TRUE(check.ok());
+  EXPECT_EQ(WordAt(check->get(), held.dir_lock), held.dir_value);
+  EXPECT_EQ(WordAt(check->get(), held.bucket), held.bucket_value);
+
+  // Killed: its connection closes, its slot ends, and the very next attempts take the words over.
+  ::kill(holder, SIGKILL);
+  ASSERT_EQ(::waitpid(holder, &status, 0), holder);
+  absl::Time killed = absl::Now();
+  for (size_t i = 0; i < results.size(); ++i) {
+    Mode mode = i % 2 == 0 ? Mode::kActive : Mode::kRdma;
+    absl::Status s = contenders[i / 2].op(check->get(), mode, absl::Seconds(10));
+    EXPECT_TRUE(s.ok()) << contenders[i / 2].name << ": " << s;
+  }
+  absl::Duration recovery = absl::Now() - killed;
+  std::cout << "paused holder: " << results.size() << " contenders waited "
+            << absl::FormatDuration(waited) << " without taking a lock; killed holder: all "
+            << results.size() << " done " << absl::FormatDuration(recovery) << " after the kill\n";
+  EXPECT_LT(recovery, absl::Seconds(5));
+  // Nothing was taken from the paused holder, and the words are free again now.
+  EXPECT_EQ(WordAt(check->get(), held.dir_lock), 0u);
+  EXPECT_EQ(dht::StateOf(WordAt(check->get(), held.bucket)), dht::kUnlocked);
+  dht::DhtClient dht(check->get(), Mode::kActive);
+  EXPECT_TRUE(dht.Get(kTable, kKey).ok());
+}
+
+}  // namespace
+}  // namespace ardma
