@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/client/client.h"
+#include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/testing/raw_socket.h"
 #include "core/testing/run_command.h"
@@ -43,12 +44,16 @@ using Daemon = testing::ServerProcess;
 TEST(ArdmadTest, DataInAMemoryFileSurvivesSigkill) {
   std::string heap_file = TempPath("ardma_heap");
   std::filesystem::remove(heap_file);
-  uint64_t addr = heap::kDataStart + 4096;
+  uint64_t addr = 0;
   {
     Daemon d({"--memory", "16M", "--memory-file", heap_file});
     ASSERT_FALSE(d.address().empty()) << "ardmad did not start";
     auto client = Client::Connect(d.address());
     ASSERT_TRUE(client.ok()) << client.status();
+    RemoteContext ctx(client->get(), {});
+    absl::StatusOr<uint64_t> block = heap::Allocate(ctx, 128);
+    ASSERT_TRUE(block.ok()) << block.status();
+    addr = *block;
     ASSERT_TRUE((*client)->Write(addr, "acknowledged before the crash").ok());
     ASSERT_TRUE((*client)->FetchAdd(addr + 64, 41).ok());
     d.Kill(SIGKILL);

@@ -75,11 +75,12 @@ struct HeldWords {
   uint64_t hash = StableHash(kKey, dht::kKeyHashSeed);
   absl::StatusOr<dht::Neighbourhood> nb = dht::ReadNeighbourhood(ctx, *table, hash);
   if (!nb.ok()) fail(nb.status());
-  absl::StatusOr<std::optional<uint64_t>> locked = dht::LockHome(ctx, *table, *nb, hash, false);
+  absl::StatusOr<std::optional<dht::BucketLock>> locked =
+      dht::LockHome(ctx, *table, *nb, hash, false);
   if (!locked.ok()) fail(locked.status());
   if (!*locked) fail(absl::InternalError("stale neighbourhood"));
   held.bucket = nb->base;
-  held.bucket_value = **locked;
+  held.bucket_value = (*locked)->locked;
   if (::write(out, &held, sizeof held) != sizeof held) ::_exit(3);
   for (;;) ::pause();
 }
@@ -186,6 +187,13 @@ TEST_F(LeaseTest, APausedHolderKeepsItsLocksAndAKilledOneLosesThem) {
   EXPECT_EQ(dht::StateOf(WordAt(check->get(), held.bucket)), dht::kUnlocked);
   dht::DhtClient dht(check->get(), Mode::kActive);
   EXPECT_TRUE(dht.Get(kTable, kKey).ok());
+  // Every connection but this one has ended its owner: the server and this client are left.
+  uint64_t live = 0;
+  for (absl::Time give_up = absl::Now() + absl::Seconds(5); absl::Now() < give_up;) {
+    if ((live = testing::StatOf(**check, "owners.live")) == 2) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(live, 2u);
 }
 
 }  // namespace

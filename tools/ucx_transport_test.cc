@@ -17,6 +17,7 @@
 #include "core/active/testdata/test_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
+#include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "core/testing/run_command.h"
@@ -63,7 +64,10 @@ TEST_F(UcxTransportTest, OneSidedOperationsCompleteWhileTheServerIsStopped) {
   ASSERT_FALSE(code.empty());
   ASSERT_TRUE((*client)->Load(wire::CodeKind::kNative, "", code).ok());
 
-  const uint64_t addr = heap::kDataStart + 4096;
+  RemoteContext ctx(client->get(), {});
+  absl::StatusOr<uint64_t> addr_or = heap::Allocate(ctx, 4096);
+  ASSERT_TRUE(addr_or.ok()) << addr_or.status();
+  const uint64_t addr = *addr_or;
   ASSERT_TRUE(server.Freeze()) << "ardmad did not stop";
   uint64_t before = (*client)->counters().round_trips.load();
   ASSERT_TRUE((*client)->Write(addr, "written while stopped").ok());
@@ -94,19 +98,26 @@ TEST_F(UcxTransportTest, OneSidedOperationsCompleteWhileTheServerIsStopped) {
 TEST_F(UcxTransportTest, WithAMemoryFileAtomicsGoThroughTheServerAndWritesSurviveAKill) {
   std::string heap_file = testing::TempPath("ucx_heap");
   std::filesystem::remove(heap_file);
-  const uint64_t addr = heap::kDataStart + 4096;
+  uint64_t addr = 0;
   {
     testing::ServerProcess server({"--memory", "16M", "--memory-file", heap_file});
     ASSERT_FALSE(server.address().empty());
     absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(Ucx(server.address()));
     ASSERT_TRUE(client.ok()) << client.status();
+    RemoteContext ctx(client->get(), {});
+    absl::StatusOr<uint64_t> block = heap::Allocate(ctx, 128);
+    ASSERT_TRUE(block.ok()) << block.status();
+    addr = *block;
     EXPECT_THAT(*(*client)->TransportDescription(), HasSubstr("regions: 0=no(server)"));
+    auto stat = [&](const char* name) { return *testing::StatValue(**client, name); };
+    uint64_t writes = stat("requests.write"), cas = stat("requests.cas"),
+             adds = stat("requests.fetch_add");
     ASSERT_TRUE((*client)->Write(addr, "kept").ok());
     ASSERT_TRUE((*client)->CompareAndSwap(addr + 64, 0, 9)->swapped);
     EXPECT_EQ(*(*client)->FetchAdd(addr + 64, 1), 9u);
-    EXPECT_EQ(*testing::StatValue(**client, "requests.write"), 0u);
-    EXPECT_EQ(*testing::StatValue(**client, "requests.cas"), 1u);
-    EXPECT_EQ(*testing::StatValue(**client, "requests.fetch_add"), 1u);
+    EXPECT_EQ(stat("requests.write"), writes);
+    EXPECT_EQ(stat("requests.cas"), cas + 1);
+    EXPECT_EQ(stat("requests.fetch_add"), adds + 1);
     server.Kill(SIGKILL);
   }
   testing::ServerProcess again({"--memory-file", heap_file});
@@ -137,7 +148,15 @@ TEST_F(UcxTransportTest, AServerThatIsKilledFailsTheNextOperation) {
 TEST_F(UcxTransportTest, TcpAndUcxClientsFetchAddOneCounterExactly) {
   testing::ServerProcess server({"--memory", "16M"});
   ASSERT_FALSE(server.address().empty());
-  const uint64_t counter = heap::kDataStart + 8192;
+  uint64_t counter = 0;
+  {
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(server.address());
+    ASSERT_TRUE(c.ok()) << c.status();
+    RemoteContext ctx(c->get(), {});
+    absl::StatusOr<uint64_t> block = heap::Allocate(ctx, 8);
+    ASSERT_TRUE(block.ok()) << block.status();
+    counter = *block;
+  }
   constexpr int kThreads = 4, kAdds = 3000;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {

@@ -66,16 +66,21 @@ absl::StatusOr<std::unique_ptr<OwnerTable>> OwnerTable::Open(Context& ctx, Regio
   }
   ARDMA_ASSIGN_OR_RETURN(uint64_t next, ctx.ReadU64(table + owner::kNextOffset));
   std::unique_ptr<OwnerTable> t(new OwnerTable(heap, table, slots, next));
-  for (uint64_t s = 1; s < slots; ++s) {
-    std::atomic_ref<uint64_t> word = t->Word(s);
-    if (word.load() & 1) word.fetch_add(1);  // its connection died with the last run
+  {
+    absl::MutexLock lock(&t->mu_);
+    for (uint64_t s = 1; s < slots; ++s) {
+      // A live slot's connection died with the last run: its next generation, ended.
+      uint64_t word = t->Word(s).load();
+      t->generation_[s] = (word >> 1) + (word & 1);
+      t->Word(s).store(t->generation_[s] << 1);
+    }
   }
   t->server_token_ = t->Join().token;
   return t;
 }
 
 OwnerTable::OwnerTable(Region& heap, uint64_t table, uint64_t slots, uint64_t next)
-    : heap_(heap), table_(table), slots_(slots) {
+    : heap_(heap), table_(table), slots_(slots), generation_(slots), live_slot_(slots) {
   if (next == 0 || next >= slots) next = 1;
   absl::MutexLock lock(&mu_);
   for (uint64_t i = 0; i < slots - 1; ++i) free_.push_back(1 + (next - 1 + i) % (slots - 1));
@@ -86,32 +91,32 @@ std::atomic_ref<uint64_t> OwnerTable::Word(uint64_t slot) {
       *reinterpret_cast<uint64_t*>(heap_.data() + owner::SlotAddress(table_, slot)));
 }
 
+// The words in the heap are written, never trusted: what the server knows of each slot is here, so
+// a client that writes over the table cannot make the server lose a slot.
 LockOwner OwnerTable::Join() {
-  uint64_t slot;
-  {
-    absl::MutexLock lock(&mu_);
-    if (free_.empty()) return {0, table_};
-    slot = free_.front();
-    free_.pop_front();
-    std::atomic_ref<uint64_t>(
-        *reinterpret_cast<uint64_t*>(heap_.data() + table_ + owner::kNextOffset))
-        .store(slot + 1 < slots_ ? slot + 1 : 1, std::memory_order_relaxed);
-  }
-  // Even (ended) before: odd now, same generation.
-  uint64_t word = Word(slot).fetch_add(1) + 1;
+  absl::MutexLock lock(&mu_);
+  if (free_.empty()) return {0, table_};
+  uint64_t slot = free_.front();
+  free_.pop_front();
+  std::atomic_ref<uint64_t>(
+      *reinterpret_cast<uint64_t*>(heap_.data() + table_ + owner::kNextOffset))
+      .store(slot + 1 < slots_ ? slot + 1 : 1, std::memory_order_relaxed);
+  live_slot_[slot] = true;
+  Word(slot).store(generation_[slot] << 1 | 1);
   live_.fetch_add(1, std::memory_order_relaxed);
-  return {owner::MakeToken(slot, word >> 1), table_};
+  return {owner::MakeToken(slot, generation_[slot]), table_};
 }
 
 void OwnerTable::Leave(uint64_t token) {
   uint64_t slot = owner::TokenSlot(token);
-  if (slot == 0 || slot >= slots_) return;
-  std::atomic_ref<uint64_t> word = Word(slot);
-  uint64_t now = word.load();
-  if (!owner::HoldsToken(now, token)) return;  // not (or no longer) this owner's
-  word.fetch_add(1);                           // odd -> even: ended, next generation
-  live_.fetch_sub(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
+  if (slot == 0 || slot >= slots_ || !live_slot_[slot] ||
+      owner::MakeToken(slot, generation_[slot]) != token) {
+    return;  // not (or no longer) this owner's
+  }
+  live_slot_[slot] = false;
+  Word(slot).store(++generation_[slot] << 1);  // ended: the next generation, not live
+  live_.fetch_sub(1, std::memory_order_relaxed);
   free_.push_back(slot);
 }
 

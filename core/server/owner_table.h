@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -54,6 +55,8 @@ class OwnerTable {
   uint64_t server_token_ = 0;
   std::atomic<uint64_t> live_{0};
   absl::Mutex mu_;
+  std::vector<uint64_t> generation_ ABSL_GUARDED_BY(mu_);  // per slot
+  std::vector<bool> live_slot_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> free_ ABSL_GUARDED_BY(mu_);  // oldest freed first: reuse comes late
 };
 

@@ -80,6 +80,22 @@ TEST_F(OwnerTableTest, ARestartEndsEveryOwnerOfTheLastRun) {
   EXPECT_EQ(owner::TokenSlot((*again)->server().token), owner::TokenSlot(a.token) + 1);
 }
 
+TEST_F(OwnerTableTest, AClientWritingOverTheTableCannotMakeTheServerLoseASlot) {
+  auto owners = OwnerTable::Open(ctx_, heap(), 3);  // one slot besides the server's
+  ASSERT_TRUE(owners.ok());
+  LockOwner a = (*owners)->Join();
+  uint64_t at = owner::SlotAddress(a.table, owner::TokenSlot(a.token));
+  ASSERT_TRUE(ctx_.WriteU64(at, 12345).ok());
+  (*owners)->Leave(a.token);
+  EXPECT_EQ((*owners)->live(), 1u);
+  EXPECT_FALSE(owner::HoldsToken(WordOf(a), a.token));
+  LockOwner b = (*owners)->Join();  // the slot came back
+  EXPECT_EQ(owner::TokenSlot(b.token), owner::TokenSlot(a.token));
+  EXPECT_TRUE(owner::HoldsToken(WordOf(b), b.token));
+  (*owners)->Leave(a.token);  // a stale token ends nothing
+  EXPECT_TRUE(owner::HoldsToken(WordOf(b), b.token));
+}
+
 TEST_F(OwnerTableTest, ADamagedTableIsReplaced) {
   uint64_t table;
   {

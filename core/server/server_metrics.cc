@@ -77,6 +77,10 @@ std::vector<wire::StatsEntry> RequestHandler::Stats() const {
   out.emplace_back("workers.queued", workers_ != nullptr ? workers_->queued() : 0);
   out.emplace_back("dedup.entries", dedup_.size());
   out.emplace_back("dedup.replays", dedup_.replays());
+  if (owners_ != nullptr) {
+    out.emplace_back("owners.live", owners_->live());  // the server itself and each connection
+    out.emplace_back("owners.slots", owners_->slots());
+  }
   registrar_.AppendStats(&out);
   if (absl::StatusOr<RegionRef> heap = regions_->Get(kHeapRegion); heap.ok()) {
     out.emplace_back("heap.size", (*heap)->size());

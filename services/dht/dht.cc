@@ -191,8 +191,8 @@ absl::StatusOr<bool> Write(Context& ctx, Table& t, std::string_view key, std::st
       status = nb.status();
       break;
     }
-    absl::StatusOr<std::optional<uint64_t>> lock =
-        Current(t, *nb) ? LockHome(ctx, t, *nb, hash, false) : std::optional<uint64_t>();
+    absl::StatusOr<std::optional<BucketLock>> lock =
+        Current(t, *nb) ? LockHome(ctx, t, *nb, hash, false) : std::optional<BucketLock>();
     if (!lock.ok()) {
       status = lock.status();
       break;
@@ -202,7 +202,7 @@ absl::StatusOr<bool> Write(Context& ctx, Table& t, std::string_view key, std::st
       if (!status.ok()) break;
       continue;
     }
-    uint64_t locked = **lock;
+    BucketLock locked = **lock;
     // Under the lock, the key's slot cannot change; other keys may take empty slots.
     absl::StatusOr<Search> found = FindKey(ctx, t, *nb, key, hash);
     if (!found.ok()) {
@@ -284,7 +284,7 @@ absl::StatusOr<bool> Remove(Context& ctx, Table& t, std::string_view key) {
   uint64_t hash = KeyHash(key);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(Neighbourhood nb, ReadNeighbourhood(ctx, t, hash));
-    std::optional<uint64_t> locked;
+    std::optional<BucketLock> locked;
     if (Current(t, nb)) {
       ARDMA_ASSIGN_OR_RETURN(locked, LockHome(ctx, t, nb, hash, false));
     }

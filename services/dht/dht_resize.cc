@@ -83,7 +83,7 @@ absl::Status Grow(Context& ctx, Table& t, Geometry seen) {
   if (!claimed) return absl::OkStatus();
   t.geometry = seen;
   uint64_t buckets = seen.buckets();
-  std::vector<uint64_t> locks(buckets);
+  std::vector<BucketLock> locks(buckets);
   uint64_t locked = 0;
   absl::Status status;
   // Lock every home bucket: then no writer is inside.
@@ -97,7 +97,8 @@ absl::Status Grow(Context& ctx, Table& t, Geometry seen) {
       break;
     }
     nb.control[0] = nb.control[1] = *control;
-    absl::StatusOr<std::optional<uint64_t>> lock = LockHome(ctx, t, nb, locked, /*resizing=*/true);
+    absl::StatusOr<std::optional<BucketLock>> lock =
+        LockHome(ctx, t, nb, locked, /*resizing=*/true);
     if (!lock.ok()) {
       status = lock.status();
     } else if (!*lock) {
@@ -157,7 +158,7 @@ absl::Status Grow(Context& ctx, Table& t, Geometry seen) {
     // Mark the old buckets moved (they stay locked for good), release the claim, free the array.
     std::vector<uint64_t> moved(buckets + 1);
     for (uint64_t b = 0; b <= buckets; ++b) {
-      moved[b] = (b < buckets ? locks[b] : Tag(t.id, seen.gen())) & ~kStateMask;
+      moved[b] = (b < buckets ? locks[b].locked : Tag(t.id, seen.gen())) & ~kStateMask;
       moved[b] |= kMoved;
     }
     for (uint64_t first = 0; first <= buckets && status.ok(); first += kOpsPerBatch) {
@@ -177,7 +178,7 @@ absl::Status Grow(Context& ctx, Table& t, Geometry seen) {
   // Failed (most likely out of memory): undo, leaving the table as it was.
   if (new_array != 0) heap::Free(ctx, new_array).IgnoreError();
   for (uint64_t b = 0; b < locked && b < buckets; ++b) {
-    if (locks[b] != 0) Unlock(ctx, seen.array() + b * kBucketBytes, locks[b]).IgnoreError();
+    if (locks[b].locked != 0) Unlock(ctx, seen.array() + b * kBucketBytes, locks[b]).IgnoreError();
   }
   ctx.CompareAndSwap(t.header + kClaimOffset, nonce, 0).IgnoreError();
   return status;

@@ -105,8 +105,8 @@ absl::StatusOr<uint64_t> CreateTable(Context& ctx, std::string_view root) {
 
 // ---- Bucket locks ----
 
-absl::StatusOr<std::optional<uint64_t>> LockHome(Context& ctx, Table& t, Neighbourhood& nb,
-                                                 uint64_t hash, bool resizing) {
+absl::StatusOr<std::optional<BucketLock>> LockHome(Context& ctx, Table& t, Neighbourhood& nb,
+                                                   uint64_t hash, bool resizing) {
   uint64_t control = nb.control[0];
   bool reread = false;
   uint64_t slot = owner::TokenSlot(ctx.lock_owner().token);
@@ -121,7 +121,7 @@ absl::StatusOr<std::optional<uint64_t>> LockHome(Context& ctx, Table& t, Neighbo
         if (reread) {
           ARDMA_ASSIGN_OR_RETURN(nb, ReadNeighbourhood(ctx, t, hash));
         }
-        return LockedBy(control, slot);
+        return BucketLock{LockedBy(control, slot), NextUnlocked(control)};
       }
       control = cas.observed;
       reread = true;
@@ -139,7 +139,9 @@ absl::StatusOr<std::optional<uint64_t>> LockHome(Context& ctx, Table& t, Neighbo
                                ctx.CompareAndSwap(nb.base, control, LockedBy(control, slot)));
         if (cas.swapped) {
           ARDMA_ASSIGN_OR_RETURN(nb, ReadNeighbourhood(ctx, t, hash));
-          return LockedBy(control, slot);
+          // (The sequence the dead holder took it from is gone: start one anew.)
+          return BucketLock{LockedBy(control, slot),
+                            NextUnlocked(TagOf(control) | (Random64() & kSeqMask) << 2)};
         }
       }
     }
@@ -150,8 +152,8 @@ absl::StatusOr<std::optional<uint64_t>> LockHome(Context& ctx, Table& t, Neighbo
   return absl::AbortedError("dht bucket stayed locked");
 }
 
-absl::Status Unlock(Context& ctx, uint64_t bucket, uint64_t locked) {
-  ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(bucket, locked, locked & ~kStateMask));
+absl::Status Unlock(Context& ctx, uint64_t bucket, const BucketLock& lock) {
+  ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(bucket, lock.locked, lock.unlocked));
   if (!cas.swapped) {
     return absl::AbortedError(
         "dht bucket lock was taken over while held (this client's connection had ended)");

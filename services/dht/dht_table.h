@@ -65,6 +65,10 @@ inline uint64_t StateOf(uint64_t control) { return control & kStateMask; }
 inline uint64_t LockedBy(uint64_t control, uint64_t slot) {
   return TagOf(control) | (slot & kSeqMask) << 2 | kLocked;
 }
+// The unlocked word after `control` (unlocked, sequence s): sequence s + 1.
+inline uint64_t NextUnlocked(uint64_t control) {
+  return TagOf(control) | (((control >> 2) + 1) & kSeqMask) << 2 | kUnlocked;
+}
 inline uint64_t HolderSlot(uint64_t control) { return (control >> 2) & kSeqMask; }
 
 inline uint64_t Fingerprint(uint64_t hash) { return hash >> 50; }  // 14 bits
@@ -98,12 +102,20 @@ absl::Status Refresh(Context& ctx, Table& t);
 // (another creator's, if it won the race).
 absl::StatusOr<uint64_t> CreateTable(Context& ctx, std::string_view root);
 
+// A held bucket lock: the control word while held (the holder's slot in the sequence bits) and the
+// one Unlock leaves (the sequence the lock was taken from, plus one). Every lock-unlock cycle so
+// changes the unlocked word, which is what lets a writer trust a neighbourhood it read before it
+// locked: if its CAS from the unlocked word it read succeeds, nobody held the lock in between.
+struct BucketLock {
+  uint64_t locked = 0;
+  uint64_t unlocked = 0;
+};
+
 // Locks the home bucket of `nb`. nullopt if the neighbourhood is stale (moved or a different
-// array): refresh and retry. On success the returned control value is the lock (pass it to
-// Unlock) and nb is current.
-absl::StatusOr<std::optional<uint64_t>> LockHome(Context& ctx, Table& t, Neighbourhood& nb,
-                                                 uint64_t hash, bool resizing);
-absl::Status Unlock(Context& ctx, uint64_t bucket, uint64_t locked);
+// array): refresh and retry. On success nb is current; pass the lock to Unlock.
+absl::StatusOr<std::optional<BucketLock>> LockHome(Context& ctx, Table& t, Neighbourhood& nb,
+                                                   uint64_t hash, bool resizing);
+absl::Status Unlock(Context& ctx, uint64_t bucket, const BucketLock& lock);
 
 // Reads or writes [addr, addr + size) in transfers the wire allows.
 absl::Status ReadLarge(Context& ctx, uint64_t addr, std::span<char> out);

@@ -261,14 +261,24 @@ TEST_F(DhtMixedTest, ConcurrentClientsInBothModesStayCorrect) {
         std::string shared = absl::StrCat("shared-", rng() % 8);
         size_t size = rng() % 4 == 0 ? 20000 : 40;  // some entries take the long read path
         if (rng() % 4 == 0) {
-          if (!dht.Remove("c", own).ok()) failed = true;
+          if (absl::Status s = dht.Remove("c", own).status(); !s.ok()) {
+            ADD_FAILURE() << "remove " << own << ": " << s;
+            failed = true;
+          }
           models[w].erase(own);
         } else {
           std::string v = VersionedValue(own, i, size);
-          if (!dht.Put("c", own, v).ok()) failed = true;
+          if (absl::Status s = dht.Put("c", own, v).status(); !s.ok()) {
+            ADD_FAILURE() << "put " << own << ": " << s;
+            failed = true;
+          }
           models[w][own] = v;
         }
-        if (!dht.Put("c", shared, VersionedValue(shared, i, size)).ok()) failed = true;
+        if (absl::Status s = dht.Put("c", shared, VersionedValue(shared, i, size)).status();
+            !s.ok()) {
+          ADD_FAILURE() << "put " << shared << ": " << s;
+          failed = true;
+        }
       }
     });
   }
