@@ -179,9 +179,15 @@ TEST(ChaosTest, SigkillMidOperationLosesNoAcknowledgedWrite) {
             // Waiting behind holders the last kill left (their leases run out one after the
             // other) may take longer than one attempt on a loaded machine: ask again.
             if (absl::IsDeadlineExceeded(grant.status())) continue;
-            if (!grant.ok()) return;
+            if (!grant.ok()) {
+              if (!stop.load()) std::cout << "lock thread " << t << ": " << grant.status() << "\n";
+              return;
+            }
             ++round_grants;
-            if (!locks.Release(*grant).ok()) return;
+            if (absl::Status s = locks.Release(*grant); !s.ok()) {
+              if (!stop.load()) std::cout << "lock thread " << t << ": " << s << "\n";
+              return;
+            }
           }
         }
       });

@@ -22,6 +22,12 @@ constexpr int kMaxRestarts = 1000;
 // An active waiter whose slot is still taken (more than kRingSlots live tickets) looks again
 // this often.
 constexpr absl::Duration kSlotPoll = absl::Milliseconds(2);
+// How long the first live ticket may stay taken but not described in its slot. Its slot is free
+// for it (every earlier ticket is released), so a taker that is alive describes it within a round
+// trip or a slot poll; one that died between its FETCH_ADD and its CAS (a killed client, a server
+// killed mid-request) never will. Waiting a whole default lease for it would outlast every waiter
+// whose wait is shorter, and each new waiter starts its watch over, so the lock would stay stuck.
+constexpr absl::Duration kClaimGrace = absl::Seconds(1);
 
 struct Block {
   uint64_t addr = 0;
@@ -231,7 +237,7 @@ absl::StatusOr<bool> ExpireIfStale(Context& ctx, Waiter& w, const Block& b, uint
     return false;
   }
   bool claimed = ViewTicket(s, f) == TicketView::kLive;
-  absl::Duration lease = claimed ? s.lease() : kDefaultLease;
+  absl::Duration lease = claimed ? s.lease() : kClaimGrace;
   if (now - w.watch_since < lease) return false;
   Slot released =
       Slot::Make(f, SlotState::kReleased, claimed && s.exclusive(), false, 0, absl::ZeroDuration());
@@ -246,8 +252,7 @@ absl::Time NextLook(const Waiter& w, const Block& b, uint64_t first_live) {
   absl::Time at = w.give_up_at;
   if (first_live < w.t && w.watch_ticket == first_live) {
     Slot s = b.SlotOf(first_live);
-    absl::Duration lease =
-        ViewTicket(s, first_live) == TicketView::kLive ? s.lease() : kDefaultLease;
+    absl::Duration lease = ViewTicket(s, first_live) == TicketView::kLive ? s.lease() : kClaimGrace;
     at = std::min(at, w.watch_since + lease + absl::Milliseconds(1));
   }
   return at;

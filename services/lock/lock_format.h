@@ -28,7 +28,8 @@
 // released; a shared one when every earlier exclusive ticket is released. A ticket taken but not
 // yet described in its slot counts as exclusive. Leases are judged by observers on their own
 // clocks: a waiter that sees the first live ticket's slot word unchanged for longer than that
-// ticket's lease releases it (CAS), so a dead or paused holder loses the lock to the next ticket.
+// ticket's lease (1 s if it was never described: its taker died before its CAS) releases it (CAS),
+// so a dead or paused holder loses the lock to the next ticket.
 #ifndef ARDMA_SERVICES_LOCK_LOCK_FORMAT_H_
 #define ARDMA_SERVICES_LOCK_LOCK_FORMAT_H_
 

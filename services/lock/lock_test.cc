@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "services/dht/dht_client.h"
 #include "services/lock/lock_client.h"
+#include "services/lock/lock_format.h"
 
 namespace ardma::lock {
 namespace {
@@ -223,6 +224,24 @@ TEST_P(LockTest, AnExpiredLeaseHandsTheLockOnAndTheOldHolderLearnsIt) {
   EXPECT_EQ(locks_->Release(*old).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(locks_->Renew(*old).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(other.Release(*next).ok());
+}
+
+// A taker that died between taking its ticket (FETCH_ADD on the tail) and describing it in its
+// slot: its ticket expires after a short grace, not a default lease (10 s) that would outlast
+// every waiter with a shorter wait (a server SIGKILLed mid-request left one; the chaos test).
+TEST_P(LockTest, ATicketItsTakerNeverDescribedExpiresQuickly) {
+  absl::StatusOr<Grant> first =
+      locks_->Acquire("undescribed", LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(locks_->Release(*first).ok());
+  ASSERT_TRUE(client_->FetchAdd(first->addr + lock::kTailOffset, 1).ok());  // the dead taker
+  absl::Time start = absl::Now();
+  absl::StatusOr<Grant> next =
+      locks_->Acquire("undescribed", LockMode::kExclusive, absl::Seconds(4));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GE(absl::Now() - start, absl::Seconds(1));  // not before the grace
+  EXPECT_EQ(next->ticket, first->ticket + 2);
+  ASSERT_TRUE(locks_->Release(*next).ok());
 }
 
 TEST_P(LockTest, RenewingKeepsTheLock) {
