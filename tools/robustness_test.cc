@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -13,24 +14,32 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/active/testdata/test_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
+#include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/testing/raw_socket.h"
 #include "core/testing/server_process.h"
 #include "core/wire/messages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/lock/lock_client.h"
+#include "services/lock_word.h"
 
 namespace ardma {
 namespace {
 
 using testing::StatOf;
 
+using lock::Grant;
+using lock::LockClient;
+using lock::LockMode;
 using ::testing::HasSubstr;
 using testing::U64s;
 
@@ -111,6 +120,122 @@ TEST(RobustnessTest, ARunawayFunctionCostsItsThreadNotTheServer) {
   int status = daemon.Kill(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 1);
+}
+
+// ardmad --isolate: shipped code that dereferences null, aborts, throws, runs out of memory or
+// never returns costs its request (and a worker process), while another client is served
+// throughout; parking, waking and close hooks (the lock service) work across the process boundary.
+TEST(RobustnessTest, IsolatedCodeThatCrashesOrRunsAwayCostsOnlyItsRequest) {
+  testing::ServerProcess daemon(
+      {"--memory", "16M", "--ucx", "off", "--isolate", "--workers", "2", "--stop-grace", "2s"});
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  RemoteContext ctx(client->get(), {});
+  absl::StatusOr<uint64_t> counter = heap::Allocate(ctx, 8);
+  ASSERT_TRUE(counter.ok());
+
+  // Another client, served all along.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> served{0}, failed{0};
+  std::string first_failure;
+  std::thread other([&] {
+    auto c = Client::Connect(daemon.address());
+    if (c.ok()) (*c)->Ping().IgnoreError();
+    if (!c.ok()) {
+      failed = 1;
+      return;
+    }
+    while (!stop.load()) {
+      absl::StatusOr<std::string> r = (*c)->Execute("test.add", U64s({*counter, 1}));
+      if (r.ok()) {
+        ++served;
+      } else if (failed++ == 0) {
+        first_failure = r.status().ToString();
+      }
+    }
+  });
+  absl::Cleanup join_other = [&] {
+    stop = true;
+    if (other.joinable()) other.join();
+  };
+
+  struct Case {
+    const char* what;
+    std::string function, args;
+    absl::StatusCode code;
+    const char* says;
+  };
+  std::vector<Case> cases = {
+      {"null dereference", "test.crash", U64s({1}), absl::StatusCode::kInternal,
+       "crashed its isolated worker: killed by signal 11"},
+      {"abort()", "test.crash", U64s({2}), absl::StatusCode::kInternal,
+       "crashed its isolated worker: killed by signal 6"},
+      {"an exception", "test.throw", U64s({1}), absl::StatusCode::kInternal,
+       "threw: thrown by test.throw"},
+      {"bad_alloc", "test.throw", U64s({2}), absl::StatusCode::kResourceExhausted, ""},
+      {"a loop that never ends", "test.busy", U64s({UINT64_MAX}),
+       absl::StatusCode::kDeadlineExceeded, "its isolated worker was killed"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::string> r = (*client)->Execute(
+        c.function, c.args,
+        {.timeout = absl::Seconds(20), .server_deadline = absl::Milliseconds(500)});
+    EXPECT_EQ(r.status().code(), c.code) << c.what << ": " << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr(c.says)) << c.what;
+    EXPECT_TRUE((*client)->Ping().ok()) << "after " << c.what;
+  }
+  EXPECT_EQ(StatOf(**client, "isolated.restarts"), 3u);  // two crashes and one kill
+
+  // A worker that dies holding a lock word: the word names the worker's own lock owner, which
+  // ended with it, so waiters may take the word over (the server's own owner would never end).
+  absl::StatusOr<uint64_t> lock_word = heap::Allocate(ctx, 8);
+  ASSERT_TRUE(lock_word.ok());
+  ASSERT_TRUE(ctx.WriteU64(*lock_word, 0).ok());
+  EXPECT_EQ((*client)->Execute("test.crash", U64s({3, *lock_word})).status().code(),
+            absl::StatusCode::kInternal);
+  uint64_t held = *ctx.ReadU64(*lock_word);
+  EXPECT_NE(held, 0u);
+  EXPECT_TRUE(*HolderEnded(ctx, held));
+  EXPECT_EQ(StatOf(**client, "isolated.restarts"), 4u);
+
+  // A request that parks in a worker is run again there when its time comes.
+  absl::StatusOr<uint64_t> word = heap::Allocate(ctx, 8);
+  ASSERT_TRUE(word.ok());
+  absl::StatusOr<std::string> resumed =
+      (*client)->Execute("test.resumable", U64s({*word, 1000, 0}));
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(*resumed, U64s({1}));
+  EXPECT_EQ(*ctx.ReadU64(*word), 101u);
+
+  // The lock service (park, wake, close hooks) over isolated workers: a waiter gets the lock when
+  // the holder's connection closes.
+  {
+    auto holder_client = Client::Connect(daemon.address());
+    ASSERT_TRUE(holder_client.ok());
+    LockClient holder(holder_client->get(), Mode::kActive);
+    ASSERT_TRUE(holder.Acquire("iso", LockMode::kExclusive, absl::Seconds(5)).ok());
+    std::thread closer([&] {
+      absl::SleepFor(absl::Milliseconds(300));
+      holder_client->reset();
+    });
+    LockClient waiter(client->get(), Mode::kActive);
+    absl::StatusOr<Grant> got = waiter.Acquire("iso", LockMode::kExclusive, absl::Seconds(10));
+    closer.join();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(waiter.Release(*got).ok());
+  }
+
+  std::move(join_other).Invoke();
+  EXPECT_EQ(failed.load(), 0u) << first_failure;
+  EXPECT_GT(served.load(), 0u);
+  EXPECT_EQ(*ctx.ReadU64(*counter), served.load());
+  std::cout << "isolated: 5 failing calls cost 3 worker restarts; the other client was served "
+            << served.load() << " times meanwhile, without an error\n";
+  int status = daemon.Kill(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 // Without running code in the way, SIGTERM is a clean stop (status 0).

@@ -97,8 +97,22 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
           " libraries, ", limits_.max_bytes, " bytes; ardmad --max-libraries, --max-code)"));
     }
   }
-  InsertLocked(hash, kind, std::move(library), by, code.size());
+  InsertLocked(hash, kind, std::move(library), by, code.size(),
+               keep_native_code_ && kind == CodeKind::kNative
+                   ? std::make_shared<const std::string>(code)
+                   : nullptr);
   return hash;
+}
+
+absl::StatusOr<CodeRegistry::Source> CodeRegistry::SourceOf(const CodeHash& hash) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = by_hash_.find(hash);
+  if (it == by_hash_.end() || it->second.code == nullptr) {
+    return absl::NotFoundError("the code of that library is not kept");
+  }
+  const Slot& slot = it->second;
+  return Source{slot.kind, std::string(slot.library->name()), slot.code,
+                std::vector<CodeHash>(slot.scope->begin() + 1, slot.scope->end())};
 }
 
 bool CodeRegistry::MakeRoomLocked(uint64_t bytes,
@@ -116,8 +130,7 @@ bool CodeRegistry::MakeRoomLocked(uint64_t bytes,
   for (const auto& [hash, slot] : by_hash_) {
     auto newest = by_library_.find(std::string(slot.library->name()));
     bool current = newest != by_library_.end() && newest->second == hash;
-    if (slot.bytes == 0 || current || depended_on.contains(hash) ||
-        slot.library.use_count() > 1) {
+    if (slot.bytes == 0 || current || depended_on.contains(hash) || slot.library.use_count() > 1) {
       continue;
     }
     candidates.emplace_back(slot.sequence, hash);
@@ -163,7 +176,7 @@ void CodeRegistry::AddLinked(const FunctionTable& table, const CodeHash& hash) {
 
 void CodeRegistry::InsertLocked(const CodeHash& hash, CodeKind kind,
                                 std::unique_ptr<LoadedLibrary> library, const LoadAuthority& by,
-                                uint64_t bytes) {
+                                uint64_t bytes, std::shared_ptr<const std::string> code) {
   size_t n = library->num_functions();
   auto scope = std::make_shared<std::vector<CodeHash>>();
   scope->push_back(hash);
@@ -175,7 +188,8 @@ void CodeRegistry::InsertLocked(const CodeHash& hash, CodeKind kind,
             next_sequence_++,
             by.owner,
             std::move(scope),
-            bytes};
+            bytes,
+            std::move(code)};
   bytes_ += bytes;
   for (size_t i = 0; i < slot.library->num_functions(); ++i) {
     std::string fn(slot.library->function_name(i));

@@ -153,6 +153,19 @@ class CodeRegistry {
                                             std::string_view function) const;
   absl::StatusOr<BoundFunction> Resolve(const CodeHash& hash, std::string_view function) const;
 
+  // Keeps the bytes of native code loaded from now on, so SourceOf can give them (ardmad --isolate
+  // sends them to its worker processes). Call before serving.
+  void KeepNativeCode() { keep_native_code_ = true; }
+  struct Source {
+    CodeKind kind;
+    std::string name;
+    std::shared_ptr<const std::string> code;
+    std::vector<CodeHash> deps;  // what it was built against
+  };
+  // What the library `hash` was loaded from; NotFound if it is not loaded or its bytes were not
+  // kept (linked, Java, or loaded before KeepNativeCode).
+  absl::StatusOr<Source> SourceOf(const CodeHash& hash) const;
+
   std::vector<LibraryInfo> List() const;
   size_t size() const;
   uint64_t bytes() const;     // of the code loaded now
@@ -168,13 +181,16 @@ class CodeRegistry {
     std::string owner;                                   // who loaded it
     std::shared_ptr<const std::vector<CodeHash>> scope;  // its own hash, then its deps
     uint64_t bytes;                                      // of its code (0: linked in)
+    std::shared_ptr<const std::string> code;             // kept for SourceOf (KeepNativeCode)
   };
   // Unloads unused superseded versions, oldest first, until one more library of `bytes` fits;
   // false if it still does not.
   bool MakeRoomLocked(uint64_t bytes, std::vector<std::shared_ptr<LoadedLibrary>>* evicted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertLocked(const CodeHash& hash, CodeKind kind, std::unique_ptr<LoadedLibrary> library,
-                    const LoadAuthority& by, uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                    const LoadAuthority& by, uint64_t bytes,
+                    std::shared_ptr<const std::string> code = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   BoundFunction BindLocked(const Slot& slot, size_t index) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   std::map<CodeKind, std::unique_ptr<CodeLoader>> loaders_;  // fixed before serving
@@ -186,6 +202,7 @@ class CodeRegistry {
   absl::flat_hash_map<std::string, CodeHash> by_library_ ABSL_GUARDED_BY(mu_);
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   CodeLimits limits_ ABSL_GUARDED_BY(mu_);
+  bool keep_native_code_ = false;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unloaded_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -92,9 +92,14 @@ absl::StatusOr<std::string> LocalContext::DoCall(std::string_view function, std:
         absl::StrCat("active calls nested deeper than ", kMaxCallDepth));
   }
   // The caller's code calls what it was built against (docs/SECURITY.md).
-  ARDMA_ASSIGN_OR_RETURN(BoundFunction fn, caller_ != nullptr
+  absl::StatusOr<BoundFunction> resolved = caller_ != nullptr
                                                ? ex_->registry->ResolveFrom(*caller_, function)
-                                               : ex_->registry->Resolve(function));
+                                               : ex_->registry->Resolve(function);
+  if (!resolved.ok() && absl::IsNotFound(resolved.status()) && ex_->link != nullptr) {
+    ++ex_->counts.calls;
+    return ex_->link->Call(function, args);  // code only the server runs (an isolated worker)
+  }
+  ARDMA_ASSIGN_OR_RETURN(BoundFunction fn, std::move(resolved));
   ++ex_->counts.calls;
   ++ex_->depth;
   absl::StatusOr<std::string> result = Run(ex_, fn, args);
@@ -103,6 +108,12 @@ absl::StatusOr<std::string> LocalContext::DoCall(std::string_view function, std:
 }
 
 absl::Status LocalContext::DoPark(std::string_view key, const ParkOptions& options) {
+  if (ex_->link != nullptr) {
+    if (ex_->parked_by_link) return absl::FailedPreconditionError("request is already parked");
+    ARDMA_RETURN_IF_ERROR(ex_->link->Park(key, options));
+    ex_->parked_by_link = true;
+    return absl::OkStatus();
+  }
   if (ex_->parking == nullptr || ex_->responder == nullptr) {
     return absl::FailedPreconditionError("this request cannot park");
   }
@@ -120,12 +131,14 @@ absl::Status LocalContext::DoPark(std::string_view key, const ParkOptions& optio
 }
 
 absl::StatusOr<bool> LocalContext::DoResume(std::string_view key) {
+  if (ex_->link != nullptr) return ex_->link->Resume(key);
   if (ex_->parking == nullptr) return absl::FailedPreconditionError("no parking lot");
   return ex_->parking->Resume(key);
 }
 
 absl::Status LocalContext::DoOnClose(std::string_view key, std::string_view function,
                                      std::string_view args) {
+  if (ex_->link != nullptr) return ex_->link->OnClose(key, function, args);
   if (ex_->host == nullptr) {
     return absl::FailedPreconditionError("this request has no connection to watch");
   }
@@ -133,12 +146,13 @@ absl::Status LocalContext::DoOnClose(std::string_view key, std::string_view func
 }
 
 absl::StatusOr<bool> LocalContext::DoWake(std::string_view key, std::string_view result) {
+  if (ex_->link != nullptr) return ex_->link->Wake(key, result);
   if (ex_->parking == nullptr) return absl::FailedPreconditionError("no parking lot");
   return ex_->parking->Wake(key, result);
 }
 
 absl::Status LocalContext::DoBackoff(absl::Duration delay) {
-  if (ex_->parked != nullptr) {
+  if (ex_->parked != nullptr || ex_->parked_by_link) {
     return absl::FailedPreconditionError("a parked request cannot back off: it waits already");
   }
   if (!ex_->may_block) {

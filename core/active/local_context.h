@@ -45,6 +45,20 @@ class RequestHost {
                                std::string_view args) = 0;
 };
 
+// What a function that runs outside the server process (an isolated worker, ardmad --isolate)
+// asks of the server: everything a Context does beyond memory and the worker's own code.
+class ServerLink {
+ public:
+  virtual ~ServerLink() = default;
+  virtual absl::Status Park(std::string_view key, const ParkOptions& options) = 0;
+  virtual absl::StatusOr<bool> Resume(std::string_view key) = 0;
+  virtual absl::StatusOr<bool> Wake(std::string_view key, std::string_view result) = 0;
+  virtual absl::Status OnClose(std::string_view key, std::string_view function,
+                               std::string_view args) = 0;
+  // A function the worker does not have (Java code): run on the server.
+  virtual absl::StatusOr<std::string> Call(std::string_view function, std::string_view args) = 0;
+};
+
 struct Execution {
   RegionTable* regions = nullptr;
   const CodeRegistry* registry = nullptr;
@@ -57,6 +71,10 @@ struct Execution {
   RequestHost* host = nullptr;
   // Set by Park; the server calls parking->FunctionReturned(parked, status) afterwards.
   std::shared_ptr<ParkingLot::Entry> parked;
+  // Set in an isolated worker: parking, waking, close hooks and calls of code the worker does not
+  // have go to the server through it (and parking/host stay null).
+  ServerLink* link = nullptr;
+  bool parked_by_link = false;
   // False while the request runs inline on an I/O thread: Backoff then asks to be rescheduled
   // (sets rescheduled) instead of sleeping.
   bool may_block = true;

@@ -245,7 +245,7 @@ absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_vi
     ::close(fd);
     return absl::InternalError(absl::StrCat("writing code to memfd: ", std::strerror(errno)));
   }
-  if (absl::Status trial = TrialLoad(fd); !trial.ok()) {
+  if (absl::Status trial = trial_ ? TrialLoad(fd) : absl::OkStatus(); !trial.ok()) {
     ::close(fd);
     return trial;
   }

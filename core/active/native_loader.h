@@ -25,8 +25,14 @@ namespace ardma {
 
 class NativeLoader : public CodeLoader {
  public:
+  // `trial`: load new code in a trial process first. Off only where the code already passed one
+  // (an isolated worker mirroring the server's libraries).
+  explicit NativeLoader(bool trial = true) : trial_(trial) {}
   absl::StatusOr<std::unique_ptr<LoadedLibrary>> Load(std::string_view library_name,
                                                       std::string_view code) override;
+
+ private:
+  const bool trial_;
 };
 
 }  // namespace ardma

@@ -477,6 +477,7 @@ bool RequestHandler::IoThreadStuck(const std::atomic<int64_t>& stamp) const {
 // Only a function known to be short: seen before, short on average and last time, never overran
 // on an I/O thread, and not running long there right now.
 bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
+  if (isolated_ != nullptr && isolated_->Isolates(fn)) return false;  // it waits for a process
   FunctionStats& stats = fn.stats();
   if (stats.never_inline.load(std::memory_order_relaxed)) return false;
   int64_t since = stats.inline_since_ns.load(std::memory_order_relaxed);
@@ -570,7 +571,9 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
         fn.stats().inline_since_ns.compare_exchange_strong(idle, start, std::memory_order_relaxed);
     if (io_busy_stamp != nullptr) io_busy_stamp->store(start, std::memory_order_relaxed);
   }
-  absl::StatusOr<std::string> result = LocalContext::Run(&ex, fn, args);
+  absl::StatusOr<std::string> result = isolated_ != nullptr && isolated_->Isolates(fn)
+                                            ? isolated_->Run(fn, args, ex)
+                                            : LocalContext::Run(&ex, fn, args);
   uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
   if (io_thread) {
     if (stamped) fn.stats().inline_since_ns.store(0, std::memory_order_relaxed);

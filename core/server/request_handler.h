@@ -28,6 +28,7 @@
 #include "core/memory/region.h"
 #include "core/security/auth.h"
 #include "core/server/dedup_window.h"
+#include "core/server/isolation.h"
 #include "core/server/owner_table.h"
 #include "core/server/syncer.h"
 #include "core/server/region_registrar.h"
@@ -123,6 +124,8 @@ class RequestHandler {
   // it closes, and functions hold locks as the server's. Without it owners are anonymous. Set
   // before serving.
   void SetOwners(OwnerTable* owners) { owners_ = owners; }
+  // Runs native functions in worker processes (ardmad --isolate, isolation.h). Set before serving.
+  void SetIsolation(std::unique_ptr<IsolatedPool> pool) { isolated_ = std::move(pool); }
 
   // The HELLO frame that opens a new stream connection: its challenge, and whether it must
   // authenticate. Without an auth file the connection is granted everything here.
@@ -212,6 +215,7 @@ class RequestHandler {
   ServerCounters counters_;
   UcxConnectHook ucx_connect_;
   OwnerTable* owners_ = nullptr;
+  std::unique_ptr<IsolatedPool> isolated_;
   ParkingLot parking_;
   DedupWindow dedup_;
   RegionRegistrar registrar_;

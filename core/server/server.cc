@@ -1,8 +1,11 @@
 #include "core/server/server.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -248,7 +251,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     }
   }
   std::unique_ptr<Region> heap;
-  if (impl->ucx != nullptr && options.memory_file.empty()) {
+  int heap_fd = -1;  // for isolated workers
+  if (options.isolate && options.memory_file.empty()) {
+    heap_fd = ::memfd_create("ardma-heap", MFD_CLOEXEC);
+    if (heap_fd < 0 || ::ftruncate(heap_fd, static_cast<off_t>(options.memory_size)) != 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("a heap of ", options.memory_size, " bytes: ", std::strerror(errno)));
+    }
+    ARDMA_ASSIGN_OR_RETURN(heap, Region::MapFile(heap_fd, options.memory_size, false));
+  }
+  if (heap == nullptr && impl->ucx != nullptr && options.memory_file.empty()) {
     // Memory the transports can map, so clients' one-sided atomics need no server thread.
     absl::StatusOr<std::unique_ptr<Region>> shared = impl->ucx->AllocateRegion(options.memory_size);
     if (shared.ok()) {
@@ -262,7 +274,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     ARDMA_ASSIGN_OR_RETURN(
         heap, Region::Create({.size = options.memory_size, .file = options.memory_file}));
   }
-  bool reopened = heap->reopened();
+  if (options.isolate && heap_fd < 0) {
+    heap_fd = ::open(options.memory_file.c_str(), O_RDWR | O_CLOEXEC);
+    if (heap_fd < 0) {
+      return absl::InternalError(
+          absl::StrCat("reopening ", options.memory_file, ": ", std::strerror(errno)));
+    }
+  }
+  bool reopened = heap->reopened() && !options.memory_file.empty();  // (a memfd is new)
   uint64_t heap_size = heap->size();
   impl->regions.Add(std::move(heap));
   for (const std::shared_ptr<Region>& region : options.extra_regions) impl->regions.Add(region);
@@ -301,6 +320,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->handler =
       std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);
   impl->handler->SetOwners(impl->owners.get());
+  if (options.isolate) {
+    impl->registry.KeepNativeCode();
+    absl::StatusOr<std::unique_ptr<IsolatedPool>> pool =
+        IsolatedPool::Start({.workers = std::max(1, options.handler.workers),
+                             .heap_fd = heap_fd,
+                             .heap_size = heap_size},
+                            &impl->registry, impl->owners.get());
+    ::close(heap_fd);  // the pool has its own
+    if (!pool.ok()) return pool.status();
+    impl->handler->SetIsolation(*std::move(pool));
+  }
   if (impl->ucx != nullptr) {
     absl::Status started = impl->ucx->Start(impl->regions, impl->handler.get());
     if (!started.ok()) {

@@ -50,6 +50,10 @@ struct ServerOptions {
   std::string tls_ca;
   uint64_t memory_size = 1ull << 30;    // heap bytes; 0 with an existing memory file: its size
   std::string memory_file;              // empty: anonymous memory (lost at exit)
+  // Native functions run in worker processes over a shared mapping of the heap (isolation.h):
+  // one per handler worker thread. Only in the ardmad program. The heap is then a memfd (or the
+  // memory file), never UCX-allocated memory, so one-sided atomics go through the server.
+  bool isolate = false;
   int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8
   std::string preload_dir;              // *.so files in it are loaded at start
   CodeLimits code_limits;               // --max-libraries, --max-code

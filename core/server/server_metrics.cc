@@ -77,6 +77,10 @@ std::vector<wire::StatsEntry> RequestHandler::Stats() const {
   out.emplace_back("workers.queued", workers_ != nullptr ? workers_->queued() : 0);
   out.emplace_back("dedup.entries", dedup_.size());
   out.emplace_back("dedup.replays", dedup_.replays());
+  if (isolated_ != nullptr) {
+    out.emplace_back("isolated.runs", isolated_->runs());
+    out.emplace_back("isolated.restarts", isolated_->restarts());  // crashed or killed workers
+  }
   if (owners_ != nullptr) {
     out.emplace_back("owners.live", owners_->live());  // the server itself and each connection
     out.emplace_back("owners.slots", owners_->slots());

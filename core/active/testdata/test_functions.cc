@@ -1,5 +1,6 @@
 // The "test" active-code library (see test_library.h for each function's contract).
 #include <chrono>
+#include <cstdlib>
 #include <new>
 #include <stdexcept>
 #include <thread>
@@ -161,6 +162,22 @@ absl::StatusOr<std::string> Throw(Context&, std::string_view args) {
   }
 }
 
+// Ends the process it runs in (1: a null dereference, 2: abort(), 3: a null dereference while
+// holding the lock word at args[1], taken with its lock owner's token): only for servers that run
+// native code in isolated workers (ardmad --isolate), where it costs the request and a worker.
+absl::StatusOr<std::string> Crash(Context& ctx, std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(NeedArgs(args, 1));
+  if (U64At(args, 0) == 2) std::abort();
+  if (U64At(args, 0) == 3) {
+    ARDMA_RETURN_IF_ERROR(NeedArgs(args, 2));
+    ARDMA_ASSIGN_OR_RETURN(ardma::CasResult cas,
+                           ctx.CompareAndSwap(U64At(args, 1), 0, ctx.lock_owner().token));
+    if (!cas.swapped) return absl::AbortedError("test.crash: the word was taken");
+  }
+  volatile int* nowhere = nullptr;
+  return U64s({static_cast<uint64_t>(*nowhere)});
+}
+
 }  // namespace
 
 ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.add", &Add},
@@ -169,4 +186,4 @@ ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.ad
                      {"test.view_sum", &ViewSum}, {"test.wait_zero", &WaitZero},
                      {"test.resumable", &Resumable}, {"test.resume", &ResumeParked},
                      {"test.add_on_close", &AddOnClose}, {"test.throw", &Throw},
-                     {"test.busy", &Busy});
+                     {"test.busy", &Busy}, {"test.crash", &Crash});

@@ -1,0 +1,579 @@
+#include "core/server/isolation.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "core/active/native_loader.h"
+#include "core/log.h"
+#include "core/memory/region.h"
+#include "core/status_macros.h"
+#include "core/wire/byte_io.h"
+#include "core/wire/frame.h"
+
+extern char** environ;
+
+namespace ardma {
+namespace {
+
+using wire::ByteReader;
+using wire::ByteWriter;
+
+constexpr char kWorkerVariable[] = "ARDMA_ISOLATED_WORKER";  // heap size:owner token:owner table
+constexpr int kChannelFd = 3, kHeapFd = 4;
+// How long past its deadline a worker may take to answer before it is killed (it checks the
+// deadline itself on memory operations, and answers DEADLINE_EXCEEDED).
+constexpr absl::Duration kKillGrace = absl::Milliseconds(100);
+constexpr absl::Duration kSpawnTimeout = absl::Seconds(10);
+constexpr int kMaxDepth = 32;
+
+std::atomic<bool> g_can_be_worker{false};
+
+// Messages: len:u32 (type and payload) type:u8 payload.
+enum Type : uint8_t {
+  // server -> worker
+  kLoad = 1,   // hash:u8[32] name:str16 ndeps:u16 dep:u8[32]... code
+  kExec = 2,   // hash:u8[32] deadline_unix_ns:u64 function:str16 args
+  kReply = 3,  // status:u16 payload (the answer to a worker's request)
+  kReady = 4,  // (worker -> server, once at start)
+  // worker -> server
+  kDone = 10,     // status:u16 counts:u64[7] payload (result, or the error's message)
+  kPark = 11,     // resumable:u8 resume_at_unix_ns:u64 key:str16 resume_args
+  kResume = 12,   // key
+  kWake = 13,     // key:str16 result
+  kOnClose = 14,  // key:str16 function:str16 args
+  kCall = 15,     // function:str16 args
+};
+
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool SendMessage(int fd, Type type, std::string_view payload) {
+  std::string head(5, '\0');
+  uint32_t len = static_cast<uint32_t>(payload.size() + 1);
+  std::memcpy(head.data(), &len, 4);
+  head[4] = static_cast<char>(type);
+  return WriteAll(fd, head.data(), head.size()) && WriteAll(fd, payload.data(), payload.size());
+}
+
+bool ReceiveMessage(int fd, Type* type, std::string* payload) {
+  char head[5];
+  if (!ReadAll(fd, head, sizeof head)) return false;
+  uint32_t len;
+  std::memcpy(&len, head, 4);
+  if (len == 0) return false;
+  *type = static_cast<Type>(head[4]);
+  payload->resize(len - 1);
+  return ReadAll(fd, payload->data(), payload->size());
+}
+
+std::string StatusPayload(const absl::Status& status, std::string_view ok_payload) {
+  std::string out;
+  ByteWriter w(&out);
+  w.U16(wire::StatusToWire(status.code()));
+  if (status.ok()) {
+    w.Bytes(ok_payload);
+  } else {
+    w.Bytes(std::string_view(status.message().data(), status.message().size()));
+  }
+  return out;
+}
+
+int64_t UnixNanos(absl::Time t) {
+  if (t == absl::InfiniteFuture()) return INT64_MAX;
+  return absl::ToUnixNanos(t);
+}
+absl::Time FromUnixNanos(int64_t ns) {
+  return ns == INT64_MAX ? absl::InfiniteFuture() : absl::FromUnixNanos(ns);
+}
+
+// ---- The worker ----
+
+// The worker's way to the server: one request, one reply, on the one channel.
+class WorkerLink : public ServerLink {
+ public:
+  explicit WorkerLink(int fd) : fd_(fd) {}
+
+  absl::Status Park(std::string_view key, const ParkOptions& options) override {
+    std::string p;
+    ByteWriter w(&p);
+    w.U8(options.resumable ? 1 : 0);
+    w.U64(static_cast<uint64_t>(UnixNanos(options.resume_at)));
+    w.Str16(key);
+    w.Bytes(options.resume_args);
+    return Ask(kPark, p).status();
+  }
+  absl::StatusOr<bool> Resume(std::string_view key) override {
+    ARDMA_ASSIGN_OR_RETURN(std::string r, Ask(kResume, key));
+    return r == "\1";
+  }
+  absl::StatusOr<bool> Wake(std::string_view key, std::string_view result) override {
+    std::string p;
+    ByteWriter w(&p);
+    w.Str16(key);
+    w.Bytes(result);
+    ARDMA_ASSIGN_OR_RETURN(std::string r, Ask(kWake, p));
+    return r == "\1";
+  }
+  absl::Status OnClose(std::string_view key, std::string_view function,
+                       std::string_view args) override {
+    std::string p;
+    ByteWriter w(&p);
+    w.Str16(key);
+    w.Str16(function);
+    w.Bytes(args);
+    return Ask(kOnClose, p).status();
+  }
+  absl::StatusOr<std::string> Call(std::string_view function, std::string_view args) override {
+    std::string p;
+    ByteWriter w(&p);
+    w.Str16(function);
+    w.Bytes(args);
+    return Ask(kCall, p);
+  }
+
+ private:
+  absl::StatusOr<std::string> Ask(Type type, std::string_view payload) {
+    Type got;
+    std::string reply;
+    if (!SendMessage(fd_, type, payload) || !ReceiveMessage(fd_, &got, &reply) || got != kReply) {
+      std::_Exit(3);  // the server is gone
+    }
+    ByteReader r(reply);
+    uint16_t code;
+    if (!r.U16(&code)) std::_Exit(3);
+    std::string_view rest(reply.data() + 2, reply.size() - 2);
+    if (code != 0) return wire::StatusFromWire(code, rest);
+    return std::string(rest);
+  }
+  const int fd_;
+};
+
+[[noreturn]] void WorkerMain(uint64_t heap_size, LockOwner owner) {
+  ::signal(SIGPIPE, SIG_IGN);
+  absl::StatusOr<std::unique_ptr<Region>> heap = Region::MapFile(kHeapFd, heap_size, false);
+  if (!heap.ok()) {
+    std::fprintf(stderr, "isolated worker: %s\n", heap.status().ToString().c_str());
+    std::_Exit(2);
+  }
+  RegionTable regions;
+  regions.Add(*std::move(heap));
+  CodeRegistry registry;
+  registry.SetLoader(wire::CodeKind::kNative, std::make_unique<NativeLoader>(/*trial=*/false));
+  WorkerLink link(kChannelFd);
+  if (!SendMessage(kChannelFd, kReady, "")) std::_Exit(3);
+  Type type;
+  std::string msg;
+  while (ReceiveMessage(kChannelFd, &type, &msg)) {
+    ByteReader r(msg);
+    std::string_view hash_bytes;
+    if (!r.Bytes(32, &hash_bytes)) std::_Exit(4);
+    CodeHash hash;
+    std::memcpy(hash.data(), hash_bytes.data(), 32);
+    if (type == kLoad) {
+      std::string_view name;
+      uint16_t ndeps;
+      if (!r.Str16(&name) || !r.U16(&ndeps)) std::_Exit(4);
+      LoadAuthority by;
+      for (uint16_t i = 0; i < ndeps; ++i) {
+        std::string_view d;
+        if (!r.Bytes(32, &d)) std::_Exit(4);
+        CodeHash dep;
+        std::memcpy(dep.data(), d.data(), 32);
+        by.deps.push_back(dep);
+      }
+      absl::StatusOr<CodeHash> loaded = registry.Load(wire::CodeKind::kNative, name, r.Rest(), by);
+      if (!loaded.ok()) {
+        std::fprintf(stderr, "isolated worker: loading %s: %s\n", std::string(name).c_str(),
+                     loaded.status().ToString().c_str());
+      }
+      continue;
+    }
+    if (type != kExec) std::_Exit(4);
+    uint64_t deadline_ns;
+    std::string_view function;
+    if (!r.U64(&deadline_ns) || !r.Str16(&function)) std::_Exit(4);
+    std::string_view args = r.Rest();
+    Execution ex;
+    ex.regions = &regions;
+    ex.registry = &registry;
+    ex.deadline = FromUnixNanos(static_cast<int64_t>(deadline_ns));
+    ex.link = &link;
+    ex.owner = owner;
+    absl::StatusOr<BoundFunction> fn = registry.Resolve(hash, function);
+    absl::StatusOr<std::string> result =
+        fn.ok() ? LocalContext::Run(&ex, *fn, args) : absl::StatusOr<std::string>(fn.status());
+    std::string done;
+    ByteWriter w(&done);
+    w.U16(wire::StatusToWire(result.status().code()));
+    const ActiveOpCounts& c = ex.counts;
+    for (uint64_t v :
+         {c.reads, c.writes, c.cas, c.fetch_adds, c.bytes_read, c.bytes_written, c.calls}) {
+      w.U64(v);
+    }
+    if (result.ok()) {
+      w.Bytes(*result);
+    } else {
+      w.Bytes(std::string_view(result.status().message().data(), result.status().message().size()));
+    }
+    if (!SendMessage(kChannelFd, kDone, done)) break;
+  }
+  std::_Exit(0);
+}
+
+// How a reaped worker ended, for people.
+std::string Ending(int status) {
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
+                        ")");
+  }
+  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+  return "ended";
+}
+
+}  // namespace
+
+void RunIsolatedWorkerIfAsked() {
+  g_can_be_worker.store(true);
+  const char* spec = std::getenv(kWorkerVariable);
+  if (spec == nullptr) return;
+  std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  uint64_t size = 0;
+  LockOwner owner;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &size) ||
+      !absl::SimpleAtoi(parts[1], &owner.token) || !absl::SimpleAtoi(parts[2], &owner.table)) {
+    std::fprintf(stderr, "%s is malformed\n", kWorkerVariable);
+    std::_Exit(2);
+  }
+  WorkerMain(size, owner);
+}
+
+// ---- The server's side ----
+
+absl::StatusOr<std::unique_ptr<IsolatedPool>> IsolatedPool::Start(const IsolationOptions& options,
+                                                                  const CodeRegistry* registry,
+                                                                  OwnerTable* owners) {
+  if (!g_can_be_worker.load()) {
+    return absl::FailedPreconditionError(
+        "--isolate needs the ardmad program (its workers are ardmad started again)");
+  }
+  if (options.heap_fd < 0 || options.workers < 1) {
+    return absl::InvalidArgumentError("isolation needs the heap's file and at least one worker");
+  }
+  IsolationOptions own = options;
+  own.heap_fd = ::fcntl(options.heap_fd, F_DUPFD_CLOEXEC, 0);  // the caller may close its own
+  if (own.heap_fd < 0) {
+    return absl::InternalError(absl::StrCat("dup of the heap's file: ", std::strerror(errno)));
+  }
+  std::unique_ptr<IsolatedPool> pool(new IsolatedPool(own, registry, owners));
+  // One worker now, so a program that cannot start them fails at start, not at the first call.
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> first, pool->Spawn());
+  pool->Give(std::move(first));
+  return pool;
+}
+
+IsolatedPool::~IsolatedPool() {
+  std::vector<std::unique_ptr<Worker>> idle;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    idle.swap(idle_);
+    auto no_one_busy = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return busy_ == 0; };
+    mu_.Await(absl::Condition(&no_one_busy));
+  }
+  for (auto& w : idle) End(std::move(w), /*kill=*/true);
+  ::close(options_.heap_fd);
+}
+
+absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn() {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("socketpair: ", std::strerror(errno)));
+  }
+  // Above the targets, so the dup2s cannot clobber each other.
+  int chan = ::fcntl(pair[1], F_DUPFD_CLOEXEC, 16),
+      heap = ::fcntl(options_.heap_fd, F_DUPFD_CLOEXEC, 16);
+  ::close(pair[1]);
+  auto w = std::make_unique<Worker>();
+  w->fd = pair[0];
+  w->owner = owners_ != nullptr ? owners_->Join() : LockOwner{};
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, chan, kChannelFd);
+  ::posix_spawn_file_actions_adddup2(&actions, heap, kHeapFd);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, kWorkerVariable, sizeof(kWorkerVariable) - 1) != 0) {
+      env_strings.emplace_back(*e);
+    }
+  }
+  // A crash is the server's to report, without UCX's backtrace on the server's stderr.
+  env_strings.push_back("UCX_HANDLE_ERRORS=none");
+  env_strings.push_back(absl::StrCat(kWorkerVariable, "=", options_.heap_size, ":", w->owner.token,
+                                     ":", w->owner.table));
+  std::vector<char*> env;
+  for (std::string& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
+  char name[] = "ardmad-isolated";
+  char* argv[] = {name, nullptr};
+  int spawned = ::posix_spawn(&w->pid, "/proc/self/exe", &actions, nullptr, argv, env.data());
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::close(chan);
+  ::close(heap);
+  if (spawned != 0) {
+    w->pid = -1;
+    std::string why = std::strerror(spawned);
+    End(std::move(w), false);
+    return absl::ResourceExhaustedError(absl::StrCat("cannot start an isolated worker: ", why));
+  }
+  pollfd p{w->fd, POLLIN, 0};
+  Type type;
+  std::string msg;
+  if (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(kSpawnTimeout))) != 1 ||
+      !ReceiveMessage(w->fd, &type, &msg) || type != kReady) {
+    std::string how = End(std::move(w), true);
+    return absl::InternalError(absl::StrCat("an isolated worker did not start (", how, ")"));
+  }
+  return w;
+}
+
+std::string IsolatedPool::End(std::unique_ptr<Worker> w, bool kill) {
+  std::string how = "not started";
+  if (w->pid > 0) {
+    if (kill) ::kill(w->pid, SIGKILL);
+    ::close(w->fd);
+    w->fd = -1;
+    int status = 0;
+    while (::waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    how = Ending(status);
+  }
+  if (w->fd >= 0) ::close(w->fd);
+  if (owners_ != nullptr) owners_->Leave(w->owner.token);  // its lock words may be taken over now
+  return how;
+}
+
+absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Take(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto available = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return stopping_ || !idle_.empty() ||
+             busy_ + static_cast<int>(idle_.size()) < options_.workers;
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&available), deadline)) {
+      return absl::DeadlineExceededError("every isolated worker stayed busy until the deadline");
+    }
+    if (stopping_) return absl::CancelledError("server is shutting down");
+    ++busy_;
+    if (!idle_.empty()) {
+      std::unique_ptr<Worker> w = std::move(idle_.back());
+      idle_.pop_back();
+      return w;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Worker>> w = Spawn();
+  if (!w.ok()) {
+    absl::MutexLock lock(&mu_);
+    --busy_;
+  }
+  return w;
+}
+
+void IsolatedPool::Give(std::unique_ptr<Worker> worker) {
+  absl::MutexLock lock(&mu_);
+  if (worker != nullptr) idle_.push_back(std::move(worker));
+}
+
+bool IsolatedPool::Isolates(const BoundFunction& fn) const {
+  return fn.scope() != nullptr && !fn.scope()->empty() &&
+         registry_->SourceOf(fn.scope()->front()).ok();
+}
+
+absl::Status IsolatedPool::EnsureLoaded(Worker& w, const CodeHash& hash, int depth) {
+  if (w.loaded.contains(hash)) return absl::OkStatus();
+  if (depth > kMaxDepth) return absl::InternalError("library dependencies nest too deep");
+  absl::StatusOr<CodeRegistry::Source> source = registry_->SourceOf(hash);
+  if (!source.ok()) return absl::OkStatus();  // linked or Java: the worker calls the server for it
+  for (const CodeHash& dep : source->deps) ARDMA_RETURN_IF_ERROR(EnsureLoaded(w, dep, depth + 1));
+  std::string msg;
+  ByteWriter out(&msg);
+  out.Bytes(std::string_view(reinterpret_cast<const char*>(hash.data()), 32));
+  out.Str16(source->name);
+  out.U16(static_cast<uint16_t>(source->deps.size()));
+  for (const CodeHash& dep : source->deps) {
+    out.Bytes(std::string_view(reinterpret_cast<const char*>(dep.data()), 32));
+  }
+  out.Bytes(*source->code);
+  if (!SendMessage(w.fd, kLoad, msg)) return absl::InternalError("the isolated worker went away");
+  w.loaded.insert(hash);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::string_view args,
+                                              Execution& ex) {
+  runs_.fetch_add(1, std::memory_order_relaxed);
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> w, Take(ex.deadline));
+  // Every way out gives the worker back, or ends it and frees its place.
+  auto finish = [this](std::unique_ptr<Worker> worker, bool healthy) {
+    if (!healthy) {
+      restarts_.fetch_add(1, std::memory_order_relaxed);
+      End(std::move(worker), true);
+    }
+    absl::MutexLock lock(&mu_);
+    --busy_;
+    if (healthy) idle_.push_back(std::move(worker));
+  };
+  const CodeHash& hash = fn.scope()->front();
+  if (absl::Status loaded = EnsureLoaded(*w, hash); !loaded.ok()) {
+    finish(std::move(w), false);
+    return loaded;
+  }
+  std::string exec;
+  ByteWriter out(&exec);
+  out.Bytes(std::string_view(reinterpret_cast<const char*>(hash.data()), 32));
+  out.U64(static_cast<uint64_t>(UnixNanos(ex.deadline)));
+  out.Str16(fn.name());
+  out.Bytes(args);
+  if (!SendMessage(w->fd, kExec, exec)) {
+    finish(std::move(w), false);
+    return absl::InternalError("the isolated worker went away before the call");
+  }
+  LocalContext server(&ex);  // runs what the worker asks of the server
+  absl::Time kill_at =
+      ex.deadline == absl::InfiniteFuture() ? ex.deadline : ex.deadline + kKillGrace;
+  for (;;) {
+    absl::Time now = absl::Now();
+    if (now >= kill_at) {
+      finish(std::move(w), false);
+      return absl::DeadlineExceededError(absl::StrCat(
+          ToAbsl(fn.name()), " ran past its deadline: its isolated worker was killed"));
+    }
+    if (ex.cancelled != nullptr && ex.cancelled->load(std::memory_order_relaxed)) {
+      finish(std::move(w), false);
+      return absl::CancelledError("server is shutting down");
+    }
+    int wait_ms =
+        static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(kill_at - now) + 1, 100));
+    pollfd p{w->fd, POLLIN, 0};
+    int ready = ::poll(&p, 1, wait_ms);
+    if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
+    Type type;
+    std::string msg;
+    if (ready < 0 || !ReceiveMessage(w->fd, &type, &msg)) {
+      restarts_.fetch_add(1, std::memory_order_relaxed);
+      std::string how = End(std::move(w), false);
+      {
+        absl::MutexLock lock(&mu_);
+        --busy_;
+      }
+      return absl::InternalError(
+          absl::StrCat(ToAbsl(fn.name()), " crashed its isolated worker: ", how));
+    }
+    ByteReader r(msg);
+    absl::StatusOr<std::string> answer =
+        absl::InternalError("malformed request from an isolated worker");
+    switch (type) {
+      case kDone: {
+        uint16_t code;
+        uint64_t c[7];
+        bool ok = r.U16(&code);
+        for (uint64_t& v : c) ok = ok && r.U64(&v);
+        if (!ok) {
+          finish(std::move(w), false);
+          return absl::InternalError("malformed answer from an isolated worker");
+        }
+        ActiveOpCounts& counts = ex.counts;
+        counts.reads += c[0];
+        counts.writes += c[1];
+        counts.cas += c[2];
+        counts.fetch_adds += c[3];
+        counts.bytes_read += c[4];
+        counts.bytes_written += c[5];
+        counts.calls += c[6];
+        std::string rest(r.Rest());
+        finish(std::move(w), true);
+        if (code != 0) return wire::StatusFromWire(code, rest);
+        return rest;
+      }
+      case kPark: {
+        uint8_t resumable;
+        uint64_t at;
+        std::string_view key;
+        if (!r.U8(&resumable) || !r.U64(&at) || !r.Str16(&key)) break;
+        absl::Status parked =
+            server.Park(key, {.resumable = resumable != 0,
+                              .resume_at = FromUnixNanos(static_cast<int64_t>(at)),
+                              .resume_args = r.Rest()});
+        answer = parked.ok() ? absl::StatusOr<std::string>(std::string()) : parked;
+        break;
+      }
+      case kResume: {
+        absl::StatusOr<bool> resumed = server.Resume(msg);
+        answer = resumed.ok() ? std::string(*resumed ? "\1" : "\0", 1)
+                              : absl::StatusOr<std::string>(resumed.status());
+        break;
+      }
+      case kWake: {
+        std::string_view key;
+        if (!r.Str16(&key)) break;
+        absl::StatusOr<bool> woke = server.Wake(key, r.Rest());
+        answer = woke.ok() ? std::string(*woke ? "\1" : "\0", 1)
+                           : absl::StatusOr<std::string>(woke.status());
+        break;
+      }
+      case kOnClose: {
+        std::string_view key, function;
+        if (!r.Str16(&key) || !r.Str16(&function)) break;
+        absl::Status s = server.OnClose(key, function, r.Rest());
+        answer = s.ok() ? absl::StatusOr<std::string>(std::string()) : s;
+        break;
+      }
+      case kCall: {
+        std::string_view function;
+        if (!r.Str16(&function)) break;
+        answer = server.Call(function, r.Rest());
+        break;
+      }
+      default:
+        finish(std::move(w), false);
+        return absl::InternalError("unexpected message from an isolated worker");
+    }
+    std::string reply = StatusPayload(answer.status(), answer.ok() ? *answer : "");
+    if (!SendMessage(w->fd, kReply, reply)) continue;  // it died: the next poll sees it
+  }
+}
+
+}  // namespace ardma

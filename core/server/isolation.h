@@ -1,0 +1,96 @@
+// ardmad --isolate: native active code runs in worker processes that map the same heap, so a
+// function that crashes (null dereference, abort) or never returns costs its request and a worker
+// restart, not the server.
+//
+// Each worker is ardmad started again (/proc/self/exe, told by its environment to be a worker),
+// with the heap's file (a memfd, or the --memory-file) and one end of a socket pair. It keeps its
+// own CodeRegistry: before a call the server sends it the library and what the library was built
+// against, once. It runs the function over a LocalContext on its own mapping of the heap; Park,
+// Resume, Wake, OnClose and calls of code it does not have (Java, linked libraries) go back to the
+// server over the socket and run there on the request's Execution. Each worker is a lock owner of
+// its own (OwnerTable), so lock words a crashed worker held are taken over like a dead client's.
+//
+// The server side: a thread running an EXECUTE (a pool worker thread; isolated calls never run on
+// an I/O thread) takes an idle worker, sends the call and serves the worker's requests until the
+// answer comes. The worker dying is INTERNAL ("... crashed its isolated worker: Segmentation
+// fault"); the deadline passing first kills it (DEADLINE_EXCEEDED). Either way a new worker is
+// started for the next call.
+//
+// What stays in the server process: Java functions, linked libraries (built into ardmad) and the
+// code a function calls by name outside its own library and dependencies.
+#ifndef ARDMA_CORE_SERVER_ISOLATION_H_
+#define ARDMA_CORE_SERVER_ISOLATION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/active/code_registry.h"
+#include "core/active/local_context.h"
+#include "core/server/owner_table.h"
+
+namespace ardma {
+
+// If this process was started as an isolated worker, runs it and exits; otherwise returns, and
+// records that this program can be one (IsolatedPool::Start refuses otherwise: a worker is this
+// same program started again). ardmad's main calls it first.
+void RunIsolatedWorkerIfAsked();
+
+struct IsolationOptions {
+  int workers = 2;   // processes (at most this many isolated calls at once)
+  int heap_fd = -1;  // the heap's file: a memfd or the memory file (kept open by the pool)
+  uint64_t heap_size = 0;
+};
+
+class IsolatedPool {
+ public:
+  static absl::StatusOr<std::unique_ptr<IsolatedPool>> Start(const IsolationOptions& options,
+                                                             const CodeRegistry* registry,
+                                                             OwnerTable* owners);
+  ~IsolatedPool();  // kills the workers
+
+  // Whether `fn` runs in a worker (native code whose bytes the registry kept).
+  bool Isolates(const BoundFunction& fn) const;
+  // Runs `fn(args)` in a worker, serving the worker's requests over `ex`; adds the worker's memory
+  // operations to ex.counts.
+  absl::StatusOr<std::string> Run(const BoundFunction& fn, std::string_view args, Execution& ex);
+
+  uint64_t runs() const { return runs_.load(std::memory_order_relaxed); }
+  uint64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Worker {
+    pid_t pid = -1;
+    int fd = -1;
+    LockOwner owner;
+    absl::flat_hash_set<CodeHash> loaded;
+  };
+
+  IsolatedPool(const IsolationOptions& options, const CodeRegistry* registry, OwnerTable* owners)
+      : options_(options), registry_(registry), owners_(owners) {}
+  absl::StatusOr<std::unique_ptr<Worker>> Spawn();
+  // Ends a worker (SIGKILL, reaped); returns how it ended, for people.
+  std::string End(std::unique_ptr<Worker> worker, bool kill);
+  absl::StatusOr<std::unique_ptr<Worker>> Take(absl::Time deadline);
+  void Give(std::unique_ptr<Worker> worker);
+  // Sends the library `hash` (its dependencies first) unless the worker has it.
+  absl::Status EnsureLoaded(Worker& w, const CodeHash& hash, int depth = 0);
+
+  const IsolationOptions options_;
+  const CodeRegistry* const registry_;
+  OwnerTable* const owners_;
+  std::atomic<uint64_t> runs_{0}, restarts_{0};
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Worker>> idle_ ABSL_GUARDED_BY(mu_);
+  int busy_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_SERVER_ISOLATION_H_
