@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,9 +19,12 @@
 namespace ardma::testing {
 
 std::string TempPath(const std::string& name) {
+  // Per test; outside a test (a benchmark) per call.
+  static std::atomic<int> calls{0};
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
   return (std::filesystem::temp_directory_path() /
           (name + "." + std::to_string(::getpid()) + "." +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+           (test != nullptr ? std::string(test->name()) : std::to_string(calls++))))
       .string();
 }
 

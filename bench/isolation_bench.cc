@@ -1,0 +1,78 @@
+// What ardmad --isolate costs per EXECUTE: the same native function on two ardmad processes, one
+// running native code in isolated worker processes and one running it in the server, over TCP
+// loopback and over UCX shared memory (where the transport's own cost is smallest, so the hop to
+// the worker shows most). Runs build/bin/ardmad (ARDMA_BIN_DIR overrides): run it from the
+// repository root.
+//
+//   BM_Execute/<function>/isolate:0|1/ucx:0|1   0 = test.noop, 1 = test.add (one FETCH_ADD)
+//
+// Compare isolate:1 with isolate:0 of the same transport and function, within one run.
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_support.h"
+#include "benchmark/benchmark.h"
+#include "core/active/testdata/test_library.h"
+#include "core/client/client.h"
+#include "core/client/invoke.h"
+#include "core/client/remote_context.h"
+#include "core/memory/heap.h"
+#include "core/testing/server_process.h"
+
+namespace ardma {
+namespace {
+
+testing::ServerProcess& ServerFor(bool isolate) {
+  static std::unique_ptr<testing::ServerProcess> servers[2];
+  if (servers[isolate] == nullptr) {
+    ::setenv("UCX_TLS", "shm,self", /*overwrite=*/0);  // before this process's first UCX use
+    std::vector<std::string> args = {"--memory", "64M", "--workers", "2"};
+    if (isolate) args.push_back("--isolate");
+    servers[isolate] = std::make_unique<testing::ServerProcess>(args);
+  }
+  return *servers[isolate];
+}
+
+void BM_Execute(benchmark::State& state) {
+  bool add = state.range(0) == 1, isolate = state.range(1) == 1, ucx = state.range(2) == 1;
+  testing::ServerProcess& server = ServerFor(isolate);
+  if (server.address().empty()) {
+    state.SkipWithError("ardmad did not start (run from the repository root)");
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(ucx ? absl::StrCat("ucx://", server.address()) : server.address());
+  if (!client.ok() || !EnsureLoaded(**client, active_libraries::test()).ok()) {
+    state.SkipWithError("cannot connect or load the test library");
+    return;
+  }
+  RemoteContext ctx(client->get(), {});
+  absl::StatusOr<uint64_t> counter = heap::Allocate(ctx, 8);
+  if (!counter.ok()) {
+    state.SkipWithError("cannot allocate");
+    return;
+  }
+  std::string function = add ? "test.add" : "test.noop";
+  std::string args = add ? testing::U64s({*counter, 1}) : std::string();
+  uint64_t rt0 = (*client)->counters().round_trips.load();
+  uint64_t bytes0 = (*client)->counters().bytes_sent.load() +
+                    (*client)->counters().bytes_received.load();
+  for (auto _ : state) {
+    if (!(*client)->Execute(function, args).ok()) {
+      state.SkipWithError("EXECUTE failed");
+      return;
+    }
+  }
+  bench::ReportCounters(state, **client, rt0, bytes0);
+}
+BENCHMARK(BM_Execute)
+    ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})
+    ->ArgNames({"add", "isolate", "ucx"})
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace ardma
+
+BENCHMARK_MAIN();
