@@ -109,8 +109,9 @@ int Main(int argc, char** argv) {
   flags.Bool("isolate", &options.isolate,
              "run native functions in worker processes (one per --workers) over a shared mapping "
              "of the heap: a crash or a runaway costs its request and a worker restart, not the "
-             "server; tens of microseconds more per call (docs/BENCHMARKS.md); Java and built-in "
-             "functions stay in the server; one-sided atomics go through the server");
+             "server; tens of microseconds more per call (docs/BENCHMARKS.md); Java code too (a "
+             "JVM per worker); built-in functions stay in the server; one-sided atomics go "
+             "through the server");
   flags.Bool("realtime", &options.realtime,
              "run the I/O threads under SCHED_FIFO (needs root or CAP_SYS_NICE)");
   flags.Duration("monitor-interval", &monitor.interval,

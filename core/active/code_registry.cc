@@ -98,9 +98,7 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
     }
   }
   InsertLocked(hash, kind, std::move(library), by, code.size(),
-               keep_native_code_ && kind == CodeKind::kNative
-                   ? std::make_shared<const std::string>(code)
-                   : nullptr);
+               keep_code_ ? std::make_shared<const std::string>(code) : nullptr);
   return hash;
 }
 

@@ -153,9 +153,9 @@ class CodeRegistry {
                                             std::string_view function) const;
   absl::StatusOr<BoundFunction> Resolve(const CodeHash& hash, std::string_view function) const;
 
-  // Keeps the bytes of native code loaded from now on, so SourceOf can give them (ardmad --isolate
-  // sends them to its worker processes). Call before serving.
-  void KeepNativeCode() { keep_native_code_ = true; }
+  // Keeps the bytes of code loaded from now on (not linked libraries), so SourceOf can give them
+  // (ardmad --isolate sends them to its worker processes). Call before serving.
+  void KeepLoadedCode() { keep_code_ = true; }
   struct Source {
     CodeKind kind;
     std::string name;
@@ -163,7 +163,7 @@ class CodeRegistry {
     std::vector<CodeHash> deps;  // what it was built against
   };
   // What the library `hash` was loaded from; NotFound if it is not loaded or its bytes were not
-  // kept (linked, Java, or loaded before KeepNativeCode).
+  // kept (linked, or loaded before KeepLoadedCode).
   absl::StatusOr<Source> SourceOf(const CodeHash& hash) const;
 
   std::vector<LibraryInfo> List() const;
@@ -181,7 +181,7 @@ class CodeRegistry {
     std::string owner;                                   // who loaded it
     std::shared_ptr<const std::vector<CodeHash>> scope;  // its own hash, then its deps
     uint64_t bytes;                                      // of its code (0: linked in)
-    std::shared_ptr<const std::string> code;             // kept for SourceOf (KeepNativeCode)
+    std::shared_ptr<const std::string> code;             // kept for SourceOf (KeepLoadedCode)
   };
   // Unloads unused superseded versions, oldest first, until one more library of `bytes` fits;
   // false if it still does not.
@@ -202,7 +202,7 @@ class CodeRegistry {
   absl::flat_hash_map<std::string, CodeHash> by_library_ ABSL_GUARDED_BY(mu_);
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   CodeLimits limits_ ABSL_GUARDED_BY(mu_);
-  bool keep_native_code_ = false;
+  bool keep_code_ = false;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unloaded_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -34,6 +34,9 @@ using wire::ByteReader;
 using wire::ByteWriter;
 
 constexpr char kWorkerVariable[] = "ARDMA_ISOLATED_WORKER";  // heap size:owner token:owner table
+// The JVM's settings: libjvm, classpath, then each option, separated by kJvmSeparator.
+constexpr char kJvmVariable[] = "ARDMA_ISOLATED_JVM";
+constexpr char kJvmSeparator = '\x1f';
 constexpr int kChannelFd = 3, kHeapFd = 4;
 // How long past its deadline a worker may take to answer before it is killed (it checks the
 // deadline itself on memory operations, and answers DEADLINE_EXCEEDED).
@@ -46,7 +49,7 @@ std::atomic<bool> g_can_be_worker{false};
 // Messages: len:u32 (type and payload) type:u8 payload.
 enum Type : uint8_t {
   // server -> worker
-  kLoad = 1,   // hash:u8[32] name:str16 ndeps:u16 dep:u8[32]... code
+  kLoad = 1,   // hash:u8[32] kind:u8 name:str16 ndeps:u16 dep:u8[32]... code
   kExec = 2,   // hash:u8[32] deadline_unix_ns:u64 function:str16 args
   kReply = 3,  // status:u16 payload (the answer to a worker's request)
   kReady = 4,  // (worker -> server, once at start)
@@ -182,7 +185,7 @@ class WorkerLink : public ServerLink {
   const int fd_;
 };
 
-[[noreturn]] void WorkerMain(uint64_t heap_size, LockOwner owner) {
+[[noreturn]] void WorkerMain(uint64_t heap_size, LockOwner owner, const JvmOptions& jvm_options) {
   ::signal(SIGPIPE, SIG_IGN);
   absl::StatusOr<std::unique_ptr<Region>> heap = Region::MapFile(kHeapFd, heap_size, false);
   if (!heap.ok()) {
@@ -193,6 +196,9 @@ class WorkerLink : public ServerLink {
   regions.Add(*std::move(heap));
   CodeRegistry registry;
   registry.SetLoader(wire::CodeKind::kNative, std::make_unique<NativeLoader>(/*trial=*/false));
+  if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(jvm_options)) {
+    registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
+  }
   WorkerLink link(kChannelFd);
   if (!SendMessage(kChannelFd, kReady, "")) std::_Exit(3);
   Type type;
@@ -204,9 +210,10 @@ class WorkerLink : public ServerLink {
     CodeHash hash;
     std::memcpy(hash.data(), hash_bytes.data(), 32);
     if (type == kLoad) {
+      uint8_t kind;
       std::string_view name;
       uint16_t ndeps;
-      if (!r.Str16(&name) || !r.U16(&ndeps)) std::_Exit(4);
+      if (!r.U8(&kind) || !r.Str16(&name) || !r.U16(&ndeps)) std::_Exit(4);
       LoadAuthority by;
       for (uint16_t i = 0; i < ndeps; ++i) {
         std::string_view d;
@@ -215,7 +222,8 @@ class WorkerLink : public ServerLink {
         std::memcpy(dep.data(), d.data(), 32);
         by.deps.push_back(dep);
       }
-      absl::StatusOr<CodeHash> loaded = registry.Load(wire::CodeKind::kNative, name, r.Rest(), by);
+      absl::StatusOr<CodeHash> loaded =
+          registry.Load(static_cast<wire::CodeKind>(kind), name, r.Rest(), by);
       if (!loaded.ok()) {
         std::fprintf(stderr, "isolated worker: loading %s: %s\n", std::string(name).c_str(),
                      loaded.status().ToString().c_str());
@@ -278,7 +286,16 @@ void RunIsolatedWorkerIfAsked() {
     std::fprintf(stderr, "%s is malformed\n", kWorkerVariable);
     std::_Exit(2);
   }
-  WorkerMain(size, owner);
+  JvmOptions jvm;
+  if (const char* j = std::getenv(kJvmVariable); j != nullptr) {
+    std::vector<std::string> fields = absl::StrSplit(j, kJvmSeparator);
+    if (fields.size() >= 2) {
+      jvm.libjvm = fields[0];
+      jvm.classpath = fields[1];
+      jvm.options.assign(fields.begin() + 2, fields.end());
+    }
+  }
+  WorkerMain(size, owner, jvm);
 }
 
 // ---- The server's side ----
@@ -336,12 +353,18 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn() {
   ::posix_spawn_file_actions_adddup2(&actions, heap, kHeapFd);
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, kWorkerVariable, sizeof(kWorkerVariable) - 1) != 0) {
+    if (std::strncmp(*e, kWorkerVariable, sizeof(kWorkerVariable) - 1) != 0 &&
+        std::strncmp(*e, kJvmVariable, sizeof(kJvmVariable) - 1) != 0) {
       env_strings.emplace_back(*e);
     }
   }
   // A crash is the server's to report, without UCX's backtrace on the server's stderr.
   env_strings.push_back("UCX_HANDLE_ERRORS=none");
+  std::string jvm = absl::StrCat(kJvmVariable, "=", options_.jvm.libjvm,
+                                 std::string(1, kJvmSeparator), options_.jvm.classpath);
+  for (const std::string& o : options_.jvm.options)
+    absl::StrAppend(&jvm, std::string(1, kJvmSeparator), o);
+  env_strings.push_back(std::move(jvm));
   env_strings.push_back(absl::StrCat(kWorkerVariable, "=", options_.heap_size, ":", w->owner.token,
                                      ":", w->owner.table));
   std::vector<char*> env;
@@ -431,6 +454,7 @@ absl::Status IsolatedPool::EnsureLoaded(Worker& w, const CodeHash& hash, int dep
   std::string msg;
   ByteWriter out(&msg);
   out.Bytes(std::string_view(reinterpret_cast<const char*>(hash.data()), 32));
+  out.U8(static_cast<uint8_t>(source->kind));
   out.Str16(source->name);
   out.U16(static_cast<uint16_t>(source->deps.size()));
   for (const CodeHash& dep : source->deps) {

@@ -16,8 +16,10 @@
 // fault"); the deadline passing first kills it (DEADLINE_EXCEEDED). Either way a new worker is
 // started for the next call.
 //
-// What stays in the server process: Java functions, linked libraries (built into ardmad) and the
-// code a function calls by name outside its own library and dependencies.
+// Java code runs in the workers too, each worker with a JVM of its own: a Java loop that catches
+// ThreadDeath (so the JVM's own deadline cannot stop it) is killed with its worker. What stays in
+// the server process: linked libraries (built into ardmad) and code a function calls by name
+// outside its own library and dependencies.
 #ifndef ARDMA_CORE_SERVER_ISOLATION_H_
 #define ARDMA_CORE_SERVER_ISOLATION_H_
 
@@ -31,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/active/code_registry.h"
+#include "core/active/jvm/jvm_loader.h"
 #include "core/active/local_context.h"
 #include "core/server/owner_table.h"
 
@@ -45,6 +48,8 @@ struct IsolationOptions {
   int workers = 2;   // processes (at most this many isolated calls at once)
   int heap_fd = -1;  // the heap's file: a memfd or the memory file (kept open by the pool)
   uint64_t heap_size = 0;
+  JvmOptions
+      jvm;  // for Java code in the workers (each worker starts its own JVM when it needs one)
 };
 
 class IsolatedPool {
@@ -54,7 +59,7 @@ class IsolatedPool {
                                                              OwnerTable* owners);
   ~IsolatedPool();  // kills the workers
 
-  // Whether `fn` runs in a worker (native code whose bytes the registry kept).
+  // Whether `fn` runs in a worker (loaded code whose bytes the registry kept).
   bool Isolates(const BoundFunction& fn) const;
   // Runs `fn(args)` in a worker, serving the worker's requests over `ex`; adds the worker's memory
   // operations to ex.counts.

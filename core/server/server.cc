@@ -321,11 +321,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);
   impl->handler->SetOwners(impl->owners.get());
   if (options.isolate) {
-    impl->registry.KeepNativeCode();
+    impl->registry.KeepLoadedCode();
     absl::StatusOr<std::unique_ptr<IsolatedPool>> pool =
         IsolatedPool::Start({.workers = std::max(1, options.handler.workers),
                              .heap_fd = heap_fd,
-                             .heap_size = heap_size},
+                             .heap_size = heap_size,
+                             .jvm = options.jvm},
                             &impl->registry, impl->owners.get());
     ::close(heap_fd);  // the pool has its own
     if (!pool.ok()) return pool.status();

@@ -13,6 +13,7 @@
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/testing/run_command.h"
+#include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
 #include "core/wire/byte_io.h"
 #include "gmock/gmock.h"
@@ -106,8 +107,8 @@ TEST_F(JvmTest, JavaListMatchesTheNativeListOnTheSameMemory) {
     std::string args_n = U64s({native_list, static_cast<uint64_t>(i)});
     absl::StatusOr<std::string> jj = Exec("JList.get", args_j);
     absl::StatusOr<std::string> nn = Exec("listdemo.get", args_n);
-    absl::StatusOr<std::string> jn = Exec("JList.get", args_n);       // Java reads C++'s list
-    absl::StatusOr<std::string> nj = Exec("listdemo.get", args_j);   // and C++ reads Java's
+    absl::StatusOr<std::string> jn = Exec("JList.get", args_n);     // Java reads C++'s list
+    absl::StatusOr<std::string> nj = Exec("listdemo.get", args_j);  // and C++ reads Java's
     ASSERT_TRUE(jj.ok() && nn.ok() && jn.ok() && nj.ok()) << jj.status() << nn.status();
     EXPECT_EQ(AsU64(*jj), 1000 + 7 * static_cast<uint64_t>(i));
     EXPECT_EQ(*jj, *nn);
@@ -180,7 +181,7 @@ TEST_F(JvmTest, TwoVersionsOfOneClassLiveSideBySide) {
   EXPECT_NE(*h1, *h2);
   EXPECT_EQ(*client_->Execute(*h1, "Greeter.execute", ""), Ints({1}));
   EXPECT_EQ(*client_->Execute(*h2, "Greeter.execute", ""), Ints({2}));
-  EXPECT_EQ(*client_->Execute("Greeter.execute", ""), Ints({2}));  // by name: the newest
+  EXPECT_EQ(*client_->Execute("Greeter.execute", ""), Ints({2}));       // by name: the newest
   EXPECT_EQ(*client_->Execute(*h1, "Greeter.execute", ""), Ints({1}));  // the old one still runs
   // Loading known bytes again is the same code.
   EXPECT_EQ(*client_->Load(CodeKind::kJvm, "", v1), *h1);
@@ -253,8 +254,8 @@ TEST(JvmCliTest, LoadAndExecJavaCodeFromTheCommandLine) {
             0)
       << err;
   EXPECT_EQ(out.size(), 65u);  // the hash in hex and a newline
-  ASSERT_EQ(testing::RunCommandSplit(absl::StrCat(ardma, " exec --hex Calls.total 0100000002000000"),
-                                     &out, &err),
+  ASSERT_EQ(testing::RunCommandSplit(
+                absl::StrCat(ardma, " exec --hex Calls.total 0100000002000000"), &out, &err),
             0)
       << err;
   EXPECT_EQ(out, "03000000\n");
@@ -264,14 +265,14 @@ TEST(JvmCliTest, LoadAndExecJavaCodeFromTheCommandLine) {
                 &out, &err),
             0)
       << err;
-  ASSERT_EQ(testing::RunCommandSplit(absl::StrCat(ardma, " exec --hex Sum.execute 0100000002000000"),
-                                     &out, &err),
+  ASSERT_EQ(testing::RunCommandSplit(
+                absl::StrCat(ardma, " exec --hex Sum.execute 0100000002000000"), &out, &err),
             0)
       << err;
   EXPECT_EQ(out, "03000000\n");
-  ASSERT_EQ(testing::RunCommandSplit(absl::StrCat(ardma, " exec --i32 Sum.execute 1 2 -10"), &out,
-                                     &err),
-            0)
+  ASSERT_EQ(
+      testing::RunCommandSplit(absl::StrCat(ardma, " exec --i32 Sum.execute 1 2 -10"), &out, &err),
+      0)
       << err;
   EXPECT_EQ(out, "-7\n");  // typed: no little-endian hex by hand
   // The kind follows from the file name too.
@@ -305,11 +306,44 @@ TEST(JvmCliTest, AServerWithoutAJvmAnswersFailedPrecondition) {
   EXPECT_THAT(err, HasSubstr("FAILED_PRECONDITION"));
   EXPECT_THAT(err, HasSubstr("cannot start the JVM"));
   // It still serves everything else.
-  EXPECT_EQ(testing::RunCommandSplit(
-                absl::StrCat(testing::BinDir(), "/ardma --server ", address, " ping 1"), &out, &err),
-            0)
+  EXPECT_EQ(
+      testing::RunCommandSplit(
+          absl::StrCat(testing::BinDir(), "/ardma --server ", address, " ping 1"), &out, &err),
+      0)
       << err;
   testing::RunCommand(absl::StrCat("kill $(cat ", port_file, ".pid)"), &ignored);
+}
+
+// ardmad --isolate runs Java code in its worker processes too, each with its own JVM: a loop that
+// catches ThreadDeath (so the JVM's own deadline cannot stop it) is killed with its worker at the
+// deadline, and the next call gets a new worker (and JVM).
+TEST(JvmIsolatedTest, AJavaLoopThatCatchesThreadDeathCostsOnlyItsWorker) {
+  testing::ServerProcess daemon(
+      {"--memory", "64M", "--ucx", "off", "--isolate", "--workers", "1", "--stop-grace", "2s"});
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (const char* file : {"main/Calls.class", "main/Faulty.class"}) {
+    absl::StatusOr<wire::CodeHash> hash =
+        (*client)->Load(CodeKind::kJvm, "", java_testdata::Bytes(file));
+    ASSERT_TRUE(hash.ok()) << file << ": " << hash.status();
+  }
+  CallOptions slow{.timeout = absl::Seconds(60)};  // a new worker starts its JVM first
+  absl::StatusOr<std::string> sum = (*client)->Execute("Calls.total", Ints({1, 2}), slow);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(*sum, Ints({3}));
+  absl::StatusOr<std::string> stubborn = (*client)->Execute(
+      "Faulty.stubborn", "", {.timeout = absl::Seconds(60), .server_deadline = absl::Seconds(1)});
+  EXPECT_EQ(stubborn.status().code(), absl::StatusCode::kDeadlineExceeded) << stubborn.status();
+  EXPECT_THAT(stubborn.status().message(), HasSubstr("isolated worker was killed"));
+  EXPECT_EQ(testing::StatOf(**client, "isolated.restarts"), 1u);
+  sum = (*client)->Execute("Calls.total", Ints({4, 5}), slow);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(*sum, Ints({9}));
+  // Still refused in a worker: Java cannot end its process either.
+  EXPECT_FALSE((*client)->Execute("Faulty.exit", "", slow).ok());
+  EXPECT_TRUE((*client)->Execute("Calls.noop", "", slow).ok());
+  EXPECT_EQ(testing::StatOf(**client, "isolated.restarts"), 1u);
 }
 
 }  // namespace

@@ -20,6 +20,20 @@ public final class Faulty {
     }
   }
 
+  /** Never returns, and survives what the JVM can do to stop it (interrupt, Thread.stop). */
+  public static int[] stubborn(ActiveRDMA a, int[] args) {
+    long x = 0;
+    while (true) {
+      try {
+        while (true) {
+          x = x * 31 + 7;
+        }
+      } catch (ThreadDeath death) {
+        x++;  // and on
+      }
+    }
+  }
+
   /** Tries to end the server's process: refused. */
   public static int[] exit(ActiveRDMA a, int[] args) {
     System.exit(3);
