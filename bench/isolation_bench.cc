@@ -29,7 +29,7 @@ testing::ServerProcess& ServerFor(bool isolate) {
   if (servers[isolate] == nullptr) {
     ::setenv("UCX_TLS", "shm,self", /*overwrite=*/0);  // before this process's first UCX use
     std::vector<std::string> args = {"--memory", "64M", "--workers", "2"};
-    if (isolate) args.push_back("--isolate");
+    args.insert(args.end(), {"--isolate", isolate ? "all" : "none"});
     servers[isolate] = std::make_unique<testing::ServerProcess>(args);
   }
   return *servers[isolate];
@@ -57,8 +57,8 @@ void BM_Execute(benchmark::State& state) {
   std::string function = add ? "test.add" : "test.noop";
   std::string args = add ? testing::U64s({*counter, 1}) : std::string();
   uint64_t rt0 = (*client)->counters().round_trips.load();
-  uint64_t bytes0 = (*client)->counters().bytes_sent.load() +
-                    (*client)->counters().bytes_received.load();
+  uint64_t bytes0 =
+      (*client)->counters().bytes_sent.load() + (*client)->counters().bytes_received.load();
   for (auto _ : state) {
     if (!(*client)->Execute(function, args).ok()) {
       state.SkipWithError("EXECUTE failed");

@@ -106,12 +106,14 @@ int Main(int argc, char** argv) {
   flags.String("nic-cpu", &nic_cpu, "LIST",
                "pin the I/O threads to these CPUs (e.g. 1 or 0,2-3), standing in for a NIC's own "
                "processor");
-  flags.Bool("isolate", &options.isolate,
-             "run native functions in worker processes (one per --workers) over a shared mapping "
-             "of the heap: a crash or a runaway costs its request and a worker restart, not the "
-             "server; tens of microseconds more per call (docs/BENCHMARKS.md); Java code too (a "
-             "JVM per worker); built-in functions stay in the server; one-sided atomics go "
-             "through the server");
+  std::string isolate = "untrusted";
+  flags.String("isolate", &isolate, "none|untrusted|all",
+               "run shipped functions (native and Java) in worker processes (one per --workers) "
+               "over a shared mapping of the heap, so a crash or a runaway costs its request and "
+               "a worker restart, not the server: for connections without the admin permission "
+               "(untrusted, the default: only with --auth-file), for all, or for none; tens of "
+               "microseconds more per call (docs/BENCHMARKS.md); with workers one-sided atomics "
+               "go through the server");
   flags.Bool("realtime", &options.realtime,
              "run the I/O threads under SCHED_FIFO (needs root or CAP_SYS_NICE)");
   flags.Duration("monitor-interval", &monitor.interval,
@@ -197,6 +199,16 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.code_limits.max_libraries = static_cast<size_t>(max_libraries);
+  if (isolate == "none") {
+    options.isolate = ardma::ServerOptions::Isolation::kNone;
+  } else if (isolate == "untrusted") {
+    options.isolate = ardma::ServerOptions::Isolation::kUntrusted;
+  } else if (isolate == "all") {
+    options.isolate = ardma::ServerOptions::Isolation::kAll;
+  } else {
+    std::cerr << "ardmad: --isolate must be none, untrusted or all, not '" << isolate << "'\n";
+    return 2;
+  }
   if (absl::StatusOr<ardma::SyncPolicy> policy = ardma::ParseSyncPolicy(sync); policy.ok()) {
     options.handler.sync = *policy;
   } else {

@@ -2,6 +2,7 @@
 // failure seen in the field, run against the real binary.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -126,8 +128,8 @@ TEST(RobustnessTest, ARunawayFunctionCostsItsThreadNotTheServer) {
 // never returns costs its request (and a worker process), while another client is served
 // throughout; parking, waking and close hooks (the lock service) work across the process boundary.
 TEST(RobustnessTest, IsolatedCodeThatCrashesOrRunsAwayCostsOnlyItsRequest) {
-  testing::ServerProcess daemon(
-      {"--memory", "16M", "--ucx", "off", "--isolate", "--workers", "2", "--stop-grace", "2s"});
+  testing::ServerProcess daemon({"--memory", "16M", "--ucx", "off", "--isolate", "all", "--workers",
+                                 "2", "--stop-grace", "2s"});
   ASSERT_FALSE(daemon.address().empty());
   auto client = Client::Connect(daemon.address());
   ASSERT_TRUE(client.ok()) << client.status();
@@ -236,6 +238,40 @@ TEST(RobustnessTest, IsolatedCodeThatCrashesOrRunsAwayCostsOnlyItsRequest) {
   int status = daemon.Kill(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// The default, --isolate untrusted: with an auth file, code called by a connection without the
+// admin permission runs in a worker (its crash costs its request), an admin's runs in the server.
+TEST(RobustnessTest, ByDefaultOnlyCodeOfConnectionsWithoutAdminIsIsolated) {
+  std::string auth = testing::TempPath("isolate.auth");
+  std::ofstream(auth)
+      << "ops 0123456789abcdef0123 all\nuser 3210fedcba9876543210 read,write,exec,load\n";
+  ::chmod(auth.c_str(), 0600);
+  testing::ServerProcess daemon({"--memory", "16M", "--ucx", "off", "--auth-file", auth});
+  ASSERT_FALSE(daemon.address().empty());
+  auto connect = [&](const char* name, const char* secret) {
+    ClientOptions options;
+    options.credentials = security::Credentials{name, secret};
+    return Client::Connect(daemon.address(), options);
+  };
+  auto admin = connect("ops", "0123456789abcdef0123");
+  auto user = connect("user", "3210fedcba9876543210");
+  ASSERT_TRUE(admin.ok() && user.ok());
+  ASSERT_TRUE(EnsureLoaded(**user, active_libraries::test()).ok());
+  RemoteContext ctx(admin->get(), {});
+  absl::StatusOr<uint64_t> counter = heap::Allocate(ctx, 8);
+  ASSERT_TRUE(counter.ok());
+
+  EXPECT_TRUE((*user)->Execute("test.add", U64s({*counter, 1})).ok());
+  EXPECT_EQ(StatOf(**admin, "isolated.runs"), 1u);
+  absl::StatusOr<std::string> crashed = (*user)->Execute("test.crash", U64s({1}));
+  EXPECT_EQ(crashed.status().code(), absl::StatusCode::kInternal) << crashed.status();
+  EXPECT_THAT(crashed.status().message(), HasSubstr("crashed its isolated worker"));
+  EXPECT_EQ(StatOf(**admin, "isolated.runs"), 2u);
+  EXPECT_TRUE((*admin)->Execute("test.add", U64s({*counter, 1})).ok());  // in the server
+  EXPECT_EQ(StatOf(**admin, "isolated.runs"), 2u);
+  EXPECT_EQ(*ctx.ReadU64(*counter), 2u);
+  std::filesystem::remove(auth);
 }
 
 // Without running code in the way, SIGTERM is a clean stop (status 0).

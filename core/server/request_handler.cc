@@ -439,7 +439,8 @@ void RequestHandler::HandleExecute(const FrameHeader& header, std::string_view p
                             ? now + options_.default_deadline
                             : now + absl::Microseconds(static_cast<int64_t>(
                                         std::min<uint64_t>(req->timeout_us, INT64_MAX / 2)));
-  if (workers_ == nullptr || MayRunInline(*fn)) {
+  // (An isolated call waits for a process: never on an I/O thread if there are workers.)
+  if (workers_ == nullptr || (!Isolated(*fn, sink.get()) && MayRunInline(*fn))) {
     ServerCounters::Add(counters_.executes_inline, 1);
     RunExecute(*fn, req->args, deadline, /*on_worker=*/workers_ == nullptr, responder, sink);
     return;
@@ -476,8 +477,15 @@ bool RequestHandler::IoThreadStuck(const std::atomic<int64_t>& stamp) const {
 
 // Only a function known to be short: seen before, short on average and last time, never overran
 // on an I/O thread, and not running long there right now.
+bool RequestHandler::Isolated(const BoundFunction& fn, const ResponseSink* sink) const {
+  if (isolated_ == nullptr || !isolated_->Isolates(fn)) return false;
+  if (isolate_all_) return true;
+  // Only admins' code runs in the server; a close hook's (no connection any more) does not.
+  const security::Grant* grant = sink != nullptr ? sink->auth().Granted() : nullptr;
+  return grant == nullptr || !grant->Has(security::kAdmin);
+}
+
 bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
-  if (isolated_ != nullptr && isolated_->Isolates(fn)) return false;  // it waits for a process
   FunctionStats& stats = fn.stats();
   if (stats.never_inline.load(std::memory_order_relaxed)) return false;
   int64_t since = stats.inline_since_ns.load(std::memory_order_relaxed);
@@ -571,9 +579,8 @@ void RequestHandler::RunExecute(const BoundFunction& fn, std::string_view args, 
         fn.stats().inline_since_ns.compare_exchange_strong(idle, start, std::memory_order_relaxed);
     if (io_busy_stamp != nullptr) io_busy_stamp->store(start, std::memory_order_relaxed);
   }
-  absl::StatusOr<std::string> result = isolated_ != nullptr && isolated_->Isolates(fn)
-                                            ? isolated_->Run(fn, args, ex)
-                                            : LocalContext::Run(&ex, fn, args);
+  absl::StatusOr<std::string> result =
+      Isolated(fn, sink.get()) ? isolated_->Run(fn, args, ex) : LocalContext::Run(&ex, fn, args);
   uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
   if (io_thread) {
     if (stamped) fn.stats().inline_since_ns.store(0, std::memory_order_relaxed);

@@ -3,10 +3,11 @@
 // One-sided ops (READ, WRITE, CAS, FETCH_ADD), PING, HAS_CODE and STATS are answered before Handle
 // returns, on the calling (I/O) thread. EXECUTE runs inline when its function is known to be short
 // (its running average and its last run are under `inline_threshold`, and it never overran
-// `inline_overrun` there), otherwise on the worker pool; LOAD of new code runs on the pool. An inline function that must wait (Context::Backoff)
-// is run again from the start on the pool, so no I/O thread ever sleeps. A parked EXECUTE is
-// answered when woken. Retried EXECUTEs are de-duplicated. Connections appear here only as
-// ResponseSinks, so tests and other transports can drive it.
+// `inline_overrun` there), otherwise on the worker pool; LOAD of new code runs on the pool. An
+// inline function that must wait (Context::Backoff) is run again from the start on the pool, so no
+// I/O thread ever sleeps. A parked EXECUTE is answered when woken. Retried EXECUTEs are
+// de-duplicated. Connections appear here only as ResponseSinks, so tests and other transports can
+// drive it.
 //
 // Thread-safe: Handle may be called from any number of I/O threads at once.
 #ifndef ARDMA_CORE_SERVER_REQUEST_HANDLER_H_
@@ -30,9 +31,9 @@
 #include "core/server/dedup_window.h"
 #include "core/server/isolation.h"
 #include "core/server/owner_table.h"
-#include "core/server/syncer.h"
 #include "core/server/region_registrar.h"
 #include "core/server/server_counters.h"
+#include "core/server/syncer.h"
 #include "core/server/worker_pool.h"
 #include "core/wire/frame.h"
 #include "core/wire/messages.h"
@@ -124,8 +125,12 @@ class RequestHandler {
   // it closes, and functions hold locks as the server's. Without it owners are anonymous. Set
   // before serving.
   void SetOwners(OwnerTable* owners) { owners_ = owners; }
-  // Runs native functions in worker processes (ardmad --isolate, isolation.h). Set before serving.
-  void SetIsolation(std::unique_ptr<IsolatedPool> pool) { isolated_ = std::move(pool); }
+  // Runs loaded functions in worker processes (ardmad --isolate, isolation.h): all of them, or
+  // those of connections without the admin permission. Set before serving.
+  void SetIsolation(std::unique_ptr<IsolatedPool> pool, bool all) {
+    isolated_ = std::move(pool);
+    isolate_all_ = all;
+  }
 
   // The HELLO frame that opens a new stream connection: its challenge, and whether it must
   // authenticate. Without an auth file the connection is granted everything here.
@@ -197,6 +202,8 @@ class RequestHandler {
   // backs off is rescheduled onto the pool. `sink`: the requesting connection, for close hooks
   // (null for a hook itself).
   bool MayRunInline(const BoundFunction& fn) const;
+  // Whether `fn`, called on `sink`'s connection (null: a close hook), runs in an isolated worker.
+  bool Isolated(const BoundFunction& fn, const ResponseSink* sink) const;
   void RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
                   bool on_worker, const std::shared_ptr<Responder>& responder,
                   const std::shared_ptr<ResponseSink>& sink);
@@ -216,6 +223,7 @@ class RequestHandler {
   UcxConnectHook ucx_connect_;
   OwnerTable* owners_ = nullptr;
   std::unique_ptr<IsolatedPool> isolated_;
+  bool isolate_all_ = false;
   ParkingLot parking_;
   DedupWindow dedup_;
   RegionRegistrar registrar_;

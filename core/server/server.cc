@@ -251,8 +251,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     }
   }
   std::unique_ptr<Region> heap;
+  // Isolated workers, if any connection's code will run in them (isolation.h).
+  bool isolate =
+      options.isolate == ServerOptions::Isolation::kAll ||
+      (options.isolate == ServerOptions::Isolation::kUntrusted && options.handler.auth != nullptr);
   int heap_fd = -1;  // for isolated workers
-  if (options.isolate && options.memory_file.empty()) {
+  if (isolate && options.memory_file.empty()) {
     heap_fd = ::memfd_create("ardma-heap", MFD_CLOEXEC);
     if (heap_fd < 0 || ::ftruncate(heap_fd, static_cast<off_t>(options.memory_size)) != 0) {
       return absl::ResourceExhaustedError(
@@ -274,7 +278,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     ARDMA_ASSIGN_OR_RETURN(
         heap, Region::Create({.size = options.memory_size, .file = options.memory_file}));
   }
-  if (options.isolate && heap_fd < 0) {
+  if (isolate && heap_fd < 0) {
     heap_fd = ::open(options.memory_file.c_str(), O_RDWR | O_CLOEXEC);
     if (heap_fd < 0) {
       return absl::InternalError(
@@ -320,7 +324,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->handler =
       std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);
   impl->handler->SetOwners(impl->owners.get());
-  if (options.isolate) {
+  if (isolate) {
     impl->registry.KeepLoadedCode();
     absl::StatusOr<std::unique_ptr<IsolatedPool>> pool =
         IsolatedPool::Start({.workers = std::max(1, options.handler.workers),
@@ -330,7 +334,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                             &impl->registry, impl->owners.get());
     ::close(heap_fd);  // the pool has its own
     if (!pool.ok()) return pool.status();
-    impl->handler->SetIsolation(*std::move(pool));
+    impl->handler->SetIsolation(*std::move(pool),
+                                /*all=*/options.isolate == ServerOptions::Isolation::kAll);
   }
   if (impl->ucx != nullptr) {
     absl::Status started = impl->ucx->Start(impl->regions, impl->handler.get());

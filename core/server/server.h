@@ -48,12 +48,15 @@ struct ServerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_ca;
-  uint64_t memory_size = 1ull << 30;    // heap bytes; 0 with an existing memory file: its size
-  std::string memory_file;              // empty: anonymous memory (lost at exit)
-  // Native functions run in worker processes over a shared mapping of the heap (isolation.h):
-  // one per handler worker thread. Only in the ardmad program. The heap is then a memfd (or the
-  // memory file), never UCX-allocated memory, so one-sided atomics go through the server.
-  bool isolate = false;
+  uint64_t memory_size = 1ull << 30;  // heap bytes; 0 with an existing memory file: its size
+  std::string memory_file;            // empty: anonymous memory (lost at exit)
+  // Which EXECUTEs run in worker processes over a shared mapping of the heap (isolation.h; one
+  // process per handler worker thread): none; those of connections without the admin permission
+  // (so only with an auth file); or all. Only in the ardmad program. With workers the heap is a
+  // memfd (or the memory file), never UCX-allocated memory, so one-sided atomics go through the
+  // server.
+  enum class Isolation { kNone, kUntrusted, kAll };
+  Isolation isolate = Isolation::kNone;
   int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8
   std::string preload_dir;              // *.so files in it are loaded at start
   CodeLimits code_limits;               // --max-libraries, --max-code

@@ -318,8 +318,8 @@ TEST(JvmCliTest, AServerWithoutAJvmAnswersFailedPrecondition) {
 // catches ThreadDeath (so the JVM's own deadline cannot stop it) is killed with its worker at the
 // deadline, and the next call gets a new worker (and JVM).
 TEST(JvmIsolatedTest, AJavaLoopThatCatchesThreadDeathCostsOnlyItsWorker) {
-  testing::ServerProcess daemon(
-      {"--memory", "64M", "--ucx", "off", "--isolate", "--workers", "1", "--stop-grace", "2s"});
+  testing::ServerProcess daemon({"--memory", "64M", "--ucx", "off", "--isolate", "all", "--workers",
+                                 "1", "--stop-grace", "2s"});
   ASSERT_FALSE(daemon.address().empty());
   auto client = Client::Connect(daemon.address());
   ASSERT_TRUE(client.ok()) << client.status();
