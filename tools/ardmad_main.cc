@@ -111,9 +111,9 @@ int Main(int argc, char** argv) {
                "run shipped functions (native and Java) in worker processes (one per --workers) "
                "over a shared mapping of the heap, so a crash or a runaway costs its request and "
                "a worker restart, not the server: for connections without the admin permission "
-               "(untrusted, the default: only with --auth-file), for all, or for none; tens of "
-               "microseconds more per call (docs/BENCHMARKS.md); with workers one-sided atomics "
-               "go through the server");
+               "(untrusted, the default: only with --auth-file), for all, or for none; about "
+               "30-120 us more per call (docs/BENCHMARKS.md); with workers one-sided atomics go "
+               "through the server");
   flags.Bool("realtime", &options.realtime,
              "run the I/O threads under SCHED_FIFO (needs root or CAP_SYS_NICE)");
   flags.Duration("monitor-interval", &monitor.interval,
