@@ -20,6 +20,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/active/testdata/test_library.h"
 #include "core/client/client.h"
@@ -27,6 +28,7 @@
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/testing/raw_socket.h"
+#include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
 #include "core/wire/messages.h"
 #include "gmock/gmock.h"
@@ -238,6 +240,37 @@ TEST(RobustnessTest, IsolatedCodeThatCrashesOrRunsAwayCostsOnlyItsRequest) {
   int status = daemon.Kill(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A server SIGKILLed while an isolated worker runs away (and so never reads its socket again) takes
+// its workers with it.
+TEST(RobustnessTest, AKilledServerLeavesNoIsolatedWorkerBehind) {
+  testing::ServerProcess daemon({"--memory", "16M", "--ucx", "off", "--isolate", "all"});
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  testing::RawSocket runaway(PortOf(daemon.address()));
+  ASSERT_TRUE(runaway.ok());
+  ASSERT_TRUE(SendExecute(runaway, "test.busy", U64s({UINT64_MAX}), 1));
+  absl::SleepFor(absl::Milliseconds(300));
+  std::string workers;
+  ASSERT_EQ(testing::RunCommand(absl::StrCat("pgrep -P ", daemon.pid()), &workers), 0);
+  daemon.Kill(SIGKILL);
+  absl::SleepFor(absl::Milliseconds(300));
+  // Gone, or a zombie its new parent has not reaped yet: not running either way.
+  auto running = [](const std::string& pid) {
+    std::ifstream stat("/proc/" + pid + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    size_t end = line.rfind(')');
+    return end != std::string::npos && end + 2 < line.size() && line[end + 2] != 'Z';
+  };
+  for (const std::string& pid :
+       std::vector<std::string>(absl::StrSplit(workers, '\n', absl::SkipEmpty()))) {
+    EXPECT_FALSE(running(pid)) << "worker " << pid << " outlived ardmad";
+  }
+  EXPECT_FALSE(workers.empty());
 }
 
 // The default, --isolate untrusted: with an auth file, code called by a connection without the

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,7 +34,8 @@ namespace {
 using wire::ByteReader;
 using wire::ByteWriter;
 
-constexpr char kWorkerVariable[] = "ARDMA_ISOLATED_WORKER";  // heap size:owner token:owner table
+// heap size:owner token:owner table:server pid
+constexpr char kWorkerVariable[] = "ARDMA_ISOLATED_WORKER";
 // The JVM's settings: libjvm, classpath, then each option, separated by kJvmSeparator.
 constexpr char kJvmVariable[] = "ARDMA_ISOLATED_JVM";
 constexpr char kJvmSeparator = '\x1f';
@@ -281,11 +283,17 @@ void RunIsolatedWorkerIfAsked() {
   std::vector<std::string> parts = absl::StrSplit(spec, ':');
   uint64_t size = 0;
   LockOwner owner;
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &size) ||
-      !absl::SimpleAtoi(parts[1], &owner.token) || !absl::SimpleAtoi(parts[2], &owner.table)) {
+  pid_t server = 0;
+  if (parts.size() != 4 || !absl::SimpleAtoi(parts[0], &size) ||
+      !absl::SimpleAtoi(parts[1], &owner.token) || !absl::SimpleAtoi(parts[2], &owner.table) ||
+      !absl::SimpleAtoi(parts[3], &server)) {
     std::fprintf(stderr, "%s is malformed\n", kWorkerVariable);
     std::_Exit(2);
   }
+  // A worker never outlives its server, even one SIGKILLed while the worker runs a loop that
+  // never reads the socket again.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != server) std::_Exit(0);
   JvmOptions jvm;
   if (const char* j = std::getenv(kJvmVariable); j != nullptr) {
     std::vector<std::string> fields = absl::StrSplit(j, kJvmSeparator);
@@ -366,7 +374,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn() {
     absl::StrAppend(&jvm, std::string(1, kJvmSeparator), o);
   env_strings.push_back(std::move(jvm));
   env_strings.push_back(absl::StrCat(kWorkerVariable, "=", options_.heap_size, ":", w->owner.token,
-                                     ":", w->owner.table));
+                                     ":", w->owner.table, ":", ::getpid()));
   std::vector<char*> env;
   for (std::string& e : env_strings) env.push_back(e.data());
   env.push_back(nullptr);
