@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test (unit, integration, binaries) with ctest.
+# Builds everything and runs every test (unit, integration, binaries) with ctest, then both fuzz
+# targets (wire decoders, request handler) with sanitizers for FUZZ_SECONDS each (default 60; 0
+# skips them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
-cd "${BUILD_DIR:-build}"
-ctest --output-on-failure -j "${JOBS:-2}" --timeout 300
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j "${JOBS:-2}" --timeout 300)
+if [ "${FUZZ_SECONDS:-60}" != 0 ]; then
+  ./scripts/fuzz.sh -t "${FUZZ_SECONDS:-60}" all
+fi
