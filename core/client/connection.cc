@@ -119,9 +119,9 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
         !s.ok()) {
       if (tls_stream == nullptr) ::close(fd);
       if (absl::IsUnavailable(s)) {
-        return absl::UnavailableError(
-            absl::StrCat(credentials != nullptr ? "authenticating to " : "waiting for the greeting of ",
-                         std::string(address), ": ", s.message()));
+        return absl::UnavailableError(absl::StrCat(
+            credentials != nullptr ? "authenticating to " : "waiting for the greeting of ",
+            std::string(address), ": ", s.message()));
       }
       return s;
     }
