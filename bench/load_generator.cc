@@ -312,9 +312,9 @@ class UcxEventLoop {
   absl::Status Open(std::string_view address, const std::string& worker_address, Session& s) {
     absl::Time deadline = absl::Now() + options_.connect_timeout;
     ARDMA_ASSIGN_OR_RETURN(
-        s.bootstrap, Connection::Open(address, options_.connect_timeout, limits_,
-                                      &s.bootstrap_counters,
-                                      options_.credentials ? &*options_.credentials : nullptr));
+        s.bootstrap,
+        Connection::Open(address, options_.connect_timeout, limits_, &s.bootstrap_counters,
+                         options_.credentials ? &*options_.credentials : nullptr));
     std::string payload;
     wire::EncodeUcxConnectRequest(worker_address, &payload);
     ARDMA_ASSIGN_OR_RETURN(
@@ -324,13 +324,8 @@ class UcxEventLoop {
     ARDMA_ASSIGN_OR_RETURN(wire::UcxHello hello, wire::DecodeUcxHello(*responses[0]));
     s.id = hello.session;
     s.client_id = RandomClientId();
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    params.address = reinterpret_cast<const ucp_address_t*>(hello.worker_address.data());
-    ucs_status_t status = ucp_ep_create(ucx_->worker(), &params, &s.ep);
-    if (status != UCS_OK) return UcsError(status, "creating an endpoint to the server's worker");
-    ucp_request_param_t flush{};
-    return ucx_->Wait(ucp_ep_flush_nbx(s.ep, &flush), deadline, "connecting to the server");
+    ARDMA_ASSIGN_OR_RETURN(s.ep, ucx_->Connect(hello.worker_address, deadline));
+    return absl::OkStatus();
   }
 
   absl::Status Issue(uint32_t index) {

@@ -30,6 +30,7 @@ constexpr char kAdminSecret[] = "admin-secret-0123456789";
 constexpr char kAppSecret[] = "app-secret-0123456789ab";
 constexpr char kReaderSecret[] = "reader-secret-012345678";
 constexpr char kLoaderSecret[] = "loader-secret-012345678";
+constexpr char kLoader2Secret[] = "loader2-secret-01234567";
 
 std::string TempDirFor(const std::string& name) {
   std::string dir = ::testing::TempDir() + "/" + name;
@@ -39,24 +40,28 @@ std::string TempDirFor(const std::string& name) {
 
 // A server that requires authentication, by default with the services' libraries preloaded (so a
 // secret without `load` can use them).
-std::unique_ptr<testing::TestServer> StartAuthServer(bool preload = true) {
+// With `built_ins`, the services' names are reserved for their own code, as ardmad does.
+std::unique_ptr<testing::TestServer> StartAuthServer(bool preload = true, bool built_ins = false) {
   ServerOptions options = testing::TestServerOptions();
   absl::StatusOr<security::AuthTable> table = security::AuthTable::Parse(
       absl::StrCat("admin ", kAdminSecret, " all\napp ", kAppSecret, " exec\nreader ",
-                   kReaderSecret, " read:0\nloader ", kLoaderSecret, " load,exec\n"),
+                   kReaderSecret, " read:0\nloader ", kLoaderSecret, " load,exec\nloader2 ",
+                   kLoader2Secret, " load,exec\n"),
       "test");
   EXPECT_TRUE(table.ok()) << table.status();
   options.handler.auth = std::make_shared<const security::AuthTable>(*table);
   // One directory per server: tests of other transports run in parallel processes.
   static int next = 0;
   std::string dir = TempDirFor(absl::StrCat("preload.", ::getpid(), ".", next++));
-  for (const ActiveLibrary* lib :
-       {&active_libraries::dht(), &active_libraries::list(), &active_libraries::lock(),
-        &active_libraries::dfs()}) {
-    std::ofstream(dir + "/" + std::string(lib->name()) + ".so", std::ios::binary)
-        << lib->code();
+  for (const ActiveLibrary* lib : {&active_libraries::dht(), &active_libraries::list(),
+                                   &active_libraries::lock(), &active_libraries::dfs()}) {
+    std::ofstream(dir + "/" + std::string(lib->name()) + ".so", std::ios::binary) << lib->code();
   }
   if (preload) options.preload_dir = dir;
+  if (built_ins) {
+    options.built_in_services = {&active_libraries::dht(), &active_libraries::list(),
+                                 &active_libraries::lock(), &active_libraries::dfs()};
+  }
   absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
@@ -188,8 +193,7 @@ TEST_F(SecurityTest, ExecOnlyUsesEveryServiceButCannotWriteLoadOrReadStatsDetail
   EXPECT_EQ(*fs.ReadFile("/d/f"), "data");
 
   EXPECT_EQ(c.Write(4096 * 4, "x").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(c.CompareAndSwap(4096 * 4, 0, 1).status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(c.CompareAndSwap(4096 * 4, 0, 1).status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(c.Read(4096 * 4, 8).status().code(), absl::StatusCode::kPermissionDenied);
   absl::StatusOr<wire::CodeHash> load =
       c.Load(wire::CodeKind::kNative, "x", active_libraries::dht().code());
@@ -218,8 +222,7 @@ TEST_F(SecurityTest, ReadLimitedToARegionReadsItAndNothingElse) {
   ASSERT_TRUE(reader.ok()) << reader.status();
   EXPECT_EQ(*(*reader)->Read(4096 * 4, 6), "shared");
   EXPECT_EQ((*reader)->Write(4096 * 4, "x").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ((*reader)->FetchAdd(4096 * 4, 1).status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ((*reader)->FetchAdd(4096 * 4, 1).status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ((*reader)->Ping().code(), absl::StatusCode::kOk);
   EXPECT_EQ(*(*admin)->Read(4096 * 4, 6), "shared");  // the refused writes changed nothing
   EXPECT_GE(*testing::StatValue(**admin, "auth.permission_denied"), 2u);
@@ -241,6 +244,33 @@ TEST_F(SecurityTest, ALoadThatWouldRepointAnotherSecretsNamesIsRefused) {
   EXPECT_EQ(*fs.ReadFile("/f"), "still the DHT");
 }
 
+// A secret with `load` cannot take a built-in service's names before the service is loaded, and so
+// keep every other non-admin from loading the real service (issue 32, D: it could). The service's
+// own code loads as before, and an admin may still load other code under those names.
+TEST(SecurityReservedNamesTest, ABuiltInServicesNamesAreTheirsOnly) {
+  std::unique_ptr<testing::TestServer> server =
+      StartAuthServer(/*preload=*/false, /*built_ins=*/true);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<std::unique_ptr<Client>> loader = server->NewClient(As("loader", kLoaderSecret));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const ActiveLibrary& hijack = active_libraries::hijack();
+  absl::StatusOr<wire::CodeHash> taken =
+      (*loader)->Load(hijack.kind(), hijack.name(), hijack.code());
+  EXPECT_EQ(taken.status().code(), absl::StatusCode::kPermissionDenied) << taken.status();
+  EXPECT_THAT(taken.status().message(), HasSubstr("built-in service 'dht'"));
+  EXPECT_FALSE(*(*loader)->HasCode(hijack.hash()));
+
+  absl::StatusOr<std::unique_ptr<Client>> other = server->NewClient(As("loader2", kLoader2Secret));
+  ASSERT_TRUE(other.ok()) << other.status();
+  dht::DhtClient dht(other->get(), Mode::kActive);
+  ASSERT_TRUE(dht.Put("t", "k", "v").ok());  // loads the real DHT
+  EXPECT_EQ(*dht.Get("t", "k"), "v");
+
+  absl::StatusOr<std::unique_ptr<Client>> admin = server->NewClient(As("admin", kAdminSecret));
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  EXPECT_TRUE((*admin)->Load(hijack.kind(), hijack.name(), hijack.code()).ok());
+}
+
 // Even an admin's re-pointing of dht.* leaves the DFS and the lock manager calling the DHT they
 // were built against (their LOAD named it by hash); only calls by bare name see the new code.
 TEST(SecurityPinningTest, LibrariesKeepCallingTheVersionsTheyWereBuiltAgainst) {
@@ -251,7 +281,8 @@ TEST(SecurityPinningTest, LibrariesKeepCallingTheVersionsTheyWereBuiltAgainst) {
   dfs::DfsClient fs(admin->get(), Mode::kActive);
   ASSERT_TRUE(fs.WriteFile("/before", "1").ok());
   lock::LockClient locks(admin->get(), Mode::kActive);
-  ASSERT_TRUE(locks.Release(*locks.Acquire("m", lock::LockMode::kExclusive, absl::Seconds(5))).ok());
+  ASSERT_TRUE(
+      locks.Release(*locks.Acquire("m", lock::LockMode::kExclusive, absl::Seconds(5))).ok());
 
   const ActiveLibrary& hijack = active_libraries::hijack();
   ASSERT_TRUE((*admin)->Load(hijack.kind(), hijack.name(), hijack.code()).ok());
@@ -261,7 +292,8 @@ TEST(SecurityPinningTest, LibrariesKeepCallingTheVersionsTheyWereBuiltAgainst) {
   ASSERT_TRUE(fs.WriteFile("/after", "2").ok());  // dfs.* -> its own dht.put, not "hijacked"
   EXPECT_EQ(*fs.ReadFile("/before"), "1");
   EXPECT_EQ(*fs.ReadFile("/after"), "2");
-  absl::StatusOr<lock::Grant> grant = locks.Acquire("n", lock::LockMode::kExclusive, absl::Seconds(5));
+  absl::StatusOr<lock::Grant> grant =
+      locks.Acquire("n", lock::LockMode::kExclusive, absl::Seconds(5));
   ASSERT_TRUE(grant.ok()) << grant.status();
   EXPECT_TRUE(locks.Release(*grant).ok());
 }
@@ -280,8 +312,8 @@ TEST(ProtectedModeTest, NoNonLoopbackListenerWithoutAuthUnlessInsecure) {
   EXPECT_TRUE(insecure.ok()) << insecure.status();
 
   options.insecure = false;
-  options.handler.auth = std::make_shared<const security::AuthTable>(*security::AuthTable::Parse(
-      absl::StrCat("admin ", kAdminSecret, " all"), "test"));
+  options.handler.auth = std::make_shared<const security::AuthTable>(
+      *security::AuthTable::Parse(absl::StrCat("admin ", kAdminSecret, " all"), "test"));
   absl::StatusOr<std::unique_ptr<Server>> with_auth = Server::Start(options);
   EXPECT_TRUE(with_auth.ok()) << with_auth.status();
 }

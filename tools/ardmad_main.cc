@@ -22,6 +22,16 @@
 #include "core/server/server.h"
 #include "services/monitor/monitor_agent.h"
 
+// The services ardmad comes with: their function names are reserved for their own code.
+ARDMA_DECLARE_ACTIVE_LIBRARY(dht);
+ARDMA_DECLARE_ACTIVE_LIBRARY(lock);
+ARDMA_DECLARE_ACTIVE_LIBRARY(list);
+ARDMA_DECLARE_ACTIVE_LIBRARY(dfs);
+ARDMA_DECLARE_ACTIVE_LIBRARY(monitor);
+ARDMA_DECLARE_ACTIVE_LIBRARY(cc);
+ARDMA_DECLARE_ACTIVE_LIBRARY(grep);
+ARDMA_DECLARE_ACTIVE_LIBRARY(find);
+
 namespace {
 
 constexpr char kUsage[] =
@@ -82,11 +92,16 @@ int Main(int argc, char** argv) {
   flags.Bytes("max-queued", &options.handler.limits.max_queued_bytes_per_connection,
               "answers queued for one connection before the server stops reading it (default "
               "64M)");
+  flags.Bytes("max-queued-total", &options.handler.limits.max_queued_bytes_total,
+              "answers queued over all connections before the server stops reading those with "
+              "answers queued (default 256M)");
   absl::Duration frame_timeout = absl::Milliseconds(options.handler.limits.frame_timeout_ms);
   absl::Duration idle_timeout;
   flags.Duration("idle-timeout", &idle_timeout,
                  "close a connection that sends nothing for this long while none of its requests "
-                 "is unanswered (default 0: never)");
+                 "is unanswered (default 0: never); announced to clients, which keep their "
+                 "connections alive with a PING every third of it, so only a stopped or gone "
+                 "client is closed, and the locks it holds pass on then");
   flags.Duration("frame-timeout", &frame_timeout,
                  "a frame begun must arrive whole within this, or the connection is closed "
                  "(default 30s; 0: no limit)");
@@ -97,6 +112,11 @@ int Main(int argc, char** argv) {
   flags.Int("max-inflight", &max_inflight, "N",
             "unanswered requests per connection before reading pauses");
   flags.String("preload", &options.preload_dir, "DIR", "load every .so in DIR at start");
+  options.built_in_services = {
+      &ardma::active_libraries::dht(),     &ardma::active_libraries::lock(),
+      &ardma::active_libraries::list(),    &ardma::active_libraries::dfs(),
+      &ardma::active_libraries::monitor(), &ardma::active_libraries::cc(),
+      &ardma::active_libraries::grep(),    &ardma::active_libraries::find()};
   int64_t max_libraries = static_cast<int64_t>(options.code_limits.max_libraries);
   flags.Int("max-libraries", &max_libraries, "N",
             "most libraries loaded at once; past it unused old versions are unloaded, then LOAD "

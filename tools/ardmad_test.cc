@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -344,6 +346,93 @@ TEST(ArdmadTest, ADamagedMemoryFileIsRefusedUnlessFormatIsGiven) {
   std::filesystem::remove(heap_file);
 }
 
+// Every byte of the heap's header damaged in turn (issue 32, C: one changed byte of the root
+// directory's bucket count went unnoticed and a stored root was gone; another damaged word was
+// refused only after 59 bytes of the file had been rewritten). ardmad refuses each, says what is
+// wrong, and leaves the file exactly as it found it; the undamaged file still opens with its data.
+TEST(ArdmadTest, EveryDamagedHeaderByteIsRefusedAndNothingIsWritten) {
+  std::string heap_file = TempPath("header_damage");
+  std::filesystem::remove(heap_file);
+  uint64_t root_value = 0;
+  {
+    Daemon d({"--memory", "16M", "--memory-file", heap_file, "--ucx", "off"});
+    ASSERT_FALSE(d.address().empty());
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(d.address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    RemoteContext ctx(client->get(), {});
+    for (int size : {16, 100, 3000, 20000}) ASSERT_TRUE(heap::Allocate(ctx, size).ok());
+    absl::StatusOr<uint64_t> block = heap::Allocate(ctx, 40);
+    ASSERT_TRUE(block.ok());
+    root_value = *block;
+    ASSERT_TRUE(heap::GetOrCreateRoot(ctx, "damage-test", root_value).ok());
+    EXPECT_EQ(WEXITSTATUS(d.Kill(SIGTERM)), 0);
+  }
+  auto read_file = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  auto write_file = [](const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  };
+  const std::string good = read_file(heap_file);
+  ASSERT_EQ(good.size(), 16u << 20);
+  // The directory bucket that holds the root (the only nonzero one).
+  uint64_t dir = 0, buckets = 0;
+  std::memcpy(&dir, good.data() + 48, 8);
+  std::memcpy(&buckets, good.data() + 56, 8);
+  std::vector<uint64_t> offsets;
+  for (uint64_t at = 0; at < 192; ++at) offsets.push_back(at);   // every header word
+  for (uint64_t at : {192, 4096, 16383}) offsets.push_back(at);  // the reserved bytes
+  for (uint64_t b = 0; b < buckets; ++b) {
+    uint64_t entry;
+    std::memcpy(&entry, good.data() + dir + 8 * b, 8);
+    if (entry == 0) continue;
+    for (uint64_t k = 0; k < 8; ++k) offsets.push_back(dir + 8 * b + k);
+  }
+  // The roots' buckets: this test's root and the server's own (ardma.owners).
+  ASSERT_GE(offsets.size(), 192u + 3u + 8u) << "no root in the directory";
+  int refused = 0;
+  for (uint64_t at : offsets) {
+    std::string damaged = good;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0xff);
+    write_file(heap_file, damaged);
+    std::string out;
+    // Bounded: an ardmad that accepted the damage would serve for ever.
+    int code = RunCommand("timeout 10 " + BinDir() +
+                              "/ardmad --listen 127.0.0.1:0 --ucx off --memory-file " + heap_file,
+                          &out);
+    EXPECT_EQ(code, 1) << "byte " << at << ": " << out;
+    EXPECT_THAT(out, ::testing::AnyOf(HasSubstr("is damaged"), HasSubstr("holds no heap"),
+                                      HasSubstr("layout version"), HasSubstr("holds a heap of")))
+        << "byte " << at;
+    EXPECT_TRUE(read_file(heap_file) == damaged) << "byte " << at << ": the file was written";
+    refused += code == 1;
+  }
+  EXPECT_EQ(refused, static_cast<int>(offsets.size()));
+  // The words name themselves.
+  {
+    std::string damaged = good;
+    damaged[56] = static_cast<char>(damaged[56] ^ 0x20);
+    write_file(heap_file, damaged);
+    std::string out;
+    RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --ucx off --memory-file " + heap_file,
+               &out);
+    EXPECT_THAT(out, HasSubstr("'root directory buckets' (offset 56)"));
+  }
+  write_file(heap_file, good);
+  {
+    Daemon d({"--memory-file", heap_file, "--ucx", "off"});
+    ASSERT_FALSE(d.address().empty()) << "the undamaged file did not open";
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(d.address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    RemoteContext ctx(client->get(), {});
+    EXPECT_EQ(*heap::GetRoot(ctx, "damage-test"), root_value);
+    EXPECT_EQ(WEXITSTATUS(d.Kill(SIGTERM)), 0);
+  }
+  std::filesystem::remove(heap_file);
+}
+
 TEST(ArdmadTest, HelpAndBadFlags) {
   std::string out;
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --help", &out), 0);
@@ -550,23 +639,22 @@ TEST(ArdmaCliTest, LockedCommandNeverOutlivesTheLock) {
     if (!gone) absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_TRUE(gone) << "the command's child outlived a SIGKILLed ardma lock";
-  // A lease that runs out while `ardma lock` cannot renew it (stopped): the command is stopped.
+  // A lease that runs out while `ardma lock` cannot renew it (stopped): the guard stops the command
+  // on its own clock before the lease can run out, so before anyone else can take the lock.
   std::tie(ardma, sleeper) = start("300ms");
   ASSERT_GT(sleeper, 0);
   ASSERT_EQ(::kill(ardma, SIGSTOP), 0);
-  absl::SleepFor(absl::Milliseconds(1500));
   std::string out;
-  // Someone else takes the lock meanwhile.
+  // Someone else takes the lock meanwhile; by then the command is gone.
   EXPECT_EQ(
       RunCommand(BinDir() + "/ardma --server " + d.address() + " lock job --timeout 5 -- true",
                  &out),
       0)
       << out;
+  EXPECT_TRUE(Gone(sleeper)) << "the command ran on when another took the lock";
   ASSERT_EQ(::kill(ardma, SIGCONT), 0);
   ASSERT_EQ(::waitpid(ardma, &status, 0), ardma);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
-  for (int i = 0; i < 300 && !Gone(sleeper); ++i) absl::SleepFor(absl::Milliseconds(10));
-  EXPECT_TRUE(Gone(sleeper)) << "the command went on after the lock was lost";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL) << status;
 }
 
 TEST(ArdmaCliTest, FsCommands) {

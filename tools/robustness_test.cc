@@ -410,6 +410,37 @@ TEST(RobustnessTest, SyncPolicyDecidesWhenWritesReachTheDisk) {
   }
 }
 
+// --sync always still syncs every --sync-interval: one-sided WRITEs over UCX never pass through
+// the server, so the interval is what reaches the disk for them (issue 32, UCX 6: `always` started
+// no interval thread, so they were never synced).
+TEST(RobustnessTest, SyncAlwaysAlsoSyncsOneSidedWritesEveryInterval) {
+  ::setenv("UCX_TLS", "shm,self", 1);
+  const uint64_t at = heap::kDataStart + (1 << 20), len = 64 << 10;
+  std::string file = testing::TempPath("sync-always-ucx.mem");
+  std::filesystem::remove(file);
+  testing::ServerProcess daemon(
+      {"--memory", "8M", "--memory-file", file, "--sync", "always", "--sync-interval", "200ms"});
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(absl::StrCat("ucx://", daemon.address()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  uint64_t writes_before = StatOf(**client, "requests.write");
+  ASSERT_TRUE((*client)->Write(at, std::string(len, 'u')).ok());
+  ASSERT_EQ(StatOf(**client, "requests.write"), writes_before) << "the WRITE was not one-sided";
+  uint64_t flushes = StatOf(**client, "sync.flushes");
+  bool synced = false;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(5); !synced && absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(50));
+    synced = StatOf(**client, "sync.flushes") >= flushes + 2;
+  }
+  EXPECT_TRUE(synced) << "no interval sync under --sync always";
+  int64_t unwritten = UnwrittenPages(file, at, len);
+  if (unwritten >= 0) {
+    EXPECT_EQ(unwritten, 0) << "the one-sided write is not on the disk";
+  }
+  daemon.Kill(SIGKILL);
+  std::filesystem::remove(file);
+}
+
 // --idle-timeout: a connection that sends nothing is closed; one that keeps talking, or waits for
 // a parked request, is not.
 TEST(RobustnessTest, IdleConnectionsCloseAndBusyOnesStay) {

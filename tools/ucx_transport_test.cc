@@ -2,13 +2,16 @@
 // transports at once. UCX runs over shared memory here (UCX_TLS=shm,self, set before any use), the
 // server inheriting it.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <iterator>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -18,12 +21,15 @@
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "core/client/remote_context.h"
+#include "core/client/ucx_connection.h"
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
+#include "core/testing/raw_socket.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
 #include "core/ucx/ucx_context.h"
+#include "core/wire/messages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -200,6 +206,56 @@ TEST_F(UcxTransportTest, AVanishedClientLeavesNoSessionOrParkedRequestBehind) {
   EXPECT_EQ(*testing::StatValue(**watcher, "parked.now"), 0u);
 }
 
+// A session the server closes for a bad message ends its bootstrap connection too, so the client
+// hears of it at once and its next call reconnects — as over TCP, where an oversized frame gets
+// an error and a close (issue 32, UCX 2: the session became a zombie, every later call waited out
+// its deadline and the client never reconnected).
+TEST_F(UcxTransportTest, APoisonedSessionEndsAndTheClientReconnects) {
+  testing::ServerProcess server({"--memory", "16M", "--max-frame", "4K"});
+  ASSERT_FALSE(server.address().empty()) << "ardmad did not start";
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(Ucx(server.address()));
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Ping().ok());
+  absl::Time start = absl::Now();
+  absl::StatusOr<std::string> big =
+      (*client)->Execute("nobody.here", std::string(16 << 10, 'x'), {.timeout = absl::Seconds(20)});
+  // Answered as over TCP (the frame is too large), or the close was seen first.
+  EXPECT_THAT(big.status().code(),
+              AnyOf(absl::StatusCode::kResourceExhausted, absl::StatusCode::kUnavailable))
+      << big.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the call waited for its deadline";
+  EXPECT_TRUE((*client)->Ping().ok());
+  EXPECT_GE((*client)->counters().reconnects.load(), 1u);
+}
+
+// A one-sided WRITE over UCX that failed is not sent again on a new connection: it may have
+// landed before the failure, and the server, which never saw it, could not recognise the retry
+// (issue 32, UCX 3: it was retried, so it could land over newer data). Client::Flight retries a
+// flight only if its transport says the server de-duplicates every request in it: over TCP a
+// WRITE is (the server de-duplicates it), over UCX a one-sided WRITE is not, while a WRITE to a
+// region without a key (sent to the server) and an EXECUTE are.
+TEST_F(UcxTransportTest, OneSidedWritesAreNotRetried) {
+  absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  wire::WireLimits limits;
+  ClientCounters counters;
+  std::string write, execute;
+  wire::WriteEntry entry{0, heap::kDataStart, "data"};
+  wire::EncodeWriteRequest({&entry, 1}, &write);
+  wire::EncodeExecuteRequest({.function = "test.noop"}, &execute);
+  absl::StatusOr<std::shared_ptr<UcxConnection>> ucx =
+      UcxConnection::Open((*server)->address(), absl::Seconds(5), limits, &counters);
+  ASSERT_TRUE(ucx.ok()) << ucx.status();
+  EXPECT_FALSE((*ucx)->Deduplicated({wire::Op::kWrite, write}));
+  EXPECT_TRUE((*ucx)->Deduplicated({wire::Op::kExecute, execute}));
+  absl::StatusOr<std::shared_ptr<Connection>> tcp =
+      Connection::Open((*server)->address(), absl::Seconds(5), limits, &counters);
+  ASSERT_TRUE(tcp.ok()) << tcp.status();
+  EXPECT_TRUE((*tcp)->Deduplicated({wire::Op::kWrite, write}));
+  (*ucx)->Close();
+  (*tcp)->Close();
+}
+
 // A server without UCX says so at once, instead of being retried as unreachable.
 TEST_F(UcxTransportTest, AServerWithoutUcxRefusesClearly) {
   ServerOptions options = testing::TestServerOptions();
@@ -210,6 +266,180 @@ TEST_F(UcxTransportTest, AServerWithoutUcxRefusesClearly) {
   EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition) << client.status();
   EXPECT_THAT(client.status().message(), HasSubstr("does not offer UCX"));
 }
+
+// A hostile client cannot end the server through UCX (issue 32, A: one UCX_CONNECT with a malformed
+// worker address made UCX assert, ending ardmad; 17 of 20 random addresses did). 1,000 UCX_CONNECT
+// payloads — random bytes, random "addresses", and a real worker address with bytes flipped, cut
+// or lengthened — each get an answer (an address that unpacks gets a session, one that does not
+// INVALID_ARGUMENT); every fifth is a real address, after which the session sends mangled frames
+// as active messages: bytes flipped, lengths wrong, random bytes, the wrong session number. A
+// session that sent a malformed frame is closed with its bootstrap connection. The server
+// survives them all and serves a second client throughout, over each UCX transport (250 payloads
+// over tcp: there some mangled addresses take UCX seconds to give up on).
+class UcxHostileClientTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ::setenv("UCX_TLS", GetParam().c_str(), /*overwrite=*/1); }
+  static ucs_status_t Ignore(void*, const void*, size_t, void*, size_t,
+                             const ucp_am_recv_param_t*) {
+    return UCS_OK;
+  }
+};
+
+TEST_P(UcxHostileClientTest, MalformedConnectsAndFramesLeaveTheServerServing) {
+  testing::ServerProcess server({"--memory", "16M"});
+  ASSERT_FALSE(server.address().empty()) << "ardmad did not start";
+  const uint16_t port =
+      static_cast<uint16_t>(std::stoi(server.address().substr(server.address().rfind(':') + 1)));
+  absl::StatusOr<std::unique_ptr<Client>> second =
+      Client::Connect(absl::StrCat(ToAbsl(kUcxPrefix), server.address()));
+  ASSERT_TRUE(second.ok()) << second.status();
+  RemoteContext ctx(second->get(), {});
+  absl::StatusOr<uint64_t> addr = heap::Allocate(ctx, 64);
+  ASSERT_TRUE(addr.ok()) << addr.status();
+  ASSERT_TRUE((*second)->Write(*addr, "still here").ok());
+
+  // The worker whose address is mangled; each valid session has a worker of its own.
+  absl::StatusOr<std::unique_ptr<UcxContext>> victim = UcxContext::Create({});
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  absl::StatusOr<std::string> real_address = (*victim)->WorkerAddress();
+  ASSERT_TRUE(real_address.ok());
+
+  std::mt19937_64 rng(20261125);
+  auto random_bytes = [&](size_t n) {
+    std::string out(n, '\0');
+    for (char& c : out) c = static_cast<char>(rng());
+    return out;
+  };
+  auto flip = [&](std::string bytes, int flips) {
+    for (int k = 0; k < flips && !bytes.empty(); ++k) {
+      bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+    }
+    return bytes;
+  };
+  auto bytes32 = [](std::string_view data) {
+    std::string out;
+    wire::EncodeUcxConnectRequest(data, &out);
+    return out;
+  };
+  std::string ping;
+  size_t start = wire::BeginFrame(&ping);
+  ping.append("ping");
+  wire::FinishFrame({.op = wire::Op::kPing, .request_id = 9, .client_id = 3}, start, &ping);
+
+  const int kConnects = GetParam().starts_with("shm") ? 1000 : 250;
+  int answered = 0, refused = 0, sessions = 0, frames = 0;
+  absl::Duration slowest;
+  for (int i = 0; i < kConnects; ++i) {
+    std::string payload;
+    switch (i % 5) {
+      case 0:
+        payload = i % 2 ? random_bytes(rng() % 400) : bytes32(random_bytes(1 + rng() % 400));
+        break;
+      case 1:
+        payload = bytes32(flip(*real_address, 1 + rng() % 8));
+        break;
+      case 2:
+        payload = bytes32(real_address->substr(0, 1 + rng() % (real_address->size() - 1)));
+        break;
+      case 3:
+        payload = bytes32(*real_address + random_bytes(1 + rng() % 64));
+        break;
+      case 4:
+        break;  // a real address; mangled frames follow on its session
+    }
+    std::unique_ptr<UcxContext> ucx;
+    if (i % 5 == 4) {
+      absl::StatusOr<std::unique_ptr<UcxContext>> own = UcxContext::Create({});
+      ASSERT_TRUE(own.ok()) << own.status();
+      ucx = *std::move(own);
+      ASSERT_TRUE(ucx->SetAmHandler(kAmResponse, &Ignore, nullptr).ok());  // answers to PINGs
+      payload = bytes32(*ucx->WorkerAddress());
+    }
+    testing::RawSocket socket(port);
+    ASSERT_TRUE(socket.ok()) << "connection " << i << " refused: the server is gone";
+    ASSERT_TRUE(socket.SendFrame(wire::Op::kUcxConnect, payload, 1, 0));
+    absl::Time asked = absl::Now();
+    std::optional<testing::RawResponse> answer = socket.Receive();
+    ASSERT_TRUE(answer.has_value()) << "no answer to UCX_CONNECT " << i;
+    slowest = std::max(slowest, absl::Now() - asked);
+    ++answered;
+    if (answer->header.status != 0) {
+      // Refused as malformed, or an endpoint to what it names could not be made.
+      EXPECT_TRUE(answer->header.status ==
+                      static_cast<uint16_t>(absl::StatusCode::kInvalidArgument) ||
+                  answer->header.status == static_cast<uint16_t>(absl::StatusCode::kUnavailable))
+          << answer->header.status << " " << answer->payload;
+      EXPECT_NE(i % 5, 4) << "a real address was refused: " << answer->payload;
+      ++refused;
+      continue;
+    }
+    if (i % 5 != 4) continue;  // a mangled address that still unpacks: its session just ends
+    absl::StatusOr<wire::UcxHello> hello = wire::DecodeUcxHello(answer->payload);
+    ASSERT_TRUE(hello.ok()) << hello.status();
+    absl::StatusOr<ucp_ep_h> ep =
+        ucx->Connect(hello->worker_address, absl::Now() + absl::Seconds(10));
+    ASSERT_TRUE(ep.ok()) << ep.status();
+    ++sessions;
+    for (int k = 0; k < 5; ++k, ++frames) {
+      std::string frame = ping;
+      uint64_t session = hello->session;
+      switch ((i / 5 + k) % 5) {
+        case 0:
+          frame = flip(frame, 1 + rng() % 4);
+          break;
+        case 1:
+          frame = frame.substr(0, rng() % frame.size());
+          break;
+        case 2:
+          frame += random_bytes(1 + rng() % 64);
+          break;
+        case 3:
+          session ^= 1 + rng();
+          break;
+        case 4:
+          frame = random_bytes(rng() % 128);
+          break;
+      }
+      ASSERT_TRUE(SendActiveMessage(*ep, kAmRequest, session, frame).ok());
+    }
+    // A poisoned session ends its bootstrap connection, as a TCP connection is closed for a
+    // malformed frame (issue 32, UCX 2: it stayed open, and every later call waited out its
+    // deadline).
+    bool closed = false;
+    for (absl::Time until = absl::Now() + absl::Seconds(5); !closed && absl::Now() < until;) {
+      ucp_worker_progress(ucx->worker());
+      closed = socket.ClosedNow();
+    }
+    EXPECT_TRUE(closed) << "session " << i << " stayed open";
+    ucx->CloseEndpoint(*ep, absl::Milliseconds(50));
+    if (i % 50 == 4) {
+      absl::StatusOr<std::string> read = (*second)->Read(*addr, 10);
+      ASSERT_TRUE(read.ok()) << "after " << i << " connects: " << read.status();
+      EXPECT_EQ(*read, "still here");
+    }
+  }
+  EXPECT_EQ(answered, kConnects);
+  EXPECT_EQ(sessions, kConnects / 5);
+  EXPECT_EQ(frames, kConnects);
+  EXPECT_GE(refused, 2 * kConnects / 5) << "few malformed addresses were refused";
+  std::cout << refused << " of " << kConnects << " UCX_CONNECTs refused; the slowest answer took "
+            << slowest << "\n";
+  int status = 0;
+  ASSERT_EQ(::waitpid(server.pid(), &status, WNOHANG), 0) << "ardmad ended, status " << status;
+  EXPECT_TRUE((*second)->Ping().ok());
+  EXPECT_EQ(*(*second)->Read(*addr, 10), "still here");
+  absl::StatusOr<std::unique_ptr<Client>> third =
+      Client::Connect(absl::StrCat(ToAbsl(kUcxPrefix), server.address()));
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(*(*third)->Read(*addr, 10), "still here");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, UcxHostileClientTest,
+                         ::testing::Values("shm,self", "tcp,self"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.starts_with("shm") ? std::string("shm")
+                                                                : std::string("tcp");
+                         });
 
 }  // namespace
 }  // namespace ardma

@@ -78,6 +78,15 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
   if (by_hash_.contains(hash)) return hash;
   if (!by.may_repoint) {
     for (size_t i = 0; i < library->num_functions(); ++i) {
+      auto reserved = reserved_.find(ToAbsl(library->function_name(i)));
+      if (reserved != reserved_.end() && reserved->second.hash != hash) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "'", ToAbsl(library->function_name(i)), "' is a name of the built-in service '",
+            reserved->second.library,
+            "': only that service's own code may export it unless the secret has 'admin'"));
+      }
+    }
+    for (size_t i = 0; i < library->num_functions(); ++i) {
       auto it = by_function_.find(ToAbsl(library->function_name(i)));
       if (it == by_function_.end()) continue;
       const Slot& holder = by_hash_.at(it->second);
@@ -163,6 +172,12 @@ bool CodeRegistry::MakeRoomLocked(uint64_t bytes,
     by_hash_.erase(it);
   }
   return fits();
+}
+
+void CodeRegistry::ReserveNames(const FunctionTable& table, const CodeHash& hash) {
+  for (size_t i = 0; i < table.count; ++i) {
+    reserved_[table.entries[i].name] = {table.library, hash};
+  }
 }
 
 void CodeRegistry::AddLinked(const FunctionTable& table, const CodeHash& hash) {

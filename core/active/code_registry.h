@@ -143,6 +143,11 @@ class CodeRegistry {
   absl::Status LoadDirectory(const std::string& dir);
   // Registers a library whose table is linked into this process, under `hash`.
   void AddLinked(const FunctionTable& table, const CodeHash& hash);
+  // Reserves the names `table` exports for the code whose hash is `hash` (a built-in service:
+  // ardmad links the services it comes with). Without `by.may_repoint`, a LOAD of other code that
+  // exports one of them is PermissionDenied — so a secret with `load` cannot take "dht.put"
+  // first and so keep everyone else from loading the real DHT. Call before serving.
+  void ReserveNames(const FunctionTable& table, const CodeHash& hash);
 
   bool Has(const CodeHash& hash) const;
   // NotFound: "no loaded library exports <function>".
@@ -200,6 +205,12 @@ class CodeRegistry {
   absl::flat_hash_map<std::string, CodeHash> by_function_ ABSL_GUARDED_BY(mu_);
   // library name -> hash of its newest version
   absl::flat_hash_map<std::string, CodeHash> by_library_ ABSL_GUARDED_BY(mu_);
+  struct Reservation {
+    std::string library;
+    CodeHash hash;
+  };
+  // function name -> the built-in service that owns it; fixed before serving
+  absl::flat_hash_map<std::string, Reservation> reserved_;
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   CodeLimits limits_ ABSL_GUARDED_BY(mu_);
   bool keep_code_ = false;

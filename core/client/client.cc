@@ -61,6 +61,7 @@ Client::Client(std::string address, const ClientOptions& options)
 
 Client::~Client() {
   absl::MutexLock lock(&mu_);
+  keepalive_.reset();
   if (connection_ != nullptr) connection_->Close();
 }
 
@@ -100,8 +101,12 @@ absl::StatusOr<std::shared_ptr<Transport>> Client::CurrentConnection() {
     if (c.ok()) {
       if (connected_once_) counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
       connected_once_ = true;
+      keepalive_.reset();
       if (connection_ != nullptr) connection_->Close();
       connection_ = std::move(*c);
+      if (connection_->idle_timeout() > absl::ZeroDuration()) {
+        keepalive_ = std::make_unique<KeepAlive>(connection_, connection_->idle_timeout() / 3);
+      }
       loaded_.clear();  // the server may have restarted
       return connection_;
     }
@@ -144,6 +149,11 @@ absl::StatusOr<std::vector<ResponsePayload>> Client::Flight(std::vector<Outgoing
     if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable || !retryable ||
         absl::Now() >= deadline || attempt + 1 >= std::max(1, options_.connect_attempts)) {
       return r;
+    }
+    // A one-sided WRITE (UCX) may have landed before the failure, and the server cannot recognise
+    // it: sending it again could put it over newer data. Not retried.
+    for (const OutgoingRequest& request : requests) {
+      if (!conn->Deduplicated(request)) return r;
     }
     counters_.retries.fetch_add(1, std::memory_order_relaxed);
   }
@@ -342,6 +352,11 @@ void Client::CallAsync(Op op, std::string payload, ResponseCallback done,
 absl::StatusOr<std::string> Client::TransportDescription() {
   ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> transport, CurrentConnection());
   return transport->Describe();
+}
+
+absl::Duration Client::idle_timeout() {
+  absl::StatusOr<std::shared_ptr<Transport>> transport = CurrentConnection();
+  return transport.ok() ? (*transport)->idle_timeout() : absl::ZeroDuration();
 }
 
 LockOwner Client::lock_owner() {

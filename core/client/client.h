@@ -11,8 +11,9 @@
 // next call reconnects with exponential backoff. Calls that are safe to repeat (PING, READ, LOAD,
 // HAS_CODE, STATS, and WRITE and EXECUTE, which the server de-duplicates by (client id, request
 // id), so a retried write never lands over newer data) are retried on a new connection within
-// their timeout; CAS and FETCH_ADD are not (they may have
-// been applied) and fail with UNAVAILABLE. UNAVAILABLE otherwise means the server is really gone.
+// their timeout; CAS and FETCH_ADD are not (they may have been applied), and neither is a WRITE
+// made one-sidedly over UCX (the server never saw it, so it cannot recognise it again): those
+// fail with UNAVAILABLE. UNAVAILABLE otherwise means the server is really gone.
 // Asynchronous calls (CallAsync, ExecuteAsync) are not retried: their callback gets UNAVAILABLE.
 //
 // Thread-safe: any number of threads may share one Client; their calls are pipelined on one
@@ -35,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/client/connection.h"
+#include "core/client/keep_alive.h"
 #include "core/context/context.h"
 #include "core/wire/messages.h"
 
@@ -195,6 +197,10 @@ class Client {
   // anonymous if it cannot): locks taken through this client are its connection's, and are
   // taken over by others only once that connection is gone (LockOwner in core/context/context.h).
   LockOwner lock_owner();
+  // The server's --idle-timeout (zero: none, or unreachable). This client keeps its connection
+  // alive with a PING every third of it; a holder of leased things (`ardma lock`) must not count
+  // on the connection beyond that long after its last answered call.
+  absl::Duration idle_timeout();
   const std::string& address() const { return address_; }
 
   // Remembers that a library's code is on the server (used by EnsureLoaded); forgotten when the
@@ -224,6 +230,8 @@ class Client {
 
   absl::Mutex mu_;
   std::shared_ptr<Transport> connection_ ABSL_GUARDED_BY(mu_);
+  // Keeps connection_ alive where the server closes idle connections; goes before it.
+  std::unique_ptr<KeepAlive> keepalive_ ABSL_GUARDED_BY(mu_);
   bool connected_once_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<wire::CodeHash> loaded_ ABSL_GUARDED_BY(mu_);
 };

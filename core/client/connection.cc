@@ -132,6 +132,7 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
   std::shared_ptr<Connection> c(new Connection(fd, limits, counters));
   c->tls_ = std::move(tls_stream);
   c->owner_ = {hello.owner_token, hello.owner_table};
+  c->idle_timeout_ = absl::Milliseconds(hello.idle_timeout_ms);
   return c;
 }
 
@@ -269,6 +270,17 @@ absl::StatusOr<std::vector<ResponsePayload>> Connection::RoundTrip(
 
 void Connection::Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
                        absl::Time deadline, ResponseCallback done) {
+  SendAsync(request, request_id, client_id, deadline, std::move(done), /*counted=*/true);
+}
+
+void Connection::KeepAlive(uint64_t request_id) {
+  SendAsync(
+      {wire::Op::kPing, std::string()}, request_id, 0, absl::Now() + absl::Seconds(30),
+      [](ResponsePayload) {}, /*counted=*/false);
+}
+
+void Connection::SendAsync(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+                           absl::Time deadline, ResponseCallback done, bool counted) {
   std::string out;
   size_t start = wire::BeginFrame(&out);
   out.append(request.payload);
@@ -293,8 +305,12 @@ void Connection::Async(const OutgoingRequest& request, uint64_t request_id, uint
     pending->callback(broken);
     return;
   }
-  counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
-  counters_->requests.fetch_add(1, std::memory_order_relaxed);
+  if (counted) {
+    counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
+    counters_->requests.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    counters_->keepalives.fetch_add(1, std::memory_order_relaxed);
+  }
   if (absl::Status s = Send(out); !s.ok()) Break(s);
 }
 

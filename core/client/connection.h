@@ -84,6 +84,8 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   bool broken() const override;
   std::string Describe() const override { return "a TCP or Unix-domain stream connection"; }
   LockOwner lock_owner() const override { return owner_; }
+  absl::Duration idle_timeout() const override { return idle_timeout_; }
+  void KeepAlive(uint64_t request_id) override;
   // Fails pending calls with UNAVAILABLE and lets the background reader finish.
   void Close() override;
   // Waits up to `timeout` for the peer to close the connection while nobody reads it, and breaks
@@ -96,6 +98,9 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   explicit Connection(int fd, const wire::WireLimits& limits, ClientCounters* counters);
 
   absl::Status Send(std::string_view bytes);
+  // Async; `counted` in round_trips and requests (else in keepalives).
+  void SendAsync(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+                 absl::Time deadline, ResponseCallback done, bool counted);
   // Reader role: one recv and dispatch of every complete response. Called without mu_.
   void ReadOnce();
   void Dispatch(const wire::FrameHeader& header, std::string_view payload);
@@ -107,7 +112,8 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   std::unique_ptr<ByteStream> tls_;  // set for tls:// (then it owns fd_)
   const wire::WireLimits limits_;
   ClientCounters* const counters_;
-  LockOwner owner_;  // from the server's HELLO
+  LockOwner owner_;              // from the server's HELLO
+  absl::Duration idle_timeout_;  // likewise
   absl::Mutex write_mu_;
 
   mutable absl::Mutex mu_;

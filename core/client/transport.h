@@ -29,6 +29,7 @@ struct ClientCounters {
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> retries{0};
+  std::atomic<uint64_t> keepalives{0};  // PINGs sent only to keep the connection from idling
 };
 
 // One request of a flight.
@@ -68,6 +69,16 @@ class Transport {
   virtual void ForgetRegion(wire::RegionId region) {}
   // The lock owner the server gave the connection (LockOwner in core/context/context.h).
   virtual LockOwner lock_owner() const = 0;
+  // The server's --idle-timeout, from its HELLO (zero: none). A connection that sends nothing for
+  // that long is closed and the locks it owns pass on, so its owner sends KeepAlive() at least
+  // every third of it (Client does, from a thread of its own).
+  virtual absl::Duration idle_timeout() const = 0;
+  // Sends a PING whose answer nobody waits for, counted in ClientCounters::keepalives only.
+  virtual void KeepAlive(uint64_t request_id) = 0;
+  // Whether the server would recognise `request` sent again with the same ids (a WRITE or EXECUTE
+  // it answers is de-duplicated by (client id, request id)), so a retry on a new connection
+  // cannot apply it twice. One-sided operations never reach the server: false for those.
+  virtual bool Deduplicated(const OutgoingRequest& request) const { return true; }
 };
 
 // Takes out of `pending` (request id -> shared_ptr to a record with `callback` and `deadline`,

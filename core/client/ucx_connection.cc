@@ -76,16 +76,7 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
 
   ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmResponse, &UcxConnection::OnResponse, this));
 
-  ucp_ep_params_t ep_params{};
-  ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-  ep_params.address = reinterpret_cast<const ucp_address_t*>(hello.worker_address.data());
-  ucs_status_t s = ucp_ep_create(ucx_->worker(), &ep_params, &ep_);
-  if (s != UCS_OK) return UcsError(s, "creating an endpoint to the server's worker");
-  // Finish the endpoint's wire-up before it is used (and long before it could be closed: UCX
-  // must not close an endpoint whose wire-up messages are still in flight).
-  ucp_request_param_t flush{};
-  ARDMA_RETURN_IF_ERROR(ucx_->Wait(ucp_ep_flush_nbx(ep_, &flush), absl::Now() + timeout,
-                                   "connecting to the server's worker"));
+  ARDMA_ASSIGN_OR_RETURN(ep_, ucx_->Connect(hello.worker_address, absl::Now() + timeout));
 
   for (const wire::UcxRegionKey& k : hello.regions) {
     if (k.region != regions_.size())
@@ -98,7 +89,7 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
       regions_.push_back(r);
       continue;
     }
-    s = ucp_ep_rkey_unpack(ep_, k.rkey.data(), &r.rkey);
+    ucs_status_t s = ucp_ep_rkey_unpack(ep_, k.rkey.data(), &r.rkey);
     if (s != UCS_OK) return UcsError(s, absl::StrCat("unpacking the key of region ", k.region));
     void* local = nullptr;
     r.mapped = ucp_rkey_ptr(r.rkey, r.base, &local) == UCS_OK;
@@ -484,6 +475,18 @@ void UcxConnection::Async(const OutgoingRequest& request, uint64_t request_id, u
     done(s.ok() ? std::move(result) : ResponsePayload(s));
     return;
   }
+  SendAsync(request, request_id, client_id, deadline, std::move(done), /*counted=*/true);
+}
+
+void UcxConnection::KeepAlive(uint64_t request_id) {
+  SendAsync(
+      {Op::kPing, std::string()}, request_id, 0, absl::Now() + absl::Seconds(30),
+      [](ResponsePayload) {}, /*counted=*/false);
+}
+
+void UcxConnection::SendAsync(const OutgoingRequest& request, uint64_t request_id,
+                              uint64_t client_id, absl::Time deadline, ResponseCallback done,
+                              bool counted) {
   auto pending = std::make_shared<Pending>();
   pending->callback = std::move(done);
   pending->deadline = deadline;
@@ -499,7 +502,7 @@ void UcxConnection::Async(const OutgoingRequest& request, uint64_t request_id, u
     }
     async_changed_.SignalAll();
   }
-  counters_->requests.fetch_add(1, std::memory_order_relaxed);
+  (counted ? counters_->requests : counters_->keepalives).fetch_add(1, std::memory_order_relaxed);
   absl::Status sent = SendRequests({request}, {request_id}, client_id, {pending});
   if (!sent.ok()) {
     ResponseCallback callback;

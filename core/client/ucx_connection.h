@@ -66,6 +66,13 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   // Which regions take one-sided atomics, then the endpoint's lanes.
   std::string Describe() const override;
   LockOwner lock_owner() const override { return tcp_->lock_owner(); }
+  absl::Duration idle_timeout() const override { return tcp_->idle_timeout(); }
+  // A PING active message: the server counts the session's traffic for its bootstrap connection.
+  void KeepAlive(uint64_t request_id) override;
+  // False for one-sided WRITEs: a put that landed before the failure would be applied again.
+  bool Deduplicated(const OutgoingRequest& request) const override {
+    return request.op != wire::Op::kWrite || !IsOneSided(request);
+  }
   void Close() override;
   void ForgetRegion(RegionId region) override;
 
@@ -138,6 +145,9 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   void Break(const absl::Status& status);
   void ExpireAsync(absl::Time now);
   void BackgroundProgress();
+  // Async of a request for the server; `counted` in requests (else in keepalives).
+  void SendAsync(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+                 absl::Time deadline, ResponseCallback done, bool counted);
 
   const wire::WireLimits limits_;
   ClientCounters* const counters_;

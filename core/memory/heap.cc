@@ -126,7 +126,9 @@ absl::StatusOr<std::optional<uint64_t>> TakeBlock(Context& ctx, const Layout& l,
   return std::nullopt;
 }
 
-bool IsCurrent(const Layout& l, uint64_t page, int cls) { return l.slots[cls] == page + 1; }
+bool IsCurrent(const Layout& l, uint64_t page, int cls) {
+  return SlotValue(l.slots[cls]) == page + 1;
+}
 
 bool SlabEmpty(const Descriptor& d) {
   State s = d.state();
@@ -205,7 +207,8 @@ absl::StatusOr<bool> Refill(Context& ctx, const Layout& l, int cls, uint64_t obs
         }));
     if (partial) {
       ARDMA_RETURN_IF_ERROR(
-          ctx.CompareAndSwap(kClassSlots + 8 * cls, observed_slot, *partial + 1).status());
+          ctx.CompareAndSwap(kClassSlots + 8 * cls, observed_slot, EncodeSlot(*partial + 1))
+              .status());
       return true;
     }
     ARDMA_ASSIGN_OR_RETURN(
@@ -221,17 +224,18 @@ absl::StatusOr<bool> Refill(Context& ctx, const Layout& l, int cls, uint64_t obs
   ARDMA_RETURN_IF_ERROR(ctx.Write(l.DescAddr(*page), EncodeDescriptors({FreshSlab(cls, gen)})));
   // If another slab was installed meanwhile, this one is found by a later scan.
   ARDMA_RETURN_IF_ERROR(
-      ctx.CompareAndSwap(kClassSlots + 8 * cls, observed_slot, *page + 1).status());
+      ctx.CompareAndSwap(kClassSlots + 8 * cls, observed_slot, EncodeSlot(*page + 1)).status());
   return true;
 }
 
 absl::StatusOr<uint64_t> AllocateSmall(Context& ctx, int cls, uint64_t size) {
   for (int attempt = 0; attempt < 1000; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(Layout l, ReadLayout(ctx));
-    uint64_t slot = l.slots[cls];
-    if (slot != 0 && slot <= l.pages) {
-      ARDMA_ASSIGN_OR_RETURN(Descriptor d, ReadDescriptor(ctx, l, slot - 1));
-      ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> block, TakeBlock(ctx, l, slot - 1, cls, d));
+    const uint64_t slot = l.slots[cls];  // as read: what Refill's CAS expects
+    const uint64_t current = SlotValue(slot);
+    if (current != 0 && current <= l.pages) {
+      ARDMA_ASSIGN_OR_RETURN(Descriptor d, ReadDescriptor(ctx, l, current - 1));
+      ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> block, TakeBlock(ctx, l, current - 1, cls, d));
       if (block) return *block;
     }
     ARDMA_ASSIGN_OR_RETURN(bool refilled, Refill(ctx, l, cls, slot));
@@ -311,21 +315,37 @@ absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size, bool kee
     return absl::InvalidArgumentError(absl::StrCat(
         "a heap needs at least ", kDataStart + 2 * (kPageSize + kDescriptorSize) + 64, " bytes"));
   }
-  ARDMA_ASSIGN_OR_RETURN(std::string header, ctx.Read(0, 24));
-  uint64_t magic, version, size;
-  std::memcpy(&magic, header.data(), 8);
-  std::memcpy(&version, header.data() + 8, 8);
-  std::memcpy(&size, header.data() + 16, 8);
+  ARDMA_ASSIGN_OR_RETURN(Snapshot header, ReadSnapshot(ctx, 0, kDataStart));
+  const uint64_t magic = header.Word(0), version = header.Word(1), size = header.Word(2);
   if (magic == kMagic) {
-    if (version != kLayoutVersion) {
+    if (version != kLayoutVersion && version != 2) {
       return absl::FailedPreconditionError(
           absl::StrCat("region holds a heap of layout version ", version,
                        "; this ardmad reads layout version ", kLayoutVersion,
-                       " only (start it on a new memory file, or use the ardmad that wrote it)"));
+                       " (and upgrades version 2) only (start it on a new memory file, or use the "
+                       "ardmad that wrote it)"));
     }
     if (size != region_size) {
       return absl::FailedPreconditionError(absl::StrCat(
           "region holds a heap of ", size, " bytes; this region has ", region_size, " bytes"));
+    }
+    // Every word is checked before anything is written, so a refusal leaves the file as it was.
+    ARDMA_ASSIGN_OR_RETURN(Snapshot directory, ReadSnapshot(ctx, l.dir, l.buckets * 8));
+    ARDMA_RETURN_IF_ERROR(internal::ValidateHeader(header.bytes, directory.bytes, region_size,
+                                                   /*raw_slots=*/version == 2));
+    ARDMA_RETURN_IF_ERROR(internal::CheckDirectory(ctx, l));
+    if (version == 2) {
+      // Upgrade: slots as checked words, then the version (a crash between is redone: version 2
+      // accepts encoded slots).
+      for (int c = 0; c < internal::kNumSlots; ++c) {
+        uint64_t offset = kClassSlots + 8 * c;
+        uint64_t word = header.Word(offset / 8);
+        if (!internal::SlotIntact(word)) {
+          ARDMA_RETURN_IF_ERROR(
+              ctx.CompareAndSwap(offset, word, internal::EncodeSlot(word)).status());
+        }
+      }
+      ARDMA_RETURN_IF_ERROR(ctx.WriteU64(8, kLayoutVersion));
     }
     return false;
   }

@@ -2,11 +2,11 @@
 // client (every step a round trip, races settled with CAS) and active code on the server (every
 // step a local access) allocate and name things with one set of metadata.
 //
-// Layout version 2. Region 0 (all words little-endian u64):
+// Layout version 3. Region 0 (all words little-endian u64):
 //
 //   offset        size         field
 //   0             8            magic "ARDMAHP1"
-//   8             8            layout version (2)
+//   8             8            layout version (3; a version-2 heap is upgraded when opened)
 //   16            8            region size in bytes
 //   24            8            data pages N
 //   32            8            pool bitmap offset P
@@ -14,8 +14,14 @@
 //   48            8            root directory offset R
 //   56            8            root directory buckets B (a power of two, 1,024 to 2^20, one per
 //                              64 KiB of region)
-//   64            8 * 16       current slab of size class c (4 <= c <= 11): page index + 1, 0 none
+//   64            8 * 16       current slab of size class c (4 <= c <= 11): crc24:24 << 40 |
+//                              page index + 1 (0: none), the CRC-24 of the low 40 bits (version 2:
+//                              page index + 1 alone); classes without slabs hold the encoded 0
 //   192           16192        reserved (0)
+//
+// Words 16-63 are fixed by the region's size (ComputeLayout), the slots check themselves, the
+// reserved bytes are zero and every directory bucket points into the data pages: an existing heap
+// is checked for all of that before anything is written, and refused with what is wrong.
 //   16384         4096 * N     data pages (kDataStart: page i at kDataStart + 4096 i)
 //   P             8 * ceil(N/64)  page pool bitmap: bit i set = page i is in use
 //   D             64 * N       page descriptors, one per data page:
@@ -53,7 +59,8 @@
 //     moves data can rule this out). `Check` reports the largest free run.
 // Crash safety: every step that publishes an allocation or a free is a single CAS. A client that
 // dies between steps can leave pages claimed in the pool that no descriptor owns yet ("orphaned",
-// reported by Check) or blocks allocated that nobody will free; it never leaves a block owned twice.
+// reported by Check) or blocks allocated that nobody will free; it never leaves a block owned
+// twice.
 //
 // All functions are safe to call concurrently from any number of clients and active functions.
 #ifndef ARDMA_CORE_MEMORY_HEAP_H_
@@ -71,7 +78,7 @@
 namespace ardma::heap {
 
 inline constexpr uint64_t kMagic = 0x3150484D41445241ull;  // "ARDMAHP1"
-inline constexpr uint64_t kLayoutVersion = 2;
+inline constexpr uint64_t kLayoutVersion = 3;
 // In the magic's place while a format is under way: a region that shows it was never a heap.
 inline constexpr uint64_t kFormattingMagic = 0x474E4954414D524Full;  // "ORMATING"
 inline constexpr size_t kMaxRootName = 255;
@@ -87,8 +94,7 @@ inline constexpr uint64_t kBlockHeader = 0;
 // FailedPrecondition if the region holds a heap of another layout version or size, and — when
 // `keep_existing` (an existing memory file) — if its header is not a heap's at all (damaged, or
 // another file): formatting would erase it. A format interrupted by a crash may be redone.
-absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size,
-                                    bool keep_existing = false);
+absl::StatusOr<bool> FormatIfNeeded(Context& ctx, uint64_t region_size, bool keep_existing = false);
 
 // The class c of `size`: Allocate(size) returns a block of at least `size` and at most 2^c bytes.
 int SizeClass(uint64_t size);
@@ -108,14 +114,14 @@ absl::StatusOr<uint64_t> BlockCapacity(Context& ctx, uint64_t addr);
 
 // What a walk of every piece of metadata found: each data byte is in exactly one category.
 struct HeapReport {
-  uint64_t data_bytes = 0;          // N pages
-  uint64_t free_page_bytes = 0;     // pages in the pool, free
-  uint64_t slab_free_bytes = 0;     // free blocks in slabs
-  uint64_t slab_live_bytes = 0;     // allocated blocks (capacity)
+  uint64_t data_bytes = 0;           // N pages
+  uint64_t free_page_bytes = 0;      // pages in the pool, free
+  uint64_t slab_free_bytes = 0;      // free blocks in slabs
+  uint64_t slab_live_bytes = 0;      // allocated blocks (capacity)
   uint64_t slab_overhead_bytes = 0;  // slab tails too small for a block
-  uint64_t run_live_bytes = 0;      // allocated page runs
-  uint64_t orphaned_bytes = 0;      // pages claimed in the pool that no descriptor owns
-  uint64_t largest_free_run = 0;    // bytes, contiguous free pages
+  uint64_t run_live_bytes = 0;       // allocated page runs
+  uint64_t orphaned_bytes = 0;       // pages claimed in the pool that no descriptor owns
+  uint64_t largest_free_run = 0;     // bytes, contiguous free pages
   uint64_t slabs = 0, runs = 0;
   std::vector<std::string> errors;  // inconsistencies; empty for a sound heap
   uint64_t live_bytes() const { return slab_live_bytes + run_live_bytes; }

@@ -45,8 +45,28 @@ struct Layout {
 // Where everything goes in a region of `size` bytes: as many pages as fit beside their bitmap
 // bit, descriptor and the directory (pages == 0 if none fits).
 Layout ComputeLayout(uint64_t size);
-// Writes the layout's fields into a header image (at least kHeaderBytes long).
+// Writes the layout's fields and empty class slots into a header image (at least kHeaderBytes).
 void PutLayout(const Layout& l, std::string* header);
+
+// Class slots check themselves (layout version 3): the low 40 bits are page + 1 (0: no current
+// slab), the high 24 a CRC-24 of those 40 bits, so a damaged byte anywhere in a slot shows.
+uint64_t EncodeSlot(uint64_t page_plus_one);
+inline uint64_t SlotValue(uint64_t word) { return word & ((uint64_t{1} << 40) - 1); }
+inline bool SlotIntact(uint64_t word) { return EncodeSlot(SlotValue(word)) == word; }
+
+// Checks the header of an existing heap of `region_size` bytes — `header` is its first kDataStart
+// bytes — and its root directory (`directory`: the B bucket words), before anything is written:
+// the magic, every layout word against the layout a heap of this size has, every class slot (its
+// check, a page that exists, 0 for classes that have no slabs), the reserved bytes zero, every
+// bucket 0 or a block in the data pages. `raw_slots`: slots as layout version 2 wrote them (page +
+// 1 unchecked; an encoded one, from an upgrade cut short, is accepted too). FailedPrecondition
+// naming the first thing wrong.
+absl::Status ValidateHeader(std::string_view header, std::string_view directory,
+                            uint64_t region_size, bool raw_slots);
+// Walks every chain of the root directory: each entry a block in the data pages, on one chain
+// only, a live or deleted entry whose name hashes to its tag and bucket. FailedPrecondition naming
+// the bucket otherwise. Reads only (heap_roots.cc).
+absl::Status CheckDirectory(Context& ctx, const Layout& l);
 // Reads the header (one READ). FailedPrecondition if region 0 holds no heap of this layout.
 absl::StatusOr<Layout> ReadLayout(Context& ctx);
 

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/memory/heap.h"
 #include "core/memory/heap_layout.h"
@@ -36,12 +37,18 @@ struct Name {
   uint64_t bucket;  // address of its bucket's head word
 };
 
+uint64_t NameHash(std::string_view text) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+uint64_t NameTag(uint64_t hash) { return (hash >> 16) == 0 ? 1 : (hash >> 16); }
+
 absl::StatusOr<Name> Prepare(Context& ctx, std::string_view text, Layout* layout) {
   ARDMA_RETURN_IF_ERROR(CheckRootName(text));
   ARDMA_ASSIGN_OR_RETURN(*layout, internal::ReadLayout(ctx));
-  Name n{text, 1469598103934665603ull, 0, 0};
-  for (unsigned char c : text) n.hash = (n.hash ^ c) * 1099511628211ull;
-  n.tag = (n.hash >> 16) == 0 ? 1 : (n.hash >> 16);
+  Name n{text, NameHash(text), 0, 0};
+  n.tag = NameTag(n.hash);
   n.bucket = layout->dir + 8 * (n.hash & (layout->buckets - 1));
   return n;
 }
@@ -88,6 +95,46 @@ absl::StatusOr<Entry> FindOrNotFound(Context& ctx, std::string_view text) {
 }
 
 }  // namespace
+
+namespace internal {
+
+absl::Status CheckDirectory(Context& ctx, const Layout& l) {
+  const uint64_t data_end = kDataStart + l.pages * kPageSize;
+  absl::flat_hash_set<uint64_t> seen;
+  for (uint64_t b = 0; b < l.buckets; ++b) {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t entry, ctx.ReadU64(l.dir + 8 * b));
+    while (entry != 0) {
+      auto damaged = [&](std::string_view what) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the heap's root directory is damaged: bucket ", b, " (offset ", l.dir + 8 * b,
+            ") leads to ", entry, ", ", ToAbsl(what),
+            "; refusing to start on it (nothing was written). Restore the file from a copy, or "
+            "start with --format to erase it"));
+      };
+      if (entry < kDataStart || entry + kEntryHeader > data_end || entry % 16 != 0) {
+        return damaged("outside the data pages");
+      }
+      if (!seen.insert(entry).second) return damaged("an entry already on a chain (a cycle)");
+      ARDMA_ASSIGN_OR_RETURN(std::string head, ctx.Read(entry, kEntryHeader));
+      uint64_t w[4];
+      std::memcpy(w, head.data(), sizeof(w));
+      uint64_t phase = w[1] & 0xffff;
+      if ((phase != kReady && phase != kDeleted) || w[3] == 0 || w[3] > kMaxRootName ||
+          entry + kEntryHeader + w[3] > data_end) {
+        return damaged("which is no root entry");
+      }
+      ARDMA_ASSIGN_OR_RETURN(std::string name, ctx.Read(entry + kEntryHeader, w[3]));
+      uint64_t hash = NameHash(name);
+      if ((w[1] >> 16) != NameTag(hash) || (hash & (l.buckets - 1)) != b) {
+        return damaged("an entry whose name does not hash to it");
+      }
+      entry = w[0];
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
 
 absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
   ARDMA_ASSIGN_OR_RETURN(Entry e, FindOrNotFound(ctx, name));
@@ -145,8 +192,8 @@ absl::StatusOr<CasResult> CompareAndSetRoot(Context& ctx, std::string_view name,
 absl::Status DeleteRoot(Context& ctx, std::string_view name) {
   for (int attempt = 0; attempt < kMaxCasRetries; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(Entry e, FindOrNotFound(ctx, name));
-    ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(e.addr + 8, e.state,
-                                                             (e.state & ~0xffffull) | kDeleted));
+    ARDMA_ASSIGN_OR_RETURN(
+        CasResult cas, ctx.CompareAndSwap(e.addr + 8, e.state, (e.state & ~0xffffull) | kDeleted));
     if (cas.swapped) return absl::OkStatus();
   }
   return absl::AbortedError("root deletion lost too many races");

@@ -1,5 +1,4 @@
 #include "core/memory/heap.h"
-#include "core/testing/heap_churn.h"
 
 #include <atomic>
 #include <cmath>
@@ -10,6 +9,7 @@
 
 #include "core/active/local_context.h"
 #include "core/status_macros.h"
+#include "core/testing/heap_churn.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -97,7 +97,7 @@ TEST_F(HeapTest, RootsAreUnlimitedLongNamedAndDeletable) {
   ASSERT_TRUE(heap::DeleteRoot(ctx_, "root42").ok());
   EXPECT_EQ(heap::GetRoot(ctx_, "root42").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(heap::DeleteRoot(ctx_, "root42").code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(*heap::GetRoot(ctx_, "root43"), 43u);  // its neighbours are untouched
+  EXPECT_EQ(*heap::GetRoot(ctx_, "root43"), 43u);                  // its neighbours are untouched
   EXPECT_EQ(*heap::GetOrCreateRoot(ctx_, "root42", 4242), 4242u);  // and the name is free again
   EXPECT_EQ(*heap::GetRoot(ctx_, "root42"), 4242u);
   EXPECT_TRUE(heap::Check(ctx_)->errors.empty());
@@ -137,7 +137,7 @@ TEST_F(HeapTest, AHeapOfTheOldLayoutIsRefusedNamingBothVersions) {
   absl::StatusOr<bool> r = heap::FormatIfNeeded(ctx_, kSize);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("layout version 1"));
-  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("layout version 2"));
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("layout version 3"));
   EXPECT_EQ(heap::Allocate(ctx_, 16).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -156,6 +156,40 @@ TEST_F(HeapTest, ADamagedHeaderOfAnExistingFileIsRefusedNotReformatted) {
   ASSERT_TRUE(ctx_.WriteU64(0, heap::kFormattingMagic).ok());  // as a crash mid-format leaves it
   EXPECT_TRUE(*heap::FormatIfNeeded(ctx_, kSize, /*keep_existing=*/true));
   EXPECT_FALSE(*heap::FormatIfNeeded(ctx_, kSize, /*keep_existing=*/true));  // a heap again
+}
+
+// Layout version 2 kept class slots unchecked: such a heap is upgraded in place when opened (its
+// data kept), and a damaged slot of either version is refused with nothing written.
+TEST_F(HeapTest, AVersionTwoHeapIsUpgradedAndADamagedSlotRefused) {
+  absl::StatusOr<uint64_t> kept = heap::Allocate(ctx_, 40);  // sets class 6's current slab
+  ASSERT_TRUE(kept.ok());
+  ASSERT_TRUE(ctx_.Write(*kept, "precious").ok());
+  const uint64_t slot = 64 + 8 * 6;
+  uint64_t encoded = *ctx_.ReadU64(slot);
+  uint64_t page_plus_one = encoded & ((uint64_t{1} << 40) - 1);
+  ASSERT_NE(page_plus_one, 0u);
+  ASSERT_NE(encoded, page_plus_one) << "the slot carries a check";
+  for (int c = 0; c < 16; ++c) {  // as version 2 wrote them
+    uint64_t w = *ctx_.ReadU64(64 + 8 * c);
+    ASSERT_TRUE(ctx_.WriteU64(64 + 8 * c, w & ((uint64_t{1} << 40) - 1)).ok());
+  }
+  ASSERT_TRUE(ctx_.WriteU64(8, 2).ok());
+  EXPECT_FALSE(*heap::FormatIfNeeded(ctx_, kSize, /*keep_existing=*/true));
+  EXPECT_EQ(*ctx_.ReadU64(8), heap::kLayoutVersion);
+  EXPECT_EQ(*ctx_.ReadU64(slot), encoded);
+  EXPECT_EQ(*ctx_.Read(*kept, 8), "precious");
+  EXPECT_TRUE(heap::Allocate(ctx_, 40).ok());
+
+  for (uint64_t damage : {uint64_t{1}, uint64_t{0xff} << 40, uint64_t{1} << 63}) {
+    uint64_t good = *ctx_.ReadU64(slot);
+    ASSERT_TRUE(ctx_.WriteU64(slot, good ^ damage).ok());
+    absl::StatusOr<bool> r = heap::FormatIfNeeded(ctx_, kSize, /*keep_existing=*/true);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(r.status().message()),
+                ::testing::HasSubstr("current slab of size class 6 (offset 112)"));
+    EXPECT_EQ(*ctx_.ReadU64(slot), good ^ damage) << "nothing is written";
+    ASSERT_TRUE(ctx_.WriteU64(slot, good).ok());
+  }
 }
 
 TEST_F(HeapTest, FreedMemoryServesEverySizeAndCheckAccountsForEveryByte) {
@@ -204,8 +238,8 @@ TEST(HeapChurnTest, NeverFailsUnderSixtyPercentLiveAndEndsWhole) {
     threads.emplace_back([&, t] {
       Execution tex{.regions = &regions};
       LocalContext ctx(&tex);
-      testing::ChurnWorker(
-          ctx, {.region = kRegion, .max_size = 64 << 20, .seed = 1234u + t}, shared);
+      testing::ChurnWorker(ctx, {.region = kRegion, .max_size = 64 << 20, .seed = 1234u + t},
+                           shared);
     });
   }
   for (auto& t : threads) t.join();

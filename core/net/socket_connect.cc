@@ -9,11 +9,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/host_port.h"
 #include "core/status_macros.h"
 
@@ -113,8 +115,16 @@ absl::Status SendAll(int fd, std::string_view data) {
   return absl::OkStatus();
 }
 
-absl::Status RecvExactly(int fd, char* out, size_t n) {
+absl::Status RecvExactly(int fd, char* out, size_t n, absl::Time deadline) {
   while (n > 0) {
+    if (deadline != absl::InfiniteFuture()) {
+      int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (ms <= 0) return absl::DeadlineExceededError("recv: nothing in time");
+      pollfd pf{fd, POLLIN, 0};
+      int ready = ::poll(&pf, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
+      if (ready < 0 && errno != EINTR) return ErrnoUnavailable("poll", errno);
+      if (ready <= 0) continue;
+    }
     ssize_t got = ::recv(fd, out, n, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return ErrnoUnavailable("recv", errno);

@@ -22,9 +22,10 @@ absl::StatusOr<int> ConnectSocket(std::string_view address, absl::Duration timeo
 // UNAVAILABLE "<what>: <strerror(err)>", for socket calls that failed with errno `err`.
 absl::Status ErrnoUnavailable(const std::string& what, int err);
 
-// Blocking, whole-buffer I/O; UNAVAILABLE on an error or, for RecvExactly, an early end of stream.
+// Blocking, whole-buffer I/O; UNAVAILABLE on an error or, for RecvExactly, an early end of stream;
+// DEADLINE_EXCEEDED if `deadline` passes before the n bytes have come.
 absl::Status SendAll(int fd, std::string_view data);
-absl::Status RecvExactly(int fd, char* out, size_t n);
+absl::Status RecvExactly(int fd, char* out, size_t n, absl::Time deadline = absl::InfiniteFuture());
 
 }  // namespace ardma
 

@@ -22,6 +22,7 @@
 #include "core/active/native_loader.h"
 #include "core/log.h"
 #include "core/memory/region.h"
+#include "core/net/socket_connect.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "core/wire/frame.h"
@@ -64,45 +65,23 @@ enum Type : uint8_t {
   kCall = 15,     // function:str16 args
 };
 
-bool WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, char* p, size_t n) {
-  while (n > 0) {
-    ssize_t r = ::recv(fd, p, n, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 bool SendMessage(int fd, Type type, std::string_view payload) {
   std::string head(5, '\0');
   uint32_t len = static_cast<uint32_t>(payload.size() + 1);
   std::memcpy(head.data(), &len, 4);
   head[4] = static_cast<char>(type);
-  return WriteAll(fd, head.data(), head.size()) && WriteAll(fd, payload.data(), payload.size());
+  return SendAll(fd, head).ok() && SendAll(fd, payload).ok();
 }
 
 bool ReceiveMessage(int fd, Type* type, std::string* payload) {
   char head[5];
-  if (!ReadAll(fd, head, sizeof head)) return false;
+  if (!RecvExactly(fd, head, sizeof head).ok()) return false;
   uint32_t len;
   std::memcpy(&len, head, 4);
   if (len == 0) return false;
   *type = static_cast<Type>(head[4]);
   payload->resize(len - 1);
-  return ReadAll(fd, payload->data(), payload->size());
+  return RecvExactly(fd, payload->data(), payload->size()).ok();
 }
 
 std::string StatusPayload(const absl::Status& status, std::string_view ok_payload) {

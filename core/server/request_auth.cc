@@ -33,6 +33,7 @@ std::string RequestHandler::Greeting(ResponseSink& sink) {
     hello.owner_token = owner.token;
     hello.owner_table = owner.table;
   }
+  hello.idle_timeout_ms = limits().idle_timeout_ms;
   std::string out;
   size_t start = wire::BeginFrame(&out);
   wire::EncodeHello(hello, &out);

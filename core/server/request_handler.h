@@ -68,6 +68,11 @@ class ResponseSink {
   virtual void SendAndClose(std::string frame) { Send(std::move(frame)); }
   // False once the connection is closed.
   virtual bool Open() const = 0;
+  // Closes the connection from any thread (what was queued may be lost).
+  virtual void Shutdown() {}
+  // Traffic for this connection that arrived by another way (its UCX session's active messages):
+  // the connection is not idle (--idle-timeout). Callable from any thread.
+  virtual void Touch() {}
 
   ConnectionAuth& auth() { return auth_; }
   const ConnectionAuth& auth() const { return auth_; }

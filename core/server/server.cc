@@ -318,6 +318,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(options.jvm)) {
     impl->registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
   }
+  for (const ActiveLibrary* service : options.built_in_services) {
+    impl->registry.ReserveNames(service->table(), service->hash());
+  }
   if (!options.preload_dir.empty()) {
     ARDMA_RETURN_IF_ERROR(impl->registry.LoadDirectory(options.preload_dir));
   }

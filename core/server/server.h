@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/active/active_library.h"
 #include "core/active/code_registry.h"
 #include "core/active/jvm/jvm_loader.h"
 #include "core/memory/region.h"
@@ -59,7 +60,10 @@ struct ServerOptions {
   Isolation isolate = Isolation::kNone;
   int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8
   std::string preload_dir;              // *.so files in it are loaded at start
-  CodeLimits code_limits;               // --max-libraries, --max-code
+  // The services this server comes with: the names they export are theirs (CodeRegistry::
+  // ReserveNames); ardmad lists the project's services. Must outlive the server.
+  std::vector<const ActiveLibrary*> built_in_services;
+  CodeLimits code_limits;  // --max-libraries, --max-code
   // Standing in for a NIC's own processor (seed 002): I/O thread i is pinned to
   // io_cpus[i % size] (empty: not pinned), and with `realtime` runs under SCHED_FIFO, so load on
   // the other CPUs does not delay one-sided operations. I/O threads are named "ardma-io-N".

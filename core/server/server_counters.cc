@@ -49,6 +49,7 @@ std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
   put("errors", errors);
   put("connections.accepted", connections_accepted);
   put("connections.open", connections_open);
+  put("connections.queued_bytes", queued_bytes);
   put("connections.protocol_errors", protocol_errors);
   put("auth.ok", auth_ok);
   put("auth.refused", auth_refused);

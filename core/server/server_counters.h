@@ -32,22 +32,25 @@ struct LatencyHistogram {
 struct ServerCounters {
   using Counter = std::atomic<uint64_t>;
 
-  std::array<Counter, wire::kNumOps> requests{};  // by op
+  std::array<Counter, wire::kNumOps> requests{};        // by op
   std::array<LatencyHistogram, wire::kNumOps> latency;  // by op
-  Counter bytes_in{0};                            // frames received, headers included
-  Counter bytes_out{0};                           // frames sent
-  Counter errors{0};                              // non-OK responses
+  Counter bytes_in{0};                                  // frames received, headers included
+  Counter bytes_out{0};                                 // frames sent
+  Counter errors{0};                                    // non-OK responses
   Counter connections_accepted{0};
   Counter connections_open{0};
-  Counter protocol_errors{0};  // connections closed for unparseable frames
+  // Answer bytes queued on every stream connection and not yet taken by its socket (a level,
+  // bounded by WireLimits::max_queued_bytes_total).
+  Counter queued_bytes{0};
+  Counter protocol_errors{0};    // connections closed for unparseable frames
   Counter auth_ok{0};            // connections authenticated
   Counter auth_refused{0};       // AUTH failed, or a request before AUTH: answered and closed
   Counter permission_denied{0};  // requests beyond the connection's permissions
-  Counter execute_ns{0};       // time spent running active functions
+  Counter execute_ns{0};         // time spent running active functions
   Counter executes_inline{0};
   Counter executes_pooled{0};
-  Counter executes_expired{0};   // dropped: deadline passed before start
-  Counter executes_rejected{0};  // worker queue full
+  Counter executes_expired{0};      // dropped: deadline passed before start
+  Counter executes_rejected{0};     // worker queue full
   Counter executes_rescheduled{0};  // backed off inline: moved to a worker
   Counter parked_total{0};
   Counter executes_resumed{0};  // resumable parked requests run again

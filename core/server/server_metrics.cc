@@ -7,9 +7,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/metrics/prometheus.h"
 #include "core/active/local_context.h"
 #include "core/memory/heap.h"
+#include "core/metrics/prometheus.h"
 #include "core/server/request_handler.h"
 
 namespace ardma {
@@ -18,7 +18,8 @@ namespace {
 // STATS entries that are levels, not running totals.
 bool IsGauge(const std::string& name) {
   static const absl::flat_hash_set<std::string> kGauges = {
-      "connections.open", "parked.now", "code.libraries", "workers.queued", "dedup.entries"};
+      "connections.open", "connections.queued_bytes", "parked.now",
+      "code.libraries",   "workers.queued",           "dedup.entries"};
   return kGauges.contains(name) || absl::StartsWith(name, "heap.");
 }
 
@@ -50,8 +51,8 @@ std::string RequestHandler::MetricsText() const {
   for (const auto& [name, value] : Stats()) {
     if (absl::StartsWith(name, "requests.")) continue;  // ardma_requests_total above
     bool gauge = IsGauge(name);
-    std::string metric = absl::StrCat("ardma_", PrometheusWriter::MetricName(name),
-                                      gauge ? "" : "_total");
+    std::string metric =
+        absl::StrCat("ardma_", PrometheusWriter::MetricName(name), gauge ? "" : "_total");
     w.Family(metric, gauge ? "gauge" : "counter", absl::StrCat("STATS ", name, "."));
     w.Sample(metric, "", value);
   }

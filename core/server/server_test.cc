@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -592,6 +593,92 @@ TEST_F(ServerTest, InflightLimitPausesReadingWithoutLosingRequests) {
   EXPECT_EQ(answered.size(), kRequests);
   EXPECT_EQ(Stat(*client_, "execute.pooled"), kRequests);
   EXPECT_EQ(Stat(*client_, "execute.rejected"), 0u);  // never more than 4 queued from it
+}
+
+// Requests pipelined ahead of a frame with a bad header are answered — inline ones and one a
+// worker answers later — before the connection closes (issue 32, D: they were dropped).
+TEST_F(ServerTest, RequestsAheadOfAMalformedFrameAreAnsweredBeforeTheClose) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  for (bool named : {true, false}) {  // the bad frame still names a request, or is plain garbage
+    RawSocket socket(server_->port());
+    ASSERT_TRUE(socket.ok());
+    std::string burst;
+    size_t start = wire::BeginFrame(&burst);
+    burst.append("first");
+    wire::FinishFrame({.op = wire::Op::kPing, .request_id = 1}, start, &burst);
+    start = wire::BeginFrame(&burst);
+    wire::EncodeExecuteRequest({.function = "test.sleep", .args = U64s({100})}, &burst);
+    wire::FinishFrame({.op = wire::Op::kExecute, .request_id = 2}, start, &burst);
+    start = wire::BeginFrame(&burst);
+    burst.append("third");
+    wire::FinishFrame({.op = wire::Op::kPing, .request_id = 3}, start, &burst);
+    std::string bad;
+    start = wire::BeginFrame(&bad);
+    wire::FinishFrame({.op = wire::Op::kPing, .request_id = 4}, start, &bad);
+    if (named) {
+      bad[4] ^= 0x7f;  // the version: the header still names request 4
+    } else {
+      bad.assign(bad.size(), 'x');
+    }
+    ASSERT_TRUE(socket.SendBytes(burst + bad));
+    std::map<uint64_t, testing::RawResponse> answers;
+    while (std::optional<testing::RawResponse> r = socket.Receive()) {
+      answers[r->header.request_id] = *r;
+    }
+    ASSERT_EQ(answers.count(1), 1u) << "named " << named;
+    EXPECT_EQ(answers[1].payload, "first");
+    ASSERT_EQ(answers.count(2), 1u) << "the worker's answer was dropped (named " << named << ")";
+    EXPECT_EQ(answers[2].header.status, 0);
+    ASSERT_EQ(answers.count(3), 1u);
+    EXPECT_EQ(answers[3].payload, "third");
+    EXPECT_EQ(answers.count(4), named ? 1u : 0u);
+    if (named) {
+      EXPECT_EQ(answers[4].header.status,
+                static_cast<uint16_t>(absl::StatusCode::kInvalidArgument));
+    }
+    EXPECT_TRUE(socket.WaitClosed());
+  }
+}
+
+// --max-queued bounds one connection; the server-wide bound keeps many clients that never read
+// from holding that much each (issue 32, D: 4 such clients held 4 x 64 MiB). A client that
+// reads is still served.
+TEST_F(ServerTest, AnswersQueuedOverAllConnectionsAreBounded) {
+  server_.reset();
+  ServerOptions options = TestOptions();
+  options.handler.limits.max_queued_bytes_per_connection = 64 << 20;
+  options.handler.limits.max_queued_bytes_total = 24 << 20;
+  StartServer(options);
+  std::string read;
+  wire::ReadEntry entry{.region = 0, .addr = 0, .len = 4u << 20};
+  wire::EncodeReadRequest({&entry, 1}, &read);
+  std::vector<std::unique_ptr<RawSocket>> greedy;
+  for (int c = 0; c < 4; ++c) {
+    greedy.push_back(std::make_unique<RawSocket>(server_->port()));
+    ASSERT_TRUE(greedy.back()->ok());
+    for (uint64_t id = 1; id <= 16; ++id) {  // 64 MiB of answers each, never read
+      ASSERT_TRUE(greedy.back()->SendFrame(wire::Op::kRead, read, id, 0));
+    }
+  }
+  // Wait until the server has stopped reading them: the level no longer grows.
+  uint64_t level = 0;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(200));
+    uint64_t now = Stat(*client_, "connections.queued_bytes");
+    if (now == level && now > 0) break;
+    level = now;
+  }
+  // The limit, plus one answer per connection made before the limit was seen.
+  EXPECT_LE(level, (24u << 20) + 4 * (4u << 20) + 4096) << "queued " << (level >> 20) << " MiB";
+  EXPECT_GE(level, 20u << 20);
+  EXPECT_TRUE(client_->Ping().ok());  // a client that reads is served
+  EXPECT_TRUE(client_->Read(kScratch, 4).ok());
+  greedy.clear();  // closing them gives it all back
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10);
+       Stat(*client_, "connections.queued_bytes") > 0 && absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(Stat(*client_, "connections.queued_bytes"), 0u);
 }
 
 TEST_F(ServerTest, GarbageFromOneClientDoesNotDisturbAnother) {

@@ -24,6 +24,11 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 inline constexpr size_t kInitialReadBuffer = 64 << 10;
+// How long a connection that is being closed (refused, or a malformed frame) waits for the answers
+// to what it sent before.
+inline constexpr std::chrono::seconds kDrainGrace{5};
+// How often a connection paused by the server-wide queue limit looks whether it may go on.
+inline constexpr std::chrono::milliseconds kServerLimitPoll{10};
 
 // The remote end of a connection, for the log: "127.0.0.1:41234", or "unix" for a Unix socket.
 template <typename Socket>
@@ -42,7 +47,7 @@ std::string PeerName(Socket& socket) {
 class SessionBase : public ResponseSink {
  public:
   // Closes from any thread.
-  virtual void Shutdown() = 0;
+  void Shutdown() override = 0;
 };
 
 // One connection over a TCP or Unix-domain stream socket. Lives on one io_context (one thread),
@@ -105,9 +110,24 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
  private:
   static asio::awaitable<void> ReadLoop(std::shared_ptr<Session> self) {
     co_await self->Read();
-    // A refused connection closes once its last answer is written (Flush).
-    if (!self->close_when_written_ || !self->writing_) self->Close();
+    if (!self->close_when_written_) {
+      self->Close();
+      co_return;
+    }
+    // A refused connection, or one that sent a malformed frame, closes once every request it sent
+    // before is answered and written (Flush), or after kDrainGrace (a parked request, a client
+    // that does not read).
+    if (self->Drained()) {
+      self->Close();
+      co_return;
+    }
+    self->frame_timer_.expires_after(kDrainGrace);
+    self->frame_timer_.async_wait([self](boost::system::error_code ec) {
+      if (!ec) self->Close();
+    });
   }
+
+  bool Drained() const { return !writing_ && queue_.empty() && inflight_ == 0; }
 
   asio::awaitable<void> Read() {
     const wire::WireLimits& limits = handler_.limits();
@@ -128,8 +148,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
         absl::StatusOr<wire::FrameHeader> header =
             wire::DecodeHeader(std::string_view(buf.data() + begin, wire::kHeaderSize), limits);
         if (!header.ok()) {
-          co_await ProtocolError(std::string_view(buf.data() + begin, wire::kHeaderSize),
-                                 header.status());
+          ProtocolError(std::string_view(buf.data() + begin, wire::kHeaderSize), header.status());
           co_return;
         }
         size_t frame_size = wire::kHeaderSize + header->payload_len;
@@ -210,18 +229,31 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     });
   }
 
+  void Touch() override {
+    touched_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                      std::memory_order_relaxed);
+  }
+
   // The idle limit (WireLimits::idle_timeout_ms), armed while the reader waits with no partial
-  // frame. When it fires with requests still unanswered (parked) it waits again; otherwise the
-  // connection is closed.
-  void TimeIdle() {
+  // frame. When it fires with requests still unanswered (parked) it waits again, and it counts
+  // from the latest Touch (the connection's UCX session at work); otherwise the connection is
+  // closed.
+  void TimeIdle(std::chrono::steady_clock::time_point from = std::chrono::steady_clock::now()) {
     uint32_t timeout_ms = handler_.limits().idle_timeout_ms;
     if (timeout_ms == 0) return;
     idle_timed_ = true;
-    idle_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+    idle_timer_.expires_at(from + std::chrono::milliseconds(timeout_ms));
     idle_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || !self->idle_timed_ || !self->Open()) return;
       if (self->inflight_ > 0) {
         self->TimeIdle();
+        return;
+      }
+      std::chrono::steady_clock::time_point touched{
+          std::chrono::steady_clock::duration(self->touched_ns_.load(std::memory_order_relaxed))};
+      if (touched > self->idle_timer_.expiry() -
+                        std::chrono::milliseconds(self->handler_.limits().idle_timeout_ms)) {
+        self->TimeIdle(touched);
         return;
       }
       ARDMA_LOG(kDebug, "closing the connection from %s: idle for %u ms", self->peer_,
@@ -230,44 +262,49 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     });
   }
 
-  // Too many requests unanswered, or too many answer bytes not yet taken by the client.
+  // Too many requests unanswered, or too many answer bytes not yet taken by the client — by this
+  // connection, or (with some of its own) by all of them together.
   bool Full() const {
     const wire::WireLimits& limits = handler_.limits();
     return inflight_ >= limits.max_inflight_per_connection ||
-           queued_bytes_ >= limits.max_queued_bytes_per_connection;
+           queued_bytes_ >= limits.max_queued_bytes_per_connection || OverServerLimit();
+  }
+  bool OverServerLimit() const {
+    return queued_bytes_ > 0 && handler_.counters().queued_bytes.load(std::memory_order_relaxed) >=
+                                    handler_.limits().max_queued_bytes_total;
   }
 
   // Returns once the connection has room again (Enqueue and finished writes wake it) or closed.
+  // Room made by other connections wakes nobody: over the server-wide limit it looks again
+  // every kServerLimitPoll.
   asio::awaitable<void> WaitForRoom() {
     while (Full() && Open()) {
       boost::system::error_code ignored;
-      resume_.expires_at(asio::steady_timer::time_point::max());
+      resume_.expires_at(OverServerLimit() ? std::chrono::steady_clock::now() + kServerLimitPoll
+                                           : asio::steady_timer::time_point::max());
       co_await resume_.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
     }
   }
 
-  // The frame cannot be parsed: answer if the header names a request, then close.
-  asio::awaitable<void> ProtocolError(std::string_view raw, const absl::Status& status) {
+  // The frame cannot be parsed: nothing more is read; the requests before it are answered, and
+  // this one too if its header names a request, then the connection closes (ReadLoop).
+  void ProtocolError(std::string_view raw, const absl::Status& status) {
     handler_.counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
     ARDMA_LOG(kDebug, "closing connection: %s", status.ToString());
-    uint32_t magic;
-    std::memcpy(&magic, raw.data(), 4);
-    if (magic == wire::kMagic) {
-      wire::FrameHeader h;
-      std::memcpy(&h.request_id, raw.data() + 16, 8);
-      std::memcpy(&h.client_id, raw.data() + 24, 8);
-      h.op = static_cast<wire::Op>(raw[5]);
+    if (std::string answer = wire::ErrorResponseForHeader(raw, status); !answer.empty()) {
       handler_.counters().errors.fetch_add(1, std::memory_order_relaxed);
-      Enqueue(wire::EncodeErrorResponse(h, status));
-      ++inflight_;
-      std::vector<asio::const_buffer> buffers;
-      for (const std::string& f : queue_) buffers.push_back(asio::buffer(f));
-      if (!writing_) {
-        boost::system::error_code ec;
-        co_await asio::async_write(socket_, buffers, asio::redirect_error(asio::use_awaitable, ec));
-      }
+      ++inflight_;  // Enqueue counts an answer off
+      Enqueue(std::move(answer));
     }
-    co_return;
+    close_when_written_ = true;
+    Flush();
+  }
+
+  // `bytes` of queued answers are gone (written, or dropped at close).
+  void Unqueue(uint64_t bytes) {
+    bytes = std::min(bytes, queued_bytes_);
+    queued_bytes_ -= bytes;
+    handler_.counters().queued_bytes.fetch_sub(bytes, std::memory_order_relaxed);
   }
 
   void Enqueue(std::string frame) {
@@ -275,6 +312,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (inflight_ + 1 == handler_.limits().max_inflight_per_connection) resume_.cancel();
     if (!Open()) return;
     queued_bytes_ += frame.size();
+    ServerCounters::Add(handler_.counters().queued_bytes, frame.size());
     queue_.push_back(std::move(frame));
   }
 
@@ -289,7 +327,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
                         self->writing_ = false;
                         bool was_full = self->Full();
                         for (const std::string& f : self->writing_frames_) {
-                          self->queued_bytes_ -= std::min<uint64_t>(self->queued_bytes_, f.size());
+                          self->Unqueue(f.size());
                         }
                         self->writing_frames_.clear();
                         if (was_full && !self->Full()) self->resume_.cancel();  // wake the reader
@@ -298,7 +336,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
                           return;
                         }
                         self->Flush();
-                        if (!self->writing_ && self->close_when_written_) self->Close();
+                        if (self->close_when_written_ && self->Drained()) self->Close();
                       });
   }
 
@@ -314,7 +352,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     frame_timer_.cancel();
     idle_timer_.cancel();
     queue_.clear();
-    queued_bytes_ = 0;
+    Unqueue(queued_bytes_);
   }
 
   Socket socket_;
@@ -327,6 +365,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   bool idle_timed_ = false;
   // Written on the session's thread; read by worker threads deciding whether to answer.
   std::atomic<bool> open_{true};
+  // Touch(), from other threads: steady_clock ticks of the latest traffic that came another way.
+  std::atomic<int64_t> touched_ns_{0};
   uint32_t inflight_ = 0;
   uint64_t queued_bytes_ = 0;  // in queue_ and writing_frames_
   std::vector<std::string> queue_;

@@ -23,7 +23,9 @@ Syncer::Syncer(SyncPolicy policy, absl::Duration interval, RegionTable* regions,
     absl::StatusOr<RegionRef> region = regions_->Get(static_cast<RegionId>(id));
     if (region.ok() && (*region)->file_backed()) any_file = true;
   }
-  if (policy_ == SyncPolicy::kInterval && any_file && interval_ > absl::ZeroDuration()) {
+  // With `always` too: one-sided writes over UCX never pass through the server, so for them the
+  // interval is all there is.
+  if (policy_ != SyncPolicy::kNone && any_file && interval_ > absl::ZeroDuration()) {
     thread_ = std::thread([this] { Loop(); });
   }
 }

@@ -8,7 +8,7 @@
 //   always    each WRITE, CAS and FETCH_ADD syncs the pages it touched, and each EXECUTE the
 //             file-backed static regions, before the answer is sent: an acknowledged write is on
 //             the device. One-sided writes over UCX do not pass through the server, so for them
-//             `always` is `interval`.
+//             `always` is `interval`: the interval thread runs under `always` too.
 // Syncing costs what the device does: docs/BENCHMARKS.md measures each policy.
 // Thread-safe.
 #ifndef ARDMA_CORE_SERVER_SYNCER_H_

@@ -21,6 +21,8 @@ namespace {
 constexpr absl::Duration kPollBeforeSleep = absl::Milliseconds(1);
 // How often closed connections' sessions are looked for.
 constexpr absl::Duration kSweepPeriod = absl::Milliseconds(50);
+// The server's UCP context, and the address check's (which must unpack addresses as it would).
+constexpr UcxContextOptions kServerContext{.wakeup = true};
 
 }  // namespace
 
@@ -46,7 +48,7 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   // On the progress thread.
   void SendNow(std::string frame) {
     absl::MutexLock lock(&mu_);
-    if (ep_ == nullptr || poisoned_) return;
+    if (ep_ == nullptr || closed_ || poisoned_) return;
     // A failure means the client has gone; the sweep will close the session.
     SendActiveMessage(ep_, kAmResponse, std::nullopt, std::move(frame)).IgnoreError();
   }
@@ -54,10 +56,16 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   bool Open() const override {
     {
       absl::MutexLock lock(&mu_);
-      if (ep_ == nullptr || poisoned_) return false;
+      if (closed_ || poisoned_) return false;
     }
     std::shared_ptr<ResponseSink> tcp = tcp_.lock();
     return tcp != nullptr && tcp->Open();
+  }
+
+  // A request arrived: the bootstrap connection, which carries nothing once the session is open,
+  // is not idle.
+  void Touch() override {
+    if (std::shared_ptr<ResponseSink> tcp = tcp_.lock()) tcp->Touch();
   }
 
   // Closes the endpoint (on the progress thread). Idempotent.
@@ -67,14 +75,21 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
       absl::MutexLock lock(&mu_);
       ep = ep_;
       ep_ = nullptr;
+      closed_ = true;
     }
     if (ep != nullptr) ucx.CloseEndpoint(ep, absl::Milliseconds(200));
   }
 
-  // Refuses further requests and responses; the next sweep closes the session.
+  // Refuses further requests and responses and closes the bootstrap connection, as a TCP
+  // connection that sends a malformed frame is closed: the client sees it and reconnects. The
+  // next sweep closes the session.
   void Poison() {
-    absl::MutexLock lock(&mu_);
-    poisoned_ = true;
+    {
+      absl::MutexLock lock(&mu_);
+      if (poisoned_) return;
+      poisoned_ = true;
+    }
+    if (std::shared_ptr<ResponseSink> tcp = tcp_.lock()) tcp->Shutdown();
   }
 
   uint64_t id() const { return id_; }
@@ -84,13 +99,16 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   const uint64_t id_;
   mutable absl::Mutex mu_;
   ucp_ep_h ep_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool poisoned_ ABSL_GUARDED_BY(mu_) = false;
   const std::weak_ptr<ResponseSink> tcp_;
 };
 
 absl::StatusOr<std::unique_ptr<UcxServer>> UcxServer::Create() {
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<UcxContext> ucx, UcxContext::Create({.wakeup = true}));
-  return std::unique_ptr<UcxServer>(new UcxServer(std::move(ucx)));
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<UcxContext> ucx, UcxContext::Create(kServerContext));
+  auto server = std::unique_ptr<UcxServer>(new UcxServer(std::move(ucx)));
+  server->address_check_ = std::make_unique<UcxAddressCheck>(kServerContext);
+  return server;
 }
 
 UcxServer::~UcxServer() { Stop(); }
@@ -128,6 +146,10 @@ absl::Status UcxServer::Start(const RegionTable& regions, RequestHandler* handle
     regions_.push_back(std::move(e));
   }
   ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmRequest, &UcxServer::OnRequest, this));
+  if (absl::Status warm = address_check_->Warm(); !warm.ok()) {
+    ARDMA_LOG(kWarning, "%s; UCX clients will be refused until it starts",
+              std::string(warm.message()));
+  }
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return absl::InternalError("eventfd for the UCX progress thread");
   progress_ = std::thread([this] { ProgressLoop(); });
@@ -139,12 +161,9 @@ absl::StatusOr<std::string> UcxServer::Connect(std::string_view payload,
                                                const std::shared_ptr<ResponseSink>& tcp) {
   if (stopping_.load()) return absl::UnavailableError("the server is stopping");
   ARDMA_ASSIGN_OR_RETURN(std::string_view client_address, wire::DecodeUcxConnectRequest(payload));
-  ucp_ep_params_t ep_params{};
-  ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-  ep_params.address = reinterpret_cast<const ucp_address_t*>(client_address.data());
-  ucp_ep_h ep = nullptr;
-  ucs_status_t s = ucp_ep_create(ucx_->worker(), &ep_params, &ep);
-  if (s != UCS_OK) return UcsError(s, "creating an endpoint to the client's worker");
+  // UCX asserts on some malformed addresses: they are unpacked in another process first.
+  ARDMA_RETURN_IF_ERROR(address_check_->Check(client_address));
+  ARDMA_ASSIGN_OR_RETURN(ucp_ep_h ep, ucx_->Connect(client_address, absl::InfinitePast()));
   wire::UcxHello hello;
   ARDMA_ASSIGN_OR_RETURN(hello.worker_address, ucx_->WorkerAddress());
   // A key is a mapping of the region (on shared memory the client writes it like its own), so it
@@ -232,8 +251,7 @@ ucs_status_t UcxServer::OnRequest(void* arg, const void* header, size_t header_l
   std::shared_ptr<Session> session = self->FindSession(id);
   // Clients send eagerly (see Session::Send); a rendezvous or an oversized message is not ours.
   bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-  if (session == nullptr || rendezvous ||
-      length > wire::kHeaderSize + self->handler_->limits().max_payload_bytes) {
+  if (session == nullptr || rendezvous) {
     self->handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
     if (rendezvous) ucp_am_data_release(self->ucx_->worker(), data);
     if (session != nullptr) session->Poison();
@@ -244,17 +262,23 @@ ucs_status_t UcxServer::OnRequest(void* arg, const void* header, size_t header_l
 }
 
 void UcxServer::HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame) {
+  if (!session->Open()) return;  // closing: what it sends now is dropped
   absl::StatusOr<wire::FrameHeader> header = wire::DecodeHeader(frame, handler_->limits());
   if (!header.ok() || frame.size() != wire::kHeaderSize + header->payload_len) {
-    // As a TCP session that sends a malformed frame is closed, so is this one.
+    // As a TCP session that sends a malformed frame is answered (if the frame names a request)
+    // and closed, so is this one.
     handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    if (!header.ok()) {
+      std::string answer = wire::ErrorResponseForHeader(frame, header.status());
+      if (!answer.empty()) session->SendNow(std::move(answer));  // on the progress thread
+    }
     ARDMA_LOG(kWarning, "ucx session ...%04x: %s; closing it", session->id() & 0xffff,
               header.ok() ? "frame length does not match its header"
                           : std::string(header.status().message()));
     session->Poison();
     return;
   }
-  if (!session->Open()) return;
+  session->Touch();
   handler_->Handle(*header, frame.substr(wire::kHeaderSize), session);
 }
 

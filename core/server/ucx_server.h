@@ -8,7 +8,10 @@
 //   - Every other request arrives as an active message carrying a frame exactly as on TCP, and
 //     goes to the one RequestHandler; the response goes back as an active message.
 //   - A session lives as long as the connection it was opened on: once that closes, the session's
-//     close hooks run (RequestHandler::ConnectionClosed) and its endpoint is closed.
+//     close hooks run (RequestHandler::ConnectionClosed) and its endpoint is closed. A session
+//     that sends a malformed message is closed with its connection.
+//   - The client's worker address is unpacked in another process first (UcxAddressCheck): UCX
+//     asserts on some malformed ones, which would end the server.
 //
 // A progress thread drives the worker: it polls while there is traffic and sleeps on the worker's
 // event fd when idle. Start/Stop from one thread; Connect from any.
@@ -31,6 +34,7 @@
 #include "core/memory/region.h"
 #include "core/server/region_registrar.h"
 #include "core/server/request_handler.h"
+#include "core/server/ucx_address_check.h"
 #include "core/ucx/ucx_context.h"
 #include "core/wire/messages.h"
 
@@ -88,6 +92,7 @@ class UcxServer : public RegionKeys {
   void CloseSessions(bool all);
 
   const std::shared_ptr<UcxContext> ucx_;
+  std::unique_ptr<UcxAddressCheck> address_check_;
   RequestHandler* handler_ = nullptr;
   std::vector<RegionEntry> regions_;
   absl::flat_hash_map<char*, ucp_mem_h> allocated_;  // base -> memh, from AllocateRegion

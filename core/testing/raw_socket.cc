@@ -82,4 +82,13 @@ bool RawSocket::WaitClosed() {
   }
 }
 
+bool RawSocket::ClosedNow() {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n == 0) return true;
+    if (n < 0) return errno == ECONNRESET;
+  }
+}
+
 }  // namespace ardma::testing

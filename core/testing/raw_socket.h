@@ -35,6 +35,8 @@ class RawSocket {
   std::optional<RawResponse> Receive();
   // True if the server closed the connection within 5 s.
   bool WaitClosed();
+  // True if the server has closed the connection (what it sent before is read and dropped).
+  bool ClosedNow();
   // The payload of the server's HELLO.
   const std::string& hello() const { return hello_; }
 

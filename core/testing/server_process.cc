@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -22,9 +23,10 @@ std::string TempPath(const std::string& name) {
   // Per test; outside a test (a benchmark) per call.
   static std::atomic<int> calls{0};
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string which = test != nullptr ? std::string(test->name()) : std::to_string(calls++);
+  std::replace(which.begin(), which.end(), '/', '_');  // parameterised tests: "Name/param"
   return (std::filesystem::temp_directory_path() /
-          (name + "." + std::to_string(::getpid()) + "." +
-           (test != nullptr ? std::string(test->name()) : std::to_string(calls++))))
+          (name + "." + std::to_string(::getpid()) + "." + which))
       .string();
 }
 

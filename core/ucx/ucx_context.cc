@@ -69,6 +69,14 @@ absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxContextO
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return UcsError(s, "ucp_config_read");
+  // Atomics on the CPU, whatever UCX_ATOMIC_MODE says: active code updates the same words with the
+  // server's CPU atomics, and a NIC's device atomics are not atomic with those (UCX's default
+  // `guess` picks device atomics where a NIC offers them). Both ends pin it.
+  s = ucp_config_modify(config, "ATOMIC_MODE", "cpu");
+  if (s != UCS_OK) {
+    ucp_config_release(config);
+    return UcsError(s, "setting UCX's atomic mode to cpu");
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_AM | (options.wakeup ? UCP_FEATURE_WAKEUP : 0) |
@@ -160,23 +168,52 @@ absl::StatusOr<std::string> UcxContext::PackRkey(ucp_mem_h memh) {
   return out;
 }
 
+absl::StatusOr<ucp_ep_h> UcxContext::Connect(std::string_view worker_address, absl::Time deadline) {
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  params.address = reinterpret_cast<const ucp_address_t*>(worker_address.data());
+  ucp_ep_h ep = nullptr;
+  ucs_status_t s = ucp_ep_create(worker_, &params, &ep);
+  if (s != UCS_OK) return UcsError(s, "creating an endpoint to a worker");
+  if (deadline == absl::InfinitePast()) return ep;
+  // Finish the wire-up before the endpoint is used (and long before it could be closed: UCX must
+  // not close an endpoint whose wire-up messages are still in flight).
+  ucp_request_param_t flush{};
+  absl::Status done = Wait(ucp_ep_flush_nbx(ep, &flush), deadline, "connecting to the worker");
+  if (!done.ok()) {
+    CloseEndpoint(ep, absl::Milliseconds(100));
+    return done;
+  }
+  return ep;
+}
+
+namespace {
+
+// Progresses `worker` until `request` completes or `until` passes, then frees it (UCX finishes
+// and releases it later if it has not completed).
+void WaitBounded(ucp_worker_h worker, ucs_status_ptr_t request, absl::Time until) {
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
+  while (ucp_request_check_status(request) == UCS_INPROGRESS && absl::Now() < until) {
+    ucp_worker_progress(worker);
+  }
+  ucp_request_free(request);
+}
+
+}  // namespace
+
 void UcxContext::CloseEndpoint(ucp_ep_h ep, absl::Duration flush_for) {
   ucp_request_param_t param{};
-  ucs_status_ptr_t flush = ucp_ep_flush_nbx(ep, &param);
-  if (flush != nullptr && !UCS_PTR_IS_ERR(flush)) {
-    absl::Time deadline = absl::Now() + flush_for;
-    while (ucp_request_check_status(flush) == UCS_INPROGRESS && absl::Now() < deadline) {
-      ucp_worker_progress(worker_);
-    }
-    ucp_request_free(flush);  // released by UCX once it completes, if it has not
-  }
+  WaitBounded(worker_, ucp_ep_flush_nbx(ep, &param), absl::Now() + flush_for);
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   ucs_status_ptr_t close = ucp_ep_close_nbx(ep, &param);
-  if (close != nullptr && !UCS_PTR_IS_ERR(close)) {
-    while (ucp_request_check_status(close) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-    ucp_request_free(close);
+  if (UCS_PTR_IS_ERR(close)) {
+    // Forcing needs peer error handling, which shared-memory lanes lack: close gracefully,
+    // bounded, for a peer that no longer progresses never completes it.
+    param.flags = 0;
+    close = ucp_ep_close_nbx(ep, &param);
   }
+  WaitBounded(worker_, close, absl::Now() + flush_for);
 }
 
 absl::Status UcxContext::Wait(ucs_status_ptr_t request, absl::Time deadline,
@@ -189,9 +226,10 @@ absl::Status UcxContext::Wait(ucs_status_ptr_t request, absl::Time deadline,
     if (s != UCS_INPROGRESS) break;
     ucp_worker_progress(worker_);
     if ((spins & 1023) == 1023 && absl::Now() >= deadline) {
+      // Some requests (a flush to a peer that never answers) do not complete even when
+      // cancelled: give them a moment, then leave them to UCX.
       ucp_request_cancel(worker_, request);
-      while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-      ucp_request_free(request);
+      WaitBounded(worker_, request, absl::Now() + absl::Milliseconds(100));
       return absl::DeadlineExceededError(absl::StrCat(ToAbsl(what), ": no completion in time"));
     }
   }

@@ -3,7 +3,9 @@
 // connection (one-sided operations on the server's regions, requests as active messages).
 //
 // The worker runs in UCS_THREAD_MODE_MULTI: any thread may post operations on it and progress it.
-// Settings come from the environment as for every UCX program (UCX_TLS, UCX_NET_DEVICES, ...).
+// Settings come from the environment as for every UCX program (UCX_TLS, UCX_NET_DEVICES, ...),
+// except the atomic mode, always `cpu` (UCX_ATOMIC_MODE is overridden): one-sided atomics must be
+// atomic with the server's own CPU atomics on the same words.
 //
 //   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<UcxContext> ucx, UcxContext::Create({}));
 //   ARDMA_ASSIGN_OR_RETURN(std::string address, ucx->WorkerAddress());
@@ -77,8 +79,14 @@ class UcxContext {
   // The packed remote key of `memh`, for a peer's ucp_ep_rkey_unpack.
   absl::StatusOr<std::string> PackRkey(ucp_mem_h memh);
 
+  // An endpoint to the worker at `worker_address` (a peer this process trusts: the client's
+  // server, or an address ucx_address_check.h passed), its wire-up finished by `deadline`
+  // (InfinitePast: not waited for).
+  absl::StatusOr<ucp_ep_h> Connect(std::string_view worker_address, absl::Time deadline);
+
   // Closes an endpoint: first lets what it has in flight (its wire-up among it) finish, for at
-  // most `flush_for`, then closes it forcibly (a peer that is gone must not hang this).
+  // most `flush_for`, then closes it forcibly where the endpoint allows that, else gracefully for
+  // at most `flush_for` more (a peer that is gone must not hang this).
   void CloseEndpoint(ucp_ep_h ep, absl::Duration flush_for);
 
   // Progresses the worker until `request` (a ucs_status_ptr_t from an *_nbx call) completes, then

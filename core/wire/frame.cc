@@ -120,6 +120,18 @@ std::string EncodeErrorResponse(const FrameHeader& request, const absl::Status& 
   return out;
 }
 
+std::string ErrorResponseForHeader(std::string_view raw, const absl::Status& status) {
+  uint32_t magic;
+  if (raw.size() < kHeaderSize) return std::string();
+  std::memcpy(&magic, raw.data(), 4);
+  if (magic != kMagic) return std::string();
+  FrameHeader h;
+  std::memcpy(&h.request_id, raw.data() + 16, 8);
+  std::memcpy(&h.client_id, raw.data() + 24, 8);
+  h.op = static_cast<Op>(raw[5]);
+  return EncodeErrorResponse(h, status);
+}
+
 uint16_t StatusToWire(absl::StatusCode code) { return static_cast<uint16_t>(code); }
 
 absl::Status StatusFromWire(uint16_t status, std::string_view message) {

@@ -74,6 +74,10 @@ struct WireLimits {
   // reading that connection, so a client that sends requests but never reads the answers cannot
   // grow the server's memory (it holds at most this plus one answer).
   uint64_t max_queued_bytes_per_connection = 64ull << 20;
+  // The same over every connection: past it, connections with answers queued stop being read
+  // until the total drops (those with none are still read), so many clients that never read
+  // cannot hold max_queued_bytes_per_connection each.
+  uint64_t max_queued_bytes_total = 256ull << 20;
   // A frame begun must arrive whole within this many milliseconds of the server's reading (time
   // it spends not reading, under back-pressure, does not count), or the connection is closed: a
   // client that sends part of a frame and stalls cannot hold the buffer for it. 0: no limit.
@@ -99,6 +103,10 @@ void FinishFrame(FrameHeader header, size_t start, std::string* out);
 
 // A complete error response for the given request.
 std::string EncodeErrorResponse(const FrameHeader& request, const absl::Status& status);
+// The error response for a frame whose header (`raw`, its first kHeaderSize bytes) did not pass
+// DecodeHeader, if it still names a request (the magic is right); empty otherwise. The server
+// answers such a frame with it and then closes the connection, over every transport.
+std::string ErrorResponseForHeader(std::string_view raw, const absl::Status& status);
 
 // Status <-> wire. The wire carries absl::StatusCode values; unknown ones decode as kUnknown.
 uint16_t StatusToWire(absl::StatusCode code);

@@ -472,6 +472,7 @@ void EncodeHello(const Hello& hello, std::string* out) {
   PutArray(w, hello.nonce);
   w.U64(hello.owner_token);
   w.U64(hello.owner_table);
+  w.U32(hello.idle_timeout_ms);
 }
 
 absl::StatusOr<Hello> DecodeHello(std::string_view payload) {
@@ -479,9 +480,11 @@ absl::StatusOr<Hello> DecodeHello(std::string_view payload) {
   Hello hello;
   uint8_t flags;
   if (!r.U8(&flags) || !GetArray(r, &hello.nonce)) return Malformed("HELLO");
-  if (!r.AtEnd() && (!r.U64(&hello.owner_token) || !r.U64(&hello.owner_table) || !r.AtEnd())) {
+  // Later fields are absent from older servers.
+  if (!r.AtEnd() && (!r.U64(&hello.owner_token) || !r.U64(&hello.owner_table))) {
     return Malformed("HELLO");
   }
+  if (!r.AtEnd() && (!r.U32(&hello.idle_timeout_ms) || !r.AtEnd())) return Malformed("HELLO");
   hello.auth_required = (flags & 1) != 0;
   return hello;
 }

@@ -124,7 +124,9 @@ absl::StatusOr<std::vector<StatsEntry>> DecodeStatsResponse(std::string_view pay
                                                             const WireLimits& limits);
 
 // UCX_CONNECT: the client's UCX worker address; the answer is the server's, a session number the
-// client's active messages carry, and each region's remote key and bounds.
+// client's active messages carry, and each region's remote key and bounds. The server has the
+// address unpacked in a separate process first (ucx_address_check.h): UCX asserts on some
+// malformed ones.
 struct UcxRegionKey {
   RegionId region = 0;
   uint64_t base = 0;  // the region's first byte in the server's address space
@@ -168,7 +170,10 @@ absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload);
 // request id 0 that no request asked for. It says whether the connection must authenticate before
 // any other op and carries the challenge for it, and the connection's lock owner (LockOwner in
 // core/context/context.h: the token its lock words carry and the owner table's address; both 0
-// from a server that tracks no owners, and absent from servers before the owner table).
+// from a server that tracks no owners, and absent from servers before the owner table), and the
+// server's --idle-timeout (0: none): a client keeps its connection alive by sending something at
+// least every third of it (a PING when it has nothing to say), so only a client that is gone or
+// stopped is idle — and the locks its connection owns pass on only then.
 inline constexpr size_t kNonceSize = 32;
 using Nonce = std::array<uint8_t, kNonceSize>;
 struct Hello {
@@ -176,6 +181,7 @@ struct Hello {
   Nonce nonce{};
   uint64_t owner_token = 0;
   uint64_t owner_table = 0;
+  uint32_t idle_timeout_ms = 0;
 };
 void EncodeHello(const Hello& hello, std::string* out);
 absl::StatusOr<Hello> DecodeHello(std::string_view payload);
