@@ -19,8 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/active/elf_check.h"
-
-extern char** environ;
+#include "core/spawn_environment.h"
 
 namespace ardma {
 namespace {
@@ -155,20 +154,11 @@ absl::Status TrialLoad(int code_fd) {
   }
   ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   ::posix_spawn_file_actions_adddup2(&actions, message[1], 2);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, kTrialFdVariable, sizeof(kTrialFdVariable) - 1) != 0) {
-      env_strings.emplace_back(*e);
-    }
-  }
-  env_strings.push_back(absl::StrCat(kTrialFdVariable, "=", kTrialFd));
-  std::vector<char*> env;
-  for (std::string& e : env_strings) env.push_back(e.data());
-  env.push_back(nullptr);
+  SpawnEnvironment env({{kTrialFdVariable, absl::StrCat(kTrialFd)}});
   char name[] = "ardma-trial-load";
   char* argv[] = {name, nullptr};
   pid_t pid = -1;
-  int spawned = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, env.data());
+  int spawned = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, env.get());
   ::posix_spawn_file_actions_destroy(&actions);
   if (fd != code_fd) ::close(fd);
   ::close(message[1]);

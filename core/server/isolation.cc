@@ -23,11 +23,10 @@
 #include "core/log.h"
 #include "core/memory/region.h"
 #include "core/net/socket_connect.h"
+#include "core/spawn_environment.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "core/wire/frame.h"
-
-extern char** environ;
 
 namespace ardma {
 namespace {
@@ -338,28 +337,20 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn() {
   ::posix_spawn_file_actions_init(&actions);
   ::posix_spawn_file_actions_adddup2(&actions, chan, kChannelFd);
   ::posix_spawn_file_actions_adddup2(&actions, heap, kHeapFd);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, kWorkerVariable, sizeof(kWorkerVariable) - 1) != 0 &&
-        std::strncmp(*e, kJvmVariable, sizeof(kJvmVariable) - 1) != 0) {
-      env_strings.emplace_back(*e);
-    }
-  }
-  // A crash is the server's to report, without UCX's backtrace on the server's stderr.
-  env_strings.push_back("UCX_HANDLE_ERRORS=none");
-  std::string jvm = absl::StrCat(kJvmVariable, "=", options_.jvm.libjvm,
-                                 std::string(1, kJvmSeparator), options_.jvm.classpath);
+  std::string jvm =
+      absl::StrCat(options_.jvm.libjvm, std::string(1, kJvmSeparator), options_.jvm.classpath);
   for (const std::string& o : options_.jvm.options)
     absl::StrAppend(&jvm, std::string(1, kJvmSeparator), o);
-  env_strings.push_back(std::move(jvm));
-  env_strings.push_back(absl::StrCat(kWorkerVariable, "=", options_.heap_size, ":", w->owner.token,
-                                     ":", w->owner.table, ":", ::getpid()));
-  std::vector<char*> env;
-  for (std::string& e : env_strings) env.push_back(e.data());
-  env.push_back(nullptr);
+  SpawnEnvironment env({
+      // A crash is the server's to report, without UCX's backtrace on the server's stderr.
+      {"UCX_HANDLE_ERRORS", "none"},
+      {kJvmVariable, std::move(jvm)},
+      {kWorkerVariable,
+       absl::StrCat(options_.heap_size, ":", w->owner.token, ":", w->owner.table, ":", ::getpid())},
+  });
   char name[] = "ardmad-isolated";
   char* argv[] = {name, nullptr};
-  int spawned = ::posix_spawn(&w->pid, "/proc/self/exe", &actions, nullptr, argv, env.data());
+  int spawned = ::posix_spawn(&w->pid, "/proc/self/exe", &actions, nullptr, argv, env.get());
   ::posix_spawn_file_actions_destroy(&actions);
   ::close(chan);
   ::close(heap);

@@ -29,8 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/net/socket_connect.h"
-
-extern char** environ;
+#include "core/spawn_environment.h"
 
 namespace ardma {
 namespace {
@@ -122,21 +121,12 @@ absl::Status UcxAddressCheck::StartLocked() {
   ::posix_spawn_file_actions_adddup2(&actions, pair[1], kCheckFd);
   ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   ::posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, kCheckVariable, sizeof(kCheckVariable) - 1) != 0) {
-      env_strings.emplace_back(*e);
-    }
-  }
-  env_strings.push_back(
-      absl::StrCat(kCheckVariable, "=", options_.wakeup ? 1 : 0, ":", options_.rma ? 1 : 0));
-  std::vector<char*> env;
-  for (std::string& e : env_strings) env.push_back(e.data());
-  env.push_back(nullptr);
+  SpawnEnvironment env(
+      {{kCheckVariable, absl::StrCat(options_.wakeup ? 1 : 0, ":", options_.rma ? 1 : 0)}});
   char name[] = "ardma-ucx-address-check";
   char* argv[] = {name, nullptr};
   pid_t pid = -1;
-  int spawned = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, env.data());
+  int spawned = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv, env.get());
   ::posix_spawn_file_actions_destroy(&actions);
   ::close(pair[1]);
   if (spawned != 0) {
