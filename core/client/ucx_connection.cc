@@ -63,7 +63,7 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
                                       const security::Credentials* credentials) {
   ARDMA_ASSIGN_OR_RETURN(
       tcp_, Connection::Open(address, timeout, limits_, &bootstrap_counters_, credentials));
-  ARDMA_ASSIGN_OR_RETURN(ucx_, UcxContext::Create({}));
+  ARDMA_ASSIGN_OR_RETURN(ucx_, UcxContext::Create({.wakeup = true}));
   ARDMA_ASSIGN_OR_RETURN(std::string worker_address, ucx_->WorkerAddress());
   std::string payload;
   wire::EncodeUcxConnectRequest(worker_address, &payload);
@@ -438,14 +438,14 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
     std::vector<std::shared_ptr<Pending>> pendings;
     for (size_t k = i; k < end; ++k) pendings.push_back(std::make_shared<Pending>());
     ARDMA_RETURN_IF_ERROR(SendRequests(run, ids, client_id, pendings));
-    PollPacer pacer;
+    PollPacer pacer(ucx_.get());
     for (size_t k = 0; k < pendings.size(); ++k) {
-      for (int spins = 0;; ++spins) {
+      for (;;) {
         {
           absl::MutexLock lock(&mu_);
           if (pendings[k]->done) break;
           absl::Status failure = broken_;
-          if (failure.ok() && (spins & 255) == 255 && absl::Now() >= deadline) {
+          if (failure.ok() && pacer.ClockDue() && absl::Now() >= deadline) {
             failure = absl::DeadlineExceededError("no response in time");
           }
           if (!failure.ok()) {
@@ -585,25 +585,9 @@ void UcxConnection::ExpireAsync(absl::Time now) {
   for (ResponseCallback& cb : expired) cb(absl::DeadlineExceededError("no response in time"));
 }
 
-void UcxConnection::PollPacer::Idle() {
-  constexpr absl::Duration kHot = absl::Milliseconds(1);
-  constexpr absl::Duration kLongestSleep = absl::Milliseconds(1);
-  if (idle_spins_++ == 0) {
-    idle_since_ = absl::Now();
-    return;
-  }
-  if (delay_ == absl::ZeroDuration()) {
-    // Still hot: look at the clock only now and then.
-    if ((idle_spins_ & 63) != 0 || absl::Now() - idle_since_ < kHot) return;
-    delay_ = absl::Microseconds(20);
-  }
-  absl::SleepFor(delay_);
-  delay_ = std::min(delay_ * 2, kLongestSleep);
-}
-
 void UcxConnection::BackgroundProgress() {
-  PollPacer pacer;
-  for (uint64_t spins = 0;; ++spins) {
+  PollPacer pacer(ucx_.get());
+  for (;;) {
     {
       absl::MutexLock lock(&mu_);
       while (async_pending_ == 0 && !closing_) async_changed_.Wait(&mu_);
@@ -614,7 +598,7 @@ void UcxConnection::BackgroundProgress() {
     } else {
       pacer.Idle();
     }
-    if ((spins & 1023) == 1023) ExpireAsync(absl::Now());
+    if (pacer.ClockDue()) ExpireAsync(absl::Now());
   }
 }
 

@@ -122,22 +122,6 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   void Dispatch(std::string_view frame);
   // Progresses the worker once; true if anything happened.
   bool Progress() { return ucp_worker_progress(ucx_->worker()) != 0; }
-  // Paces a thread that polls for a response: hot for the first millisecond without progress,
-  // then sleeping between polls (20 us, doubling to 1 ms), so a call that waits long (a parked
-  // EXECUTE: a lock, a compile job) costs no CPU while the common short one pays no latency.
-  class PollPacer {
-   public:
-    void Progressed() {
-      idle_spins_ = 0;
-      delay_ = absl::ZeroDuration();
-    }
-    void Idle();
-
-   private:
-    uint64_t idle_spins_ = 0;
-    absl::Time idle_since_;
-    absl::Duration delay_;
-  };
   // Watches the bootstrap connection and breaks this transport the moment the server closes it
   // (exits, is killed, or ends the session), so no one-sided operation lands in the memory of a
   // server that is gone.

@@ -1,5 +1,8 @@
 #include "core/ucx/ucx_context.h"
 
+#include <poll.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -95,7 +98,13 @@ absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxContextO
     ucp_cleanup(context);
     return UcsError(s, "ucp_worker_create");
   }
-  return std::unique_ptr<UcxContext>(new UcxContext(context, worker));
+  int efd = -1;
+  if (options.wakeup && (s = ucp_worker_get_efd(worker, &efd)) != UCS_OK) {
+    ucp_worker_destroy(worker);
+    ucp_cleanup(context);
+    return UcsError(s, "ucp_worker_get_efd");
+  }
+  return std::unique_ptr<UcxContext>(new UcxContext(context, worker, efd));
 }
 
 UcxContext::~UcxContext() {
@@ -221,11 +230,16 @@ absl::Status UcxContext::Wait(ucs_status_ptr_t request, absl::Time deadline,
   if (request == nullptr) return absl::OkStatus();
   if (UCS_PTR_IS_ERR(request)) return UcsError(UCS_PTR_STATUS(request), what);
   ucs_status_t s;
-  for (int spins = 0;; ++spins) {
+  PollPacer pacer(this);
+  for (;;) {
     s = ucp_request_check_status(request);
     if (s != UCS_INPROGRESS) break;
-    ucp_worker_progress(worker_);
-    if ((spins & 1023) == 1023 && absl::Now() >= deadline) {
+    if (ucp_worker_progress(worker_) != 0) {
+      pacer.Progressed();
+    } else {
+      pacer.Idle();
+    }
+    if (pacer.ClockDue() && absl::Now() >= deadline) {
       // Some requests (a flush to a peer that never answers) do not complete even when
       // cancelled: give them a moment, then leave them to UCX.
       ucp_request_cancel(worker_, request);
@@ -235,6 +249,36 @@ absl::Status UcxContext::Wait(ucs_status_ptr_t request, absl::Time deadline,
   }
   ucp_request_free(request);
   return s == UCS_OK ? absl::OkStatus() : UcsError(s, what);
+}
+
+void UcxContext::SleepUntilEvent(absl::Duration timeout) {
+  if (efd_ < 0) {
+    absl::SleepFor(timeout);
+    return;
+  }
+  // UCS_ERR_BUSY: events are pending, progress first.
+  if (ucp_worker_arm(worker_) != UCS_OK) return;
+  pollfd fd{.fd = efd_, .events = POLLIN, .revents = 0};
+  timespec ts = absl::ToTimespec(timeout);
+  ::ppoll(&fd, 1, &ts, nullptr);
+}
+
+void PollPacer::Idle() {
+  constexpr absl::Duration kHot = absl::Microseconds(100);
+  constexpr absl::Duration kFirstSleep = absl::Microseconds(20);
+  constexpr absl::Duration kLongestSleep = absl::Milliseconds(1);
+  if (idle_spins_++ == 0) {
+    idle_since_ = absl::Now();
+    return;
+  }
+  if (delay_ == absl::ZeroDuration()) {
+    // Still hot: look at the clock only now and then.
+    if ((idle_spins_ & 15) != 0 || absl::Now() - idle_since_ < kHot) return;
+    delay_ = kFirstSleep;
+  }
+  ucx_->SleepUntilEvent(delay_);
+  slept_ = true;
+  delay_ = std::min(delay_ * 2, kLongestSleep);
 }
 
 }  // namespace ardma

@@ -90,13 +90,50 @@ class UcxContext {
   void CloseEndpoint(ucp_ep_h ep, absl::Duration flush_for);
 
   // Progresses the worker until `request` (a ucs_status_ptr_t from an *_nbx call) completes, then
-  // frees it. DEADLINE_EXCEEDED (the request cancelled) if `deadline` passes first.
+  // frees it. DEADLINE_EXCEEDED (the request cancelled) if `deadline` passes first. Paced as
+  // PollPacer says.
   absl::Status Wait(ucs_status_ptr_t request, absl::Time deadline, std::string_view what);
 
+  // Returns once the worker has something to progress (its event fd fires) or `timeout` passed;
+  // at once if events are already pending. A context made without `wakeup` just sleeps.
+  void SleepUntilEvent(absl::Duration timeout);
+
  private:
-  UcxContext(ucp_context_h context, ucp_worker_h worker) : context_(context), worker_(worker) {}
+  UcxContext(ucp_context_h context, ucp_worker_h worker, int efd)
+      : context_(context), worker_(worker), efd_(efd) {}
   ucp_context_h context_;
   ucp_worker_h worker_;
+  int efd_;  // the worker's event fd; -1 without `wakeup`
+};
+
+// Paces a thread that polls a worker for a completion: hot for the first 100 us without progress
+// (a shared-memory or loopback round trip completes in that time), then asleep on the worker's
+// event fd between polls, for at most 20 us doubling to 1 ms. A call that waits long (a parked
+// EXECUTE: a lock, a compile job) costs no CPU, and threads that wait for a peer's CPU (UCX's tcp
+// transport needs the server's progress thread for every one-sided operation) leave it the cores.
+class PollPacer {
+ public:
+  explicit PollPacer(UcxContext* ucx) : ucx_(ucx) {}
+  void Progressed() {
+    idle_spins_ = 0;
+    delay_ = absl::ZeroDuration();
+  }
+  void Idle();
+  // Whether the caller should look at the clock (its deadline) now: after every sleep, and every
+  // 256th poll while hot. So a deadline is kept to within the longest sleep.
+  bool ClockDue() {
+    bool due = slept_ || (++polls_ & 255) == 0;
+    slept_ = false;
+    return due;
+  }
+
+ private:
+  UcxContext* ucx_;
+  uint64_t polls_ = 0;
+  bool slept_ = false;
+  uint64_t idle_spins_ = 0;
+  absl::Time idle_since_;
+  absl::Duration delay_;
 };
 
 }  // namespace ardma

@@ -204,9 +204,12 @@ TEST_P(ListTest, RoundTripsPerOperation) {
 }
 
 // Several clients, in both modes at once, append concurrently: nothing is lost and each client's
-// elements keep their order. Meanwhile other clients remove from the front and read.
+// elements keep their order. Meanwhile other clients remove from the front and read. (An
+// RDMA-mode append walks the list from its head, one READ per node: over UCX's tcp transport,
+// 150 appends per writer cost about 4 s of CPU, and two such runs side by side outlasted ctest's
+// 120 s on a loaded machine.)
 TEST_P(ListTest, ConcurrentAppendersLoseNothing) {
-  constexpr int kWriters = 4, kPerWriter = 150, kRemoved = 100;
+  constexpr int kWriters = 4, kPerWriter = 100, kRemoved = 60;
   std::vector<std::thread> threads;
   std::vector<std::unique_ptr<Client>> clients;
   for (int w = 0; w < kWriters + 1; ++w) clients.push_back(NewClient());
