@@ -82,14 +82,6 @@ absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials*
   return absl::OkStatus();
 }
 
-struct Connection::Pending {
-  bool done = false;
-  bool transport_failed = false;  // done because the connection broke, not because of an answer
-  ResponsePayload result = absl::UnknownError("no response");
-  ResponseCallback callback;  // set for asynchronous calls
-  absl::Time deadline;
-};
-
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
     std::string_view address, absl::Duration timeout, const wire::WireLimits& limits,
     ClientCounters* counters, const security::Credentials* credentials, const TlsOptions& tls) {
@@ -158,17 +150,11 @@ Connection::~Connection() {
 }
 
 void Connection::Close() {
-  {
-    absl::MutexLock lock(&mu_);
-    closing_ = true;
-  }
-  Break(absl::UnavailableError("connection closed"));
+  calls_.Close();
+  ::shutdown(fd_, SHUT_RDWR);
 }
 
-bool Connection::broken() const {
-  absl::MutexLock lock(&mu_);
-  return !broken_.ok();
-}
+bool Connection::broken() const { return !calls_.failure().ok(); }
 
 bool Connection::WaitForClose(absl::Duration timeout) {
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};
@@ -214,58 +200,24 @@ absl::Status Connection::Send(std::string_view bytes) {
 absl::StatusOr<std::vector<ResponsePayload>> Connection::RoundTrip(
     const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
     uint64_t client_id, absl::Time deadline) {
-  std::vector<std::shared_ptr<Pending>> pendings;
-  pendings.reserve(requests.size());
   std::string out;
   for (size_t i = 0; i < requests.size(); ++i) {
     size_t start = wire::BeginFrame(&out);
     out.append(requests[i].payload);
     wire::FinishFrame({.op = requests[i].op, .request_id = request_ids[i], .client_id = client_id},
                       start, &out);
-    pendings.push_back(std::make_shared<Pending>());
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) return broken_;
-    for (size_t i = 0; i < requests.size(); ++i) pending_[request_ids[i]] = pendings[i];
-  }
+  ARDMA_ASSIGN_OR_RETURN(CallTable::Expected expected, calls_.Expect(request_ids));
   counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
   counters_->requests.fetch_add(requests.size(), std::memory_order_relaxed);
   if (absl::Status s = Send(out); !s.ok()) {
     Break(s);
     return s;
   }
-
-  std::vector<std::pair<ResponseCallback, ResponsePayload>> ready;
-  mu_.Lock();
-  for (const std::shared_ptr<Pending>& p : pendings) {
-    while (!p->done) {
-      if (!broken_.ok()) break;
-      if (absl::Now() >= deadline) break;
-      if (!reader_active_) {
-        reader_active_ = true;
-        mu_.Unlock();
-        ReadOnce();
-        mu_.Lock();
-        reader_active_ = false;
-        changed_.SignalAll();
-      } else {
-        changed_.WaitWithDeadline(&mu_, deadline);
-      }
-    }
-    if (!p->done || p->transport_failed) {
-      absl::Status failure =
-          !broken_.ok() ? broken_ : absl::DeadlineExceededError("no response in time");
-      for (uint64_t id : request_ids) pending_.erase(id);
-      mu_.Unlock();
-      return failure;
-    }
-  }
-  mu_.Unlock();
-  std::vector<ResponsePayload> results;
-  results.reserve(pendings.size());
-  for (auto& p : pendings) results.push_back(std::move(p->result));
-  return results;
+  return calls_.Await(expected, deadline, [this] {
+    ReadOnce();
+    return true;
+  });
 }
 
 void Connection::Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
@@ -286,25 +238,17 @@ void Connection::SendAsync(const OutgoingRequest& request, uint64_t request_id, 
   out.append(request.payload);
   wire::FinishFrame({.op = request.op, .request_id = request_id, .client_id = client_id}, start,
                     &out);
-  auto pending = std::make_shared<Pending>();
-  pending->callback = std::move(done);
-  pending->deadline = deadline;
-  absl::Status broken;
-  {
-    absl::MutexLock lock(&mu_);
-    broken = broken_;
-    if (broken.ok()) {
-      pending_[request_id] = pending;
-      ++async_pending_;
-      if (!background_.joinable()) {
-        background_ = std::thread([self = shared_from_this()] { self->BackgroundReader(); });
-      }
-    }
-  }
-  if (!broken.ok()) {
-    pending->callback(broken);
-    return;
-  }
+  if (!calls_.ExpectAsync(request_id, deadline, std::move(done))) return;
+  std::call_once(background_started_, [this] {
+    background_ = std::thread([self = shared_from_this()] {
+      self->calls_.ServeAsync(
+          [&self] {
+            self->ReadOnce();
+            return true;
+          },
+          absl::Milliseconds(kReadTickMs));
+    });
+  });
   if (counted) {
     counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
     counters_->requests.fetch_add(1, std::memory_order_relaxed);
@@ -373,83 +317,12 @@ void Connection::ReadOnce() {
 void Connection::Dispatch(const wire::FrameHeader& header, std::string_view payload) {
   // The server's greeting (read by Open) answers no request.
   if (header.op == wire::Op::kHello) return;
-  ResponsePayload result = ResponseFromFrame(header, payload);
-  ResponseCallback callback;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = pending_.find(header.request_id);
-    if (it == pending_.end()) return;  // answered after its caller gave up
-    std::shared_ptr<Pending> p = std::move(it->second);
-    pending_.erase(it);
-    if (!p->callback) {
-      p->result = std::move(result);
-      p->done = true;
-      changed_.SignalAll();
-      return;
-    }
-    --async_pending_;
-    callback = std::move(p->callback);
-  }
-  // Outside the lock; a callback may issue further asynchronous calls.
-  callback(std::move(result));
+  calls_.Complete(header.request_id, ResponseFromFrame(header, payload));
 }
 
 void Connection::Break(const absl::Status& status) {
-  std::vector<std::shared_ptr<Pending>> async;
-  {
-    absl::MutexLock lock(&mu_);
-    if (broken_.ok()) broken_ = absl::UnavailableError(status.message());
-    for (auto& [id, p] : pending_) {
-      if (p->callback) {
-        async.push_back(std::move(p));
-      } else {
-        p->result = broken_;
-        p->transport_failed = true;
-        p->done = true;
-      }
-    }
-    pending_.clear();
-    async_pending_ = 0;
-    changed_.SignalAll();
-  }
+  calls_.Break(status);
   ::shutdown(fd_, SHUT_RDWR);
-  for (auto& p : async) p->callback(absl::UnavailableError(status.message()));
-}
-
-void Connection::ExpireAsync(absl::Time now) {
-  std::vector<ResponseCallback> expired;
-  {
-    absl::MutexLock lock(&mu_);
-    expired = TakeExpiredCalls(pending_, &async_pending_, now);
-  }
-  for (auto& cb : expired) cb(absl::DeadlineExceededError("no response in time"));
-}
-
-void Connection::BackgroundReader() {
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto can_read = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return closing_ || !broken_.ok() || (async_pending_ > 0 && !reader_active_);
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&can_read), absl::Milliseconds(kReadTickMs));
-      if (closing_ || !broken_.ok()) return;
-      if (!can_read()) {
-        mu_.Unlock();
-        ExpireAsync(absl::Now());
-        mu_.Lock();
-        continue;
-      }
-      reader_active_ = true;
-    }
-    ReadOnce();
-    {
-      absl::MutexLock lock(&mu_);
-      reader_active_ = false;
-      changed_.SignalAll();
-    }
-    ExpireAsync(absl::Now());
-  }
 }
 
 }  // namespace ardma

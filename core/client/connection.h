@@ -23,17 +23,18 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/client/byte_stream.h"
+#include "core/client/call_table.h"
 #include "core/client/transport.h"
 #include "core/security/auth.h"
 #include "core/wire/frame.h"
@@ -94,19 +95,17 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   bool WaitForClose(absl::Duration timeout);
 
  private:
-  struct Pending;
   explicit Connection(int fd, const wire::WireLimits& limits, ClientCounters* counters);
 
   absl::Status Send(std::string_view bytes);
   // Async; `counted` in round_trips and requests (else in keepalives).
   void SendAsync(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
                  absl::Time deadline, ResponseCallback done, bool counted);
-  // Reader role: one recv and dispatch of every complete response. Called without mu_.
+  // The reader's step (CallTable::Step): one recv, within the socket's receive timeout, and
+  // the dispatch of every complete response.
   void ReadOnce();
   void Dispatch(const wire::FrameHeader& header, std::string_view payload);
   void Break(const absl::Status& status);
-  void ExpireAsync(absl::Time now);
-  void BackgroundReader();
 
   const int fd_;
   std::unique_ptr<ByteStream> tls_;  // set for tls:// (then it owns fd_)
@@ -116,14 +115,9 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   absl::Duration idle_timeout_;  // likewise
   absl::Mutex write_mu_;
 
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
-  bool reader_active_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status broken_ ABSL_GUARDED_BY(mu_);
-  size_t async_pending_ ABSL_GUARDED_BY(mu_) = 0;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  absl::CondVar changed_;   // a response arrived, the reader role was released, or it broke
-  std::thread background_;  // started on the first Async call
+  CallTable calls_;
+  std::once_flag background_started_;
+  std::thread background_;  // reads for asynchronous calls; started on the first one
 
   // Owned by whoever holds the reader role.
   std::string rbuf_;

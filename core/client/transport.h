@@ -81,25 +81,6 @@ class Transport {
   virtual bool Deduplicated(const OutgoingRequest& request) const { return true; }
 };
 
-// Takes out of `pending` (request id -> shared_ptr to a record with `callback` and `deadline`,
-// guarded by the caller's lock) the asynchronous calls whose deadline is at or before `now`,
-// counting them off *async_pending. The caller runs the callbacks after releasing its lock.
-template <typename PendingMap>
-std::vector<ResponseCallback> TakeExpiredCalls(PendingMap& pending, size_t* async_pending,
-                                               absl::Time now) {
-  std::vector<ResponseCallback> expired;
-  for (auto it = pending.begin(); it != pending.end();) {
-    if (it->second->callback && it->second->deadline <= now) {
-      expired.push_back(std::move(it->second->callback));
-      --*async_pending;
-      pending.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-  return expired;
-}
-
 // The response a frame carries: its payload, or the error status and message it reports.
 ResponsePayload ResponseFromFrame(const wire::FrameHeader& header, std::string_view payload);
 

@@ -112,11 +112,16 @@ UcxConnection::~UcxConnection() {
       watcher_.join();
     }
   }
-  if (background_.joinable()) {
-    if (background_.get_id() == std::this_thread::get_id()) {
-      background_.detach();
+  std::thread background;
+  {
+    absl::MutexLock lock(&background_mu_);
+    background = std::move(background_);
+  }
+  if (background.joinable()) {
+    if (background.get_id() == std::this_thread::get_id()) {
+      background.detach();
     } else {
-      background_.join();
+      background.join();
     }
   }
   {
@@ -133,22 +138,18 @@ UcxConnection::~UcxConnection() {
 
 bool UcxConnection::broken() const {
   if (server_gone_.load(std::memory_order_acquire)) return true;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) return true;
-  }
+  if (!calls_.failure().ok()) return true;
   return tcp_ == nullptr || tcp_->broken();
 }
 
 void UcxConnection::Close() {
   {
-    absl::MutexLock lock(&mu_);
-    // The background thread ends once it sees closing_, and may then hold the last reference.
+    absl::MutexLock lock(&background_mu_);
+    // The background thread ends once the calls are closed, and may then hold the last reference.
     if (!closing_ && background_.joinable()) BeginDetachedTeardown();
     closing_ = true;
-    async_changed_.SignalAll();
   }
-  Break(absl::UnavailableError("connection closed"));
+  calls_.Close();
   if (tcp_ != nullptr) tcp_->Close();
 }
 
@@ -261,7 +262,7 @@ bool UcxConnection::IsOneSided(const OutgoingRequest& request) const {
 void UcxConnection::WatchServer() {
   for (;;) {
     {
-      absl::MutexLock lock(&mu_);
+      absl::MutexLock lock(&background_mu_);
       if (closing_) return;
     }
     if (tcp_->WaitForClose(absl::Milliseconds(50))) {
@@ -387,14 +388,8 @@ absl::Status UcxConnection::OneSided(const OutgoingRequest& request, absl::Time 
   }
 }
 
-absl::Status UcxConnection::SendRequests(const std::vector<OutgoingRequest>& requests,
-                                         const std::vector<uint64_t>& ids, uint64_t client_id,
-                                         const std::vector<std::shared_ptr<Pending>>& pendings) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) return broken_;
-    for (size_t i = 0; i < requests.size(); ++i) pending_[ids[i]] = pendings[i];
-  }
+absl::Status UcxConnection::SendRequests(absl::Span<const OutgoingRequest> requests,
+                                         absl::Span<const uint64_t> ids, uint64_t client_id) {
   for (size_t i = 0; i < requests.size(); ++i) {
     std::string frame;
     size_t start = wire::BeginFrame(&frame);
@@ -416,10 +411,7 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
   if (server_gone_.load(std::memory_order_acquire)) {
     return absl::UnavailableError("ardmad closed the connection");
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) return broken_;
-  }
+  ARDMA_RETURN_IF_ERROR(calls_.failure());
   counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
   counters_->requests.fetch_add(requests.size(), std::memory_order_relaxed);
   std::vector<ResponsePayload> results(requests.size());
@@ -433,34 +425,14 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
     }
     size_t end = i;
     while (end < requests.size() && !IsOneSided(requests[end])) ++end;
-    std::vector<OutgoingRequest> run(requests.begin() + i, requests.begin() + end);
-    std::vector<uint64_t> ids(request_ids.begin() + i, request_ids.begin() + end);
-    std::vector<std::shared_ptr<Pending>> pendings;
-    for (size_t k = i; k < end; ++k) pendings.push_back(std::make_shared<Pending>());
-    ARDMA_RETURN_IF_ERROR(SendRequests(run, ids, client_id, pendings));
+    absl::Span<const uint64_t> ids = absl::MakeConstSpan(request_ids).subspan(i, end - i);
+    ARDMA_ASSIGN_OR_RETURN(CallTable::Expected expected, calls_.Expect(ids));
+    ARDMA_RETURN_IF_ERROR(
+        SendRequests(absl::MakeConstSpan(requests).subspan(i, end - i), ids, client_id));
     PollPacer pacer(ucx_.get());
-    for (size_t k = 0; k < pendings.size(); ++k) {
-      for (;;) {
-        {
-          absl::MutexLock lock(&mu_);
-          if (pendings[k]->done) break;
-          absl::Status failure = broken_;
-          if (failure.ok() && pacer.ClockDue() && absl::Now() >= deadline) {
-            failure = absl::DeadlineExceededError("no response in time");
-          }
-          if (!failure.ok()) {
-            for (uint64_t id : ids) pending_.erase(id);
-            return failure;
-          }
-        }
-        if (Progress()) {
-          pacer.Progressed();
-        } else {
-          pacer.Idle();
-        }
-      }
-      results[i + k] = std::move(pendings[k]->result);
-    }
+    ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> answers,
+                           calls_.Await(expected, deadline, [&] { return ProgressStep(pacer); }));
+    std::move(answers.begin(), answers.end(), results.begin() + i);
     i = end;
   }
   return results;
@@ -487,34 +459,23 @@ void UcxConnection::KeepAlive(uint64_t request_id) {
 void UcxConnection::SendAsync(const OutgoingRequest& request, uint64_t request_id,
                               uint64_t client_id, absl::Time deadline, ResponseCallback done,
                               bool counted) {
-  auto pending = std::make_shared<Pending>();
-  pending->callback = std::move(done);
-  pending->deadline = deadline;
+  if (!calls_.ExpectAsync(request_id, deadline, std::move(done))) return;
   {
-    absl::MutexLock lock(&mu_);
-    ++async_pending_;
+    absl::MutexLock lock(&background_mu_);
     if (!background_.joinable() && !closing_) {
       background_ = std::thread([self = shared_from_this()]() mutable {
-        self->BackgroundProgress();  // returns once closing_ is set (counted by Close)
-        self.reset();                // possibly the last reference: the teardown runs here
+        PollPacer pacer(self->ucx_.get());
+        // Returns once the calls are closed (counted by Close as a detached teardown).
+        self->calls_.ServeAsync([&] { return self->ProgressStep(pacer); }, absl::Milliseconds(100),
+                                /*until_closed=*/true);
+        self.reset();  // possibly the last reference: the teardown runs here
         EndDetachedTeardown();
       });
     }
-    async_changed_.SignalAll();
   }
   (counted ? counters_->requests : counters_->keepalives).fetch_add(1, std::memory_order_relaxed);
-  absl::Status sent = SendRequests({request}, {request_id}, client_id, {pending});
-  if (!sent.ok()) {
-    ResponseCallback callback;
-    {
-      absl::MutexLock lock(&mu_);
-      if (pending->callback) {
-        callback = std::move(pending->callback);
-        --async_pending_;
-        pending_.erase(request_id);
-      }
-    }
-    if (callback) callback(sent);
+  if (absl::Status sent = SendRequests({request}, {request_id}, client_id); !sent.ok()) {
+    calls_.FailAsync(request_id, sent);
   }
 }
 
@@ -538,68 +499,18 @@ void UcxConnection::Dispatch(std::string_view frame) {
     return;
   }
   counters_->bytes_received.fetch_add(frame.size(), std::memory_order_relaxed);
-  ResponsePayload result = ResponseFromFrame(*header, frame.substr(wire::kHeaderSize));
-  ResponseCallback callback;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = pending_.find(header->request_id);
-    if (it == pending_.end()) return;  // answered after its caller gave up
-    std::shared_ptr<Pending> p = std::move(it->second);
-    pending_.erase(it);
-    if (!p->callback) {
-      p->result = std::move(result);
-      p->done = true;
-      return;
-    }
-    --async_pending_;
-    callback = std::move(p->callback);
-  }
-  callback(std::move(result));  // outside the lock: it may issue further calls
+  calls_.Complete(header->request_id, ResponseFromFrame(*header, frame.substr(wire::kHeaderSize)));
 }
 
-void UcxConnection::Break(const absl::Status& status) {
-  std::vector<ResponseCallback> callbacks;
-  {
-    absl::MutexLock lock(&mu_);
-    if (broken_.ok()) broken_ = absl::UnavailableError(status.message());
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second->callback) {
-        callbacks.push_back(std::move(it->second->callback));
-        --async_pending_;
-        pending_.erase(it++);
-      } else {
-        ++it;  // a synchronous caller sees broken_ and gives up
-      }
-    }
-    async_changed_.SignalAll();
-  }
-  for (ResponseCallback& cb : callbacks) cb(absl::UnavailableError(status.message()));
-}
+void UcxConnection::Break(const absl::Status& status) { calls_.Break(status); }
 
-void UcxConnection::ExpireAsync(absl::Time now) {
-  std::vector<ResponseCallback> expired;
-  {
-    absl::MutexLock lock(&mu_);
-    expired = TakeExpiredCalls(pending_, &async_pending_, now);
+bool UcxConnection::ProgressStep(PollPacer& pacer) {
+  if (ucp_worker_progress(ucx_->worker()) != 0) {
+    pacer.Progressed();
+  } else {
+    pacer.Idle();
   }
-  for (ResponseCallback& cb : expired) cb(absl::DeadlineExceededError("no response in time"));
-}
-
-void UcxConnection::BackgroundProgress() {
-  PollPacer pacer(ucx_.get());
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      while (async_pending_ == 0 && !closing_) async_changed_.Wait(&mu_);
-      if (closing_) return;
-    }
-    if (Progress()) {
-      pacer.Progressed();
-    } else {
-      pacer.Idle();
-    }
-    if (pacer.ClockDue()) ExpireAsync(absl::Now());
-  }
+  return pacer.ClockDue();
 }
 
 }  // namespace ardma

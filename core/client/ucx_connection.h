@@ -37,6 +37,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "core/client/call_table.h"
 #include "core/client/connection.h"
 #include "core/client/transport.h"
 #include "core/context/context.h"
@@ -88,12 +90,6 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
     ucp_rkey_h rkey = nullptr;  // null: this connection may not access it one-sidedly
     bool mapped = false;        // ucp_rkey_ptr works: shared memory
   };
-  struct Pending {
-    bool done = false;
-    ResponsePayload result;
-    ResponseCallback callback;  // asynchronous calls
-    absl::Time deadline;
-  };
 
   UcxConnection(const wire::WireLimits& limits, ClientCounters* counters)
       : limits_(limits), counters_(counters) {}
@@ -113,22 +109,19 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   using RegionHandle = std::shared_ptr<const RemoteRegion>;
   absl::StatusOr<RegionHandle> FindRegion(RegionId region) const;
   absl::StatusOr<RegionHandle> AttachRegion(RegionId region) const;
-  // Sends requests as active messages, registering them as pending.
-  absl::Status SendRequests(const std::vector<OutgoingRequest>& requests,
-                            const std::vector<uint64_t>& ids, uint64_t client_id,
-                            const std::vector<std::shared_ptr<Pending>>& pendings);
+  // Sends requests as active messages (their calls registered first); breaks on failure.
+  absl::Status SendRequests(absl::Span<const OutgoingRequest> requests,
+                            absl::Span<const uint64_t> ids, uint64_t client_id);
   static ucs_status_t OnResponse(void* arg, const void* header, size_t header_length, void* data,
                                  size_t length, const ucp_am_recv_param_t* param);
   void Dispatch(std::string_view frame);
-  // Progresses the worker once; true if anything happened.
-  bool Progress() { return ucp_worker_progress(ucx_->worker()) != 0; }
+  // The reader's step (CallTable::Step): progresses the worker once, paced by `pacer`.
+  bool ProgressStep(PollPacer& pacer);
   // Watches the bootstrap connection and breaks this transport the moment the server closes it
   // (exits, is killed, or ends the session), so no one-sided operation lands in the memory of a
   // server that is gone.
   void WatchServer();
   void Break(const absl::Status& status);
-  void ExpireAsync(absl::Time now);
-  void BackgroundProgress();
   // Async of a request for the server; `counted` in requests (else in keepalives).
   void SendAsync(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
                  absl::Time deadline, ResponseCallback done, bool counted);
@@ -148,13 +141,10 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   std::atomic<bool> server_gone_{false};  // set by the watcher; checked before every flight
   std::thread watcher_;
 
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
-  absl::Status broken_ ABSL_GUARDED_BY(mu_);
-  size_t async_pending_ ABSL_GUARDED_BY(mu_) = 0;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  absl::CondVar async_changed_;
-  std::thread background_;  // started on the first Async call
+  CallTable calls_;
+  absl::Mutex background_mu_;
+  bool closing_ ABSL_GUARDED_BY(background_mu_) = false;
+  std::thread background_ ABSL_GUARDED_BY(background_mu_);  // started on the first Async call
 };
 
 }  // namespace ardma

@@ -1,0 +1,208 @@
+#include "core/client/call_table.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+
+namespace ardma {
+
+struct CallTable::Call {
+  bool done = false;
+  bool transport_failed = false;  // done because the transport broke, not by an answer
+  ResponsePayload result = absl::UnknownError("no response");
+  ResponseCallback callback;  // set for asynchronous calls
+  absl::Time deadline;
+};
+
+CallTable::CallTable() = default;
+CallTable::~CallTable() = default;
+
+absl::StatusOr<CallTable::Expected> CallTable::Expect(absl::Span<const uint64_t> ids) {
+  Expected expected;
+  expected.ids.assign(ids.begin(), ids.end());
+  expected.calls.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) expected.calls.push_back(std::make_shared<Call>());
+  absl::MutexLock lock(&mu_);
+  if (!failure_.ok()) return failure_;
+  for (size_t i = 0; i < ids.size(); ++i) calls_[ids[i]] = expected.calls[i];
+  return expected;
+}
+
+bool CallTable::StepAsReader(Step step) {
+  reader_active_ = true;
+  mu_.Unlock();
+  bool clock_due = step();
+  mu_.Lock();
+  reader_active_ = false;
+  changed_.SignalAll();
+  return clock_due;
+}
+
+absl::StatusOr<std::vector<ResponsePayload>> CallTable::Await(Expected& expected,
+                                                              absl::Time deadline, Step step) {
+  absl::MutexLock lock(&mu_);
+  for (const std::shared_ptr<Call>& call : expected.calls) {
+    bool clock_due = true;
+    while (!call->done && failure_.ok()) {
+      if (clock_due && absl::Now() >= deadline) break;
+      if (!reader_active_) {
+        clock_due = StepAsReader(step);
+      } else {
+        changed_.WaitWithDeadline(&mu_, deadline);
+        clock_due = true;
+      }
+    }
+    if (!call->done) {
+      // Broken calls are done (with the failure); these are the ones out of time.
+      for (uint64_t id : expected.ids) calls_.erase(id);
+      return failure_.ok() ? absl::DeadlineExceededError("no response in time") : failure_;
+    }
+  }
+  // Every call done; a transport failure reaches the caller as the outer status.
+  for (const std::shared_ptr<Call>& call : expected.calls) {
+    if (call->transport_failed) return failure_;
+  }
+  std::vector<ResponsePayload> results;
+  results.reserve(expected.calls.size());
+  for (const std::shared_ptr<Call>& call : expected.calls) results.push_back(std::move(call->result));
+  return results;
+}
+
+bool CallTable::ExpectAsync(uint64_t id, absl::Time deadline, ResponseCallback done) {
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&mu_);
+    failure = failure_;
+    if (failure.ok()) {
+      auto call = std::make_shared<Call>();
+      call->callback = std::move(done);
+      call->deadline = deadline;
+      calls_[id] = std::move(call);
+      ++async_pending_;
+      changed_.SignalAll();  // a background thread waits for work
+    }
+  }
+  if (!failure.ok()) done(failure);
+  return failure.ok();
+}
+
+void CallTable::FailAsync(uint64_t id, const absl::Status& status) {
+  ResponseCallback callback;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(id);
+    if (it == calls_.end() || !it->second->callback) return;
+    callback = std::move(it->second->callback);
+    calls_.erase(it);
+    --async_pending_;
+  }
+  callback(status);
+}
+
+size_t CallTable::async_pending() const {
+  absl::MutexLock lock(&mu_);
+  return async_pending_;
+}
+
+void CallTable::Complete(uint64_t id, ResponsePayload result) {
+  ResponseCallback callback;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return;  // answered after its caller gave up
+    std::shared_ptr<Call> call = std::move(it->second);
+    calls_.erase(it);
+    if (!call->callback) {
+      call->result = std::move(result);
+      call->done = true;
+      changed_.SignalAll();
+      return;
+    }
+    --async_pending_;
+    callback = std::move(call->callback);
+  }
+  // Outside the lock: a callback may issue further calls.
+  callback(std::move(result));
+}
+
+bool CallTable::Break(const absl::Status& status) {
+  std::vector<ResponseCallback> callbacks;
+  absl::Status failure;
+  bool first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = failure_.ok();
+    if (first) failure_ = absl::UnavailableError(status.message());
+    failure = failure_;
+    for (auto& [id, call] : calls_) {
+      if (call->callback) {
+        callbacks.push_back(std::move(call->callback));
+      } else {
+        call->result = failure_;
+        call->transport_failed = true;
+        call->done = true;
+      }
+    }
+    calls_.clear();
+    async_pending_ = 0;
+    changed_.SignalAll();
+  }
+  for (ResponseCallback& callback : callbacks) callback(failure);
+  return first;
+}
+
+void CallTable::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  Break(absl::UnavailableError("connection closed"));
+}
+
+absl::Status CallTable::failure() const {
+  absl::MutexLock lock(&mu_);
+  return failure_;
+}
+
+void CallTable::ExpireAsync(absl::Time now) {
+  std::vector<ResponseCallback> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (it->second->callback && it->second->deadline <= now) {
+        expired.push_back(std::move(it->second->callback));
+        --async_pending_;
+        calls_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (ResponseCallback& callback : expired) {
+    callback(absl::DeadlineExceededError("no response in time"));
+  }
+}
+
+void CallTable::ServeAsync(Step step, absl::Duration idle_tick, bool until_closed) {
+  mu_.Lock();
+  for (;;) {
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return closed_ || (!until_closed && !failure_.ok());
+    };
+    auto has_work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return done() || (async_pending_ > 0 && !reader_active_);
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&has_work), idle_tick);
+    if (done()) break;
+    bool clock_due = true;
+    if (has_work()) clock_due = StepAsReader(step);
+    if (clock_due) {
+      mu_.Unlock();
+      ExpireAsync(absl::Now());
+      mu_.Lock();
+    }
+  }
+  mu_.Unlock();
+}
+
+}  // namespace ardma
