@@ -21,7 +21,7 @@ set(ARDMA_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/ardma)
 
 function(_ardma_common_options target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter
-                         -Wno-missing-field-initializers)
+                         -Wno-missing-field-initializers $<$<BOOL:${ARDMA_WERROR}>:-Werror>)
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
                                               $<INSTALL_INTERFACE:${ARDMA_INSTALL_INCLUDEDIR}>)
 endfunction()

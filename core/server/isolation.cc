@@ -110,6 +110,9 @@ class WorkerLink : public ServerLink {
  public:
   explicit WorkerLink(int fd) : fd_(fd) {}
 
+  // A yes/no answer: one byte, 1 for yes.
+  static bool IsTrue(std::string_view answer) { return answer.size() == 1 && answer[0] == 1; }
+
   absl::Status Park(std::string_view key, const ParkOptions& options) override {
     std::string p;
     ByteWriter w(&p);
@@ -121,7 +124,7 @@ class WorkerLink : public ServerLink {
   }
   absl::StatusOr<bool> Resume(std::string_view key) override {
     ARDMA_ASSIGN_OR_RETURN(std::string r, Ask(kResume, key));
-    return r == "\1";
+    return IsTrue(r);
   }
   absl::StatusOr<bool> Wake(std::string_view key, std::string_view result) override {
     std::string p;
@@ -129,7 +132,7 @@ class WorkerLink : public ServerLink {
     w.Str16(key);
     w.Bytes(result);
     ARDMA_ASSIGN_OR_RETURN(std::string r, Ask(kWake, p));
-    return r == "\1";
+    return IsTrue(r);
   }
   absl::Status OnClose(std::string_view key, std::string_view function,
                        std::string_view args) override {
@@ -509,7 +512,7 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
         absl::InternalError("malformed request from an isolated worker");
     switch (type) {
       case kDone: {
-        uint16_t code;
+        uint16_t code = 0;
         uint64_t c[7];
         bool ok = r.U16(&code);
         for (uint64_t& v : c) ok = ok && r.U64(&v);
