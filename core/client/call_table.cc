@@ -192,7 +192,11 @@ void CallTable::ServeAsync(Step step, absl::Duration idle_tick, bool until_close
     auto has_work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return done() || (async_pending_ > 0 && !reader_active_);
     };
-    mu_.AwaitWithTimeout(absl::Condition(&has_work), idle_tick);
+    if (async_pending_ == 0) {
+      mu_.Await(absl::Condition(&has_work));  // nothing can expire: no wake-ups while idle
+    } else {
+      mu_.AwaitWithTimeout(absl::Condition(&has_work), idle_tick);
+    }
     if (done()) break;
     bool clock_due = true;
     if (has_work()) clock_due = StepAsReader(step);

@@ -84,8 +84,9 @@ class CallTable {
 
   // For a background thread: runs `step` in the reader role while asynchronous calls wait and no
   // synchronous caller reads, fails those whose deadline passed with DEADLINE_EXCEEDED, and
-  // returns once the table is closed (or, unless `until_closed`, broken). `idle_tick` bounds a
-  // wait for work, so deadlines are kept while nothing arrives.
+  // returns once the table is closed (or, unless `until_closed`, broken). While asynchronous
+  // calls wait, `idle_tick` bounds a wait for the reader role, so their deadlines are kept to
+  // within it even while a synchronous caller reads.
   void ServeAsync(Step step, absl::Duration idle_tick, bool until_closed = false);
   // Fails the asynchronous calls whose deadline is at or before `now` with DEADLINE_EXCEEDED.
   void ExpireAsync(absl::Time now);

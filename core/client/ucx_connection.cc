@@ -466,7 +466,7 @@ void UcxConnection::SendAsync(const OutgoingRequest& request, uint64_t request_i
       background_ = std::thread([self = shared_from_this()]() mutable {
         PollPacer pacer(self->ucx_.get());
         // Returns once the calls are closed (counted by Close as a detached teardown).
-        self->calls_.ServeAsync([&] { return self->ProgressStep(pacer); }, absl::Milliseconds(100),
+        self->calls_.ServeAsync([&] { return self->ProgressStep(pacer); }, absl::Milliseconds(5),
                                 /*until_closed=*/true);
         self.reset();  // possibly the last reference: the teardown runs here
         EndDetachedTeardown();
