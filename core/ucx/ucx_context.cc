@@ -267,8 +267,10 @@ void PollPacer::Idle() {
   constexpr absl::Duration kHot = absl::Microseconds(100);
   constexpr absl::Duration kFirstSleep = absl::Microseconds(20);
   constexpr absl::Duration kLongestSleep = absl::Milliseconds(1);
-  if (idle_spins_++ == 0) {
-    idle_since_ = absl::Now();
+  // The first polls of a wait cost no clock reading (most one-sided operations complete there).
+  constexpr uint64_t kUntimedPolls = 32;
+  if (++idle_spins_ <= kUntimedPolls) {
+    if (idle_spins_ == kUntimedPolls) idle_since_ = absl::Now();
     return;
   }
   if (delay_ == absl::ZeroDuration()) {
