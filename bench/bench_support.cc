@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
-#include "core/testing/raw_socket.h"
+#include "core/net/socket_connect.h"
 
 namespace ardma::bench {
 
@@ -143,8 +143,6 @@ static EchoServer& SharedEcho() {
   return *echo;
 }
 
-using testing::RecvExactly;
-
 void RunRawTcpPingPong(benchmark::State& state, size_t size) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
@@ -160,7 +158,7 @@ void RunRawTcpPingPong(benchmark::State& state, size_t size) {
   std::string out(size, 'x'), in(size, '\0');
   for (auto _ : state) {
     if (::send(fd, out.data(), size, MSG_NOSIGNAL) != static_cast<ssize_t>(size) ||
-        !RecvExactly(fd, in.data(), size)) {
+        !RecvExactly(fd, in.data(), size).ok()) {
       state.SkipWithError("echo failed");
       break;
     }

@@ -20,6 +20,7 @@
 #include "core/net/socket_connect.h"
 #include "core/status_macros.h"
 #include "core/ucx/ucx_context.h"
+#include "core/wire/frame_reader.h"
 #include "core/wire/messages.h"
 
 namespace ardma::bench {
@@ -62,8 +63,7 @@ struct Sock {
   std::string out;  // frames not yet sent, from out_pos
   size_t out_pos = 0;
   bool watching_out = false;
-  std::vector<char> in = std::vector<char>(kReadChunk);  // received bytes: [in_begin, in_end)
-  size_t in_begin = 0, in_end = 0;
+  wire::FrameReader in{wire::WireLimits{}, kReadChunk};  // received bytes
   std::vector<std::pair<uint64_t, int64_t>> inflight;  // request id, queued at (ns)
 
   ~Sock() {
@@ -170,16 +170,9 @@ class EventLoop {
 
   absl::Status Receive(Sock& s) {
     for (;;) {
-      if (s.in_end == s.in.size()) {
-        // Full: move the unparsed tail to the front, and grow if that frees nothing.
-        std::copy(s.in.begin() + s.in_begin, s.in.begin() + s.in_end, s.in.begin());
-        s.in_end -= s.in_begin;
-        s.in_begin = 0;
-        if (s.in_end == s.in.size()) s.in.resize(2 * s.in.size());
-      }
-      ssize_t n = ::recv(s.fd, s.in.data() + s.in_end, s.in.size() - s.in_end, 0);
+      ssize_t n = ::recv(s.fd, s.in.space(), s.in.space_size(), 0);
       if (n > 0) {
-        s.in_end += static_cast<size_t>(n);
+        s.in.Commit(static_cast<size_t>(n));
         result_.bytes += static_cast<uint64_t>(n);
         continue;
       }
@@ -189,13 +182,12 @@ class EventLoop {
       return ErrnoUnavailable("recv", errno);
     }
     int64_t now = NowNs();
-    while (s.in_end - s.in_begin >= wire::kHeaderSize) {
-      std::string_view rest(s.in.data() + s.in_begin, s.in_end - s.in_begin);
-      ARDMA_ASSIGN_OR_RETURN(wire::FrameHeader header, wire::DecodeHeader(rest, limits_));
-      if (rest.size() < wire::kHeaderSize + header.payload_len) break;
+    for (;;) {
+      ARDMA_ASSIGN_OR_RETURN(std::optional<wire::Frame> frame, s.in.Next());
+      if (!frame) break;
+      const wire::FrameHeader& header = frame->header;
       if (!header.is_response()) return absl::DataLossError("the server sent a request frame");
       if (header.op == wire::Op::kHello) {  // the greeting, unasked (read already if authenticated)
-        s.in_begin += wire::kHeaderSize + header.payload_len;
         result_.bytes -= wire::kHeaderSize + header.payload_len;  // connecting, not an operation
         continue;
       }
@@ -211,14 +203,11 @@ class EventLoop {
       ++result_.completed;
       if (header.status != 0 && result_.errors++ == 0) {
         result_.first_error =
-            absl::Status(static_cast<absl::StatusCode>(header.status),
-                         ToAbsl(rest.substr(wire::kHeaderSize, header.payload_len)))
+            absl::Status(static_cast<absl::StatusCode>(header.status), ToAbsl(frame->payload))
                 .ToString();
       }
-      s.in_begin += wire::kHeaderSize + header.payload_len;
       if (issued_ < options_.requests) Issue(s);
     }
-    if (s.in_begin == s.in_end) s.in_begin = s.in_end = 0;
     return absl::OkStatus();
   }
 
@@ -354,9 +343,9 @@ class UcxEventLoop {
 
   void Complete(std::string_view frame) {
     int64_t now = NowNs();
-    absl::StatusOr<wire::FrameHeader> header = wire::DecodeHeader(frame, limits_);
-    if (!header.ok() || frame.size() != wire::kHeaderSize + header->payload_len ||
-        !header->is_response()) {
+    absl::StatusOr<wire::Frame> parsed = wire::ParseWholeFrame(frame, limits_);
+    const wire::FrameHeader* header = parsed.ok() ? &parsed->header : nullptr;
+    if (header == nullptr || !header->is_response()) {
       failure_ = absl::DataLossError("malformed response from the server");
       return;
     }

@@ -24,17 +24,9 @@ namespace {
 
 // A reader blocked in recv(2) wakes this often to check deadlines.
 constexpr int kReadTickMs = 100;
-constexpr size_t kInitialReadBuffer = 64 << 10;
 // Reads one whole frame (blocking, within the socket's receive timeout).
-absl::StatusOr<std::pair<wire::FrameHeader, std::string>> ReadFrame(
-    ByteStream& stream, const wire::WireLimits& limits) {
-  char head[wire::kHeaderSize];
-  ARDMA_RETURN_IF_ERROR(stream.RecvExactly(head, sizeof head));
-  ARDMA_ASSIGN_OR_RETURN(wire::FrameHeader h,
-                         wire::DecodeHeader(std::string_view(head, sizeof head), limits));
-  std::string payload(h.payload_len, '\0');
-  ARDMA_RETURN_IF_ERROR(stream.RecvExactly(payload.data(), payload.size()));
-  return std::make_pair(h, std::move(payload));
+absl::StatusOr<wire::OwnedFrame> ReadFrame(ByteStream& stream, const wire::WireLimits& limits) {
+  return wire::ReadFrame([&](char* out, size_t n) { return stream.RecvExactly(out, n); }, limits);
 }
 
 }  // namespace
@@ -48,10 +40,10 @@ absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials*
                                 const wire::WireLimits& limits, ClientCounters* counters,
                                 wire::Hello* hello_out) {
   ARDMA_ASSIGN_OR_RETURN(auto hello_frame, ReadFrame(stream, limits));
-  if (hello_frame.first.op != wire::Op::kHello) {
+  if (hello_frame.header.op != wire::Op::kHello) {
     return absl::DataLossError("the server did not open with HELLO (not an ardmad?)");
   }
-  ARDMA_ASSIGN_OR_RETURN(wire::Hello hello, wire::DecodeHello(hello_frame.second));
+  ARDMA_ASSIGN_OR_RETURN(wire::Hello hello, wire::DecodeHello(hello_frame.payload));
   if (hello_out != nullptr) *hello_out = hello;
   // Without credentials, a server that asks for them refuses every request (saying why).
   if (!hello.auth_required || credentials_or == nullptr) return absl::OkStatus();
@@ -69,10 +61,10 @@ absl::Status AuthenticateStream(ByteStream& stream, const security::Credentials*
     counters->round_trips.fetch_add(1, std::memory_order_relaxed);
     counters->bytes_sent.fetch_add(frame.size(), std::memory_order_relaxed);
   }
-  if (answer.first.status != 0) {
-    return wire::StatusFromWire(answer.first.status, answer.second);
+  if (answer.header.status != 0) {
+    return wire::StatusFromWire(answer.header.status, answer.payload);
   }
-  ARDMA_ASSIGN_OR_RETURN(wire::AuthResponse resp, wire::DecodeAuthResponse(answer.second));
+  ARDMA_ASSIGN_OR_RETURN(wire::AuthResponse resp, wire::DecodeAuthResponse(answer.payload));
   security::Proof expected = security::ComputeProof(
       credentials.secret, security::Role::kServer, hello.nonce, req.client_nonce, credentials.name);
   if (!security::ProofsEqual(expected, resp.proof)) {
@@ -129,7 +121,7 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(
 }
 
 Connection::Connection(int fd, const wire::WireLimits& limits, ClientCounters* counters)
-    : fd_(fd), limits_(limits), counters_(counters), rbuf_(kInitialReadBuffer, '\0') {}
+    : fd_(fd), limits_(limits), counters_(counters), reader_(limits) {}
 
 Connection::~Connection() {
   Close();
@@ -187,13 +179,8 @@ absl::Status Connection::Send(std::string_view bytes) {
     counters_->bytes_sent.fetch_add(bytes.size(), std::memory_order_relaxed);
     return absl::OkStatus();
   }
-  while (!bytes.empty()) {
-    ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoUnavailable("send", errno);
-    counters_->bytes_sent.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
+  ARDMA_RETURN_IF_ERROR(SendAll(fd_, bytes));
+  counters_->bytes_sent.fetch_add(bytes.size(), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -259,21 +246,11 @@ void Connection::SendAsync(const OutgoingRequest& request, uint64_t request_id, 
 }
 
 void Connection::ReadOnce() {
-  if (rend_ == rbuf_.size()) {
-    // Full: compact, or double for a frame larger than the buffer. Only an incomplete frame whose
-    // header passed the limits can fill it, so the buffer stays under twice the frame limit.
-    if (rbegin_ > 0) {
-      std::memmove(rbuf_.data(), rbuf_.data() + rbegin_, rend_ - rbegin_);
-      rend_ -= rbegin_;
-      rbegin_ = 0;
-    } else {
-      rbuf_.resize(rbuf_.size() * 2);
-    }
-  }
+  char* space = reader_.space();
+  size_t room = reader_.space_size();
   ssize_t n;
   if (tls_ != nullptr) {
-    absl::StatusOr<size_t> got =
-        tls_->RecvSome(rbuf_.data() + rend_, rbuf_.size() - rend_, absl::Milliseconds(kReadTickMs));
+    absl::StatusOr<size_t> got = tls_->RecvSome(space, room, absl::Milliseconds(kReadTickMs));
     if (!got.ok()) {
       Break(got.status());
       return;
@@ -281,7 +258,7 @@ void Connection::ReadOnce() {
     if (*got == 0) return;  // tick
     n = static_cast<ssize_t>(*got);
   } else {
-    n = ::recv(fd_, rbuf_.data() + rend_, rbuf_.size() - rend_, 0);
+    n = ::recv(fd_, space, room, 0);
   }
   if (n == 0) {
     Break(absl::UnavailableError("server closed the connection"));
@@ -293,25 +270,17 @@ void Connection::ReadOnce() {
     return;
   }
   counters_->bytes_received.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-  rend_ += static_cast<size_t>(n);
-  while (rend_ - rbegin_ >= wire::kHeaderSize) {
-    absl::StatusOr<wire::FrameHeader> header =
-        wire::DecodeHeader(std::string_view(rbuf_.data() + rbegin_, wire::kHeaderSize), limits_);
-    if (!header.ok()) {
-      Break(
-          absl::UnavailableError(absl::StrCat("bad response frame: ", header.status().message())));
+  reader_.Commit(static_cast<size_t>(n));
+  for (;;) {
+    absl::StatusOr<std::optional<wire::Frame>> frame = reader_.Next();
+    if (!frame.ok()) {
+      Break(absl::UnavailableError(absl::StrCat("bad response frame: ", frame.status().message())));
       return;
     }
-    size_t frame_size = wire::kHeaderSize + header->payload_len;
-    if (rend_ - rbegin_ < frame_size) {
-      // Incomplete: the next ReadOnce compacts or doubles the buffer once it is full.
-      break;
-    }
-    Dispatch(*header,
-             std::string_view(rbuf_.data() + rbegin_ + wire::kHeaderSize, header->payload_len));
-    rbegin_ += frame_size;
+    if (!frame->has_value()) break;
+    Dispatch((*frame)->header, (*frame)->payload);
   }
-  if (rbegin_ == rend_) rbegin_ = rend_ = 0;
+  reader_.Shrink();
 }
 
 void Connection::Dispatch(const wire::FrameHeader& header, std::string_view payload) {

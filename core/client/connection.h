@@ -38,6 +38,7 @@
 #include "core/client/transport.h"
 #include "core/security/auth.h"
 #include "core/wire/frame.h"
+#include "core/wire/frame_reader.h"
 
 namespace ardma {
 
@@ -119,9 +120,7 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   std::once_flag background_started_;
   std::thread background_;  // reads for asynchronous calls; started on the first one
 
-  // Owned by whoever holds the reader role.
-  std::string rbuf_;
-  size_t rbegin_ = 0, rend_ = 0;
+  wire::FrameReader reader_;  // used by whoever holds the reader role
 };
 
 }  // namespace ardma

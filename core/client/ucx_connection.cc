@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/status_macros.h"
+#include "core/wire/frame_reader.h"
 #include "core/wire/messages.h"
 
 namespace ardma {
@@ -493,13 +494,14 @@ ucs_status_t UcxConnection::OnResponse(void* arg, const void* /*header*/, size_t
 }
 
 void UcxConnection::Dispatch(std::string_view frame) {
-  absl::StatusOr<wire::FrameHeader> header = wire::DecodeHeader(frame, limits_);
-  if (!header.ok() || frame.size() != wire::kHeaderSize + header->payload_len) {
-    Break(absl::UnavailableError("malformed response from ardmad over UCX"));
+  absl::StatusOr<wire::Frame> parsed = wire::ParseWholeFrame(frame, limits_);
+  if (!parsed.ok()) {
+    Break(absl::UnavailableError(
+        absl::StrCat("malformed response from ardmad over UCX: ", parsed.status().message())));
     return;
   }
   counters_->bytes_received.fetch_add(frame.size(), std::memory_order_relaxed);
-  calls_.Complete(header->request_id, ResponseFromFrame(*header, frame.substr(wire::kHeaderSize)));
+  calls_.Complete(parsed->header.request_id, ResponseFromFrame(parsed->header, parsed->payload));
 }
 
 void UcxConnection::Break(const absl::Status& status) { calls_.Break(status); }

@@ -10,6 +10,7 @@
 #include <boost/asio/ssl.hpp>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "core/server/request_handler.h"
+#include "core/wire/frame_reader.h"
 
 namespace ardma::server_detail {
 
@@ -130,74 +132,47 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   bool Drained() const { return !writing_ && queue_.empty() && inflight_ == 0; }
 
   asio::awaitable<void> Read() {
-    const wire::WireLimits& limits = handler_.limits();
-    std::vector<char> buf(kInitialReadBuffer);
-    size_t begin = 0, end = 0;
+    wire::FrameReader reader(handler_.limits(), kInitialReadBuffer);
     uint64_t requests_at_last_read = 0;
     for (;;) {
       // Handle every complete frame in the buffer; their responses go out in one write.
-      while (end - begin >= wire::kHeaderSize) {
+      for (;;) {
         // Back-pressure: no more than the limit of unanswered requests (or of answers the
         // client has not taken), even when more frames are already buffered.
-        if (Full()) {
+        if (reader.unread().size() >= wire::kHeaderSize && Full()) {
           Flush();
           co_await WaitForRoom();
           if (!Open()) co_return;
           continue;
         }
-        absl::StatusOr<wire::FrameHeader> header =
-            wire::DecodeHeader(std::string_view(buf.data() + begin, wire::kHeaderSize), limits);
-        if (!header.ok()) {
-          ProtocolError(std::string_view(buf.data() + begin, wire::kHeaderSize), header.status());
+        absl::StatusOr<std::optional<wire::Frame>> frame = reader.Next();
+        if (!frame.ok()) {
+          ProtocolError(reader.unread().substr(0, wire::kHeaderSize), frame.status());
           co_return;
         }
-        size_t frame_size = wire::kHeaderSize + header->payload_len;
-        if (end - begin < frame_size) {
-          // Incomplete: move it to the front; if the buffer is then full, double it (never past
-          // the frame). Memory follows the bytes that actually arrived, not the claimed length.
-          if (buf.size() - begin < frame_size) {
-            std::copy(buf.begin() + begin, buf.begin() + end, buf.begin());
-            end -= begin;
-            begin = 0;
-            if (end == buf.size()) buf.resize(std::min(frame_size, 2 * buf.size()));
-          }
-          break;
-        }
+        if (!frame->has_value()) break;  // the rest is part of a frame
         ++inflight_;
         ++requests_;
-        handler_.Handle(
-            *header, std::string_view(buf.data() + begin + wire::kHeaderSize, header->payload_len),
-            shared_from_this());
-        begin += frame_size;
+        handler_.Handle((*frame)->header, (*frame)->payload, shared_from_this());
         if (close_when_written_) co_return;  // refused: nothing more is read (Flush closes)
       }
       Flush();
-      if (begin == end) {
-        begin = end = 0;
-        // Give back a buffer grown for one large frame.
-        if (buf.size() > 4 * kInitialReadBuffer) {
-          buf.resize(kInitialReadBuffer);
-          buf.shrink_to_fit();
-        }
-      } else if (buf.size() - end < 4096 && begin > 0) {
-        std::copy(buf.begin() + begin, buf.begin() + end, buf.begin());
-        end -= begin;
-        begin = 0;
-      }
+      reader.Shrink();
       // Back-pressure: stop reading while too many requests are unanswered.
       auto paused_from = std::chrono::steady_clock::now();
       co_await WaitForRoom();
       if (!Open()) co_return;
-      TimeFrame(end > begin, requests_ != requests_at_last_read,
+      TimeFrame(!reader.empty(), requests_ != requests_at_last_read,
                 std::chrono::steady_clock::now() - paused_from);
       requests_at_last_read = requests_;
-      if (end == begin) TimeIdle();
+      if (reader.empty()) TimeIdle();
       boost::system::error_code ec;
-      size_t n = co_await socket_.async_read_some(asio::buffer(buf.data() + end, buf.size() - end),
+      char* space = reader.space();
+      size_t n = co_await socket_.async_read_some(asio::buffer(space, reader.space_size()),
                                                   asio::redirect_error(asio::use_awaitable, ec));
       idle_timed_ = false;
       if (ec) co_return;
-      end += n;
+      reader.Commit(n);
     }
   }
 

@@ -13,6 +13,7 @@
 #include "core/server/request_handler.h"
 #include "core/status_macros.h"
 #include "core/wire/frame.h"
+#include "core/wire/frame_reader.h"
 
 namespace ardma {
 namespace {
@@ -263,23 +264,20 @@ ucs_status_t UcxServer::OnRequest(void* arg, const void* header, size_t header_l
 
 void UcxServer::HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame) {
   if (!session->Open()) return;  // closing: what it sends now is dropped
-  absl::StatusOr<wire::FrameHeader> header = wire::DecodeHeader(frame, handler_->limits());
-  if (!header.ok() || frame.size() != wire::kHeaderSize + header->payload_len) {
+  absl::StatusOr<wire::Frame> parsed = wire::ParseWholeFrame(frame, handler_->limits());
+  if (!parsed.ok()) {
     // As a TCP session that sends a malformed frame is answered (if the frame names a request)
     // and closed, so is this one.
     handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
-    if (!header.ok()) {
-      std::string answer = wire::ErrorResponseForHeader(frame, header.status());
-      if (!answer.empty()) session->SendNow(std::move(answer));  // on the progress thread
-    }
+    std::string answer = wire::ErrorResponseForHeader(frame, parsed.status());
+    if (!answer.empty()) session->SendNow(std::move(answer));  // on the progress thread
     ARDMA_LOG(kWarning, "ucx session ...%04x: %s; closing it", session->id() & 0xffff,
-              header.ok() ? "frame length does not match its header"
-                          : std::string(header.status().message()));
+              std::string(parsed.status().message()));
     session->Poison();
     return;
   }
   session->Touch();
-  handler_->Handle(*header, frame.substr(wire::kHeaderSize), session);
+  handler_->Handle(parsed->header, parsed->payload, session);
 }
 
 void UcxServer::Enqueue(std::shared_ptr<Session> session, std::string frame) {

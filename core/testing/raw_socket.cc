@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/net/socket_connect.h"
+#include "core/wire/frame_reader.h"
+
 namespace ardma::testing {
 
 RawSocket::RawSocket(uint16_t port) {
@@ -34,14 +37,7 @@ RawSocket::~RawSocket() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-bool RawSocket::SendBytes(std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+bool RawSocket::SendBytes(std::string_view bytes) { return SendAll(fd_, bytes).ok(); }
 
 bool RawSocket::SendFrame(wire::Op op, std::string_view payload, uint64_t request_id,
                           uint64_t client_id) {
@@ -52,25 +48,11 @@ bool RawSocket::SendFrame(wire::Op op, std::string_view payload, uint64_t reques
   return SendBytes(frame);
 }
 
-bool RecvExactly(int fd, char* out, size_t n) {
-  while (n > 0) {
-    ssize_t got = ::recv(fd, out, n, 0);
-    if (got <= 0) return false;
-    out += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
 std::optional<RawResponse> RawSocket::Receive() {
-  char header[wire::kHeaderSize];
-  if (!RecvExactly(fd_, header, sizeof(header))) return std::nullopt;
-  absl::StatusOr<wire::FrameHeader> h =
-      wire::DecodeHeader(std::string_view(header, sizeof(header)), wire::WireLimits{});
-  if (!h.ok()) return std::nullopt;
-  RawResponse r{*h, std::string(h->payload_len, '\0')};
-  if (!RecvExactly(fd_, r.payload.data(), r.payload.size())) return std::nullopt;
-  return r;
+  absl::StatusOr<wire::OwnedFrame> frame = wire::ReadFrame(
+      [this](char* out, size_t n) { return RecvExactly(fd_, out, n); }, wire::WireLimits{});
+  if (!frame.ok()) return std::nullopt;
+  return RawResponse{frame->header, std::move(frame->payload)};
 }
 
 bool RawSocket::WaitClosed() {

@@ -17,9 +17,6 @@ struct RawResponse {
   std::string payload;
 };
 
-// Blocking receive of exactly n bytes; false if the peer closed or the receive failed.
-bool RecvExactly(int fd, char* out, size_t n);
-
 class RawSocket {
  public:
   // Connects to 127.0.0.1:port and reads the server's HELLO; check ok().
