@@ -175,47 +175,87 @@ class RequestHandler {
   class ExecuteResponder;
   class Host;
 
+  // One request, as an op's handler sees it. The ops come in families, one file each:
+  // ops_data.cc (PING, READ, WRITE, CAS, FETCH_ADD), ops_code.cc (HAS_CODE, LOAD, EXECUTE),
+  // ops_admin.cc (STATS, REGISTER, DEREGISTER, REGION_INFO), ops_session.cc (HELLO, AUTH,
+  // UCX_CONNECT, and the permission check).
+  struct Request {
+    const wire::FrameHeader& header;
+    std::string_view payload;
+    const std::shared_ptr<ResponseSink>& sink;
+    const security::Grant& grant;
+    uint64_t start_ns;  // steady clock, for the latency
+    mutable bool answered = false;  // set by a handler that answered by itself after all
+  };
+  // A handler answers with the payload it appends to *out (OK) or with an error; or, for an op
+  // whose row says `answers_itself`, it answers by itself, now or later, and records the latency.
+  using OpFn = absl::Status (RequestHandler::*)(const Request& request, std::string* out);
+  struct OpRow {
+    OpFn run = nullptr;          // null: not a request a client sends
+    uint32_t permissions = 0;    // any one of these is needed (0: none)
+    bool answers_itself = false;
+  };
+  // The table from op to handler: a new op is one handler and one row here.
+  static const OpRow& Row(wire::Op op);
+
+  // ops_session.cc
+  // PERMISSION_DENIED unless `grant` has one of `row`'s permissions (READ/WRITE are checked per
+  // region as well, by MayAccess).
+  static absl::Status Allowed(wire::Op op, const OpRow& row, const security::Grant& grant);
+  // AUTH: checks the proof; on success grants the secret's permissions, otherwise answers
+  // UNAUTHENTICATED and closes the connection. Runs before the connection has a grant.
+  void HandleAuth(const wire::FrameHeader& header, std::string_view payload,
+                  const std::shared_ptr<ResponseSink>& sink);
+  absl::Status RefuseHello(const Request& request, std::string* out);
+  absl::Status UcxConnect(const Request& request, std::string* out);
+
+  // ops_data.cc
+  // PERMISSION_DENIED unless `grant` may read (write) `region`.
+  static absl::Status MayAccess(const security::Grant& grant, RegionId region, bool write);
+  absl::Status Ping(const Request& request, std::string* out);
+  absl::Status Read(const Request& request, std::string* out);
+  absl::Status Write(const Request& request, std::string* out);
+  absl::Status WriteEntries(std::string_view payload, const security::Grant& grant);
+  absl::Status Cas(const Request& request, std::string* out);
+  absl::Status FetchAdd(const Request& request, std::string* out);
+
+  // ops_admin.cc
+  absl::Status StatsOp(const Request& request, std::string* out);
+  // REGISTER, DEREGISTER and REGION_INFO (region_registrar.h).
+  absl::Status Regions(const Request& request, std::string* out);
+
+  // ops_code.cc
+  absl::Status HasCode(const Request& request, std::string* out);
+  absl::Status Load(const Request& request, std::string* out);
+  absl::Status Execute(const Request& request, std::string* out);
+  // One run of a loaded function: an EXECUTE (or its resumption), or a close hook (no sink).
+  struct Call {
+    const BoundFunction& fn;
+    std::string_view args;
+    absl::Time deadline;
+    const std::shared_ptr<Responder>& responder;
+    const std::shared_ptr<ResponseSink>& sink;  // null for a close hook
+    bool isolated;                               // runs in an isolated worker process
+  };
+  // Makes a Call, deciding once whether it runs isolated.
+  bool Isolated(const BoundFunction& fn, const ResponseSink* sink) const;
+  // Where a call runs — here on the I/O thread (`may_inline` and the function is known to be
+  // short, not isolated) or on the worker pool — decided here and nowhere else.
+  void Start(const Call& call, bool may_inline);
+  bool MayRunInline(const BoundFunction& fn) const;
+  // Runs it on this thread; `on_worker`: this thread may sleep (Context::Backoff). A function
+  // that backs off on an I/O thread is started again on the pool.
+  void Run(const Call& call, bool on_worker);
+
   void Reply(const std::shared_ptr<ResponseSink>& sink, std::string frame);
   void ReplyError(const std::shared_ptr<ResponseSink>& sink, const wire::FrameHeader& header,
                   const absl::Status& status);
   // The answer to an EXECUTE: its result bytes or its error; dropped if the connection is gone.
   void ReplyResult(const std::shared_ptr<ResponseSink>& sink, const wire::FrameHeader& header,
                    const absl::StatusOr<std::string>& result);
-  // PERMISSION_DENIED unless `grant` allows `op` (READ/WRITE are checked per region as well).
-  static absl::Status Allowed(wire::Op op, const security::Grant& grant);
-  // PERMISSION_DENIED unless `grant` may read (write) `region`.
-  static absl::Status MayAccess(const security::Grant& grant, RegionId region, bool write);
-  // AUTH: checks the proof; on success grants the secret's permissions, otherwise answers
-  // UNAUTHENTICATED and closes the connection.
-  void HandleAuth(const wire::FrameHeader& header, std::string_view payload,
-                  const std::shared_ptr<ResponseSink>& sink);
-  absl::Status HandleRead(std::string_view payload, const security::Grant& grant, std::string* out);
-  absl::Status HandleWrite(std::string_view payload, const security::Grant& grant);
-  absl::Status HandleCas(std::string_view payload, const security::Grant& grant, std::string* out);
-  absl::Status HandleFetchAdd(std::string_view payload, const security::Grant& grant,
-                              std::string* out);
-  // `start_ns`: when the request arrived (steady clock), for its latency.
-  void HandleLoad(const wire::FrameHeader& header, std::string_view payload,
-                  const std::shared_ptr<ResponseSink>& sink, uint64_t start_ns);
-  void HandleExecute(const wire::FrameHeader& header, std::string_view payload,
-                     const std::shared_ptr<ResponseSink>& sink, uint64_t start_ns);
-  // Queues an EXECUTE on the worker pool (answering it if the queue is full).
-  void SubmitExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
-                     const std::shared_ptr<Responder>& responder,
-                     const std::shared_ptr<ResponseSink>& sink);
-  // Runs it here. `on_worker`: this thread may sleep (Context::Backoff); otherwise a function that
-  // backs off is rescheduled onto the pool. `sink`: the requesting connection, for close hooks
-  // (null for a hook itself).
-  bool MayRunInline(const BoundFunction& fn) const;
-  // Whether `fn`, called on `sink`'s connection (null: a close hook), runs in an isolated worker.
-  bool Isolated(const BoundFunction& fn, const ResponseSink* sink) const;
-  void RunExecute(const BoundFunction& fn, std::string_view args, absl::Time deadline,
-                  bool on_worker, const std::shared_ptr<Responder>& responder,
-                  const std::shared_ptr<ResponseSink>& sink);
-  // REGISTER, DEREGISTER and REGION_INFO (region_registrar.h).
-  absl::Status HandleRegions(const wire::FrameHeader& header, std::string_view payload,
-                             const std::shared_ptr<ResponseSink>& sink,
-                             const security::Grant& grant, std::string* out);
+  // Admits a request that is de-duplicated by (client id, request id) (a WRITE or EXECUTE with
+  // a client id): true if it runs now; false if it is a retry, answered from the window.
+  bool AdmitOnce(const wire::FrameHeader& header, const std::shared_ptr<ResponseSink>& sink);
   absl::Status SetCloseHook(const std::shared_ptr<ResponseSink>& sink, std::string_view key,
                             std::string_view function, std::string_view args);
   // Runs function(args) on the pool for a closed connection; its result is only logged.

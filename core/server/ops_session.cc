@@ -1,8 +1,9 @@
-// The RequestHandler's authentication and permission checks (core/security/auth.h,
-// docs/SECURITY.md): the greeting, AUTH, and what each op needs.
+// The session ops (core/security/auth.h, docs/SECURITY.md): the greeting, AUTH, UCX_CONNECT, and
+// the one permission check every other op passes (its row in RequestHandler::Row).
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "core/server/request_handler.h"
+#include "core/status_macros.h"
 
 namespace ardma {
 
@@ -66,51 +67,28 @@ void RequestHandler::InheritAuth(const ResponseSink& from, ResponseSink& to) {
   to.auth().authenticated.store(true, std::memory_order_release);
 }
 
-absl::Status RequestHandler::Allowed(Op op, const security::Grant& grant) {
-  security::Permission needed;
-  switch (op) {
-    case Op::kPing:
-    case Op::kStats:       // details only with admin (Handle)
-    case Op::kUcxConnect:  // the session gets this connection's grant (ucx_server.cc)
-    case Op::kHello:
-    case Op::kAuth:
-      return absl::OkStatus();
-    case Op::kRead:
-    case Op::kRegionInfo:
-      needed = security::kRead;
-      break;
-    case Op::kRegister:  // maps the client's own memory for others (docs/SECURITY.md)
-    case Op::kDeregister:
-    case Op::kWrite:
-    case Op::kCas:
-    case Op::kFetchAdd:
-      needed = security::kWrite;
-      break;
-    case Op::kExecute:
-      needed = security::kExec;
-      break;
-    case Op::kHasCode:
-      if (grant.Has(security::kExec) || grant.Has(security::kLoad)) return absl::OkStatus();
-      needed = security::kExec;
-      break;
-    case Op::kLoad:
-      needed = security::kLoad;
-      break;
-    default:
-      return absl::OkStatus();  // unknown ops are refused by Handle
-  }
-  if (grant.Has(needed)) return absl::OkStatus();
-  security::Grant want{.permissions = static_cast<uint32_t>(needed)};
+absl::Status RequestHandler::Allowed(Op op, const OpRow& row, const security::Grant& grant) {
+  if (row.permissions == 0 || (grant.permissions & row.permissions) != 0) return absl::OkStatus();
+  // Named as the first permission that would do (HAS_CODE: exec, or load).
+  uint32_t first = row.permissions & (~row.permissions + 1);
+  security::Grant want{.permissions = first};
   return absl::PermissionDeniedError(absl::StrCat(wire::OpName(op), " needs the '", want.ToString(),
                                                   "' permission; this secret has ",
                                                   grant.ToString()));
 }
 
-absl::Status RequestHandler::MayAccess(const security::Grant& grant, RegionId region, bool write) {
-  if (write ? grant.MayWrite(region) : grant.MayRead(region)) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat("this secret may not ", write ? "write" : "read",
-                                                  " region ", region, " (it has ", grant.ToString(),
-                                                  ")"));
+absl::Status RequestHandler::RefuseHello(const Request&, std::string*) {
+  return absl::InvalidArgumentError("HELLO is sent by the server only");
+}
+
+absl::Status RequestHandler::UcxConnect(const Request& request, std::string* out) {
+  if (!ucx_connect_) {
+    return absl::FailedPreconditionError(
+        "this server does not offer UCX (started with --ucx off, or UCX failed to start)");
+  }
+  ARDMA_ASSIGN_OR_RETURN(std::string hello, ucx_connect_(request.payload, request.sink));
+  out->append(hello);
+  return absl::OkStatus();
 }
 
 void RequestHandler::HandleAuth(const FrameHeader& header, std::string_view payload,

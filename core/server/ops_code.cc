@@ -1,0 +1,298 @@
+// The code ops: HAS_CODE, LOAD and EXECUTE, and where an EXECUTE runs (Start: inline on the I/O
+// thread, or on the worker pool; isolated or not, decided once per call).
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "core/active/local_context.h"
+#include "core/log.h"
+#include "core/server/op_support.h"
+#include "core/server/request_handler.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+
+using ops::LatencyRecorder;
+using ops::NowNs;
+using wire::FrameHeader;
+using wire::Op;
+
+// Answers one EXECUTE, now or later (parked), records it in the de-duplication window, and tells
+// whether its connection still listens.
+class RequestHandler::ExecuteResponder : public Responder {
+ public:
+  ExecuteResponder(RequestHandler* handler, std::shared_ptr<ResponseSink> sink,
+                   const FrameHeader& header, bool deduplicated, uint64_t start_ns)
+      : handler_(handler),
+        sink_(std::move(sink)),
+        header_(header),
+        deduplicated_(deduplicated),
+        start_ns_(start_ns) {}
+
+  void Respond(absl::StatusOr<std::string> result) override {
+    if (deduplicated_) handler_->dedup_.Finish(header_.client_id, header_.request_id, result);
+    handler_->ReplyResult(sink_, header_, result);
+    handler_->counters_.latency[static_cast<uint8_t>(wire::Op::kExecute)].Record(NowNs() -
+                                                                                 start_ns_);
+  }
+  bool Alive() const override { return sink_->Open(); }
+
+ private:
+  RequestHandler* const handler_;
+  const std::shared_ptr<ResponseSink> sink_;
+  const FrameHeader header_;
+  const bool deduplicated_;
+  const uint64_t start_ns_;
+};
+
+absl::Status RequestHandler::HasCode(const Request& request, std::string* out) {
+  ARDMA_ASSIGN_OR_RETURN(wire::CodeHash hash, wire::DecodeHash(request.payload));
+  wire::EncodeHasCodeResponse(registry_->Has(hash), out);
+  return absl::OkStatus();
+}
+
+absl::Status RequestHandler::Load(const Request& request, std::string*) {
+  const FrameHeader& header = request.header;
+  std::string_view payload = request.payload;
+  const std::shared_ptr<ResponseSink>& sink = request.sink;
+  const uint64_t start_ns = request.start_ns;
+  LatencyRecorder recorder(&counters_.latency[static_cast<uint8_t>(Op::kLoad)], start_ns);
+  absl::StatusOr<wire::LoadRequest> req = wire::DecodeLoadRequest(payload);
+  if (!req.ok()) {
+    ReplyError(sink, header, req.status());
+    return absl::OkStatus();
+  }
+  // Who loads decides which names the code may take over (docs/SECURITY.md).
+  LoadAuthority by;
+  if (const security::Grant* grant = sink->auth().Granted(); grant != nullptr) {
+    by.owner = sink->auth().name;
+    by.may_repoint = grant->Has(security::kAdmin);
+  }
+  auto load = [this, header, sink, by, start_ns](const wire::LoadRequest& r) {
+    LatencyRecorder loaded(&counters_.latency[static_cast<uint8_t>(Op::kLoad)], start_ns);
+    LoadAuthority with_deps = by;
+    with_deps.deps = r.deps;
+    std::string_view code = r.code;
+    bool known = registry_->Has(Sha256(code));
+    absl::StatusOr<wire::CodeHash> hash = registry_->Load(r.kind, r.library_name, code, with_deps);
+    if (hash.ok() && !known) {
+      ARDMA_LOG(
+          kInfo, "loaded %s code %s (%u bytes%s) for client %016x%s", wire::CodeKindName(r.kind),
+          wire::HashToHex(*hash).substr(0, 16), code.size(),
+          r.library_name.empty() ? "" : absl::StrCat(", library ", std::string(r.library_name)),
+          header.client_id,
+          sink->auth().name.empty() ? "" : absl::StrCat(" as '", sink->auth().name, "'"));
+    }
+    if (!hash.ok()) {
+      ARDMA_LOG(kWarning, "LOAD of %u bytes failed: %s", code.size(), hash.status().ToString());
+      ReplyError(sink, header, hash.status());
+      return;
+    }
+    std::string out;
+    wire::EncodeHash(*hash, &out);
+    Reply(sink, ops::OkFrame(header, out));
+  };
+  // Known code, or no pool: answer here. New code is loaded on a worker (dlopen can be slow).
+  recorder.Dismiss();  // `load` records it, here or on a worker
+  if (workers_ == nullptr || registry_->Has(Sha256(req->code))) {
+    load(*req);
+    return absl::OkStatus();
+  }
+  auto owned = std::make_shared<std::string>(payload);
+  WorkerPool::Job job;
+  job.run = [owned, load] { load(*wire::DecodeLoadRequest(*owned)); };
+  job.expired = [this, header, sink] {
+    ReplyError(sink, header, absl::UnavailableError("server is shutting down"));
+  };
+  if (!workers_->Submit(std::move(job))) {
+    ReplyError(sink, header, absl::ResourceExhaustedError("worker queue is full"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequestHandler::Execute(const Request& request, std::string*) {
+  const FrameHeader& header = request.header;
+  absl::StatusOr<wire::ExecuteRequest> req = wire::DecodeExecuteRequest(request.payload);
+  if (!req.ok()) {
+    ReplyError(request.sink, header, req.status());
+    return absl::OkStatus();
+  }
+  const bool deduplicate = header.client_id != 0;
+  std::shared_ptr<Responder> responder =
+      std::make_shared<ExecuteResponder>(this, request.sink, header, deduplicate, request.start_ns);
+  if (deduplicate && !AdmitOnce(header, request.sink)) return absl::OkStatus();
+  absl::StatusOr<BoundFunction> fn = req->by_hash ? registry_->Resolve(req->hash, req->function)
+                                                  : registry_->Resolve(req->function);
+  if (!fn.ok()) {
+    responder->Respond(fn.status());
+    return absl::OkStatus();
+  }
+  absl::Time deadline =
+      absl::Now() + (req->timeout_us == 0
+                         ? options_.default_deadline
+                         : absl::Microseconds(static_cast<int64_t>(
+                               std::min<uint64_t>(req->timeout_us, INT64_MAX / 2))));
+  Start({*fn, req->args, deadline, responder, request.sink, Isolated(*fn, request.sink.get())},
+        /*may_inline=*/true);
+  return absl::OkStatus();
+}
+
+namespace {
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+thread_local std::atomic<int64_t>* io_busy_stamp = nullptr;
+
+void MarkOverran(const BoundFunction& fn, int64_t ns) {
+  if (!fn.stats().never_inline.exchange(true, std::memory_order_relaxed)) {
+    ARDMA_LOG(kWarning, "%s ran %s on an I/O thread; from now on it runs on the worker pool",
+              std::string(fn.name()), absl::FormatDuration(absl::Nanoseconds(ns)));
+  }
+}
+
+}  // namespace
+
+void RequestHandler::SetIoBusyStamp(std::atomic<int64_t>* stamp) { io_busy_stamp = stamp; }
+
+bool RequestHandler::IoThreadStuck(const std::atomic<int64_t>& stamp) const {
+  int64_t since = stamp.load(std::memory_order_relaxed);
+  return since != 0 && absl::Nanoseconds(SteadyNanos() - since) > options_.inline_overrun;
+}
+
+// Whether `fn`, called on `sink`'s connection (null: a close hook), runs in an isolated worker.
+bool RequestHandler::Isolated(const BoundFunction& fn, const ResponseSink* sink) const {
+  if (isolated_ == nullptr || !isolated_->Isolates(fn)) return false;
+  if (isolate_all_) return true;
+  // Only admins' code runs in the server; a close hook's (no connection any more) does not.
+  const security::Grant* grant = sink != nullptr ? sink->auth().Granted() : nullptr;
+  return grant == nullptr || !grant->Has(security::kAdmin);
+}
+
+// Only a function known to be short: seen before, short on average and last time, never overran
+// on an I/O thread, and not running long there right now.
+bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
+  FunctionStats& stats = fn.stats();
+  if (stats.never_inline.load(std::memory_order_relaxed)) return false;
+  int64_t since = stats.inline_since_ns.load(std::memory_order_relaxed);
+  if (since != 0) {
+    int64_t running = SteadyNanos() - since;
+    if (absl::Nanoseconds(running) > options_.inline_overrun) {
+      MarkOverran(fn, running);
+      return false;
+    }
+  }
+  auto short_run = [this](const std::atomic<uint64_t>& ns) {
+    return absl::Nanoseconds(ns.load(std::memory_order_relaxed)) < options_.inline_threshold;
+  };
+  return stats.calls.load(std::memory_order_relaxed) > 0 && short_run(stats.average_ns) &&
+         short_run(stats.last_ns);
+}
+
+void RequestHandler::Start(const Call& call, bool may_inline) {
+  // (An isolated call waits for a process: never on an I/O thread if there are workers.)
+  const bool here =
+      workers_ == nullptr || (may_inline && !call.isolated && MayRunInline(call.fn));
+  if (may_inline) {
+    ServerCounters::Add(here ? counters_.executes_inline : counters_.executes_pooled, 1);
+  }
+  if (here) {
+    Run(call, /*on_worker=*/workers_ == nullptr);  // without workers every run may sleep
+    return;
+  }
+  WorkerPool::Job job;
+  job.deadline = call.deadline;
+  job.run = [this, fn = call.fn, args = std::string(call.args), deadline = call.deadline,
+             responder = call.responder, sink = call.sink, isolated = call.isolated] {
+    Run({fn, args, deadline, responder, sink, isolated}, /*on_worker=*/true);
+  };
+  job.expired = [this, responder = call.responder] {
+    ServerCounters::Add(counters_.executes_expired, 1);
+    responder->Respond(absl::DeadlineExceededError("deadline passed before the function started"));
+  };
+  if (!workers_->Submit(std::move(job))) {
+    ServerCounters::Add(counters_.executes_rejected, 1);
+    call.responder->Respond(absl::ResourceExhaustedError("worker queue is full"));
+  }
+}
+
+// RequestHost for one run of an EXECUTE (or of a close hook, which has no connection).
+class RequestHandler::Host : public RequestHost {
+ public:
+  Host(RequestHandler* handler, const Call& call) : handler_(handler), call_(call) {}
+
+  ParkingLot::ResumeFn MakeResume(std::string args) override {
+    return [handler = handler_, fn = call_.fn, args = std::move(args), deadline = call_.deadline,
+            responder = call_.responder, sink = call_.sink, isolated = call_.isolated] {
+      ServerCounters::Add(handler->counters_.executes_resumed, 1);
+      handler->Start({fn, args, deadline, responder, sink, isolated}, /*may_inline=*/false);
+    };
+  }
+  absl::Status OnClose(std::string_view key, std::string_view function,
+                       std::string_view args) override {
+    if (call_.sink == nullptr) return absl::FailedPreconditionError("a close hook has no connection");
+    return handler_->SetCloseHook(call_.sink, key, function, args);
+  }
+
+ private:
+  RequestHandler* const handler_;
+  const Call& call_;
+};
+
+void RequestHandler::Run(const Call& call, bool on_worker) {
+  const BoundFunction& fn = call.fn;
+  Host host(this, call);
+  Execution ex;
+  ex.regions = regions_;
+  ex.registry = registry_;
+  ex.parking = &parking_;
+  ex.responder = call.responder;
+  ex.host = &host;
+  ex.deadline = call.deadline;
+  ex.cancelled = &cancelled_;
+  if (owners_ != nullptr) ex.owner = owners_->server();
+  ex.may_block = on_worker;
+  ex.access_cost = options_.access_cost;
+  // On an I/O thread (and not a server without workers, where every run is): stamped, so a run
+  // that does not end is seen by the next caller and by the acceptor.
+  bool io_thread = !on_worker;
+  int64_t start = SteadyNanos();
+  bool stamped = false;
+  if (io_thread) {
+    int64_t idle = 0;
+    stamped =
+        fn.stats().inline_since_ns.compare_exchange_strong(idle, start, std::memory_order_relaxed);
+    if (io_busy_stamp != nullptr) io_busy_stamp->store(start, std::memory_order_relaxed);
+  }
+  absl::StatusOr<std::string> result =
+      call.isolated ? isolated_->Run(fn, call.args, ex) : LocalContext::Run(&ex, fn, call.args);
+  uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
+  if (io_thread) {
+    if (stamped) fn.stats().inline_since_ns.store(0, std::memory_order_relaxed);
+    if (io_busy_stamp != nullptr) io_busy_stamp->store(0, std::memory_order_relaxed);
+    if (absl::Nanoseconds(ns) > options_.inline_overrun) MarkOverran(fn, ns);
+  }
+  fn.stats().Record(ns);
+  ServerCounters::Add(counters_.execute_ns, ns);
+  counters_.AddActive(ex.counts);
+  if (ex.parked != nullptr) {
+    ServerCounters::Add(counters_.parked_total, 1);
+    parking_.FunctionReturned(ex.parked, result.status());
+    return;
+  }
+  if (ex.rescheduled && IsRescheduled(result.status()) && workers_ != nullptr) {
+    // It backed off on an I/O thread: run it again, from the start, where it may sleep.
+    ServerCounters::Add(counters_.executes_rescheduled, 1);
+    Start(call, /*may_inline=*/false);
+    return;
+  }
+  if (result.ok() && syncer_.always()) {
+    if (absl::Status synced = syncer_.RanCode(); !synced.ok()) result = synced;
+  }
+  call.responder->Respond(std::move(result));
+}
+
+}  // namespace ardma
