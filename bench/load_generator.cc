@@ -64,7 +64,7 @@ struct Sock {
   size_t out_pos = 0;
   bool watching_out = false;
   wire::FrameReader in{wire::WireLimits{}, kReadChunk};  // received bytes
-  std::vector<std::pair<uint64_t, int64_t>> inflight;  // request id, queued at (ns)
+  std::vector<std::pair<uint64_t, int64_t>> inflight;    // request id, queued at (ns)
 
   ~Sock() {
     if (fd >= 0) ::close(fd);

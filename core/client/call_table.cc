@@ -64,7 +64,8 @@ absl::StatusOr<std::vector<ResponsePayload>> CallTable::Await(Expected& expected
   }
   std::vector<ResponsePayload> results;
   results.reserve(expected.calls.size());
-  for (const std::shared_ptr<Call>& call : expected.calls) results.push_back(std::move(call->result));
+  for (const std::shared_ptr<Call>& call : expected.calls)
+    results.push_back(std::move(call->result));
   return results;
 }
 

@@ -119,9 +119,8 @@ TEST_P(TransportBreakTest, BreakFailsEveryPendingCallWithUnavailable) {
     transport_->Async(Park("async" + std::to_string(i)), 100 + i, 7, far,
                       [&answers, i](ResponsePayload r) { answers[i].set_value(std::move(r)); });
   }
-  auto sync = std::async(std::launch::async, [&] {
-    return transport_->RoundTrip({Park("sync")}, {1}, 7, far);
-  });
+  auto sync = std::async(std::launch::async,
+                         [&] { return transport_->RoundTrip({Park("sync")}, {1}, 7, far); });
   // Every call reached the server and waits there.
   ASSERT_TRUE(testing::WaitUntil([&] { return Parked() == kAsync + 1; })) << Parked();
 

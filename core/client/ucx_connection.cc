@@ -21,6 +21,13 @@ using wire::Op;
 
 // A region this connection may reach only through the server, named in a batch that went
 // one-sided (the static regions all had keys).
+// A request the server would refuse is refused here, with the server's error, before anything is
+// applied: the refusal is the answer (*result), not a transport failure.
+absl::Status Refuse(ResponsePayload* result, absl::Status refusal) {
+  *result = std::move(refusal);
+  return absl::OkStatus();
+}
+
 absl::Status NoKey(RegionId region) {
   return absl::PermissionDeniedError(
       absl::StrCat("this connection has no one-sided access to region ", region,
@@ -276,117 +283,127 @@ void UcxConnection::WatchServer() {
 
 absl::Status UcxConnection::OneSided(const OutgoingRequest& request, absl::Time deadline,
                                      ResponsePayload* result) {
-  // A request the server would refuse is refused here, with the server's error, before anything
-  // is applied; only transport failures are returned.
-  auto refuse = [&](absl::Status s) {
-    *result = std::move(s);
-    return absl::OkStatus();
-  };
-  std::vector<ucs_status_ptr_t> inflight;
-  auto wait_all = [&](std::string_view what) -> absl::Status {
-    absl::Status status;
-    for (ucs_status_ptr_t r : inflight) status.Update(ucx_->Wait(r, deadline, what));
-    inflight.clear();
-    return status;
-  };
-  ucp_request_param_t param{};
   switch (request.op) {
-    case Op::kRead: {
-      absl::StatusOr<std::vector<wire::ReadEntry>> entries =
-          wire::DecodeReadRequest(request.payload, limits_);
-      if (!entries.ok()) return refuse(entries.status());
-      size_t total = 0;
-      absl::InlinedVector<RegionHandle, 4> found;
-      for (const wire::ReadEntry& e : *entries) {
-        absl::StatusOr<RegionHandle> r = FindRegion(e.region);
-        if (!r.ok()) return refuse(r.status());
-        if (absl::Status s = (*r)->bounds.CheckRange(e.addr, e.len); !s.ok()) return refuse(s);
-        if ((*r)->rkey == nullptr) return refuse(NoKey(e.region));
-        found.push_back(*std::move(r));
-        total += e.len;
-      }
-      std::string out(total, '\0');
-      size_t at = 0;
-      for (size_t i = 0; i < entries->size(); ++i) {
-        const wire::ReadEntry& e = (*entries)[i];
-        const RemoteRegion& r = *found[i];
-        if (e.len > 0) {
-          inflight.push_back(
-              ucp_get_nbx(ep_, out.data() + at, e.len, r.base + e.addr, r.rkey, &param));
-        }
-        at += e.len;
-      }
-      ARDMA_RETURN_IF_ERROR(wait_all("ucp_get"));
-      counters_->bytes_received.fetch_add(total, std::memory_order_relaxed);
-      *result = std::move(out);
-      return absl::OkStatus();
-    }
-    case Op::kWrite: {
-      absl::StatusOr<std::vector<wire::WriteEntry>> entries =
-          wire::DecodeWriteRequest(request.payload, limits_);
-      if (!entries.ok()) return refuse(entries.status());
-      absl::InlinedVector<RegionHandle, 4> found;
-      for (const wire::WriteEntry& e : *entries) {
-        absl::StatusOr<RegionHandle> r = FindRegion(e.region);
-        if (!r.ok()) return refuse(r.status());
-        if (absl::Status s = (*r)->bounds.CheckWritable(e.addr, e.data.size()); !s.ok()) {
-          return refuse(s);
-        }
-        if ((*r)->rkey == nullptr) return refuse(NoKey(e.region));
-        found.push_back(*std::move(r));
-      }
-      for (size_t i = 0; i < entries->size(); ++i) {
-        const wire::WriteEntry& e = (*entries)[i];
-        const RemoteRegion& r = *found[i];
-        if (e.data.empty()) continue;
-        inflight.push_back(
-            ucp_put_nbx(ep_, e.data.data(), e.data.size(), r.base + e.addr, r.rkey, &param));
-        counters_->bytes_sent.fetch_add(e.data.size(), std::memory_order_relaxed);
-      }
-      ARDMA_RETURN_IF_ERROR(wait_all("ucp_put"));
-      // Acknowledged means done at the server.
-      inflight.push_back(ucp_ep_flush_nbx(ep_, &param));
-      ARDMA_RETURN_IF_ERROR(wait_all("ucp_ep_flush"));
-      *result = std::string();
-      return absl::OkStatus();
-    }
+    case Op::kRead:
+      return OneSidedRead(request.payload, deadline, result);
+    case Op::kWrite:
+      return OneSidedWrite(request.payload, deadline, result);
     case Op::kCas:
-    case Op::kFetchAdd: {
-      RegionId region;
-      uint64_t addr, operand, swap = 0;
-      bool cas = request.op == Op::kCas;
-      if (cas) {
-        absl::StatusOr<wire::CasRequest> req = wire::DecodeCasRequest(request.payload);
-        if (!req.ok()) return refuse(req.status());
-        region = req->region;
-        addr = req->addr;
-        operand = req->expected;
-        swap = req->desired;
-      } else {
-        absl::StatusOr<wire::FetchAddRequest> req = wire::DecodeFetchAddRequest(request.payload);
-        if (!req.ok()) return refuse(req.status());
-        region = req->region;
-        addr = req->addr;
-        operand = req->delta;
-      }
-      absl::StatusOr<RegionHandle> r = FindRegion(region);
-      if (!r.ok()) return refuse(r.status());
-      if (absl::Status s = (*r)->bounds.CheckAtomic(addr); !s.ok()) return refuse(s);
-      uint64_t reply = swap;  // CSWAP: in, the value to store; out, the old value
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-      param.datatype = ucp_dt_make_contig(8);
-      param.reply_buffer = &reply;
-      inflight.push_back(ucp_atomic_op_nbx(ep_, cas ? UCP_ATOMIC_OP_CSWAP : UCP_ATOMIC_OP_ADD,
-                                           &operand, 1, (*r)->base + addr, (*r)->rkey, &param));
-      ARDMA_RETURN_IF_ERROR(wait_all(cas ? "ucp CAS" : "ucp FETCH_ADD"));
-      std::string out;
-      wire::EncodeU64Response(reply, &out);
-      *result = std::move(out);
-      return absl::OkStatus();
-    }
+    case Op::kFetchAdd:
+      return OneSidedAtomic(request, deadline, result);
     default:
       return absl::InternalError("not a one-sided operation");
   }
+}
+
+absl::Status UcxConnection::WaitAll(std::vector<ucs_status_ptr_t>* requests, absl::Time deadline,
+                                    std::string_view what) {
+  absl::Status status;
+  for (ucs_status_ptr_t r : *requests) status.Update(ucx_->Wait(r, deadline, what));
+  requests->clear();
+  return status;
+}
+
+absl::Status UcxConnection::OneSidedRead(std::string_view payload, absl::Time deadline,
+                                         ResponsePayload* result) {
+  std::vector<ucs_status_ptr_t> inflight;
+  ucp_request_param_t param{};
+  absl::StatusOr<std::vector<wire::ReadEntry>> entries = wire::DecodeReadRequest(payload, limits_);
+  if (!entries.ok()) return Refuse(result, entries.status());
+  size_t total = 0;
+  absl::InlinedVector<RegionHandle, 4> found;
+  for (const wire::ReadEntry& e : *entries) {
+    absl::StatusOr<RegionHandle> r = FindRegion(e.region);
+    if (!r.ok()) return Refuse(result, r.status());
+    if (absl::Status s = (*r)->bounds.CheckRange(e.addr, e.len); !s.ok()) return Refuse(result, s);
+    if ((*r)->rkey == nullptr) return Refuse(result, NoKey(e.region));
+    found.push_back(*std::move(r));
+    total += e.len;
+  }
+  std::string out(total, '\0');
+  size_t at = 0;
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const wire::ReadEntry& e = (*entries)[i];
+    const RemoteRegion& r = *found[i];
+    if (e.len > 0) {
+      inflight.push_back(ucp_get_nbx(ep_, out.data() + at, e.len, r.base + e.addr, r.rkey, &param));
+    }
+    at += e.len;
+  }
+  ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_get"));
+  counters_->bytes_received.fetch_add(total, std::memory_order_relaxed);
+  *result = std::move(out);
+  return absl::OkStatus();
+}
+
+absl::Status UcxConnection::OneSidedWrite(std::string_view payload, absl::Time deadline,
+                                          ResponsePayload* result) {
+  std::vector<ucs_status_ptr_t> inflight;
+  ucp_request_param_t param{};
+  absl::StatusOr<std::vector<wire::WriteEntry>> entries =
+      wire::DecodeWriteRequest(payload, limits_);
+  if (!entries.ok()) return Refuse(result, entries.status());
+  absl::InlinedVector<RegionHandle, 4> found;
+  for (const wire::WriteEntry& e : *entries) {
+    absl::StatusOr<RegionHandle> r = FindRegion(e.region);
+    if (!r.ok()) return Refuse(result, r.status());
+    if (absl::Status s = (*r)->bounds.CheckWritable(e.addr, e.data.size()); !s.ok()) {
+      return Refuse(result, s);
+    }
+    if ((*r)->rkey == nullptr) return Refuse(result, NoKey(e.region));
+    found.push_back(*std::move(r));
+  }
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const wire::WriteEntry& e = (*entries)[i];
+    const RemoteRegion& r = *found[i];
+    if (e.data.empty()) continue;
+    inflight.push_back(
+        ucp_put_nbx(ep_, e.data.data(), e.data.size(), r.base + e.addr, r.rkey, &param));
+    counters_->bytes_sent.fetch_add(e.data.size(), std::memory_order_relaxed);
+  }
+  ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_put"));
+  // Acknowledged means done at the server.
+  inflight.push_back(ucp_ep_flush_nbx(ep_, &param));
+  ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_ep_flush"));
+  *result = std::string();
+  return absl::OkStatus();
+}
+
+absl::Status UcxConnection::OneSidedAtomic(const OutgoingRequest& request, absl::Time deadline,
+                                           ResponsePayload* result) {
+  std::vector<ucs_status_ptr_t> inflight;
+  ucp_request_param_t param{};
+  RegionId region;
+  uint64_t addr, operand, swap = 0;
+  bool cas = request.op == Op::kCas;
+  if (cas) {
+    absl::StatusOr<wire::CasRequest> req = wire::DecodeCasRequest(request.payload);
+    if (!req.ok()) return Refuse(result, req.status());
+    region = req->region;
+    addr = req->addr;
+    operand = req->expected;
+    swap = req->desired;
+  } else {
+    absl::StatusOr<wire::FetchAddRequest> req = wire::DecodeFetchAddRequest(request.payload);
+    if (!req.ok()) return Refuse(result, req.status());
+    region = req->region;
+    addr = req->addr;
+    operand = req->delta;
+  }
+  absl::StatusOr<RegionHandle> r = FindRegion(region);
+  if (!r.ok()) return Refuse(result, r.status());
+  if (absl::Status s = (*r)->bounds.CheckAtomic(addr); !s.ok()) return Refuse(result, s);
+  uint64_t reply = swap;  // CSWAP: in, the value to store; out, the old value
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+  param.datatype = ucp_dt_make_contig(8);
+  param.reply_buffer = &reply;
+  inflight.push_back(ucp_atomic_op_nbx(ep_, cas ? UCP_ATOMIC_OP_CSWAP : UCP_ATOMIC_OP_ADD, &operand,
+                                       1, (*r)->base + addr, (*r)->rkey, &param));
+  ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, cas ? "ucp CAS" : "ucp FETCH_ADD"));
+  std::string out;
+  wire::EncodeU64Response(reply, &out);
+  *result = std::move(out);
+  return absl::OkStatus();
 }
 
 absl::Status UcxConnection::SendRequests(absl::Span<const OutgoingRequest> requests,

@@ -100,6 +100,14 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   // transport failure.
   absl::Status OneSided(const OutgoingRequest& request, absl::Time deadline,
                         ResponsePayload* result);
+  absl::Status OneSidedRead(std::string_view payload, absl::Time deadline, ResponsePayload* result);
+  absl::Status OneSidedWrite(std::string_view payload, absl::Time deadline,
+                             ResponsePayload* result);
+  absl::Status OneSidedAtomic(const OutgoingRequest& request, absl::Time deadline,
+                              ResponsePayload* result);
+  // Waits for every request (a ucs_status_ptr_t each) and clears them; the first failure.
+  absl::Status WaitAll(std::vector<ucs_status_ptr_t>* requests, absl::Time deadline,
+                       std::string_view what);
   bool IsOneSided(const OutgoingRequest& request) const;
   // Whether every region a READ / WRITE names has a key here.
   bool Keyed(const OutgoingRequest& request) const;

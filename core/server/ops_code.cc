@@ -194,8 +194,7 @@ bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
 
 void RequestHandler::Start(const Call& call, bool may_inline) {
   // (An isolated call waits for a process: never on an I/O thread if there are workers.)
-  const bool here =
-      workers_ == nullptr || (may_inline && !call.isolated && MayRunInline(call.fn));
+  const bool here = workers_ == nullptr || (may_inline && !call.isolated && MayRunInline(call.fn));
   if (may_inline) {
     ServerCounters::Add(here ? counters_.executes_inline : counters_.executes_pooled, 1);
   }
@@ -233,7 +232,8 @@ class RequestHandler::Host : public RequestHost {
   }
   absl::Status OnClose(std::string_view key, std::string_view function,
                        std::string_view args) override {
-    if (call_.sink == nullptr) return absl::FailedPreconditionError("a close hook has no connection");
+    if (call_.sink == nullptr)
+      return absl::FailedPreconditionError("a close hook has no connection");
     return handler_->SetCloseHook(call_.sink, key, function, args);
   }
 

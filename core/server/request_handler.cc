@@ -126,8 +126,9 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
   }
   const OpRow& row = Row(header.op);
   if (row.run == nullptr) {
-    ReplyError(sink, header, absl::InvalidArgumentError(absl::StrCat(wire::OpName(header.op),
-                                                                     " is not a request")));
+    ReplyError(
+        sink, header,
+        absl::InvalidArgumentError(absl::StrCat(wire::OpName(header.op), " is not a request")));
     return;
   }
   if (absl::Status allowed = Allowed(header.op, row, *grant); !allowed.ok()) {

@@ -184,15 +184,15 @@ class RequestHandler {
     std::string_view payload;
     const std::shared_ptr<ResponseSink>& sink;
     const security::Grant& grant;
-    uint64_t start_ns;  // steady clock, for the latency
+    uint64_t start_ns;              // steady clock, for the latency
     mutable bool answered = false;  // set by a handler that answered by itself after all
   };
   // A handler answers with the payload it appends to *out (OK) or with an error; or, for an op
   // whose row says `answers_itself`, it answers by itself, now or later, and records the latency.
   using OpFn = absl::Status (RequestHandler::*)(const Request& request, std::string* out);
   struct OpRow {
-    OpFn run = nullptr;          // null: not a request a client sends
-    uint32_t permissions = 0;    // any one of these is needed (0: none)
+    OpFn run = nullptr;        // null: not a request a client sends
+    uint32_t permissions = 0;  // any one of these is needed (0: none)
     bool answers_itself = false;
   };
   // The table from op to handler: a new op is one handler and one row here.
@@ -235,7 +235,7 @@ class RequestHandler {
     absl::Time deadline;
     const std::shared_ptr<Responder>& responder;
     const std::shared_ptr<ResponseSink>& sink;  // null for a close hook
-    bool isolated;                               // runs in an isolated worker process
+    bool isolated;                              // runs in an isolated worker process
   };
   // Makes a Call, deciding once whether it runs isolated.
   bool Isolated(const BoundFunction& fn, const ResponseSink* sink) const;

@@ -224,6 +224,234 @@ struct Server::Impl {
         });
   }
 
+  // Start's steps, in order.
+  absl::Status StartUcx() {
+    if (options.ucx != ServerOptions::Ucx::kOff) {
+      absl::StatusOr<std::unique_ptr<UcxServer>> created = UcxServer::Create();
+      if (created.ok()) {
+        ucx = *std::move(created);
+      } else if (options.ucx == ServerOptions::Ucx::kOn) {
+        return created.status();
+      } else {
+        ARDMA_LOG(kWarning, "UCX is off: %s", std::string(created.status().message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The heap (region 0): in a memfd for isolated workers, in UCX memory for one-sided atomics,
+  // or a file (--memory-file) or anonymous memory.
+  struct HeapSetup {
+    bool isolate = false;  // isolated workers map the heap through `fd`
+    int fd = -1;
+    uint64_t size = 0;
+    bool reopened = false;  // a memory file with a heap in it already
+  };
+  absl::StatusOr<HeapSetup> MakeHeap() {
+    HeapSetup setup;
+    std::unique_ptr<Region> heap;
+    // Isolated workers, if any connection's code will run in them (isolation.h).
+    bool isolate = options.isolate == ServerOptions::Isolation::kAll ||
+                   (options.isolate == ServerOptions::Isolation::kUntrusted &&
+                    options.handler.auth != nullptr);
+    int heap_fd = -1;  // for isolated workers
+    if (isolate && options.memory_file.empty()) {
+      heap_fd = ::memfd_create("ardma-heap", MFD_CLOEXEC);
+      if (heap_fd < 0 || ::ftruncate(heap_fd, static_cast<off_t>(options.memory_size)) != 0) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("a heap of ", options.memory_size, " bytes: ", std::strerror(errno)));
+      }
+      ARDMA_ASSIGN_OR_RETURN(heap, Region::MapFile(heap_fd, options.memory_size, false));
+    }
+    if (heap == nullptr && ucx != nullptr && options.memory_file.empty()) {
+      // Memory the transports can map, so clients' one-sided atomics need no server thread.
+      absl::StatusOr<std::unique_ptr<Region>> shared = ucx->AllocateRegion(options.memory_size);
+      if (shared.ok()) {
+        heap = *std::move(shared);
+      } else {
+        ARDMA_LOG(kWarning, "heap not in UCX memory (%s): one-sided atomics go through the server",
+                  std::string(shared.status().message()));
+      }
+    }
+    if (heap == nullptr) {
+      ARDMA_ASSIGN_OR_RETURN(
+          heap, Region::Create({.size = options.memory_size, .file = options.memory_file}));
+    }
+    if (isolate && heap_fd < 0) {
+      heap_fd = ::open(options.memory_file.c_str(), O_RDWR | O_CLOEXEC);
+      if (heap_fd < 0) {
+        return absl::InternalError(
+            absl::StrCat("reopening ", options.memory_file, ": ", std::strerror(errno)));
+      }
+    }
+    setup.reopened = heap->reopened() && !options.memory_file.empty();  // (a memfd is new)
+    setup.size = heap->size();
+    setup.fd = heap_fd;
+    setup.isolate = isolate;
+    regions.Add(std::move(heap));
+    for (const std::shared_ptr<Region>& region : options.extra_regions) regions.Add(region);
+    return setup;
+  }
+
+  // Formats the heap unless it is a reopened one to keep; opens the lock owners' table in it.
+  absl::Status OpenHeap(const HeapSetup& setup) {
+    {
+      Execution ex;
+      ex.regions = &regions;
+      LocalContext ctx(&ex);
+      absl::StatusOr<bool> formatted = heap::FormatIfNeeded(
+          ctx, setup.size, /*keep_existing=*/setup.reopened && !options.format);
+      if (!formatted.ok()) {
+        return absl::Status(
+            formatted.status().code(),
+            absl::StrCat("memory file ", options.memory_file, ": ", formatted.status().message()));
+      }
+      if (setup.reopened && *formatted) {
+        ARDMA_LOG(kWarning, "formatted memory file %s (%u bytes): what it held is gone",
+                  options.memory_file, setup.size);
+      }
+      if (setup.reopened && !*formatted) {
+        ARDMA_LOG(kInfo, "reopened memory file %s (%u bytes), data kept", options.memory_file,
+                  setup.size);
+      }
+      ARDMA_ASSIGN_OR_RETURN(owners, OwnerTable::Open(ctx, **regions.Get(kHeapRegion),
+                                                      OwnerTable::SlotsFor(setup.size)));
+    }
+
+    return absl::OkStatus();
+  }
+
+  absl::Status SetUpCode() {
+    registry.SetLimits(options.code_limits);
+    registry.SetLoader(wire::CodeKind::kNative, std::make_unique<NativeLoader>());
+    if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(options.jvm)) {
+      registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
+    }
+    for (const ActiveLibrary* service : options.built_in_services) {
+      registry.ReserveNames(service->table(), service->hash());
+    }
+    if (!options.preload_dir.empty()) {
+      ARDMA_RETURN_IF_ERROR(registry.LoadDirectory(options.preload_dir));
+    }
+    return absl::OkStatus();
+  }
+
+  // The request handler, its isolated workers and the UCX side.
+  absl::Status StartHandler(const HeapSetup& heap) {
+    handler = std::make_unique<RequestHandler>(options.handler, &regions, &registry);
+    handler->SetOwners(owners.get());
+    if (heap.isolate) {
+      registry.KeepLoadedCode();
+      absl::StatusOr<std::unique_ptr<IsolatedPool>> pool =
+          IsolatedPool::Start({.workers = std::max(1, options.handler.workers),
+                               .heap_fd = heap.fd,
+                               .heap_size = heap.size,
+                               .jvm = options.jvm},
+                              &registry, owners.get());
+      ::close(heap.fd);  // the pool has its own
+      if (!pool.ok()) return pool.status();
+      handler->SetIsolation(*std::move(pool),
+                            /*all=*/options.isolate == ServerOptions::Isolation::kAll);
+    }
+    if (ucx != nullptr) {
+      absl::Status started = ucx->Start(regions, handler.get());
+      if (!started.ok()) {
+        if (options.ucx == ServerOptions::Ucx::kOn) return started;
+        ARDMA_LOG(kWarning, "UCX is off: %s", std::string(started.message()));
+        ucx.reset();
+      } else {
+        handler->SetUcxConnect(
+            [ucx = ucx.get()](std::string_view payload, const std::shared_ptr<ResponseSink>& sink) {
+              return ucx->Connect(payload, sink);
+            });
+        handler->SetRegionKeys(ucx.get());
+      }
+    }
+
+    return absl::OkStatus();
+  }
+
+  // Binds the listeners (through core/net) and hands them to Asio.
+  absl::Status Listen() {
+    for (int i = 0; i < options.io_threads; ++i) {
+      ios.push_back(std::make_unique<asio::io_context>(1));
+      guards.push_back(asio::make_work_guard(*ios.back()));
+    }
+    // The sockets are bound by core/net (one place for every listener) and handed to Asio.
+    ARDMA_ASSIGN_OR_RETURN(tls, MakeTlsContext(options));
+    ARDMA_ASSIGN_OR_RETURN(ListeningSocket tcp_socket, ListenSocket(options.listen));
+    ARDMA_ASSIGN_OR_RETURN(bound, ParseHostPort(tcp_socket.address));
+    bool mutual_tls = !options.tls_ca.empty();
+    if (options.handler.auth == nullptr && !mutual_tls && !options.insecure &&
+        !IsLoopback(bound.host)) {
+      ::close(tcp_socket.fd);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to listen on ", tcp_socket.address,
+          " without authentication: anyone who can reach it could run code as this server's user; "
+          "give --auth-file FILE (or --tls-ca for mutual TLS), listen on 127.0.0.1, or pass "
+          "--insecure (docs/SECURITY.md)"));
+    }
+    busy = std::make_unique<std::atomic<int64_t>[]>(ios.size());
+    control = std::make_unique<asio::io_context>(1);
+    guards.push_back(asio::make_work_guard(*control));
+    {
+      asio::io_context& io0 = *control;
+      boost::system::error_code ec;
+      acceptor = std::make_unique<tcp::acceptor>(io0);
+      tcp protocol = bound.host.find(':') != std::string::npos ? tcp::v6() : tcp::v4();
+      acceptor->assign(protocol, tcp_socket.fd, ec);
+      if (!ec && !options.unix_socket.empty()) {
+        absl::StatusOr<ListeningSocket> unix_socket =
+            ListenUnixSocket(options.unix_socket, options.unix_socket_mode);
+        if (!unix_socket.ok()) return unix_socket.status();
+        unix_acceptor = std::make_unique<local::acceptor>(io0);
+        unix_acceptor->assign(local(), unix_socket->fd, ec);
+      }
+      if (ec) return absl::UnavailableError(absl::StrCat("listen: ", ec.message()));
+    }
+    return absl::OkStatus();
+  }
+
+  // The accept loops, the expiry timer and the threads that run them.
+  void Run() {
+    expiry = std::make_unique<asio::steady_timer>(*control);
+    Accept(acceptor.get());
+    if (unix_acceptor != nullptr) Accept(unix_acceptor.get());
+    ScheduleExpiry();
+    // Each I/O thread names and places itself before it runs; Start returns once all have.
+    absl::BlockingCounter placed(static_cast<int>(ios.size()));
+    for (size_t i = 0; i < ios.size(); ++i) {
+      int cpu = options.io_cpus.empty() ? -1 : options.io_cpus[i % options.io_cpus.size()];
+      threads.emplace_back(
+          [io = ios[i].get(), busy = &busy[i], i, cpu, realtime = options.realtime, &placed] {
+            RequestHandler::SetIoBusyStamp(busy);
+            // Checked by CheckPlacement before any thread started, so these succeed.
+            ::pthread_setname_np(::pthread_self(), absl::StrCat("ardma-io-", i).c_str());
+            if (cpu >= 0) PinToCpu(cpu).IgnoreError();
+            if (realtime) MakeRealtime().IgnoreError();
+            placed.DecrementCount();
+            io->run();
+          });
+    }
+    placed.Wait();
+    control_thread = std::thread([control = control.get()] {
+      ::pthread_setname_np(::pthread_self(), "ardma-accept");
+      control->run();
+    });
+  }
+
+  void LogListening(uint64_t heap_size) {
+    ARDMA_LOG(
+        kInfo, "ardmad listening on %s%s%s, heap %u bytes%s, %d I/O threads, %d workers, %s%s",
+        tls != nullptr ? "tls://" : "", bound.ToString(),
+        options.unix_socket.empty() ? "" : absl::StrCat(" and unix:", options.unix_socket),
+        heap_size, options.memory_file.empty() ? "" : absl::StrCat(" in ", options.memory_file),
+        options.io_threads, options.handler.workers, ucx != nullptr ? "UCX on (ucx://)" : "UCX off",
+        options.handler.auth != nullptr ? ", authentication required"
+        : !options.tls_ca.empty()       ? ", client certificates required"
+                                        : "");
+  }
+
   void ScheduleExpiry() {
     expiry->expires_after(kExpiryPeriod);
     expiry->async_wait([this](boost::system::error_code ec) {
@@ -239,192 +467,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->options = options;
   if (options.io_threads < 1) return absl::InvalidArgumentError("--io_threads must be at least 1");
   ARDMA_RETURN_IF_ERROR(ParseHostPort(options.listen).status());  // before the heap is made
-
-  if (options.ucx != ServerOptions::Ucx::kOff) {
-    absl::StatusOr<std::unique_ptr<UcxServer>> ucx = UcxServer::Create();
-    if (ucx.ok()) {
-      impl->ucx = *std::move(ucx);
-    } else if (options.ucx == ServerOptions::Ucx::kOn) {
-      return ucx.status();
-    } else {
-      ARDMA_LOG(kWarning, "UCX is off: %s", std::string(ucx.status().message()));
-    }
-  }
-  std::unique_ptr<Region> heap;
-  // Isolated workers, if any connection's code will run in them (isolation.h).
-  bool isolate =
-      options.isolate == ServerOptions::Isolation::kAll ||
-      (options.isolate == ServerOptions::Isolation::kUntrusted && options.handler.auth != nullptr);
-  int heap_fd = -1;  // for isolated workers
-  if (isolate && options.memory_file.empty()) {
-    heap_fd = ::memfd_create("ardma-heap", MFD_CLOEXEC);
-    if (heap_fd < 0 || ::ftruncate(heap_fd, static_cast<off_t>(options.memory_size)) != 0) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("a heap of ", options.memory_size, " bytes: ", std::strerror(errno)));
-    }
-    ARDMA_ASSIGN_OR_RETURN(heap, Region::MapFile(heap_fd, options.memory_size, false));
-  }
-  if (heap == nullptr && impl->ucx != nullptr && options.memory_file.empty()) {
-    // Memory the transports can map, so clients' one-sided atomics need no server thread.
-    absl::StatusOr<std::unique_ptr<Region>> shared = impl->ucx->AllocateRegion(options.memory_size);
-    if (shared.ok()) {
-      heap = *std::move(shared);
-    } else {
-      ARDMA_LOG(kWarning, "heap not in UCX memory (%s): one-sided atomics go through the server",
-                std::string(shared.status().message()));
-    }
-  }
-  if (heap == nullptr) {
-    ARDMA_ASSIGN_OR_RETURN(
-        heap, Region::Create({.size = options.memory_size, .file = options.memory_file}));
-  }
-  if (isolate && heap_fd < 0) {
-    heap_fd = ::open(options.memory_file.c_str(), O_RDWR | O_CLOEXEC);
-    if (heap_fd < 0) {
-      return absl::InternalError(
-          absl::StrCat("reopening ", options.memory_file, ": ", std::strerror(errno)));
-    }
-  }
-  bool reopened = heap->reopened() && !options.memory_file.empty();  // (a memfd is new)
-  uint64_t heap_size = heap->size();
-  impl->regions.Add(std::move(heap));
-  for (const std::shared_ptr<Region>& region : options.extra_regions) impl->regions.Add(region);
-  {
-    Execution ex;
-    ex.regions = &impl->regions;
-    LocalContext ctx(&ex);
-    absl::StatusOr<bool> formatted =
-        heap::FormatIfNeeded(ctx, heap_size, /*keep_existing=*/reopened && !options.format);
-    if (!formatted.ok()) {
-      return absl::Status(
-          formatted.status().code(),
-          absl::StrCat("memory file ", options.memory_file, ": ", formatted.status().message()));
-    }
-    if (reopened && *formatted) {
-      ARDMA_LOG(kWarning, "formatted memory file %s (%u bytes): what it held is gone",
-                options.memory_file, heap_size);
-    }
-    if (reopened && !*formatted) {
-      ARDMA_LOG(kInfo, "reopened memory file %s (%u bytes), data kept", options.memory_file,
-                heap_size);
-    }
-    ARDMA_ASSIGN_OR_RETURN(impl->owners, OwnerTable::Open(ctx, **impl->regions.Get(kHeapRegion),
-                                                          OwnerTable::SlotsFor(heap_size)));
-  }
-
+  ARDMA_RETURN_IF_ERROR(impl->StartUcx());
+  ARDMA_ASSIGN_OR_RETURN(Impl::HeapSetup heap, impl->MakeHeap());
+  ARDMA_RETURN_IF_ERROR(impl->OpenHeap(heap));
   ARDMA_RETURN_IF_ERROR(CheckPlacement(options.io_cpus, options.realtime));
-  impl->registry.SetLimits(options.code_limits);
-  impl->registry.SetLoader(wire::CodeKind::kNative, std::make_unique<NativeLoader>());
-  if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(options.jvm)) {
-    impl->registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
-  }
-  for (const ActiveLibrary* service : options.built_in_services) {
-    impl->registry.ReserveNames(service->table(), service->hash());
-  }
-  if (!options.preload_dir.empty()) {
-    ARDMA_RETURN_IF_ERROR(impl->registry.LoadDirectory(options.preload_dir));
-  }
-  impl->handler =
-      std::make_unique<RequestHandler>(options.handler, &impl->regions, &impl->registry);
-  impl->handler->SetOwners(impl->owners.get());
-  if (isolate) {
-    impl->registry.KeepLoadedCode();
-    absl::StatusOr<std::unique_ptr<IsolatedPool>> pool =
-        IsolatedPool::Start({.workers = std::max(1, options.handler.workers),
-                             .heap_fd = heap_fd,
-                             .heap_size = heap_size,
-                             .jvm = options.jvm},
-                            &impl->registry, impl->owners.get());
-    ::close(heap_fd);  // the pool has its own
-    if (!pool.ok()) return pool.status();
-    impl->handler->SetIsolation(*std::move(pool),
-                                /*all=*/options.isolate == ServerOptions::Isolation::kAll);
-  }
-  if (impl->ucx != nullptr) {
-    absl::Status started = impl->ucx->Start(impl->regions, impl->handler.get());
-    if (!started.ok()) {
-      if (options.ucx == ServerOptions::Ucx::kOn) return started;
-      ARDMA_LOG(kWarning, "UCX is off: %s", std::string(started.message()));
-      impl->ucx.reset();
-    } else {
-      impl->handler->SetUcxConnect(
-          [ucx = impl->ucx.get()](std::string_view payload,
-                                  const std::shared_ptr<ResponseSink>& sink) {
-            return ucx->Connect(payload, sink);
-          });
-      impl->handler->SetRegionKeys(impl->ucx.get());
-    }
-  }
-
-  for (int i = 0; i < options.io_threads; ++i) {
-    impl->ios.push_back(std::make_unique<asio::io_context>(1));
-    impl->guards.push_back(asio::make_work_guard(*impl->ios.back()));
-  }
-  // The sockets are bound by core/net (one place for every listener) and handed to Asio.
-  ARDMA_ASSIGN_OR_RETURN(impl->tls, MakeTlsContext(options));
-  ARDMA_ASSIGN_OR_RETURN(ListeningSocket tcp_socket, ListenSocket(options.listen));
-  ARDMA_ASSIGN_OR_RETURN(impl->bound, ParseHostPort(tcp_socket.address));
-  bool mutual_tls = !options.tls_ca.empty();
-  if (options.handler.auth == nullptr && !mutual_tls && !options.insecure &&
-      !IsLoopback(impl->bound.host)) {
-    ::close(tcp_socket.fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "refusing to listen on ", tcp_socket.address,
-        " without authentication: anyone who can reach it could run code as this server's user; "
-        "give --auth-file FILE (or --tls-ca for mutual TLS), listen on 127.0.0.1, or pass "
-        "--insecure (docs/SECURITY.md)"));
-  }
-  impl->busy = std::make_unique<std::atomic<int64_t>[]>(impl->ios.size());
-  impl->control = std::make_unique<asio::io_context>(1);
-  impl->guards.push_back(asio::make_work_guard(*impl->control));
-  {
-    asio::io_context& io0 = *impl->control;
-    boost::system::error_code ec;
-    impl->acceptor = std::make_unique<tcp::acceptor>(io0);
-    tcp protocol = impl->bound.host.find(':') != std::string::npos ? tcp::v6() : tcp::v4();
-    impl->acceptor->assign(protocol, tcp_socket.fd, ec);
-    if (!ec && !options.unix_socket.empty()) {
-      absl::StatusOr<ListeningSocket> unix_socket =
-          ListenUnixSocket(options.unix_socket, options.unix_socket_mode);
-      if (!unix_socket.ok()) return unix_socket.status();
-      impl->unix_acceptor = std::make_unique<local::acceptor>(io0);
-      impl->unix_acceptor->assign(local(), unix_socket->fd, ec);
-    }
-    if (ec) return absl::UnavailableError(absl::StrCat("listen: ", ec.message()));
-  }
-  impl->expiry = std::make_unique<asio::steady_timer>(*impl->control);
-  impl->Accept(impl->acceptor.get());
-  if (impl->unix_acceptor != nullptr) impl->Accept(impl->unix_acceptor.get());
-  impl->ScheduleExpiry();
-  // Each I/O thread names and places itself before it runs; Start returns once all have.
-  absl::BlockingCounter placed(static_cast<int>(impl->ios.size()));
-  for (size_t i = 0; i < impl->ios.size(); ++i) {
-    int cpu = options.io_cpus.empty() ? -1 : options.io_cpus[i % options.io_cpus.size()];
-    impl->threads.emplace_back([io = impl->ios[i].get(), busy = &impl->busy[i], i, cpu,
-                                realtime = options.realtime, &placed] {
-      RequestHandler::SetIoBusyStamp(busy);
-      // Checked by CheckPlacement before any thread started, so these succeed.
-      ::pthread_setname_np(::pthread_self(), absl::StrCat("ardma-io-", i).c_str());
-      if (cpu >= 0) PinToCpu(cpu).IgnoreError();
-      if (realtime) MakeRealtime().IgnoreError();
-      placed.DecrementCount();
-      io->run();
-    });
-  }
-  placed.Wait();
-  impl->control_thread = std::thread([control = impl->control.get()] {
-    ::pthread_setname_np(::pthread_self(), "ardma-accept");
-    control->run();
-  });
-  ARDMA_LOG(kInfo, "ardmad listening on %s%s%s, heap %u bytes%s, %d I/O threads, %d workers, %s%s",
-            impl->tls != nullptr ? "tls://" : "", impl->bound.ToString(),
-            options.unix_socket.empty() ? "" : absl::StrCat(" and unix:", options.unix_socket),
-            heap_size, options.memory_file.empty() ? "" : absl::StrCat(" in ", options.memory_file),
-            options.io_threads, options.handler.workers,
-            impl->ucx != nullptr ? "UCX on (ucx://)" : "UCX off",
-            options.handler.auth != nullptr ? ", authentication required"
-            : !options.tls_ca.empty()       ? ", client certificates required"
-                                            : "");
+  ARDMA_RETURN_IF_ERROR(impl->SetUpCode());
+  ARDMA_RETURN_IF_ERROR(impl->StartHandler(heap));
+  ARDMA_RETURN_IF_ERROR(impl->Listen());
+  impl->Run();
+  impl->LogListening(heap.size);
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

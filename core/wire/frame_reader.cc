@@ -62,8 +62,9 @@ size_t FrameReader::space_size() {
 absl::StatusOr<std::optional<Frame>> FrameReader::Next() {
   wanted_ = 0;
   if (end_ - begin_ < kHeaderSize) return std::nullopt;
-  ARDMA_ASSIGN_OR_RETURN(FrameHeader header,
-                         DecodeHeader(std::string_view(buf_.data() + begin_, kHeaderSize), limits_));
+  ARDMA_ASSIGN_OR_RETURN(
+      FrameHeader header,
+      DecodeHeader(std::string_view(buf_.data() + begin_, kHeaderSize), limits_));
   size_t size = kHeaderSize + header.payload_len;
   if (end_ - begin_ < size) {
     wanted_ = size;
