@@ -1,6 +1,4 @@
-// Soak and chaos against the real ardmad (issue 22), bounded for CI:
-//  - 64 connections of mixed operations (one-sided ops, hash table, file system, locks; active and
-//    RDMA mode) for ARDMA_SOAK_SECONDS (60): no errors, resident memory flat after warm-up;
+// Chaos against the real ardmad (issue 22), bounded for CI (the soak is soak_test.cc):
 //  - SIGKILL in the middle of hash-table puts, file writes and lock hand-offs, three times over
 //    one memory file: after each restart every acknowledged put and write is there, the lock is
 //    granted again within its lease, and the heap's own check finds no error.
@@ -37,105 +35,9 @@ namespace {
 
 using testing::StatOf;
 
-using testing::ResidentBytes;
-
 using lock::Grant;
 using lock::LockClient;
 using lock::LockMode;
-
-int SoakSeconds() {
-  const char* s = std::getenv("ARDMA_SOAK_SECONDS");
-  return s != nullptr ? std::max(1, std::atoi(s)) : 60;
-}
-
-TEST(ChaosTest, SixtyFourConnectionsOfMixedOperationsStayErrorFreeWithFlatMemory) {
-  testing::ServerProcess daemon({"--memory", "128M", "--ucx", "off"});
-  ASSERT_FALSE(daemon.address().empty());
-  constexpr int kConnections = 64;
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> ops{0}, errors{0};
-  std::mutex first_error_mu;
-  std::string first_error;
-  auto failed = [&](const absl::Status& s, const char* what) {
-    if (s.ok()) return false;
-    if (errors.fetch_add(1) == 0) {
-      std::lock_guard<std::mutex> lock(first_error_mu);
-      first_error = absl::StrCat(what, ": ", s.ToString());
-    }
-    return true;
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kConnections; ++t) {
-    threads.emplace_back([&, t] {
-      auto client = Client::Connect(daemon.address());
-      if (failed(client.status(), "connect")) return;
-      Mode mode = t % 2 == 0 ? Mode::kActive : Mode::kRdma;
-      dht::DhtClient dht(client->get(), mode);
-      dfs::DfsClient dfs(client->get(), mode);
-      LockClient locks(client->get(), mode);
-      uint64_t mine = heap::kDataStart + (64u << 20) + static_cast<uint64_t>(t) * 4096;
-      std::string file = absl::StrCat("/soak-", t);
-      if (failed(dfs.Create(file, 0644, false).status(), "create")) return;
-      for (uint64_t i = 0; !stop.load(); ++i) {
-        std::string value = absl::StrCat("value-", t, "-", i);
-        switch (i % 6) {
-          case 0:
-            failed((*client)->Write(mine, value), "write");
-            break;
-          case 1: {
-            absl::StatusOr<std::string> back = (*client)->Read(mine, value.size());
-            if (!failed(back.status(), "read") && back->rfind("value-", 0) != 0) {
-              failed(absl::DataLossError(*back), "read back");
-            }
-            break;
-          }
-          case 2:
-            failed((*client)->FetchAdd(mine + 2048, 1).status(), "fetch_add");
-            break;
-          case 3:
-            if (!failed(dht.Put("soak", absl::StrCat("k", t, "-", i % 64), value).status(),
-                        "dht put")) {
-              absl::StatusOr<std::string> got = dht.Get("soak", absl::StrCat("k", t, "-", i % 64));
-              if (!failed(got.status(), "dht get") && *got != value) {
-                failed(absl::DataLossError(*got), "dht get value");
-              }
-            }
-            break;
-          case 4:
-            if (!failed(dfs.Write(file, (i % 16) * 64, value).status(), "dfs write")) {
-              failed(dfs.Read(file, 0, 1024).status(), "dfs read");
-            }
-            break;
-          default: {
-            absl::StatusOr<Grant> grant = locks.Acquire(absl::StrCat("soak-", t % 4),
-                                                        LockMode::kExclusive, absl::Seconds(30));
-            if (!failed(grant.status(), "lock")) failed(locks.Release(*grant), "unlock");
-            break;
-          }
-        }
-        ops.fetch_add(1, std::memory_order_relaxed);
-      }
-    });
-  }
-  int seconds = SoakSeconds();
-  absl::SleepFor(absl::Seconds(std::min(10, seconds / 3)));
-  uint64_t warm_rss = ResidentBytes(daemon.pid());
-  uint64_t warm_ops = ops.load();
-  absl::SleepFor(absl::Seconds(seconds - std::min(10, seconds / 3)));
-  uint64_t end_rss = ResidentBytes(daemon.pid());
-  stop = true;
-  for (std::thread& t : threads) t.join();
-  std::cout << "soak: " << kConnections << " connections, " << ops.load() << " operations in "
-            << seconds << " s (" << (ops.load() - warm_ops) / (seconds - std::min(10, seconds / 3))
-            << "/s after warm-up), " << errors.load() << " errors; RSS " << (warm_rss >> 20)
-            << " MiB after warm-up, " << (end_rss >> 20) << " MiB at the end\n";
-  EXPECT_EQ(errors.load(), 0u) << first_error;
-  EXPECT_GT(ops.load(), 1000u);
-  EXPECT_LT(end_rss, warm_rss + (32u << 20)) << "resident memory grew under a steady load";
-  auto check = Client::Connect(daemon.address());
-  ASSERT_TRUE(check.ok());
-  EXPECT_EQ(StatOf(**check, "heap.errors"), 0u);
-}
 
 // SIGKILL while puts, writes and lock hand-offs are in flight; restart on the same memory file.
 TEST(ChaosTest, SigkillMidOperationLosesNoAcknowledgedWrite) {
