@@ -447,6 +447,81 @@ absl::Status IsolatedPool::EnsureLoaded(Worker& w, const CodeHash& hash, int dep
   return absl::OkStatus();
 }
 
+namespace {
+
+// A worker's kDone: the function's result (or error) in *result and its memory-access counts
+// added to *counts. False if the message is malformed.
+bool ReadDone(std::string_view msg, ActiveOpCounts* counts, absl::StatusOr<std::string>* result) {
+  ByteReader r(msg);
+  uint16_t code = 0;
+  uint64_t c[7];
+  bool ok = r.U16(&code);
+  for (uint64_t& v : c) ok = ok && r.U64(&v);
+  if (!ok) return false;
+  counts->reads += c[0];
+  counts->writes += c[1];
+  counts->cas += c[2];
+  counts->fetch_adds += c[3];
+  counts->bytes_read += c[4];
+  counts->bytes_written += c[5];
+  counts->calls += c[6];
+  std::string rest(r.Rest());
+  *result = code != 0 ? absl::StatusOr<std::string>(wire::StatusFromWire(code, rest)) : rest;
+  return true;
+}
+
+// What a running worker asks of the server (park, resume, wake, a close hook, a call), done
+// through `server`; the answer to send back in *answer (an error for a malformed request). False
+// for a message that is not such a request.
+bool AnswerWorker(Type type, std::string_view msg, LocalContext& server,
+                  absl::StatusOr<std::string>* answer) {
+  ByteReader r(msg);
+  *answer = absl::InternalError("malformed request from an isolated worker");
+  auto yes_no = [](const absl::StatusOr<bool>& b) {
+    return b.ok() ? absl::StatusOr<std::string>(std::string(*b ? "\1" : "\0", 1))
+                  : absl::StatusOr<std::string>(b.status());
+  };
+  auto empty_or = [](const absl::Status& s) {
+    return s.ok() ? absl::StatusOr<std::string>(std::string()) : absl::StatusOr<std::string>(s);
+  };
+  switch (type) {
+    case kPark: {
+      uint8_t resumable;
+      uint64_t at;
+      std::string_view key;
+      if (!r.U8(&resumable) || !r.U64(&at) || !r.Str16(&key)) return true;
+      *answer = empty_or(server.Park(key, {.resumable = resumable != 0,
+                                           .resume_at = FromUnixNanos(static_cast<int64_t>(at)),
+                                           .resume_args = r.Rest()}));
+      return true;
+    }
+    case kResume:
+      *answer = yes_no(server.Resume(msg));
+      return true;
+    case kWake: {
+      std::string_view key;
+      if (r.Str16(&key)) *answer = yes_no(server.Wake(key, r.Rest()));
+      return true;
+    }
+    case kOnClose: {
+      std::string_view key, function;
+      if (r.Str16(&key) && r.Str16(&function)) {
+        *answer = empty_or(server.OnClose(key, function, r.Rest()));
+      }
+      return true;
+    }
+    case kCall: {
+      std::string_view function;
+      if (r.Str16(&function)) *answer = server.Call(function, r.Rest());
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::string_view args,
                                               Execution& ex) {
   runs_.fetch_add(1, std::memory_order_relaxed);
@@ -507,74 +582,17 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
       return absl::InternalError(
           absl::StrCat(ToAbsl(fn.name()), " crashed its isolated worker: ", how));
     }
-    ByteReader r(msg);
-    absl::StatusOr<std::string> answer =
-        absl::InternalError("malformed request from an isolated worker");
-    switch (type) {
-      case kDone: {
-        uint16_t code = 0;
-        uint64_t c[7];
-        bool ok = r.U16(&code);
-        for (uint64_t& v : c) ok = ok && r.U64(&v);
-        if (!ok) {
-          finish(std::move(w), false);
-          return absl::InternalError("malformed answer from an isolated worker");
-        }
-        ActiveOpCounts& counts = ex.counts;
-        counts.reads += c[0];
-        counts.writes += c[1];
-        counts.cas += c[2];
-        counts.fetch_adds += c[3];
-        counts.bytes_read += c[4];
-        counts.bytes_written += c[5];
-        counts.calls += c[6];
-        std::string rest(r.Rest());
-        finish(std::move(w), true);
-        if (code != 0) return wire::StatusFromWire(code, rest);
-        return rest;
-      }
-      case kPark: {
-        uint8_t resumable;
-        uint64_t at;
-        std::string_view key;
-        if (!r.U8(&resumable) || !r.U64(&at) || !r.Str16(&key)) break;
-        absl::Status parked =
-            server.Park(key, {.resumable = resumable != 0,
-                              .resume_at = FromUnixNanos(static_cast<int64_t>(at)),
-                              .resume_args = r.Rest()});
-        answer = parked.ok() ? absl::StatusOr<std::string>(std::string()) : parked;
-        break;
-      }
-      case kResume: {
-        absl::StatusOr<bool> resumed = server.Resume(msg);
-        answer = resumed.ok() ? std::string(*resumed ? "\1" : "\0", 1)
-                              : absl::StatusOr<std::string>(resumed.status());
-        break;
-      }
-      case kWake: {
-        std::string_view key;
-        if (!r.Str16(&key)) break;
-        absl::StatusOr<bool> woke = server.Wake(key, r.Rest());
-        answer = woke.ok() ? std::string(*woke ? "\1" : "\0", 1)
-                           : absl::StatusOr<std::string>(woke.status());
-        break;
-      }
-      case kOnClose: {
-        std::string_view key, function;
-        if (!r.Str16(&key) || !r.Str16(&function)) break;
-        absl::Status s = server.OnClose(key, function, r.Rest());
-        answer = s.ok() ? absl::StatusOr<std::string>(std::string()) : s;
-        break;
-      }
-      case kCall: {
-        std::string_view function;
-        if (!r.Str16(&function)) break;
-        answer = server.Call(function, r.Rest());
-        break;
-      }
-      default:
-        finish(std::move(w), false);
-        return absl::InternalError("unexpected message from an isolated worker");
+    if (type == kDone) {
+      absl::StatusOr<std::string> result;
+      bool well_formed = ReadDone(msg, &ex.counts, &result);
+      finish(std::move(w), well_formed);
+      if (!well_formed) return absl::InternalError("malformed answer from an isolated worker");
+      return result;
+    }
+    absl::StatusOr<std::string> answer;
+    if (!AnswerWorker(type, msg, server, &answer)) {
+      finish(std::move(w), false);
+      return absl::InternalError("unexpected message from an isolated worker");
     }
     std::string reply = StatusPayload(answer.status(), answer.ok() ? *answer : "");
     if (!SendMessage(w->fd, kReply, reply)) continue;  // it died: the next poll sees it
