@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The compile farm (ardma-cc + ardma-ccd) beside distcc (distccd on loopback, the same number of
-# slaves) and a local build, in one run: seed 001's evaluation (its Table 2: what the master
+# slaves) and a local build, in one run: the rdistcc paper's evaluation (its Table 2: what the master
 # spends per remote job).
 #
 #   bench/cc_compare.sh [RUNS]     (default 2; each run builds every variant once, in turn)
@@ -99,7 +99,7 @@ build() {
   cpu=$(awk '{ s += $1 + $2 } END { print s }' "$work/jobs")
   if [[ -f $work/cc.log ]]; then
     copied=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^copied=/) { sub("copied=", "", $i); s += $i } } END { print s + 0 }' "$work/cc.log")
-    # seed 001's Table 2 for ardma-cc: the master's CPU per job, split
+    # the rdistcc paper's Table 2 for ardma-cc: the master's CPU per job, split
     awk '/^remote / { for (i = 1; i <= NF; i++) { if ($i ~ /^self_cpu_us=/) { sub("self_cpu_us=", "", $i); self += $i }
                                                  if ($i ~ /^cpp_cpu_us=/) { sub("cpp_cpu_us=", "", $i); cpp += $i } } n++ }
          END { if (n) printf "  ardma-cc per remote job: preprocessing %.1f ms, the rest of ardma-cc %.1f ms (%d jobs)\n", cpp / n / 1000, self / n / 1000, n }' \

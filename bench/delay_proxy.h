@@ -1,5 +1,5 @@
 // DelayProxy: a TCP proxy that holds every byte for a fixed one-way delay in each direction, to
-// sweep the network round-trip time seen by clients (seed 000's latency axis) on one machine.
+// sweep the network round-trip time seen by clients (the Active RDMA paper's latency axis) on one machine.
 //
 //   ARDMA_ASSIGN_OR_RETURN(auto proxy, DelayProxy::Start("127.0.0.1:15712", absl::Microseconds(100)));
 //   // clients connect to proxy->address(): every round trip now takes >= 200 us more

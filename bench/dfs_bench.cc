@@ -9,7 +9,7 @@
 //   BM_DfsCopy256MiB                 server-side copy of a 256 MiB file (active; its own 1 GiB
 //                                    server), beside BM_Memcpy256MiB: this machine's memcpy
 //
-// Streaming rows also report round_trips/MiB: the seed paper's "packets" for streaming a file.
+// Streaming rows also report round_trips/MiB: the Active RDMA paper's "packets" for streaming a file.
 #include <sys/resource.h>
 
 #include <atomic>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 000's "DMA cost" axis: the list and hash table operations, active vs RDMA, as each memory
+# The Active RDMA paper's "DMA cost" axis: the list and hash table operations, active vs RDMA, as each memory
 # access by active code is made to cost more (ardmad --dma-cost-ns, a model: a busy-wait per
 # access). One-sided operations are not charged: the model asks how slow next-to-the-data access
 # may get before shipping code stops paying off.

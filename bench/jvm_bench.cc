@@ -1,4 +1,4 @@
-// Java active code against native active code, in one run (issue 3's measure; seed 000 shipped
+// Java active code against native active code, in one run (issue 3's measure; the Active RDMA paper shipped
 // Java class files, so this is the price of its form):
 //
 //   BM_Noop/lang:{0 native, 1 java}            an EXECUTE that does nothing (test.noop, Calls.noop)

@@ -1,4 +1,4 @@
-// Seed 000's latency sweep: the same operations, active vs RDMA, as the network round trip grows
+// The Active RDMA paper's latency sweep: the same operations, active vs RDMA, as the network round trip grows
 // (ardma-delay-proxy adds a one-way delay each way in front of the in-process ardmad), and the
 // paper's synthetic-time model checked against it. With ARDMA_BENCH_TRANSPORT=ucx the client talks
 // UCX to the server directly (one-sided READ/WRITE/CAS/FETCH_ADD) and the same delay is added by

@@ -1,4 +1,4 @@
-// The seed paper's list and hash table table (seed 000, "Results for RDMA and Active operations on
+// The Active RDMA paper's list and hash table table (the Active RDMA paper, "Results for RDMA and Active operations on
 // a list and hash table"), RDMA mode vs active mode in one run, beside the raw TCP floor.
 //
 //   BM_ListPut200/<mode>   200 appends building a list of 200 elements (each walks to the tail)

@@ -1,4 +1,4 @@
-// Seed 002's micro-benchmarks for the load monitor, all four schemes in one run.
+// The RDMA load-monitoring paper's micro-benchmarks for the load monitor, all four schemes in one run.
 //
 // One machine stands in for three (bench/monitor_compare.sh says so with every figure):
 //   the back end's host CPUs   CPU 0: ardmad's workers and agent, ardma-monitord, the background

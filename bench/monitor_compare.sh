@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 002's load-monitor micro-benchmarks, all four schemes in one run (bench/monitor_bench.cc
+# The RDMA load-monitoring paper's load-monitor micro-benchmarks, all four schemes in one run (bench/monitor_bench.cc
 # says how one 2-core machine stands in for back-end host, back-end NIC and front end):
 #
 #   bench/monitor_compare.sh [OUT_DIR]      (about 3 minutes)
@@ -89,19 +89,19 @@ PY
 gnuplot <<GP
 set terminal pngcairo size 800,500 font ",10" noenhanced
 set output "docs/figures/monitor_latency.png"
-set title "Poll latency vs background load on the back end (seed 002, Fig. 3)"
+set title "Poll latency vs background load on the back end (the RDMA load-monitoring paper, Fig. 3)"
 set xlabel "busy threads on the back end's host CPU"; set ylabel "mean poll latency (us)"
 set logscale y; set key top left
 plot for [i=0:3] "$out/monitor_latency.dat" index i using 1:2 with linespoints lw 2 \
      title word("rdma-sync rdma-async socket-sync socket-async", i + 1)
 set output "docs/figures/monitor_slowdown.png"
-set title "Application delay vs monitoring granularity (seed 002, Fig. 4)"
+set title "Application delay vs monitoring granularity (the RDMA load-monitoring paper, Fig. 4)"
 set xlabel "granularity (ms)"; set ylabel "extra CPU wait of the application (%)"
 set logscale x 2; unset logscale y; set key top right
 plot for [i=0:3] "$out/monitor_slowdown.dat" index i using 1:2 with linespoints lw 2 \
      title word("rdma-sync rdma-async socket-sync socket-async", i + 1)
 set output "docs/figures/monitor_accuracy.png"
-set title "Deviation from a 1 ms ground truth (seed 002, Fig. 5)"
+set title "Deviation from a 1 ms ground truth (the RDMA load-monitoring paper, Fig. 5)"
 unset logscale; set style data histograms; set style fill solid 0.7; set boxwidth 0.8
 set ylabel "mean absolute deviation"; set key top left; set xlabel ""
 plot "$out/monitor_accuracy.dat" using 3:xtic(2) title "procs_running (tasks)", \

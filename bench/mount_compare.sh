@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ardma-mount beside tmpfs (the local floor) and sshfs over loopback (a network file system through
-# the same FUSE layer: the fair peer on one machine), in one run: seed 000's evaluation list.
+# the same FUSE layer: the fair peer on one machine), in one run: the Active RDMA paper's evaluation list.
 #
 #   bench/mount_compare.sh [RUNS]     (default 3; medians of whole-process wall times; needs root)
 #

@@ -1,4 +1,4 @@
-// Seed 001's Table 1: what it costs to expose a file to the farm by registering it, against the
+// The rdistcc paper's Table 1: what it costs to expose a file to the farm by registering it, against the
 // copy registration replaces. Sizes 16 KiB to 2 MiB; transport 0 = TCP, 1 = UCX (the server also
 // registers the region with UCX: ucp_mem_map, an rkey).
 //

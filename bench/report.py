@@ -199,7 +199,7 @@ def report(run):
         "", command(run, "scaling") + scaling_table(run),
         "### Tools beside GNU grep/find/cp and download + upload",
         "", command(run, "apps_compare") + verbatim(run, "apps_compare"),
-        "### Load monitor: the four schemes of seed 002",
+        "### Load monitor: the four schemes of the RDMA load-monitoring paper",
         "", command(run, "monitor_compare") + verbatim(run, "monitor_compare"),
         "![poll latency](figures/monitor_latency.png)",
         "![application delay](figures/monitor_slowdown.png)",

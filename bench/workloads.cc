@@ -113,7 +113,7 @@ absl::StatusOr<LoadResult> RunLock(const LoadOptions& load, const WorkloadOption
 }
 
 // list.append: appends VALUE_SIZE bytes to list "ab-<key index>" (walking to its tail, as the
-// seed paper's append does), so each list grows by requests / keyspace elements.
+// Active RDMA paper's append does), so each list grows by requests / keyspace elements.
 absl::StatusOr<LoadResult> RunList(const LoadOptions& load, const WorkloadOptions& options,
                                    Client& setup) {
   const std::string value(options.value_size, 'l');

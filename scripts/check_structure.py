@@ -5,6 +5,8 @@
     layers below its own (tests and core/testing may use any core layer).
   - A service never includes an app or a tool; an app never includes a tool.
   - No source file outside tests is longer than 700 lines.
+  - docs/ARCHITECTURE.md's layer table says exactly what CORE_LAYERS below says: one row per core
+    layer, its "may include" column the same layers ("core top": none; "any core layer").
 Prints every violation and exits 1 if there is any. Run from anywhere: scripts/check_structure.py
 """
 import os
@@ -92,11 +94,39 @@ def check(rel, problems):
             problems.append(f"{where}: {top}/ may not include {target_top}/")
 
 
+def check_architecture_table(problems):
+    """The core rows of docs/ARCHITECTURE.md's layer table against CORE_LAYERS."""
+    doc = os.path.join(ROOT, "docs", "ARCHITECTURE.md")
+    with open(doc, encoding="utf-8") as f:
+        rows = [line.split("|") for line in f if line.startswith("| core")]
+    documented = {}
+    for cells in rows:
+        layer_cell, includes = cells[1].strip(), cells[3].strip()
+        layer = "" if layer_cell == "core top" else layer_cell.removeprefix("core/")
+        if includes == "any core layer":
+            documented[layer] = None
+        elif includes in ("core top", "nothing"):
+            documented[layer] = set()
+        else:
+            documented[layer] = {word.strip() for word in includes.split(",")}
+    for layer, allowed in CORE_LAYERS.items():
+        name = f"core/{layer}" if layer else "core top"
+        if layer not in documented:
+            problems.append(f"docs/ARCHITECTURE.md: no row for {name} in the layer table")
+        elif documented[layer] != allowed:
+            said = "any core layer" if documented[layer] is None else sorted(documented[layer])
+            real = "any core layer" if allowed is None else sorted(allowed)
+            problems.append(f"docs/ARCHITECTURE.md: {name} may include {real}, the table says {said}")
+    for layer in documented.keys() - CORE_LAYERS.keys():
+        problems.append(f"docs/ARCHITECTURE.md: the table names core/{layer}, which is no layer")
+
+
 def main():
     problems = []
     files = sorted(project_files())
     for rel in files:
         check(rel, problems)
+    check_architecture_table(problems)
     for p in problems:
         print(p)
     if problems:

@@ -107,8 +107,8 @@ void DeclareThreadsFlags(ardma::FlagSet& flags, Config& c) {
             "worker threads for long EXECUTEs and LOADs; 0 runs all inline");
   flags.Int("worker-queue", &c.worker_queue, "N", "EXECUTEs that may wait for a worker");
   flags.Int("dma-cost-ns", &c.dma_cost_ns, "NS",
-            "model: each memory access by active code costs NS more (busy-wait), to sweep seed "
-            "000's DMA-cost axis; 0 = off");
+            "model: each memory access by active code costs NS more (busy-wait), to sweep the "
+            "Active RDMA paper's DMA-cost axis; 0 = off");
 }
 
 // Deadlines, frame and connection limits, and stopping.

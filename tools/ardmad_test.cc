@@ -27,6 +27,7 @@
 #include "core/testing/raw_socket.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
+#include "core/testing/wait_until.h"
 #include "core/wire/messages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -119,10 +120,8 @@ TEST(ArdmadTest, OutOfDescriptorsItBacksOffQuietlyAndRecovers) {
   std::ifstream(pid_file) >> pid;
   ASSERT_GT(pid, 0);
   std::string address;
-  for (int i = 0; i < 200 && address.empty(); ++i) {
-    std::ifstream(port) >> address;
-    if (address.empty()) absl::SleepFor(absl::Milliseconds(50));
-  }
+  testing::WaitUntil([&] { return static_cast<bool>(std::ifstream(port) >> address); },
+                     absl::Seconds(10));
   ASSERT_FALSE(address.empty());
   auto early = Client::Connect(address);  // connected before the flood
   ASSERT_TRUE(early.ok()) << early.status();
@@ -139,7 +138,7 @@ TEST(ArdmadTest, OutOfDescriptorsItBacksOffQuietlyAndRecovers) {
     ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << "connect " << i << ": " << errno;
     sockets.push_back(fd);
   }
-  absl::SleepFor(absl::Seconds(1));
+  absl::SleepFor(absl::Seconds(1));  // under test, with the next: the CPU used while idle
   long before = CpuTicks(pid);
   absl::SleepFor(absl::Seconds(2));
   long used = CpuTicks(pid) - before;
@@ -184,6 +183,8 @@ TEST(ArdmadTest, AClientThatNeverReadsCannotGrowTheServer) {
   for (uint64_t id = 1; id <= 96; ++id) {
     ASSERT_TRUE(greedy.SendFrame(wire::Op::kRead, read, id, 0));
   }
+  // Under test: a second in which the server could queue answers past its limit (no event
+  // marks that it stopped).
   absl::SleepFor(absl::Seconds(1));
   auto other = Client::Connect(daemon.address());
   ASSERT_TRUE(other.ok()) << other.status();
@@ -212,7 +213,7 @@ TEST(ArdmadTest, AFrameThatNeverCompletesClosesItsConnection) {
   // The slow one completes its frame in pieces, within the time.
   for (size_t at = 0; at < frame.size(); at += 256 << 10) {
     ASSERT_TRUE(slow.SendBytes(std::string_view(frame).substr(at, 256 << 10)));
-    absl::SleepFor(absl::Milliseconds(100));
+    absl::SleepFor(absl::Milliseconds(100));  // under test: a slow sender's pace
   }
   std::optional<testing::RawResponse> echo = slow.Receive();
   ASSERT_TRUE(echo.has_value());
@@ -559,8 +560,8 @@ TEST(ArdmaCliTest, LockRunsTheCommandUnderTheLockLikeFlock) {
     std::string holder = ardma + lock_args + " -- sh -c 'touch " + marker + "; sleep " +
                          std::to_string(seconds) + "'";
     std::FILE* background = ::popen(holder.c_str(), "r");
-    for (int i = 0; i < 500 && background != nullptr && !std::filesystem::exists(marker); ++i) {
-      absl::SleepFor(absl::Milliseconds(10));
+    if (background != nullptr) {
+      testing::WaitUntil([&] { return std::filesystem::exists(marker); }, absl::Seconds(5));
     }
     return std::filesystem::exists(marker) ? background : nullptr;
   };
@@ -620,11 +621,13 @@ TEST(ArdmaCliTest, LockedCommandNeverOutlivesTheLock) {
     if (::posix_spawn(&ardma, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
       return {-1, -1};
     pid_t sleeper = -1;
-    for (int i = 0; i < 500 && sleeper <= 0; ++i) {
-      std::ifstream in(pid_file);
-      if (!(in >> sleeper)) sleeper = -1;
-      if (sleeper <= 0) absl::SleepFor(absl::Milliseconds(10));
-    }
+    testing::WaitUntil(
+        [&] {
+          std::ifstream in(pid_file);
+          if (!(in >> sleeper)) sleeper = -1;
+          return sleeper > 0;
+        },
+        absl::Seconds(5));
     return {ardma, sleeper};
   };
   auto [ardma, sleeper] = start("10s");
@@ -633,11 +636,7 @@ TEST(ArdmaCliTest, LockedCommandNeverOutlivesTheLock) {
   ASSERT_EQ(::kill(ardma, SIGKILL), 0);
   int status;
   ::waitpid(ardma, &status, 0);
-  bool gone = false;
-  for (int i = 0; i < 300 && !gone; ++i) {
-    gone = Gone(sleeper);
-    if (!gone) absl::SleepFor(absl::Milliseconds(10));
-  }
+  bool gone = testing::WaitUntil([&] { return Gone(sleeper); }, absl::Seconds(3));
   EXPECT_TRUE(gone) << "the command's child outlived a SIGKILLed ardma lock";
   // A lease that runs out while `ardma lock` cannot renew it (stopped): the guard stops the command
   // on its own clock before the lease can run out, so before anyone else can take the lock.

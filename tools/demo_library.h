@@ -1,5 +1,5 @@
 // The "demo" active-code library, used by ardma-demo and the core tests: a linked list of u64
-// values, the seed paper's first example of why shipping code beats one round trip per node.
+// values, the Active RDMA paper's first example of why shipping code beats one round trip per node.
 //
 // Arguments and results are little-endian u64s.
 //   demo.build_list  n     -> head address of a new list of n nodes holding 1..n

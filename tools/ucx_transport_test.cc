@@ -54,7 +54,7 @@ std::string FileBytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Seed 002's point: one-sided access never needs the server's CPU. With ardmad stopped (SIGSTOP),
+// The RDMA load-monitoring paper's point: one-sided access never needs the server's CPU. With ardmad stopped (SIGSTOP),
 // READ, WRITE, CAS and FETCH_ADD still complete, one round trip each; an EXECUTE waits for it.
 TEST_F(UcxTransportTest, OneSidedOperationsCompleteWhileTheServerIsStopped) {
   testing::ServerProcess server({"--memory", "64M"});

@@ -84,7 +84,7 @@ absl::Status CopyOut(const std::string& from, uint64_t size, const std::string& 
   return status;
 }
 
-// This process's CPU and its children's (the preprocessor), for the log: seed 001's Table 2.
+// This process's CPU and its children's (the preprocessor), for the log: the rdistcc paper's Table 2.
 std::string CpuSpent() {
   auto us = [](const rusage& r) {
     return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000000 + r.ru_utime.tv_usec +

@@ -79,7 +79,7 @@ struct Execution {
   // (sets rescheduled) instead of sleeping.
   bool may_block = true;
   bool rescheduled = false;
-  // A modelled cost per memory access by active code (seed 000's "DMA cost" axis): each access
+  // A modelled cost per memory access by active code (the Active RDMA paper's "DMA cost" axis): each access
   // busy-waits this long. Zero: none.
   absl::Duration access_cost;
   ActiveOpCounts counts;

@@ -7,7 +7,7 @@
 //   ARDMA_ASSIGN_OR_RETURN(std::string bytes, client->Read(addr, 5));
 //   ARDMA_ASSIGN_OR_RETURN(auto result, client->Batch().Read(a, 8).Read(b, 8).Send());
 //
-// Connection management (seed 001): the connection is kept open and reused; when it breaks the
+// Connection management (the rdistcc paper): the connection is kept open and reused; when it breaks the
 // next call reconnects with exponential backoff. Calls that are safe to repeat (PING, READ, LOAD,
 // HAS_CODE, STATS, and WRITE and EXECUTE, which the server de-duplicates by (client id, request
 // id), so a retried write never lands over newer data) are retried on a new connection within

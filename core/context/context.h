@@ -1,4 +1,4 @@
-// Context: the interface active code is written against (the seed paper's ActiveRDMA).
+// Context: the interface active code is written against (the Active RDMA paper's ActiveRDMA).
 //
 // The same function runs over a LocalContext (on the server, next to the data: every operation is a
 // memory access) or a RemoteContext (on a client: every operation is a round trip, batched where

@@ -1,5 +1,5 @@
 // RegionRegistrar: regions that clients register at run time (REGISTER, DEREGISTER, REGION_INFO;
-// seed 001's memory regions). A client maps a file under the server's --register-dir, or one of
+// the rdistcc paper's memory regions). A client maps a file under the server's --register-dir, or one of
 // its own memfds, as a new region, read-only or writable for others; the region dies with the
 // connection that registered it (or at DEREGISTER). Limits on count and bytes are enforced, per
 // connection and for the server.

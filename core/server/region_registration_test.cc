@@ -1,4 +1,4 @@
-// REGISTER / DEREGISTER / REGION_INFO: regions clients register at run time (seed 001's memory
+// REGISTER / DEREGISTER / REGION_INFO: regions clients register at run time (the rdistcc paper's memory
 // regions), over every transport: bounds, permissions, limits, and cleanup when the owner goes.
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -64,7 +64,7 @@ struct ServerOptions {
   // ReserveNames); ardmad lists the project's services. Must outlive the server.
   std::vector<const ActiveLibrary*> built_in_services;
   CodeLimits code_limits;  // --max-libraries, --max-code
-  // Standing in for a NIC's own processor (seed 002): I/O thread i is pinned to
+  // Standing in for a NIC's own processor (the RDMA load-monitoring paper): I/O thread i is pinned to
   // io_cpus[i % size] (empty: not pinned), and with `realtime` runs under SCHED_FIFO, so load on
   // the other CPUs does not delay one-sided operations. I/O threads are named "ardma-io-N".
   std::vector<int> io_cpus;

@@ -1,4 +1,4 @@
-// ServerCounters: the seed paper's evaluation counters, kept by the server and served by STATS.
+// ServerCounters: the Active RDMA paper's evaluation counters, kept by the server and served by STATS.
 // Relaxed atomics: each counter is independent and only read for reporting.
 // Thread-safe.
 #ifndef ARDMA_CORE_SERVER_SERVER_COUNTERS_H_

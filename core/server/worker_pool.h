@@ -1,7 +1,7 @@
 // WorkerPool: threads that run EXECUTE (and LOAD) jobs too long to run on an I/O thread.
 //
 // Jobs wait in a bounded FIFO queue. A job whose deadline passes while it waits is not run: its
-// `expired` callback is (the seed paper's expiry), called by a reaper thread when the deadline
+// `expired` callback is (the Active RDMA paper's expiry), called by a reaper thread when the deadline
 // passes, so a caller hears DEADLINE_EXCEEDED on time even when every worker is stuck in a long
 // run. Submit fails when the queue is full, so a flood of requests gets RESOURCE_EXHAUSTED instead
 // of unbounded memory. Stop finishes the jobs already running, expires the ones still queued, and

@@ -21,7 +21,7 @@ TEST(WorkerPoolTest, RunsJobsAndExpiresLateOnes) {
                            {}}));
   ASSERT_TRUE(
       pool.Submit({absl::Now() + absl::Milliseconds(1), [&] { ++ran; }, [&] { ++expired; }}));
-  absl::SleepFor(absl::Milliseconds(20));
+  absl::SleepFor(absl::Milliseconds(20));  // under test: the queued job's deadline passes
   release.Notify();
   pool.Stop();
   EXPECT_EQ(ran.load(), 1);
@@ -43,14 +43,14 @@ TEST(WorkerPoolTest, FullQueueRefusesAndStopAnswersQueuedJobs) {
   ASSERT_TRUE(pool.Submit({absl::InfiniteFuture(), [] {}, [&] { ++expired; }}));
   EXPECT_FALSE(pool.Submit({absl::InfiniteFuture(), [] {}, {}}));  // queue of one is full
   std::thread stopper([&] { pool.Stop(); });
-  absl::SleepFor(absl::Milliseconds(10));
+  absl::SleepFor(absl::Milliseconds(10));  // under test: Stop answers while a job still runs
   release.Notify();
   stopper.join();
   EXPECT_EQ(expired.load(), 1);
   EXPECT_FALSE(pool.Submit({absl::InfiniteFuture(), [] {}, {}}));
 }
 
-// The seed's expiry, held: a queued job hears that its deadline passed when it passes, even while
+// The Active RDMA paper's expiry, held: a queued job hears that its deadline passed when it passes, even while
 // every worker is stuck in a run that does not end.
 TEST(WorkerPoolTest, QueuedJobsExpireOnTimeWhileEveryWorkerIsStuck) {
   WorkerPool pool(1, 16);

@@ -1,4 +1,4 @@
-// The compile farm's job queue (seed 001's rdistcc, slave-driven): an FCFS queue of opaque job
+// The compile farm's job queue (the rdistcc paper's rdistcc, slave-driven): an FCFS queue of opaque job
 // descriptors in the heap, written once against Context. Submitters park until a slave finishes
 // their job; slaves park until there is a job. Each side's leases are tied to its connection
 // (Context::OnClose): a slave that goes away gives its jobs back, a submitter that goes away

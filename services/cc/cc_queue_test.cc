@@ -10,6 +10,7 @@
 #include "core/client/invoke.h"
 #include "core/testing/raw_socket.h"
 #include "core/testing/test_server.h"
+#include "core/testing/wait_until.h"
 #include "core/wire/byte_io.h"
 #include "core/wire/messages.h"
 #include "gtest/gtest.h"
@@ -41,12 +42,11 @@ class CcQueueTest : public ::testing::Test {
   }
   // Waits until the farm shows `queued` jobs queued.
   void WaitQueued(Client& c, uint64_t queued) {
-    for (int i = 0; i < 500; ++i) {
+    ASSERT_TRUE(testing::WaitUntil([&] {
       auto st = CcClient(&c).Status();
-      if (st.ok() && st->queued == queued) return;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    FAIL() << "never " << queued << " queued";
+      return st.ok() && st->queued == queued;
+    })) << "never "
+        << queued << " queued";
   }
 
   std::unique_ptr<TestServer> server_;
@@ -154,13 +154,11 @@ TEST_F(CcQueueTest, ASubmitterThatGoesAwayWithdrawsItsJob) {
     EXPECT_EQ((*job)->id, 11u);
   }  // the submitter's connection closes: its job is withdrawn
   FarmStatus st;
-  for (int i = 0; i < 200; ++i) {
+  testing::WaitUntil([&] {
     auto got = CcClient(watcher.get()).Status();
-    ASSERT_TRUE(got.ok());
-    st = *got;
-    if (st.cancelled == 1) break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+    if (got.ok()) st = *got;
+    return got.ok() && st.cancelled == 1;
+  });
   EXPECT_EQ(st.cancelled, 1u);
   EXPECT_EQ(st.running, 0u);
   EXPECT_EQ(CcClient(watcher.get()).Finish(11, "s1", false, "late").status().code(),

@@ -9,7 +9,7 @@
 //
 // Mode::kActive: every call is one EXECUTE (one round trip); the "list" library is shipped on
 // first use. Mode::kRdma: the same functions run here over one-sided operations; append and get
-// cost one READ per node walked (the seed paper's comparison). Both modes share one layout
+// cost one READ per node walked (the Active RDMA paper's comparison). Both modes share one layout
 // (list_format.h), so clients in different modes can work on the same lists at once.
 //
 // Errors: InvalidArgument (bad name, value over kMaxValueBytes), NotFound (reading a list that was
@@ -41,7 +41,7 @@ class ListClient {
   ListClient(Client* client, Mode mode, CallOptions options = {})
       : client_(client), mode_(mode), options_(options) {}
 
-  // Adds at the tail (walking the list, as in the seed paper) or at the head. Creates the list.
+  // Adds at the tail (walking the list, as in the Active RDMA paper) or at the head. Creates the list.
   absl::Status Append(std::string_view list, const ListValue& value);
   absl::Status Prepend(std::string_view list, const ListValue& value);
   // The element at `index` (0 = head).

@@ -11,6 +11,7 @@
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "core/testing/server_fixture.h"
+#include "core/testing/wait_until.h"
 #include "core/ucx/ucx_context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,13 +34,16 @@ class LockTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
   // Polls until `name` has `waiters` waiters (bounded: fails the test after ~10 s).
   void AwaitWaiters(std::string_view name, uint64_t waiters) {
     LockClient inspector(client_.get(), Mode::kActive);
-    for (int i = 0; i < 10000; ++i) {
-      absl::StatusOr<LockState> s = inspector.Inspect(name);
-      ASSERT_TRUE(s.ok()) << s.status();
-      if (s->waiters == waiters) return;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    FAIL() << "never saw " << waiters << " waiters on " << name;
+    absl::Status inspected;
+    bool seen = testing::WaitUntil(
+        [&] {
+          absl::StatusOr<LockState> s = inspector.Inspect(name);
+          inspected = s.status();
+          return !s.ok() || s->waiters == waiters;
+        },
+        absl::Seconds(10));
+    ASSERT_TRUE(inspected.ok()) << inspected;
+    ASSERT_TRUE(seen) << "never saw " << waiters << " waiters on " << name;
   }
   LockState State(std::string_view name) {
     absl::StatusOr<LockState> s = LockClient(client_.get(), Mode::kActive).Inspect(name);
@@ -255,7 +259,7 @@ TEST_P(LockTest, RenewingKeepsTheLock) {
   });
   // Renew well inside the lease for longer than the lease.
   for (int i = 0; i < 15; ++i) {
-    absl::SleepFor(absl::Milliseconds(200));
+    absl::SleepFor(absl::Milliseconds(200));  // under test: the renewal cadence
     absl::Time before = absl::Now();
     ASSERT_TRUE(locks_->Renew(*g, absl::Seconds(2)).ok());
     EXPECT_GE(g->lease_deadline, before + absl::Seconds(2));
@@ -367,15 +371,11 @@ TEST_F(LockDisconnectTest, AClosedConnectionReleasesItsLocksAndWaitsAtOnce) {
   ASSERT_TRUE(EnsureLoaded(*quitter, active_libraries::lock()).ok());
   std::future<absl::StatusOr<std::string>> quit_wait = quitter->ExecuteAsync(
       "lock.acquire", EncodeAcquireArgs({.name = "gone", .wait = absl::Seconds(60)}));
-  for (int i = 0; i < 10000 && main.Inspect("gone")->waiters < 1; ++i) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  testing::WaitUntil([&] { return main.Inspect("gone")->waiters >= 1; }, absl::Seconds(10));
   ASSERT_EQ(main.Inspect("gone")->waiters, 1u);
   quitter.reset();
   EXPECT_FALSE(quit_wait.get().ok());
-  for (int i = 0; i < 10000 && main.Inspect("gone")->waiters > 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  testing::WaitUntil([&] { return main.Inspect("gone")->waiters == 0; }, absl::Seconds(10));
   EXPECT_EQ(main.Inspect("gone")->waiters, 0u);
   EXPECT_EQ(main.Inspect("gone")->holders, 1u);
   // The holder's connection closes: its hour-long lease does not matter.

@@ -1,4 +1,4 @@
-// The load monitor's sample of a host (seed 002): what /proc says about CPU, run queue, memory,
+// The load monitor's sample of a host (the RDMA load-monitoring paper): what /proc says about CPU, run queue, memory,
 // network, interrupts and pressure at one moment, its encoding (shared by all four schemes), and
 // the figures a front end derives from two successive samples.
 //

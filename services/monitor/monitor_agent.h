@@ -1,4 +1,4 @@
-// The RDMA-Async scheme's agent (seed 002): a thread inside ardmad that samples the host every
+// The RDMA-Async scheme's agent (the RDMA load-monitoring paper): a thread inside ardmad that samples the host every
 // interval and publishes the sample in a read-only region (layout: publication.h), which front
 // ends READ one-sidedly. Clients cannot write the region; only the agent does, through its
 // mapping.

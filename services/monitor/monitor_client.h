@@ -1,4 +1,4 @@
-// The load monitor's front end: polls back ends by one of seed 002's four schemes, and balances
+// The load monitor's front end: polls back ends by one of the RDMA load-monitoring paper's four schemes, and balances
 // requests over them by what it read.
 //
 //   Scheme        how a poll gets a sample                      back-end side

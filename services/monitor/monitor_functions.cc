@@ -1,4 +1,4 @@
-// The "monitor" active-code library: the RDMA-Sync scheme (seed 002). The front end's request
+// The "monitor" active-code library: the RDMA-Sync scheme (the RDMA load-monitoring paper). The front end's request
 // samples /proc right where it lands, on the server's I/O thread (with ardmad --nic-cpu/--realtime,
 // the stand-in for the NIC's own processor), so no monitoring process runs on the host and the
 // sample is as fresh as the round trip.

@@ -1,4 +1,4 @@
-// ardma-monitor: the load monitor's front end. Polls back ends by one of seed 002's schemes and
+// ardma-monitor: the load monitor's front end. Polls back ends by one of the RDMA load-monitoring paper's schemes and
 // shows their load live (a table on a terminal, lines otherwise), marks the back end a balancer
 // would pick, and can serve the samples to Prometheus.
 #include <signal.h>
@@ -27,7 +27,7 @@ using ardma::monitor::PollerOptions;
 constexpr char kUsage[] =
     "Usage: ardma-monitor --backends HOST:PORT,... [flags]\n"
     "\n"
-    "Polls the load of back ends (seed 002) and shows it live: a table on a terminal, one line\n"
+    "Polls the load of back ends (the RDMA load-monitoring paper) and shows it live: a table on a terminal, one line\n"
     "per back end and poll otherwise. Schemes:\n"
     "  rdma-sync     ardmad samples /proc when the request lands (one EXECUTE; the default)\n"
     "  rdma-async    one READ of the sample ardmad --monitor-interval T publishes\n"

@@ -462,7 +462,7 @@ TEST_F(SchemesTest, RdmaAsyncIsOneReadPerPoll) {
   for (int i = 0; i < 10; ++i) ASSERT_TRUE((*poller)->Poll().ok());
   absl::StatusOr<uint64_t> after = testing::StatValue(**client, "requests.read");
   // Over TCP each poll is one READ the server answers; over UCX it is a one-sided read the
-  // server never sees (seed 002's point: the monitored host's CPU is not involved).
+  // server never sees (the RDMA load-monitoring paper's point: the monitored host's CPU is not involved).
   uint64_t expected = testing::TestTransport() == "tcp" ? 10u + (*poller)->torn_reads() : 0u;
   EXPECT_EQ(*after - *reads, expected);
 }

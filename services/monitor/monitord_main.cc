@@ -1,4 +1,4 @@
-// ardma-monitord: the plain-TCP load-monitoring daemon (seed 002's Socket-Sync and Socket-Async
+// ardma-monitord: the plain-TCP load-monitoring daemon (the RDMA load-monitoring paper's Socket-Sync and Socket-Async
 // baselines). Parses flags, starts a SocketDaemon, waits for SIGINT/SIGTERM.
 #include <iostream>
 
@@ -13,7 +13,7 @@ constexpr char kUsage[] =
     "Usage: ardma-monitord [flags]\n"
     "\n"
     "A plain TCP load-monitoring daemon, the baseline the load monitor's RDMA schemes are\n"
-    "compared with (seed 002). Each request 'S' samples /proc and answers (Socket-Sync); with\n"
+    "compared with (the RDMA load-monitoring paper). Each request 'S' samples /proc and answers (Socket-Sync); with\n"
     "--interval, a calculating thread samples every interval and 'A' answers its latest sample\n"
     "(Socket-Async). Front end: ardma-monitor --scheme socket-sync|socket-async.";
 

@@ -1,4 +1,4 @@
-// ardma-monitord as a library: the Socket-Sync and Socket-Async baselines of seed 002, a plain
+// ardma-monitord as a library: the Socket-Sync and Socket-Async baselines of the RDMA load-monitoring paper, a plain
 // TCP monitoring daemon on the back end (no Active RDMA involved).
 //
 // Protocol, per connection, any number of times:

@@ -1,4 +1,4 @@
-// Java active code (the seed paper's form): shipped class files or jars, run in an OpenJDK JVM
+// Java active code (the Active RDMA paper's form): shipped class files or jars, run in an OpenJDK JVM
 // embedded in the server through the JNI invocation API.
 //
 // The JVM starts on the first LOAD of kind jvm (never when no Java code is used); libjvm.so is

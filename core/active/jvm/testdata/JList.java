@@ -4,7 +4,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
 /**
- * The seed paper's first demo: a linked list in server memory, appended to and read by index.
+ * The Active RDMA paper's first demo: a linked list in server memory, appended to and read by index.
  * A list header at L holds [next free byte, head node, length]; a node is [next, value], carved
  * out of the space after the header by FETCH_ADD. listdemo_functions.cc does the same in C++.
  */

@@ -4,7 +4,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
 /**
- * What Java active code is written against: the seed paper's ActiveRDMA, backed by the server's
+ * What Java active code is written against: the Active RDMA paper's ActiveRDMA, backed by the server's
  * context of the request that runs the code. Addresses are byte offsets into the server's heap
  * (region 0); words are little-endian. Every access is bounds-checked: a bad one throws
  * {@link ActiveRDMAException} with code OUT_OF_RANGE, which becomes the request's status unless
