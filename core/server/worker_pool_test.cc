@@ -50,8 +50,8 @@ TEST(WorkerPoolTest, FullQueueRefusesAndStopAnswersQueuedJobs) {
   EXPECT_FALSE(pool.Submit({absl::InfiniteFuture(), [] {}, {}}));
 }
 
-// The Active RDMA paper's expiry, held: a queued job hears that its deadline passed when it passes, even while
-// every worker is stuck in a run that does not end.
+// The Active RDMA paper's expiry, held: a queued job hears that its deadline passed when it passes,
+// even while every worker is stuck in a run that does not end.
 TEST(WorkerPoolTest, QueuedJobsExpireOnTimeWhileEveryWorkerIsStuck) {
   WorkerPool pool(1, 16);
   absl::Notification release, started, first_expired, second_expired;
@@ -64,10 +64,10 @@ TEST(WorkerPoolTest, QueuedJobsExpireOnTimeWhileEveryWorkerIsStuck) {
   started.WaitForNotification();
   std::atomic<int> ran{0};
   // Submitted later but due earlier: each is expired at its own deadline.
-  ASSERT_TRUE(pool.Submit({absl::Now() + absl::Milliseconds(200), [&] { ++ran; },
-                           [&] { second_expired.Notify(); }}));
-  ASSERT_TRUE(pool.Submit({absl::Now() + absl::Milliseconds(20), [&] { ++ran; },
-                           [&] { first_expired.Notify(); }}));
+  ASSERT_TRUE(pool.Submit(
+      {absl::Now() + absl::Milliseconds(200), [&] { ++ran; }, [&] { second_expired.Notify(); }}));
+  ASSERT_TRUE(pool.Submit(
+      {absl::Now() + absl::Milliseconds(20), [&] { ++ran; }, [&] { first_expired.Notify(); }}));
   EXPECT_TRUE(first_expired.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_TRUE(second_expired.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_FALSE(release.HasBeenNotified());  // the worker is still stuck
