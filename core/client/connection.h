@@ -71,20 +71,14 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Sends all requests in one write, with the given request ids, then waits until every response
-  // has arrived or the deadline passes. The outer status is the transport's (UNAVAILABLE: the
-  // connection broke; DEADLINE_EXCEEDED: no answer in time); the inner ones are the server's.
+  // Transport (transport.h). RoundTrip sends a flight's frames in one write.
+  std::string Describe() const override { return "a TCP or Unix-domain stream connection"; }
   absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(
       const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
       uint64_t client_id, absl::Time deadline) override;
-
-  // Sends one request; `done` runs on some client thread when the response arrives, the deadline
-  // passes or the connection breaks. Never blocks on the response.
   void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
              absl::Time deadline, ResponseCallback done) override;
-
   bool broken() const override;
-  std::string Describe() const override { return "a TCP or Unix-domain stream connection"; }
   LockOwner lock_owner() const override { return owner_; }
   absl::Duration idle_timeout() const override { return idle_timeout_; }
   void KeepAlive(uint64_t request_id) override;
