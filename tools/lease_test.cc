@@ -28,6 +28,7 @@
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
+#include "core/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "services/dfs/dfs_client.h"
 #include "services/dfs/dfs_format.h"
@@ -195,10 +196,8 @@ TEST_F(LeaseTest, APausedHolderKeepsItsLocksAndAKilledOneLosesThem) {
   EXPECT_TRUE(dht.Get(kTable, kKey).ok());
   // Every connection but this one has ended its owner: the server and this client are left.
   uint64_t live = 0;
-  for (absl::Time give_up = absl::Now() + absl::Seconds(5); absl::Now() < give_up;) {
-    if ((live = testing::StatOf(**check, "owners.live")) == 2) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  testing::WaitUntil([&] { return (live = testing::StatOf(**check, "owners.live")) == 2; },
+                     absl::Seconds(5));
   EXPECT_EQ(live, 2u);
 }
 
@@ -225,11 +224,7 @@ std::vector<int64_t> Stamps(const std::string& path) {
 }
 
 bool WaitFor(const std::function<bool()>& done, absl::Duration within) {
-  for (absl::Time deadline = absl::Now() + within; absl::Now() < deadline;) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return done();
+  return testing::WaitUntil(done, within, absl::Milliseconds(10));
 }
 
 // --idle-timeout never hands a live holder's lock to another (issue 32, B: with a 2 s idle timeout

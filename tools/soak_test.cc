@@ -108,6 +108,7 @@ TEST(ChaosTest, SixtyFourConnectionsOfMixedOperationsStayErrorFreeWithFlatMemory
     });
   }
   int seconds = SoakSeconds();
+  // Under test, with the next: the soak's warm-up and its measured span.
   absl::SleepFor(absl::Seconds(std::min(10, seconds / 3)));
   uint64_t warm_rss = ResidentBytes(daemon.pid());
   uint64_t warm_ops = ops.load();

@@ -28,6 +28,7 @@
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
+#include "core/testing/wait_until.h"
 #include "core/ucx/ucx_context.h"
 #include "core/wire/messages.h"
 #include "gmock/gmock.h"
@@ -54,8 +55,9 @@ std::string FileBytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The RDMA load-monitoring paper's point: one-sided access never needs the server's CPU. With ardmad stopped (SIGSTOP),
-// READ, WRITE, CAS and FETCH_ADD still complete, one round trip each; an EXECUTE waits for it.
+// The RDMA load-monitoring paper's point: one-sided access never needs the server's CPU. With
+// ardmad stopped (SIGSTOP), READ, WRITE, CAS and FETCH_ADD still complete, one round trip each; an
+// EXECUTE waits for it.
 TEST_F(UcxTransportTest, OneSidedOperationsCompleteWhileTheServerIsStopped) {
   testing::ServerProcess server({"--memory", "64M"});
   ASSERT_FALSE(server.address().empty()) << "ardmad did not start";
@@ -145,8 +147,10 @@ TEST_F(UcxTransportTest, AServerThatIsKilledFailsTheNextOperation) {
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->Write(heap::kDataStart, "x").ok());
   server.Kill(SIGKILL);
-  absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_EQ((*client)->Write(heap::kDataStart, "y").code(), absl::StatusCode::kUnavailable);
+  // The client notices the bootstrap connection's close (its watcher) and breaks the transport.
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    return (*client)->Write(heap::kDataStart, "y").code() == absl::StatusCode::kUnavailable;
+  }));
 }
 
 // TCP and UCX clients on one counter: FETCH_ADD over UCX (a CPU atomic on the shared mapping) and
@@ -191,17 +195,14 @@ TEST_F(UcxTransportTest, AVanishedClientLeavesNoSessionOrParkedRequestBehind) {
     ASSERT_TRUE(client.ok()) << client.status();
     ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
     std::future<absl::StatusOr<std::string>> parked = (*client)->ExecuteAsync("test.park", "k");
-    for (int i = 0; i < 5000 && *testing::StatValue(**watcher, "parked.now") < 1; ++i) {
-      absl::SleepFor(absl::Milliseconds(1));
-    }
+    testing::WaitUntil([&] { return *testing::StatValue(**watcher, "parked.now") >= 1; });
     ASSERT_EQ(*testing::StatValue(**watcher, "parked.now"), 1u);
     EXPECT_EQ((*server)->server().ucx()->sessions(), 1u);
   }
-  for (int i = 0; i < 500 && ((*server)->server().ucx()->sessions() > 0 ||
-                              *testing::StatValue(**watcher, "parked.now") > 0);
-       ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  testing::WaitUntil([&] {
+    return (*server)->server().ucx()->sessions() == 0 &&
+           *testing::StatValue(**watcher, "parked.now") == 0;
+  });
   EXPECT_EQ((*server)->server().ucx()->sessions(), 0u);
   EXPECT_EQ(*testing::StatValue(**watcher, "parked.now"), 0u);
 }

@@ -321,8 +321,8 @@ TEST_F(CcFarmTest, AKilledSlaveGivesItsJobToAnother) {
   });
   ASSERT_TRUE(WaitRunningOn("slow"));
   StartSlave("healthy");
-  absl::SleepFor(absl::Milliseconds(200));
-  slaves_["slow"]->Kill(SIGKILL);  // mid-job: its lease ends with its connection
+  absl::SleepFor(absl::Milliseconds(200));  // under test: the slow slave is mid-job, not done
+  slaves_["slow"]->Kill(SIGKILL);           // mid-job: its lease ends with its connection
   EXPECT_EQ(build.get(), 0) << err;
   EXPECT_EQ(err, "");  // finished on the farm: no fallback
   EXPECT_EQ(Slurp(dir + "/local.o"), Slurp(dir + "/farm.o"));

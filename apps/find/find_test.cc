@@ -110,7 +110,7 @@ TEST_F(FindTest, TimeTests) {
   dfs::DfsClient fs(client_, Mode::kActive);
   ASSERT_TRUE(fs.Mkdir("/times").ok());
   ASSERT_TRUE(fs.WriteFile("/times/old", "x").ok());
-  absl::SleepFor(absl::Milliseconds(20));
+  absl::SleepFor(absl::Milliseconds(20));  // under test: two modification times apart
   ASSERT_TRUE(fs.WriteFile("/times/new", "y").ok());
   std::string out;
   EXPECT_EQ(RunCommandSplit(Find() + " dfs:/times -type f -mmin -60", &out), 0);

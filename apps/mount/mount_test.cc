@@ -26,6 +26,7 @@
 #include "core/testing/server_fixture.h"
 #include "core/testing/server_process.h"
 #include "core/testing/tree_snapshot.h"
+#include "core/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "services/dfs/dfs_client.h"
 
@@ -60,10 +61,13 @@ pid_t StartMount(const std::string& dir, const std::string& server, Mode mode,
 
 // Waits (up to 10 s) until `dir` is a FUSE mount.
 bool WaitMounted(const std::string& dir) {
-  for (int i = 0; i < 200; ++i) {
-    struct statfs st;
-    if (::statfs(dir.c_str(), &st) == 0 && st.f_type == kFuseSuperMagic) return true;
-    absl::SleepFor(absl::Milliseconds(50));
+  if (testing::WaitUntil(
+          [&] {
+            struct statfs st;
+            return ::statfs(dir.c_str(), &st) == 0 && st.f_type == kFuseSuperMagic;
+          },
+          absl::Seconds(10), absl::Milliseconds(50))) {
+    return true;
   }
   ADD_FAILURE() << "no mount at " << dir;
   return false;
@@ -346,8 +350,8 @@ TEST_P(MountTest, FilesAreByteIdenticalThroughTheMountAndTheClient) {
   { std::ofstream(mnt_ + "/text") << "alpha\nbeta\nalphabet\n"; }
   ASSERT_EQ(RunCommand(bin + "/ardma-grep --server=" + server + " -c alpha dfs:/text", &out), 0);
   EXPECT_EQ(out, "2\n");
-  ASSERT_EQ(RunCommand(bin + "/ardma-cp --server=" + server + " " + base_ + "/down dfs:/up && cmp " +
-                           base_ + "/down " + mnt_ + "/up",
+  ASSERT_EQ(RunCommand(bin + "/ardma-cp --server=" + server + " " + base_ +
+                           "/down dfs:/up && cmp " + base_ + "/down " + mnt_ + "/up",
                        &out),
             0)
       << out;
@@ -397,11 +401,13 @@ TEST(MountRestartTest, AServerRestartFailsCallsCleanlyAndIsReconnected) {
       std::vector<std::string>{"--memory-file", heap, "--memory", "64M", "--listen", address});
   ASSERT_EQ(second->address(), address);
   std::string line;
-  for (int i = 0; i < 100 && line.empty(); ++i) {  // reconnected on a later call
-    std::ifstream in(dir + "/kept");
-    std::getline(in, line);
-    if (line.empty()) absl::SleepFor(absl::Milliseconds(100));
-  }
+  testing::WaitUntil(  // reconnected on a later call
+      [&] {
+        std::ifstream in(dir + "/kept");
+        std::getline(in, line);
+        return !line.empty();
+      },
+      absl::Seconds(10), absl::Milliseconds(100));
   EXPECT_EQ(line, "survives a restart");
   Unmount(dir, pid);
 }

@@ -462,7 +462,8 @@ TEST_F(SchemesTest, RdmaAsyncIsOneReadPerPoll) {
   for (int i = 0; i < 10; ++i) ASSERT_TRUE((*poller)->Poll().ok());
   absl::StatusOr<uint64_t> after = testing::StatValue(**client, "requests.read");
   // Over TCP each poll is one READ the server answers; over UCX it is a one-sided read the
-  // server never sees (the RDMA load-monitoring paper's point: the monitored host's CPU is not involved).
+  // server never sees (the RDMA load-monitoring paper's point: the monitored host's CPU is not
+  // involved).
   uint64_t expected = testing::TestTransport() == "tcp" ? 10u + (*poller)->torn_reads() : 0u;
   EXPECT_EQ(*after - *reads, expected);
 }
@@ -527,11 +528,11 @@ TEST_F(SchemesTest, RealCpuLoadShowsInTheSamples) {
       while (!stop.load(std::memory_order_relaxed)) x = x + 1;
     });
   }
-  absl::SleepFor(absl::Milliseconds(50));
+  absl::SleepFor(absl::Milliseconds(50));  // under test: the spinners show in the run queue
   LoadSample a = *(*poller)->Poll();
   uint64_t max_running = 0;
   for (int i = 0; i < 30; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
+    absl::SleepFor(absl::Milliseconds(10));  // under test: samples over 300 ms
     max_running = std::max(max_running, (*(*poller)->Poll())[Field::kProcsRunning]);
   }
   LoadSample b = *(*poller)->Poll();

@@ -15,6 +15,7 @@
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
+#include "core/testing/wait_until.h"
 #include "core/wire/byte_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -292,10 +293,8 @@ TEST(JvmCliTest, AServerWithoutAJvmAnswersFailedPrecondition) {
   std::string ignored;
   ASSERT_EQ(testing::RunCommand(ardmad, &ignored), 0);
   std::string address;
-  for (int i = 0; i < 200 && address.empty(); ++i) {
-    std::ifstream(port_file) >> address;
-    if (address.empty()) absl::SleepFor(absl::Milliseconds(20));
-  }
+  testing::WaitUntil([&] { return static_cast<bool>(std::ifstream(port_file) >> address); },
+                     absl::Seconds(4));
   ASSERT_FALSE(address.empty());
   std::string out, err;
   int rc = testing::RunCommandSplit(
