@@ -30,6 +30,7 @@
 #include "core/testing/raw_socket.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
+#include "core/testing/wait_until.h"
 #include "core/wire/messages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -427,11 +428,8 @@ TEST(RobustnessTest, SyncAlwaysAlsoSyncsOneSidedWritesEveryInterval) {
   ASSERT_TRUE((*client)->Write(at, std::string(len, 'u')).ok());
   ASSERT_EQ(StatOf(**client, "requests.write"), writes_before) << "the WRITE was not one-sided";
   uint64_t flushes = StatOf(**client, "sync.flushes");
-  bool synced = false;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(5); !synced && absl::Now() < deadline;) {
-    absl::SleepFor(absl::Milliseconds(50));
-    synced = StatOf(**client, "sync.flushes") >= flushes + 2;
-  }
+  bool synced = testing::WaitUntil([&] { return StatOf(**client, "sync.flushes") >= flushes + 2; },
+                                   absl::Seconds(5), absl::Milliseconds(50));
   EXPECT_TRUE(synced) << "no interval sync under --sync always";
   int64_t unwritten = UnwrittenPages(file, at, len);
   if (unwritten >= 0) {

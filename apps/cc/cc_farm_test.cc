@@ -22,6 +22,7 @@
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
+#include "core/testing/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/cc/cc_client.h"
@@ -137,16 +138,13 @@ class CcFarmTest : public ::testing::Test {
 
   // Waits until job state shows `slave` running something.
   bool WaitRunningOn(const std::string& slave) {
-    for (int i = 0; i < 1000; ++i) {
-      absl::StatusOr<FarmStatus> st = Status();
-      if (st.ok()) {
-        for (const RunningJob& j : st->jobs) {
-          if (j.slave == slave) return true;
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return false;
+    return testing::WaitUntil(
+        [&] {
+          absl::StatusOr<FarmStatus> st = Status();
+          return st.ok() && std::any_of(st->jobs.begin(), st->jobs.end(),
+                                        [&](const RunningJob& j) { return j.slave == slave; });
+        },
+        absl::Seconds(10), absl::Milliseconds(10));
   }
 
   // A directory with a `gcc` and `g++` that take `seconds` before compiling.

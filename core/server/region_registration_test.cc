@@ -1,5 +1,6 @@
-// REGISTER / DEREGISTER / REGION_INFO: regions clients register at run time (the rdistcc paper's memory
-// regions), over every transport: bounds, permissions, limits, and cleanup when the owner goes.
+// REGISTER / DEREGISTER / REGION_INFO: regions clients register at run time (the rdistcc paper's
+// memory regions), over every transport: bounds, permissions, limits, and cleanup when the owner
+// goes.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/client/client.h"
 #include "core/testing/test_server.h"
+#include "core/testing/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -186,13 +188,14 @@ TEST_F(RegionRegistrationTest, RegionsDieWithTheirOwnersConnection) {
   ASSERT_TRUE(other_->Read(0, 8, key->region).ok());
   owner_.reset();  // closes its connection
   absl::Status read;
-  for (int i = 0; i < 200; ++i) {
-    // (A UCX client keeps a key it fetched until it forgets it: CMA cannot revoke one.)
-    other_->ForgetRegion(key->region);
-    read = other_->Read(0, 8, key->region).status();
-    if (!read.ok()) break;
-    usleep(10000);
-  }
+  testing::WaitUntil(
+      [&] {
+        // (A UCX client keeps a key it fetched until it forgets it: CMA cannot revoke one.)
+        other_->ForgetRegion(key->region);
+        read = other_->Read(0, 8, key->region).status();
+        return !read.ok();
+      },
+      absl::Seconds(2), absl::Milliseconds(10));
   EXPECT_EQ(read.code(), absl::StatusCode::kNotFound) << read;
   EXPECT_EQ(Stat("regions.registered"), 0u);
   EXPECT_EQ(Stat("regions.bytes"), 0u);

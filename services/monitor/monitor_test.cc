@@ -22,6 +22,7 @@
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
+#include "core/testing/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/monitor/load_sample.h"
@@ -410,12 +411,13 @@ TEST_F(SchemesTest, AllFourReturnTheSameFieldsWithGrowingSequences) {
     ASSERT_TRUE(a.ok()) << a.status();
     // The async schemes publish every 2 ms (later on a busy host): poll until a new sample.
     absl::StatusOr<LoadSample> b;
-    for (absl::Time give_up = absl::Now() + absl::Seconds(5); absl::Now() < give_up;) {
-      absl::SleepFor(absl::Milliseconds(5));
-      b = (*poller)->Poll();
-      ASSERT_TRUE(b.ok()) << b.status();
-      if (b->sequence > a->sequence) break;
-    }
+    testing::WaitUntil(
+        [&] {
+          b = (*poller)->Poll();
+          return !b.ok() || b->sequence > a->sequence;
+        },
+        absl::Seconds(5), absl::Milliseconds(5));
+    ASSERT_TRUE(b.ok()) << b.status();
     EXPECT_GT(b->sequence, a->sequence);
     EXPECT_GT(b->monotonic_ns, a->monotonic_ns);
     EXPECT_GE(b->cpu.Total(), a->cpu.Total());
