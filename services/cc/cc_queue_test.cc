@@ -100,7 +100,11 @@ TEST_F(CcQueueTest, AParkedSlaveIsWokenBySubmitAndAnIdleOneTimesOut) {
 
   auto take = std::async(std::launch::async,
                          [&] { return CcClient(slave.get()).Take("s1", absl::Seconds(20)); });
-  absl::SleepFor(absl::Milliseconds(200));  // parked by now
+  auto watcher = NewClient();
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    absl::StatusOr<uint64_t> parked = testing::StatValue(*watcher, "parked.now");
+    return parked.ok() && *parked == 1;  // the slave's take waits at the server
+  }));
   auto submitted = SubmitAsync(7, "seven");
   auto job = take.get();
   ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
