@@ -319,8 +319,13 @@ TEST_F(CcFarmTest, AKilledSlaveGivesItsJobToAnother) {
   });
   ASSERT_TRUE(WaitRunningOn("slow"));
   StartSlave("healthy");
-  absl::SleepFor(absl::Milliseconds(200));  // under test: the slow slave is mid-job, not done
-  slaves_["slow"]->Kill(SIGKILL);           // mid-job: its lease ends with its connection
+  // The healthy slave waits at the farm for work before the slow one dies mid-job.
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    absl::StatusOr<FarmStatus> st = Status();
+    return st.ok() && std::any_of(st->slaves.begin(), st->slaves.end(),
+                                  [](const SlaveRow& s) { return s.name == "healthy"; });
+  }));
+  slaves_["slow"]->Kill(SIGKILL);  // mid-job: its lease ends with its connection
   EXPECT_EQ(build.get(), 0) << err;
   EXPECT_EQ(err, "");  // finished on the farm: no fallback
   EXPECT_EQ(Slurp(dir + "/local.o"), Slurp(dir + "/farm.o"));
