@@ -9,10 +9,13 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "core/active/testdata/test_library.h"
@@ -20,8 +23,10 @@
 #include "core/client/invoke.h"
 #include "core/memory/heap.h"
 #include "core/security/auth.h"
-#include "core/testing/test_certificates.h"
 #include "core/server/server.h"
+#include "core/status_macros.h"
+#include "core/testing/test_certificates.h"
+#include "core/ucx/ucx_context.h"
 #include "core/wire/frame.h"
 
 namespace ardma {
@@ -186,6 +191,72 @@ void BM_ReadBatch16Ucx(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadBatch16Ucx)->Threads(1)->UseRealTime();
 
+// UCX requests spread over the server's progress threads: 8 connections each call a function that
+// waits 1 ms on the server (sleeps: waiting, not computing, so the cores do not decide it),
+// against a server of its own with --io-threads N (the argument) and --workers 0, so every EXECUTE
+// runs on its session's progress thread. With one thread the calls queue behind each other; with
+// two they run two at a time (items/s is the figure; docs/BENCHMARKS.md).
+Server& WaitingCallsServer(int io_threads) {
+  static absl::Mutex mu;
+  static std::map<int, std::unique_ptr<Server>>* servers = [] {
+    auto* all = new std::map<int, std::unique_ptr<Server>>();
+    std::atexit([] {
+      for (auto& [n, server] : *servers) server->Stop();
+    });
+    return all;
+  }();
+  absl::MutexLock lock(&mu);
+  std::unique_ptr<Server>& server = (*servers)[io_threads];
+  if (server == nullptr) {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.memory_size = 64 << 20;
+    options.io_threads = io_threads;
+    options.handler.workers = 0;
+    options.ucx = ServerOptions::Ucx::kOn;
+    absl::StatusOr<std::unique_ptr<Server>> started = Server::Start(options);
+    if (!started.ok()) {
+      std::fprintf(stderr, "cannot start ardmad: %s\n", started.status().ToString().c_str());
+      std::abort();
+    }
+    server = *std::move(started);
+  }
+  return *server;
+}
+
+void BM_UcxWaitingCalls(benchmark::State& state) {
+  Server& server = WaitingCallsServer(static_cast<int>(state.range(0)));
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(absl::StrCat(ToAbsl(kUcxPrefix), server.address()));
+  if (!client.ok()) {
+    state.SkipWithError(std::string(client.status().message()).c_str());
+    return;
+  }
+  const ActiveLibrary& test = active_libraries::test();
+  if (!EnsureLoaded(**client, test).ok()) {
+    state.SkipWithError("cannot load the test library");
+    return;
+  }
+  const std::string one_ms = testing::U64s({1});
+  uint64_t rt0 = (*client)->counters().round_trips;
+  uint64_t bytes0 = (*client)->counters().bytes_sent + (*client)->counters().bytes_received;
+  for (auto _ : state) {
+    if (!(*client)->Execute(test.hash(), "test.sleep", one_ms).ok()) {
+      state.SkipWithError("EXECUTE failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  ReportCounters(state, **client, rt0, bytes0);
+}
+BENCHMARK(BM_UcxWaitingCalls)
+    ->ArgName("io_threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Threads(8)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
 // Pipelined: 16 READs of 8 bytes in one batch (one flight).
 void BM_ReadBatch16(benchmark::State& state) {
   RunClientBenchmark(state, [](Client& c) {
@@ -249,8 +320,8 @@ void BM_ReadAuth(benchmark::State& state) {
     return;
   }
   Client& client = **c;
-  uint64_t rt0 = client.counters().round_trips, b0 = client.counters().bytes_sent +
-                                                     client.counters().bytes_received;
+  uint64_t rt0 = client.counters().round_trips,
+           b0 = client.counters().bytes_sent + client.counters().bytes_received;
   for (auto _ : state) {
     if (!client.Read(kBenchAddr, 8).ok()) {
       state.SkipWithError("READ failed");
@@ -289,16 +360,16 @@ void BM_ReadTls(benchmark::State& state) {
   ClientOptions options;
   options.credentials_from_environment = false;
   if (tls) options.tls.ca_file = testing::TestCertificates::Get().Path("ca.pem");
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(
-      tls ? "tls://" + TlsServer().address() : SharedServer().address(), options);
+  absl::StatusOr<std::unique_ptr<Client>> c =
+      Client::Connect(tls ? "tls://" + TlsServer().address() : SharedServer().address(), options);
   if (!c.ok()) {
     state.SkipWithError(c.status().ToString().c_str());
     return;
   }
   Client& client = **c;
   uint32_t len = static_cast<uint32_t>(state.range(1));
-  uint64_t rt0 = client.counters().round_trips, b0 = client.counters().bytes_sent +
-                                                     client.counters().bytes_received;
+  uint64_t rt0 = client.counters().round_trips,
+           b0 = client.counters().bytes_sent + client.counters().bytes_received;
   for (auto _ : state) {
     if (!client.Read(kBenchAddr, len).ok()) {
       state.SkipWithError("READ failed");

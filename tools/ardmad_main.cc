@@ -102,7 +102,8 @@ void DeclareStorageFlags(ardma::FlagSet& flags, Config& c) {
 
 // Threads and the DMA-cost model.
 void DeclareThreadsFlags(ardma::FlagSet& flags, Config& c) {
-  flags.Int("io-threads", &c.io_threads, "N", "I/O threads (each runs one-sided ops inline)");
+  flags.Int("io-threads", &c.io_threads, "N",
+            "I/O threads, and UCX progress threads (each runs one-sided ops inline)");
   flags.Int("workers", &c.workers, "N",
             "worker threads for long EXECUTEs and LOADs; 0 runs all inline");
   flags.Int("worker-queue", &c.worker_queue, "N", "EXECUTEs that may wait for a worker");

@@ -435,12 +435,88 @@ TEST_P(UcxHostileClientTest, MalformedConnectsAndFramesLeaveTheServerServing) {
   EXPECT_EQ(*(*third)->Read(*addr, 10), "still here");
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, UcxHostileClientTest,
-                         ::testing::Values("shm,self", "tcp,self"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param.starts_with("shm") ? std::string("shm")
-                                                                : std::string("tcp");
-                         });
+// The UCX transports each parameterised suite here runs over: shared memory, and UCX's tcp.
+const auto kUcxTransports = ::testing::Values("shm,self", "tcp,self");
+std::string UcxTransportName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param.starts_with("shm") ? "shm" : "tcp";
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, UcxHostileClientTest, kUcxTransports, UcxTransportName);
+
+class UcxProgressThreadsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ::setenv("UCX_TLS", GetParam().c_str(), /*overwrite=*/1); }
+};
+
+// As TCP connections are spread over the I/O threads, UCX sessions are spread over the progress
+// threads (one per --io-threads), and one stuck in a long function gets no new session; the other
+// serves its sessions meanwhile.
+TEST_P(UcxProgressThreadsTest, SessionsSpreadOverThreadsAndAStuckThreadGetsNoNewOne) {
+  ServerOptions options = testing::TestServerOptions();
+  options.io_threads = 2;
+  options.handler.workers = 0;  // every EXECUTE runs on its session's progress thread
+  options.ucx = ServerOptions::Ucx::kOn;
+  absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  UcxServer& ucx = *(*server)->server().ucx();
+  ASSERT_EQ(ucx.threads().size(), 2u);
+  const std::string address = absl::StrCat(ToAbsl(kUcxPrefix), (*server)->address());
+  // Connects a client and says which thread its session went to.
+  auto connect = [&](size_t* thread) -> std::unique_ptr<Client> {
+    std::vector<UcxServer::ThreadLoad> before = ucx.threads();
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address);
+    if (!client.ok()) return nullptr;
+    std::vector<UcxServer::ThreadLoad> after = ucx.threads();
+    for (size_t i = 0; i < after.size(); ++i) {
+      if (after[i].sessions == before[i].sessions + 1) *thread = i;
+    }
+    return *std::move(client);
+  };
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<size_t> thread_of;
+  for (int i = 0; i < 4; ++i) {
+    size_t thread = 9;
+    clients.push_back(connect(&thread));
+    ASSERT_NE(clients.back(), nullptr);
+    thread_of.push_back(thread);
+  }
+  EXPECT_EQ(ucx.threads()[0].sessions, 2u);
+  EXPECT_EQ(ucx.threads()[1].sessions, 2u);
+
+  ASSERT_TRUE(EnsureLoaded(*clients[0], active_libraries::test()).ok());
+  RemoteContext ctx(clients[0].get(), {});
+  absl::StatusOr<uint64_t> word = heap::Allocate(ctx, 8);
+  ASSERT_TRUE(word.ok()) << word.status();
+  ASSERT_TRUE(clients[0]->Write(*word, U64s({1})).ok());
+  // Client 0's thread runs a function that waits until the word is cleared.
+  const size_t stuck = thread_of[0], other = 1 - stuck;
+  std::future<absl::StatusOr<std::string>> waiter =
+      clients[0]->ExecuteAsync("test.wait_zero", U64s({*word, 1'000'000}));
+  testing::WaitUntil([&] { return ucx.threads()[stuck].stuck; });
+  EXPECT_FALSE(ucx.threads()[other].stuck);
+  for (int i = 0; i < 4; ++i) {
+    size_t thread = 9;
+    clients.push_back(connect(&thread));
+    ASSERT_NE(clients.back(), nullptr);
+    EXPECT_EQ(thread, other) << "new session " << i;
+  }
+  // The other thread's sessions, old and new, are served while the stuck one waits; one of them
+  // clears the word (over UCX's tcp a one-sided write needs the target thread's progress).
+  Client* helper = nullptr;
+  for (size_t i = 0; i < thread_of.size(); ++i) {
+    if (thread_of[i] == other) helper = clients[i].get();
+  }
+  ASSERT_NE(helper, nullptr);
+  EXPECT_TRUE(helper->Ping().ok());
+  EXPECT_TRUE(clients.back()->Execute("test.sleep", U64s({0})).ok());
+  EXPECT_EQ(waiter.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  ASSERT_TRUE(helper->Write(*word, U64s({0})).ok());
+  absl::StatusOr<std::string> waited = waiter.get();
+  EXPECT_TRUE(waited.ok()) << waited.status();
+  testing::WaitUntil([&] { return !ucx.threads()[stuck].stuck; });
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, UcxProgressThreadsTest, kUcxTransports, UcxTransportName);
 
 }  // namespace
 }  // namespace ardma

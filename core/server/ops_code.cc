@@ -256,23 +256,25 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
   if (owners_ != nullptr) ex.owner = owners_->server();
   ex.may_block = on_worker;
   ex.access_cost = options_.access_cost;
-  // On an I/O thread (and not a server without workers, where every run is): stamped, so a run
-  // that does not end is seen by the next caller and by the acceptor.
-  bool io_thread = !on_worker;
+  // Inline on an I/O thread where there are workers: the function's run is stamped, so a run
+  // that does not end sends the next caller to the pool.
+  bool inlined = !on_worker;
   int64_t start = SteadyNanos();
   bool stamped = false;
-  if (io_thread) {
+  if (inlined) {
     int64_t idle = 0;
     stamped =
         fn.stats().inline_since_ns.compare_exchange_strong(idle, start, std::memory_order_relaxed);
-    if (io_busy_stamp != nullptr) io_busy_stamp->store(start, std::memory_order_relaxed);
   }
+  // On an I/O thread (or a UCX progress thread), with or without workers: the thread is stamped,
+  // so one that is stuck in a run gets no new connection (Server's PickIo, UcxServer's PickLane).
+  if (io_busy_stamp != nullptr) io_busy_stamp->store(start, std::memory_order_relaxed);
   absl::StatusOr<std::string> result =
       call.isolated ? isolated_->Run(fn, call.args, ex) : LocalContext::Run(&ex, fn, call.args);
   uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
-  if (io_thread) {
+  if (io_busy_stamp != nullptr) io_busy_stamp->store(0, std::memory_order_relaxed);
+  if (inlined) {
     if (stamped) fn.stats().inline_since_ns.store(0, std::memory_order_relaxed);
-    if (io_busy_stamp != nullptr) io_busy_stamp->store(0, std::memory_order_relaxed);
     if (absl::Nanoseconds(ns) > options_.inline_overrun) MarkOverran(fn, ns);
   }
   fn.stats().Record(ns);

@@ -227,7 +227,7 @@ struct Server::Impl {
   // Start's steps, in order.
   absl::Status StartUcx() {
     if (options.ucx != ServerOptions::Ucx::kOff) {
-      absl::StatusOr<std::unique_ptr<UcxServer>> created = UcxServer::Create();
+      absl::StatusOr<std::unique_ptr<UcxServer>> created = UcxServer::Create(options.io_threads);
       if (created.ok()) {
         ucx = *std::move(created);
       } else if (options.ucx == ServerOptions::Ucx::kOn) {

@@ -1,5 +1,6 @@
 #include "core/server/ucx_server.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -30,17 +31,17 @@ constexpr UcxContextOptions kServerContext{.wakeup = true};
 // One client's UCX session: the server's endpoint to its worker, bound to the connection it was
 // opened on. A ResponseSink, so the RequestHandler answers it as it answers a TCP session.
 //
-// Every UCX call on a session's endpoint is made on the progress thread: a response produced on
-// another thread (a worker's EXECUTE) is queued and handed over, so no thread ever waits for the
+// Every UCX call on a session's endpoint is made on its lane's progress thread: a response produced
+// on another thread (a worker's EXECUTE) is queued and handed over, so no thread ever waits for the
 // worker while holding a lock the progress thread may need inside a UCX callback.
 class UcxServer::Session : public ResponseSink, public std::enable_shared_from_this<Session> {
  public:
-  Session(UcxServer* server, uint64_t id, ucp_ep_h ep, std::weak_ptr<ResponseSink> tcp)
-      : server_(server), id_(id), ep_(ep), tcp_(std::move(tcp)) {}
+  Session(Lane* lane, uint64_t id, ucp_ep_h ep, std::weak_ptr<ResponseSink> tcp)
+      : lane_(lane), id_(id), ep_(ep), tcp_(std::move(tcp)) {}
 
   void Send(std::string frame) override {
-    if (std::this_thread::get_id() != server_->progress_id_) {
-      server_->Enqueue(shared_from_this(), std::move(frame));
+    if (std::this_thread::get_id() != lane_->thread_id) {
+      lane_->Enqueue(shared_from_this(), std::move(frame));
       return;
     }
     SendNow(std::move(frame));
@@ -69,8 +70,8 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
     if (std::shared_ptr<ResponseSink> tcp = tcp_.lock()) tcp->Touch();
   }
 
-  // Closes the endpoint (on the progress thread). Idempotent.
-  void Close(UcxContext& ucx) {
+  // Closes the endpoint (on its lane's thread, or once that has stopped). Idempotent.
+  void Close() {
     ucp_ep_h ep;
     {
       absl::MutexLock lock(&mu_);
@@ -78,7 +79,7 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
       ep_ = nullptr;
       closed_ = true;
     }
-    if (ep != nullptr) ucx.CloseEndpoint(ep, absl::Milliseconds(200));
+    if (ep != nullptr) lane_->ucx->CloseEndpoint(ep, absl::Milliseconds(200));
   }
 
   // Refuses further requests and responses and closes the bootstrap connection, as a TCP
@@ -94,9 +95,10 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   }
 
   uint64_t id() const { return id_; }
+  Lane* lane() const { return lane_; }
 
  private:
-  UcxServer* const server_;
+  Lane* const lane_;
   const uint64_t id_;
   mutable absl::Mutex mu_;
   ucp_ep_h ep_ ABSL_GUARDED_BY(mu_);
@@ -105,10 +107,22 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   const std::weak_ptr<ResponseSink> tcp_;
 };
 
-absl::StatusOr<std::unique_ptr<UcxServer>> UcxServer::Create() {
+absl::StatusOr<std::unique_ptr<UcxServer>> UcxServer::Create(int progress_threads) {
+  if (progress_threads < 1) return absl::InvalidArgumentError("UCX needs a progress thread");
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<UcxContext> ucx, UcxContext::Create(kServerContext));
   auto server = std::unique_ptr<UcxServer>(new UcxServer(std::move(ucx)));
   server->address_check_ = std::make_unique<UcxAddressCheck>(kServerContext);
+  for (int i = 0; i < progress_threads; ++i) {
+    auto lane = std::make_unique<Lane>();
+    lane->server = server.get();
+    lane->index = static_cast<size_t>(i);
+    if (i == 0) {
+      lane->ucx = server->ucx_;
+    } else {
+      ARDMA_ASSIGN_OR_RETURN(lane->ucx, server->ucx_->AnotherWorker());
+    }
+    server->lanes_.push_back(std::move(lane));
+  }
   return server;
 }
 
@@ -146,15 +160,19 @@ absl::Status UcxServer::Start(const RegionTable& regions, RequestHandler* handle
     e.key.rkey = *std::move(rkey);
     regions_.push_back(std::move(e));
   }
-  ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmRequest, &UcxServer::OnRequest, this));
   if (absl::Status warm = address_check_->Warm(); !warm.ok()) {
     ARDMA_LOG(kWarning, "%s; UCX clients will be refused until it starts",
               std::string(warm.message()));
   }
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) return absl::InternalError("eventfd for the UCX progress thread");
-  progress_ = std::thread([this] { ProgressLoop(); });
-  progress_id_ = progress_.get_id();  // before any session exists: no Send can race with this
+  for (std::unique_ptr<Lane>& lane : lanes_) {
+    ARDMA_RETURN_IF_ERROR(lane->ucx->SetAmHandler(kAmRequest, &UcxServer::OnRequest, lane.get()));
+    lane->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (lane->wake_fd < 0) return absl::InternalError("eventfd for a UCX progress thread");
+  }
+  for (std::unique_ptr<Lane>& lane : lanes_) {
+    lane->thread = std::thread([this, lane = lane.get()] { ProgressLoop(*lane); });
+    lane->thread_id = lane->thread.get_id();
+  }
   return absl::OkStatus();
 }
 
@@ -164,9 +182,10 @@ absl::StatusOr<std::string> UcxServer::Connect(std::string_view payload,
   ARDMA_ASSIGN_OR_RETURN(std::string_view client_address, wire::DecodeUcxConnectRequest(payload));
   // UCX asserts on some malformed addresses: they are unpacked in another process first.
   ARDMA_RETURN_IF_ERROR(address_check_->Check(client_address));
-  ARDMA_ASSIGN_OR_RETURN(ucp_ep_h ep, ucx_->Connect(client_address, absl::InfinitePast()));
+  Lane& lane = PickLane();
+  ARDMA_ASSIGN_OR_RETURN(ucp_ep_h ep, lane.ucx->Connect(client_address, absl::InfinitePast()));
   wire::UcxHello hello;
-  ARDMA_ASSIGN_OR_RETURN(hello.worker_address, ucx_->WorkerAddress());
+  ARDMA_ASSIGN_OR_RETURN(hello.worker_address, lane.ucx->WorkerAddress());
   // A key is a mapping of the region (on shared memory the client writes it like its own), so it
   // goes only to a connection that may write the region, or read one that nobody may write;
   // anything else goes through the server, which checks (docs/SECURITY.md).
@@ -185,11 +204,11 @@ absl::StatusOr<std::string> UcxServer::Connect(std::string_view payload,
     do {
       hello.session = security::RandomU64();
     } while (hello.session == 0 || sessions_.contains(hello.session));
-    auto session = std::make_shared<Session>(this, hello.session, ep, tcp);
+    auto session = std::make_shared<Session>(&lane, hello.session, ep, tcp);
     RequestHandler::InheritAuth(*tcp, *session);
     sessions_[hello.session] = std::move(session);
   }
-  Wake();  // the new endpoint's wire-up wants progress
+  lane.Wake();  // the new endpoint's wire-up wants progress
   std::string out;
   wire::EncodeUcxHello(hello, &out);
   return out;
@@ -238,6 +257,25 @@ size_t UcxServer::sessions() const {
   return sessions_.size();
 }
 
+std::vector<UcxServer::ThreadLoad> UcxServer::threads() const {
+  std::vector<ThreadLoad> out(lanes_.size());
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    out[i].stuck = handler_ != nullptr && handler_->IoThreadStuck(lanes_[i]->busy);
+  }
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, session] : sessions_) ++out[session->lane()->index].sessions;
+  return out;
+}
+
+UcxServer::Lane& UcxServer::PickLane() {
+  size_t first = next_lane_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t k = 0; k < lanes_.size(); ++k) {
+    Lane& lane = *lanes_[(first + k) % lanes_.size()];
+    if (!handler_->IoThreadStuck(lane.busy)) return lane;
+  }
+  return *lanes_[first % lanes_.size()];  // all stuck: still in turn
+}
+
 std::shared_ptr<UcxServer::Session> UcxServer::FindSession(uint64_t id) {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
@@ -246,15 +284,18 @@ std::shared_ptr<UcxServer::Session> UcxServer::FindSession(uint64_t id) {
 
 ucs_status_t UcxServer::OnRequest(void* arg, const void* header, size_t header_length, void* data,
                                   size_t length, const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<UcxServer*>(arg);
+  auto* lane = static_cast<Lane*>(arg);
+  UcxServer* self = lane->server;
   uint64_t id = 0;
   if (header_length == sizeof(id)) std::memcpy(&id, header, sizeof(id));
   std::shared_ptr<Session> session = self->FindSession(id);
+  // A session's requests arrive on its own lane's worker.
+  if (session != nullptr && session->lane() != lane) session = nullptr;
   // Clients send eagerly (see Session::Send); a rendezvous or an oversized message is not ours.
   bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   if (session == nullptr || rendezvous) {
     self->handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
-    if (rendezvous) ucp_am_data_release(self->ucx_->worker(), data);
+    if (rendezvous) ucp_am_data_release(lane->ucx->worker(), data);
     if (session != nullptr) session->Poison();
     return UCS_OK;
   }
@@ -280,35 +321,38 @@ void UcxServer::HandleFrame(const std::shared_ptr<Session>& session, std::string
   handler_->Handle(parsed->header, parsed->payload, session);
 }
 
-void UcxServer::Enqueue(std::shared_ptr<Session> session, std::string frame) {
+void UcxServer::Lane::Enqueue(std::shared_ptr<Session> session, std::string frame) {
   {
-    absl::MutexLock lock(&send_mu_);
-    send_queue_.emplace_back(std::move(session), std::move(frame));
+    absl::MutexLock lock(&send_mu);
+    send_queue.emplace_back(std::move(session), std::move(frame));
   }
   Wake();
 }
 
-void UcxServer::Wake() {
+void UcxServer::Lane::Wake() {
   uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof(one));
+  (void)!::write(wake_fd, &one, sizeof(one));
 }
 
-bool UcxServer::SendQueued() {
+bool UcxServer::Lane::SendQueued() {
   std::vector<std::pair<std::shared_ptr<Session>, std::string>> queue;
   {
-    absl::MutexLock lock(&send_mu_);
-    queue.swap(send_queue_);
+    absl::MutexLock lock(&send_mu);
+    queue.swap(send_queue);
   }
   for (auto& [session, frame] : queue) session->SendNow(std::move(frame));
   return !queue.empty();
 }
 
-void UcxServer::ProgressLoop() {
-  ucp_worker_h worker = ucx_->worker();
+void UcxServer::ProgressLoop(Lane& lane) {
+  ::pthread_setname_np(::pthread_self(), absl::StrCat("ardma-ucx-", lane.index).c_str());
+  RequestHandler::SetIoBusyStamp(&lane.busy);
+  ucp_worker_h worker = lane.ucx->worker();
+  const int wake_fd = lane.wake_fd;
   int efd = -1;
   int epfd = ::epoll_create1(EPOLL_CLOEXEC);
   bool sleep_ok = epfd >= 0 && ucp_worker_get_efd(worker, &efd) == UCS_OK;
-  for (int fd : {efd, wake_fd_}) {
+  for (int fd : {efd, wake_fd}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -317,7 +361,7 @@ void UcxServer::ProgressLoop() {
   absl::Time last_event = absl::Now(), next_sweep = absl::Now() + kSweepPeriod;
   for (uint64_t spins = 0; !stopping_.load(std::memory_order_relaxed); ++spins) {
     bool busy = ucp_worker_progress(worker) != 0;
-    busy |= SendQueued();
+    busy |= lane.SendQueued();
     if (busy) {
       last_event = absl::Now();
       continue;
@@ -325,7 +369,7 @@ void UcxServer::ProgressLoop() {
     if ((spins & 255) != 0) continue;
     absl::Time now = absl::Now();
     if (now >= next_sweep) {
-      CloseSessions(/*all=*/false);
+      CloseSessions(&lane, /*all=*/false);
       next_sweep = now + kSweepPeriod;
     }
     if (now - last_event < kPollBeforeSleep) continue;
@@ -339,25 +383,25 @@ void UcxServer::ProgressLoop() {
     int n =
         ::epoll_wait(epfd, events, 2, static_cast<int>(absl::ToInt64Milliseconds(kSweepPeriod)));
     for (int i = 0; i < n; ++i) {
-      if (events[i].data.fd == wake_fd_) {
+      if (events[i].data.fd == wake_fd) {
         uint64_t count;
-        (void)!::read(wake_fd_, &count, sizeof(count));
+        (void)!::read(wake_fd, &count, sizeof(count));
       }
     }
     // Poll again only after an event: a timeout (time to sweep) goes straight back to sleep,
     // else an idle server would spin for kPollBeforeSleep every kSweepPeriod (2% of a CPU).
     if (n > 0) last_event = absl::Now();
   }
-  SendQueued();
+  lane.SendQueued();
   if (epfd >= 0) ::close(epfd);
 }
 
-void UcxServer::CloseSessions(bool all) {
+void UcxServer::CloseSessions(const Lane* lane, bool all) {
   std::vector<std::shared_ptr<Session>> closing;
   {
     absl::MutexLock lock(&mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
-      if (all || !it->second->Open()) {
+      if (all || (it->second->lane() == lane && !it->second->Open())) {
         closing.push_back(std::move(it->second));
         sessions_.erase(it++);
       } else {
@@ -367,15 +411,19 @@ void UcxServer::CloseSessions(bool all) {
   }
   for (const std::shared_ptr<Session>& s : closing) {
     if (handler_ != nullptr) handler_->ConnectionClosed(s.get());
-    s->Close(*ucx_);
+    s->Close();
   }
 }
 
 void UcxServer::Stop() {
   if (stopping_.exchange(true)) return;
-  Wake();
-  if (progress_.joinable()) progress_.join();
-  CloseSessions(/*all=*/true);
+  for (std::unique_ptr<Lane>& lane : lanes_) {
+    if (lane->wake_fd >= 0) lane->Wake();
+  }
+  for (std::unique_ptr<Lane>& lane : lanes_) {
+    if (lane->thread.joinable()) lane->thread.join();
+  }
+  CloseSessions(nullptr, /*all=*/true);
   for (const RegionEntry& e : regions_) {
     if (e.registered_here) ucx_->Unmap(e.memh);
   }
@@ -385,8 +433,10 @@ void UcxServer::Stop() {
     for (auto& [id, e] : dynamic_) ucx_->Unmap(e.memh);
     dynamic_.clear();
   }
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-  wake_fd_ = -1;
+  for (std::unique_ptr<Lane>& lane : lanes_) {
+    if (lane->wake_fd >= 0) ::close(lane->wake_fd);
+    lane->wake_fd = -1;
+  }
 }
 
 }  // namespace ardma

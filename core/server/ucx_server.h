@@ -13,8 +13,11 @@
 //   - The client's worker address is unpacked in another process first (UcxAddressCheck): UCX
 //     asserts on some malformed ones, which would end the server.
 //
-// A progress thread drives the worker: it polls while there is traffic and sleeps on the worker's
-// event fd when idle. Start/Stop from one thread; Connect from any.
+// Each of its progress threads (one per --io-threads) drives a worker of its own: it polls while
+// there is traffic and sleeps on the worker's event fd when idle. A new session goes to the next
+// worker in turn that is not stuck in a long function (as a TCP connection goes to an I/O thread),
+// and its requests, inline EXECUTEs among them, run on that worker's thread. Start/Stop from one
+// thread; Connect from any.
 #ifndef ARDMA_CORE_SERVER_UCX_SERVER_H_
 #define ARDMA_CORE_SERVER_UCX_SERVER_H_
 
@@ -42,7 +45,8 @@ namespace ardma {
 
 class UcxServer : public RegionKeys {
  public:
-  static absl::StatusOr<std::unique_ptr<UcxServer>> Create();
+  // `progress_threads` workers, each with its thread (at least 1).
+  static absl::StatusOr<std::unique_ptr<UcxServer>> Create(int progress_threads = 1);
   ~UcxServer();  // Stop()
   UcxServer(const UcxServer&) = delete;
   UcxServer& operator=(const UcxServer&) = delete;
@@ -63,6 +67,13 @@ class UcxServer : public RegionKeys {
 
   // Sessions open now.
   size_t sessions() const;
+  // Each progress thread's sessions, and whether it is stuck in one function (over the handler's
+  // inline_overrun), so that it gets no new session.
+  struct ThreadLoad {
+    size_t sessions = 0;
+    bool stuck = false;
+  };
+  std::vector<ThreadLoad> threads() const;
 
   // RegionKeys: regions registered at run time (region_registrar.h).
   absl::StatusOr<std::string> Add(wire::RegionId id, const Region& region) override;
@@ -76,20 +87,38 @@ class UcxServer : public RegionKeys {
     ucp_mem_h memh = nullptr;
     bool registered_here = false;  // unmapped by Stop (allocated ones go with their Region)
   };
+  // A worker and the thread that progresses it; its sessions' requests run there.
+  struct Lane {
+    UcxServer* server = nullptr;
+    size_t index = 0;
+    std::shared_ptr<UcxContext> ucx;  // lane 0's is the server's own
+    std::thread thread;
+    std::thread::id thread_id;  // set before any session exists: no Send can race with this
+    int wake_fd = -1;           // an eventfd the thread sleeps on with the worker's
+    // Since when its thread has been running one function (RequestHandler::SetIoBusyStamp).
+    std::atomic<int64_t> busy{0};
+    absl::Mutex send_mu;
+    // Responses produced on other threads, for this thread to send.
+    std::vector<std::pair<std::shared_ptr<Session>, std::string>> send_queue
+        ABSL_GUARDED_BY(send_mu);
+
+    void Enqueue(std::shared_ptr<Session> session, std::string frame);
+    void Wake();
+    // Sends what was queued; true if there was anything.
+    bool SendQueued();
+  };
 
   explicit UcxServer(std::shared_ptr<UcxContext> ucx) : ucx_(std::move(ucx)) {}
   static ucs_status_t OnRequest(void* arg, const void* header, size_t header_length, void* data,
                                 size_t length, const ucp_am_recv_param_t* param);
   void HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame);
   std::shared_ptr<Session> FindSession(uint64_t id);
-  void ProgressLoop();
-  // Hands a response produced off the progress thread to it.
-  void Enqueue(std::shared_ptr<Session> session, std::string frame);
-  void Wake();
-  // Sends what was queued; true if there was anything.
-  bool SendQueued();
-  // Closes the sessions whose connection has closed (all of them with `all`).
-  void CloseSessions(bool all);
+  // The lane for a new session: the next in turn whose thread is not stuck.
+  Lane& PickLane();
+  void ProgressLoop(Lane& lane);
+  // Closes the sessions on `lane` whose connection has closed (every session with `all`, lane
+  // ignored; only once the threads have stopped).
+  void CloseSessions(const Lane* lane, bool all);
 
   const std::shared_ptr<UcxContext> ucx_;
   std::unique_ptr<UcxAddressCheck> address_check_;
@@ -97,13 +126,8 @@ class UcxServer : public RegionKeys {
   std::vector<RegionEntry> regions_;
   absl::flat_hash_map<char*, ucp_mem_h> allocated_;  // base -> memh, from AllocateRegion
   std::atomic<bool> stopping_{false};
-  std::thread progress_;
-  std::thread::id progress_id_;  // set by the progress thread before it serves
-  int wake_fd_ = -1;             // an eventfd the progress thread sleeps on with the worker's
-
-  absl::Mutex send_mu_;
-  std::vector<std::pair<std::shared_ptr<Session>, std::string>> send_queue_
-      ABSL_GUARDED_BY(send_mu_);
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<size_t> next_lane_{0};
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);

@@ -89,28 +89,30 @@ absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxContextO
   s = ucp_init(&params, config, &context);
   ucp_config_release(config);
   if (s != UCS_OK) return UcsError(s, "ucp_init");
+  return WithWorker(std::make_shared<const SharedContext>(context, options.wakeup));
+}
+
+absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::AnotherWorker() const {
+  return WithWorker(context_);
+}
+
+absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::WithWorker(
+    std::shared_ptr<const SharedContext> context) {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_MULTI;
   ucp_worker_h worker = nullptr;
-  s = ucp_worker_create(context, &wp, &worker);
-  if (s != UCS_OK) {
-    ucp_cleanup(context);
-    return UcsError(s, "ucp_worker_create");
-  }
+  ucs_status_t s = ucp_worker_create(context->handle, &wp, &worker);
+  if (s != UCS_OK) return UcsError(s, "ucp_worker_create");
   int efd = -1;
-  if (options.wakeup && (s = ucp_worker_get_efd(worker, &efd)) != UCS_OK) {
+  if (context->wakeup && (s = ucp_worker_get_efd(worker, &efd)) != UCS_OK) {
     ucp_worker_destroy(worker);
-    ucp_cleanup(context);
     return UcsError(s, "ucp_worker_get_efd");
   }
-  return std::unique_ptr<UcxContext>(new UcxContext(context, worker, efd));
+  return std::unique_ptr<UcxContext>(new UcxContext(std::move(context), worker, efd));
 }
 
-UcxContext::~UcxContext() {
-  ucp_worker_destroy(worker_);
-  ucp_cleanup(context_);
-}
+UcxContext::~UcxContext() { ucp_worker_destroy(worker_); }
 
 absl::StatusOr<std::string> UcxContext::WorkerAddress() {
   ucp_address_t* address = nullptr;
@@ -142,13 +144,13 @@ absl::StatusOr<UcxContext::Mapping> UcxContext::Allocate(uint64_t size) {
   params.length = size;
   params.flags = UCP_MEM_MAP_ALLOCATE;
   ucp_mem_h memh = nullptr;
-  ucs_status_t s = ucp_mem_map(context_, &params, &memh);
+  ucs_status_t s = ucp_mem_map(context(), &params, &memh);
   if (s != UCS_OK) return UcsError(s, absl::StrCat("allocating ", size, " bytes through UCX"));
   ucp_mem_attr_t attr{};
   attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
   s = ucp_mem_query(memh, &attr);
   if (s != UCS_OK) {
-    ucp_mem_unmap(context_, memh);
+    ucp_mem_unmap(context(), memh);
     return UcsError(s, "ucp_mem_query");
   }
   return Mapping{static_cast<char*>(attr.address), size, memh};
@@ -160,17 +162,17 @@ absl::StatusOr<ucp_mem_h> UcxContext::Register(char* base, uint64_t size) {
   params.address = base;
   params.length = size;
   ucp_mem_h memh = nullptr;
-  ucs_status_t s = ucp_mem_map(context_, &params, &memh);
+  ucs_status_t s = ucp_mem_map(context(), &params, &memh);
   if (s != UCS_OK) return UcsError(s, absl::StrCat("registering ", size, " bytes with UCX"));
   return memh;
 }
 
-void UcxContext::Unmap(ucp_mem_h memh) { ucp_mem_unmap(context_, memh); }
+void UcxContext::Unmap(ucp_mem_h memh) { ucp_mem_unmap(context(), memh); }
 
 absl::StatusOr<std::string> UcxContext::PackRkey(ucp_mem_h memh) {
   void* buffer = nullptr;
   size_t length = 0;
-  ucs_status_t s = ucp_rkey_pack(context_, memh, &buffer, &length);
+  ucs_status_t s = ucp_rkey_pack(context(), memh, &buffer, &length);
   if (s != UCS_OK) return UcsError(s, "ucp_rkey_pack");
   std::string out(static_cast<const char*>(buffer), length);
   ucp_rkey_buffer_release(buffer);

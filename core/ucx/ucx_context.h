@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -52,11 +53,15 @@ struct UcxContextOptions {
 class UcxContext {
  public:
   static absl::StatusOr<std::unique_ptr<UcxContext>> Create(const UcxContextOptions& options);
+  // Another worker on this context (its memory and remote keys are the same; the worker, its
+  // address, handlers and endpoints are its own), for one more thread to progress. It may outlive
+  // this object.
+  absl::StatusOr<std::unique_ptr<UcxContext>> AnotherWorker() const;
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;
   UcxContext& operator=(const UcxContext&) = delete;
 
-  ucp_context_h context() const { return context_; }
+  ucp_context_h context() const { return context_->handle; }
   ucp_worker_h worker() const { return worker_; }
 
   // The worker's address, for a peer to create an endpoint to it.
@@ -99,9 +104,17 @@ class UcxContext {
   void SleepUntilEvent(absl::Duration timeout);
 
  private:
-  UcxContext(ucp_context_h context, ucp_worker_h worker, int efd)
-      : context_(context), worker_(worker), efd_(efd) {}
-  ucp_context_h context_;
+  // The UCP context, cleaned up once the last worker on it is gone.
+  struct SharedContext {
+    ucp_context_h handle;
+    bool wakeup;
+    ~SharedContext() { ucp_cleanup(handle); }
+  };
+  static absl::StatusOr<std::unique_ptr<UcxContext>> WithWorker(
+      std::shared_ptr<const SharedContext> context);
+  UcxContext(std::shared_ptr<const SharedContext> context, ucp_worker_h worker, int efd)
+      : context_(std::move(context)), worker_(worker), efd_(efd) {}
+  std::shared_ptr<const SharedContext> context_;
   ucp_worker_h worker_;
   int efd_;  // the worker's event fd; -1 without `wakeup`
 };
