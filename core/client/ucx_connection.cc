@@ -19,19 +19,11 @@ namespace {
 
 using wire::Op;
 
-// A region this connection may reach only through the server, named in a batch that went
-// one-sided (the static regions all had keys).
 // A request the server would refuse is refused here, with the server's error, before anything is
-// applied: the refusal is the answer (*result), not a transport failure.
-absl::Status Refuse(ResponsePayload* result, absl::Status refusal) {
+// applied: the refusal is the answer (*result), not a transport failure (OneSided's `true`).
+bool Refuse(ResponsePayload* result, absl::Status refusal) {
   *result = std::move(refusal);
-  return absl::OkStatus();
-}
-
-absl::Status NoKey(RegionId region) {
-  return absl::PermissionDeniedError(
-      absl::StrCat("this connection has no one-sided access to region ", region,
-                   "; access it in a request of its own"));
+  return true;
 }
 
 // A connection's last reference may go on one of its own threads (the background progress thread
@@ -93,7 +85,6 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
     r.bounds = {k.size, k.read_only};
     r.base = k.base;
     if (k.rkey.empty()) {  // not for this connection's permissions: through the server
-      all_keyed_ = false;
       regions_.push_back(r);
       continue;
     }
@@ -254,7 +245,7 @@ bool UcxConnection::IsOneSided(const OutgoingRequest& request) const {
   switch (request.op) {
     case Op::kRead:
     case Op::kWrite:
-      return all_keyed_ || Keyed(request);
+      return true;
     case Op::kCas:
     case Op::kFetchAdd: {
       // The region is the payload's first field.
@@ -281,8 +272,8 @@ void UcxConnection::WatchServer() {
   }
 }
 
-absl::Status UcxConnection::OneSided(const OutgoingRequest& request, absl::Time deadline,
-                                     ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::OneSided(const OutgoingRequest& request, absl::Time deadline,
+                                             ResponsePayload* result) {
   switch (request.op) {
     case Op::kRead:
       return OneSidedRead(request.payload, deadline, result);
@@ -304,8 +295,8 @@ absl::Status UcxConnection::WaitAll(std::vector<ucs_status_ptr_t>* requests, abs
   return status;
 }
 
-absl::Status UcxConnection::OneSidedRead(std::string_view payload, absl::Time deadline,
-                                         ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::OneSidedRead(std::string_view payload, absl::Time deadline,
+                                                 ResponsePayload* result) {
   std::vector<ucs_status_ptr_t> inflight;
   ucp_request_param_t param{};
   absl::StatusOr<std::vector<wire::ReadEntry>> entries = wire::DecodeReadRequest(payload, limits_);
@@ -316,7 +307,7 @@ absl::Status UcxConnection::OneSidedRead(std::string_view payload, absl::Time de
     absl::StatusOr<RegionHandle> r = FindRegion(e.region);
     if (!r.ok()) return Refuse(result, r.status());
     if (absl::Status s = (*r)->bounds.CheckRange(e.addr, e.len); !s.ok()) return Refuse(result, s);
-    if ((*r)->rkey == nullptr) return Refuse(result, NoKey(e.region));
+    if ((*r)->rkey == nullptr) return false;
     found.push_back(*std::move(r));
     total += e.len;
   }
@@ -333,11 +324,11 @@ absl::Status UcxConnection::OneSidedRead(std::string_view payload, absl::Time de
   ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_get"));
   counters_->bytes_received.fetch_add(total, std::memory_order_relaxed);
   *result = std::move(out);
-  return absl::OkStatus();
+  return true;
 }
 
-absl::Status UcxConnection::OneSidedWrite(std::string_view payload, absl::Time deadline,
-                                          ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::OneSidedWrite(std::string_view payload, absl::Time deadline,
+                                                  ResponsePayload* result) {
   std::vector<ucs_status_ptr_t> inflight;
   ucp_request_param_t param{};
   absl::StatusOr<std::vector<wire::WriteEntry>> entries =
@@ -350,7 +341,7 @@ absl::Status UcxConnection::OneSidedWrite(std::string_view payload, absl::Time d
     if (absl::Status s = (*r)->bounds.CheckWritable(e.addr, e.data.size()); !s.ok()) {
       return Refuse(result, s);
     }
-    if ((*r)->rkey == nullptr) return Refuse(result, NoKey(e.region));
+    if ((*r)->rkey == nullptr) return false;
     found.push_back(*std::move(r));
   }
   for (size_t i = 0; i < entries->size(); ++i) {
@@ -366,11 +357,11 @@ absl::Status UcxConnection::OneSidedWrite(std::string_view payload, absl::Time d
   inflight.push_back(ucp_ep_flush_nbx(ep_, &param));
   ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_ep_flush"));
   *result = std::string();
-  return absl::OkStatus();
+  return true;
 }
 
-absl::Status UcxConnection::OneSidedAtomic(const OutgoingRequest& request, absl::Time deadline,
-                                           ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::OneSidedAtomic(const OutgoingRequest& request,
+                                                   absl::Time deadline, ResponsePayload* result) {
   std::vector<ucs_status_ptr_t> inflight;
   ucp_request_param_t param{};
   RegionId region;
@@ -403,7 +394,7 @@ absl::Status UcxConnection::OneSidedAtomic(const OutgoingRequest& request, absl:
   std::string out;
   wire::EncodeU64Response(reply, &out);
   *result = std::move(out);
-  return absl::OkStatus();
+  return true;
 }
 
 absl::Status UcxConnection::SendRequests(absl::Span<const OutgoingRequest> requests,
@@ -437,11 +428,13 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
   // requests for the server is sent at once and awaited before the next one-sided operation.
   for (size_t i = 0; i < requests.size();) {
     if (IsOneSided(requests[i])) {
-      ARDMA_RETURN_IF_ERROR(OneSided(requests[i], deadline, &results[i]));
-      ++i;
-      continue;
+      ARDMA_ASSIGN_OR_RETURN(bool done, OneSided(requests[i], deadline, &results[i]));
+      if (done) {
+        ++i;
+        continue;
+      }
     }
-    size_t end = i;
+    size_t end = i + 1;  // requests[i] is for the server: alone or with the next ones for it
     while (end < requests.size() && !IsOneSided(requests[end])) ++end;
     absl::Span<const uint64_t> ids = absl::MakeConstSpan(request_ids).subspan(i, end - i);
     ARDMA_ASSIGN_OR_RETURN(CallTable::Expected expected, calls_.Expect(ids));
@@ -461,9 +454,11 @@ void UcxConnection::Async(const OutgoingRequest& request, uint64_t request_id, u
   if (IsOneSided(request)) {
     // One-sided operations complete on the calling thread.
     ResponsePayload result;
-    absl::Status s = OneSided(request, deadline, &result);
-    done(s.ok() ? std::move(result) : ResponsePayload(s));
-    return;
+    absl::StatusOr<bool> s = OneSided(request, deadline, &result);
+    if (!s.ok() || *s) {
+      done(s.ok() ? std::move(result) : ResponsePayload(s.status()));
+      return;
+    }
   }
   SendAsync(request, request_id, client_id, deadline, std::move(done), /*counted=*/true);
 }

@@ -73,7 +73,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   void KeepAlive(uint64_t request_id) override;
   // False for one-sided WRITEs: a put that landed before the failure would be applied again.
   bool Deduplicated(const OutgoingRequest& request) const override {
-    return request.op != wire::Op::kWrite || !IsOneSided(request);
+    return request.op != wire::Op::kWrite || !Keyed(request);
   }
   void Close() override;
   void ForgetRegion(RegionId region) override;
@@ -96,20 +96,24 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   absl::Status Bootstrap(std::string_view address, absl::Duration timeout,
                          const security::Credentials* credentials);
 
-  // One READ, WRITE, CAS or FETCH_ADD done one-sidedly: the server's answer in *result, or a
-  // transport failure.
-  absl::Status OneSided(const OutgoingRequest& request, absl::Time deadline,
-                        ResponsePayload* result);
-  absl::Status OneSidedRead(std::string_view payload, absl::Time deadline, ResponsePayload* result);
-  absl::Status OneSidedWrite(std::string_view payload, absl::Time deadline,
-                             ResponsePayload* result);
-  absl::Status OneSidedAtomic(const OutgoingRequest& request, absl::Time deadline,
-                              ResponsePayload* result);
+  // One READ, WRITE, CAS or FETCH_ADD done one-sidedly: true, with the server's answer in
+  // *result; false, with nothing done, if a READ or WRITE names a region that has no key here
+  // (the caller sends it to the server, which checks it as on TCP); or a transport failure.
+  absl::StatusOr<bool> OneSided(const OutgoingRequest& request, absl::Time deadline,
+                                ResponsePayload* result);
+  absl::StatusOr<bool> OneSidedRead(std::string_view payload, absl::Time deadline,
+                                    ResponsePayload* result);
+  absl::StatusOr<bool> OneSidedWrite(std::string_view payload, absl::Time deadline,
+                                     ResponsePayload* result);
+  absl::StatusOr<bool> OneSidedAtomic(const OutgoingRequest& request, absl::Time deadline,
+                                      ResponsePayload* result);
   // Waits for every request (a ucs_status_ptr_t each) and clears them; the first failure.
   absl::Status WaitAll(std::vector<ucs_status_ptr_t>* requests, absl::Time deadline,
                        std::string_view what);
+  // Whether `request` is tried one-sidedly: READ and WRITE (OneSided sends those naming a region
+  // without a key to the server), CAS and FETCH_ADD on a mapped region.
   bool IsOneSided(const OutgoingRequest& request) const;
-  // Whether every region a READ / WRITE names has a key here.
+  // Whether a WRITE or READ is done one-sidedly: every region it names has a key here.
   bool Keyed(const OutgoingRequest& request) const;
   // A region's bounds and key: a static one from UCX_CONNECT, one registered at run time (id past
   // them) from REGION_INFO, asked over the bootstrap connection on first use and kept until
@@ -142,7 +146,6 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   ucp_ep_h ep_ = nullptr;
   uint64_t session_ = 0;
   std::vector<RemoteRegion> regions_;
-  bool all_keyed_ = true;  // every region came with a key (the usual case: no decoding to route)
   mutable std::atomic<uint64_t> attach_ids_{1};
   mutable absl::Mutex attached_mu_;
   mutable absl::flat_hash_map<RegionId, RegionHandle> attached_ ABSL_GUARDED_BY(attached_mu_);

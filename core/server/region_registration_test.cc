@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/client/client.h"
+#include "core/memory/heap.h"
+#include "core/security/auth.h"
 #include "core/testing/test_server.h"
 #include "core/testing/wait_until.h"
 #include "gmock/gmock.h"
@@ -40,12 +42,15 @@ class RegionRegistrationTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // `limits`, with the test's directory as --register-dir unless `no_dir`.
-  void Start(const RegistrationLimits& limits, bool no_dir = false) {
+  // `limits`, with the test's directory as --register-dir unless `no_dir`. With `auth`, the owner
+  // connects as "owner" (every permission) and the other client as "other".
+  void Start(const RegistrationLimits& limits, bool no_dir = false,
+             std::shared_ptr<const security::AuthTable> auth = nullptr) {
     owner_.reset();
     other_.reset();
     server_.reset();
     ServerOptions o = TestServerOptions();
+    o.handler.auth = auth;
     o.handler.registration = limits;
     if (!no_dir) o.handler.registration.dir = dir_;
     if (o.unix_socket.empty()) {
@@ -55,12 +60,21 @@ class RegionRegistrationTest : public ::testing::Test {
     auto server = TestServer::Start(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    owner_ = NewClient();
-    other_ = NewClient();
+    owner_ = NewClient(auth != nullptr ? As("owner") : ClientOptions());
+    other_ = NewClient(auth != nullptr ? As("other") : ClientOptions());
   }
 
-  std::unique_ptr<Client> NewClient() {
-    auto c = server_->NewClient();
+  // The options of a client authenticated as `name` (its secret is `name` + kSecretTail).
+  static ClientOptions As(const std::string& name) {
+    ClientOptions o;
+    o.credentials = security::Credentials{name, name + kSecretTail};
+    o.credentials_from_environment = false;
+    return o;
+  }
+  static constexpr char kSecretTail[] = "-secret-0123456789abcdef";
+
+  std::unique_ptr<Client> NewClient(const ClientOptions& options = {}) {
+    auto c = server_->NewClient(options);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }
@@ -260,6 +274,45 @@ TEST_F(RegionRegistrationTest, MemfdNeedsAUnixSocket) {
 
 // Over UCX, a registered region is read and written with one-sided operations: the server's
 // handler sees one REGION_INFO (the key, on first use) and no READ or WRITE.
+// A connection that may read every region but write only the heap gets no key for a writable
+// registered region: over UCX its READs of it go through the server, as over TCP (they were
+// refused PERMISSION_DENIED, for every static region had come with a key), and its WRITEs are
+// refused by the server.
+TEST_F(RegionRegistrationTest, ARegionWithoutAKeyIsReadThroughTheServer) {
+  absl::StatusOr<security::AuthTable> table = security::AuthTable::Parse(
+      absl::StrCat("owner owner", kSecretTail, " all\nother other", kSecretTail, " read,write:0\n"),
+      "test");
+  ASSERT_TRUE(table.ok()) << table.status();
+  Start({}, /*no_dir=*/false, std::make_shared<const security::AuthTable>(*table));
+  ASSERT_NE(owner_, nullptr);
+  ASSERT_NE(other_, nullptr);
+  std::string path = MakeFile("shared.o", 4096);
+  auto key = owner_->RegisterFile(path, /*writable=*/true);
+  ASSERT_TRUE(key.ok()) << key.status();
+  ASSERT_TRUE(owner_->Write(100, "written", key->region).ok());
+  auto reads = [&] { return StatValue(*owner_, "requests.read").value_or(0); };
+  uint64_t reads0 = reads();
+  auto bytes = other_->Read(100, 7, key->region);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, "written");
+  EXPECT_EQ(reads(), reads0 + 1);  // through the server, over every transport
+  // In one batch with a one-sided READ of the heap, in either order.
+  ASSERT_TRUE(other_->Write(heap::kDataStart, "heap").ok());
+  for (bool heap_first : {true, false}) {
+    class Batch b = other_->Batch();
+    if (heap_first) b.Read(heap::kDataStart, 4);
+    b.Read(100, 7, key->region);
+    if (!heap_first) b.Read(heap::kDataStart, 4);
+    absl::StatusOr<Batch::Result> both = b.Send();
+    ASSERT_TRUE(both.ok()) << both.status();
+    ASSERT_EQ(both->reads.size(), 2u);
+    EXPECT_EQ(both->reads[heap_first ? 0 : 1], "heap");
+    EXPECT_EQ(both->reads[heap_first ? 1 : 0], "written");
+  }
+  absl::Status w = other_->Write(0, "x", key->region);
+  EXPECT_EQ(w.code(), absl::StatusCode::kPermissionDenied) << w;
+}
+
 TEST_F(RegionRegistrationTest, UcxReachesRegisteredRegionsOneSided) {
   if (TestTransport().rfind("ucx", 0) != 0) GTEST_SKIP() << "a UCX transport's test";
   std::string path = MakeFile("obj", 1 << 20);
