@@ -518,5 +518,172 @@ TEST_P(UcxProgressThreadsTest, SessionsSpreadOverThreadsAndAStuckThreadGetsNoNew
 
 INSTANTIATE_TEST_SUITE_P(Transports, UcxProgressThreadsTest, kUcxTransports, UcxTransportName);
 
+class UcxLimitsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ::setenv("UCX_TLS", GetParam().c_str(), /*overwrite=*/1); }
+
+  // A server with UCX and `limits`, and a client of it with the test library loaded.
+  void Start(const wire::WireLimits& limits) {
+    ServerOptions options = testing::TestServerOptions();
+    options.ucx = ServerOptions::Ucx::kOn;
+    options.handler.limits = limits;
+    options.handler.workers = 4;
+    absl::StatusOr<std::unique_ptr<testing::TestServer>> server =
+        testing::TestServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    absl::StatusOr<std::unique_ptr<Client>> client =
+        Client::Connect(absl::StrCat(ToAbsl(kUcxPrefix), server_->address()));
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+    ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  }
+  uint64_t Stat(const char* name) { return testing::StatValue(*client_, name).value_or(~0ull); }
+
+  // A UCX session of this test's own, which sends what it likes and takes answers only when
+  // Progress is called (counting them).
+  struct RawSession {
+    std::unique_ptr<UcxContext> ucx;
+    std::unique_ptr<testing::RawSocket> socket;
+    wire::UcxHello hello;
+    ucp_ep_h ep = nullptr;
+    std::atomic<int> answers{0};
+
+    void Send(wire::Op op, std::string_view payload, uint64_t id) {
+      std::string frame;
+      size_t start = wire::BeginFrame(&frame);
+      frame.append(payload);
+      wire::FinishFrame({.op = op, .request_id = id, .client_id = 7}, start, &frame);
+      ASSERT_TRUE(SendActiveMessage(ep, kAmRequest, hello.session, frame).ok());
+    }
+    void Progress() { ucp_worker_progress(ucx->worker()); }
+    ~RawSession() {
+      if (ep != nullptr) ucx->CloseEndpoint(ep, absl::Milliseconds(50));
+    }
+  };
+  static ucs_status_t Count(void* arg, const void*, size_t, void*, size_t,
+                            const ucp_am_recv_param_t*) {
+    static_cast<RawSession*>(arg)->answers.fetch_add(1);
+    return UCS_OK;
+  }
+  void OpenRaw(RawSession* raw) {
+    absl::StatusOr<std::unique_ptr<UcxContext>> ucx = UcxContext::Create({});
+    ASSERT_TRUE(ucx.ok()) << ucx.status();
+    raw->ucx = *std::move(ucx);
+    ASSERT_TRUE(raw->ucx->SetAmHandler(kAmResponse, &Count, raw).ok());
+    const std::string& address = server_->address();
+    raw->socket = std::make_unique<testing::RawSocket>(
+        static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+    ASSERT_TRUE(raw->socket->ok());
+    std::string connect;
+    wire::EncodeUcxConnectRequest(*raw->ucx->WorkerAddress(), &connect);
+    ASSERT_TRUE(raw->socket->SendFrame(wire::Op::kUcxConnect, connect, 1, 0));
+    std::optional<testing::RawResponse> answer = raw->socket->Receive();
+    ASSERT_TRUE(answer.has_value());
+    ASSERT_EQ(answer->header.status, 0) << answer->payload;
+    absl::StatusOr<wire::UcxHello> hello = wire::DecodeUcxHello(answer->payload);
+    ASSERT_TRUE(hello.ok()) << hello.status();
+    raw->hello = *std::move(hello);
+    absl::StatusOr<ucp_ep_h> ep =
+        raw->ucx->Connect(raw->hello.worker_address, absl::Now() + absl::Seconds(10));
+    ASSERT_TRUE(ep.ok()) << ep.status();
+    raw->ep = *ep;
+  }
+
+  std::unique_ptr<testing::TestServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+// --max-inflight over UCX, as over TCP (issue 32, UCX 4: UCX sessions had no limit). The server
+// announces it in the UCX_CONNECT answer and a client keeps within it: 16 asynchronous and 8
+// synchronous concurrent calls on one connection with a limit of 4 all succeed, and the server
+// never has to hold one back. A client that ignores it has up to 4 more held, and is closed with
+// the next; other clients go on.
+TEST_P(UcxLimitsTest, AClientKeepsWithinTheLimitAndOneThatFloodsIsClosed) {
+  wire::WireLimits limits;
+  limits.max_inflight_per_connection = 4;
+  ASSERT_NO_FATAL_FAILURE(Start(limits));
+  std::vector<std::future<absl::StatusOr<std::string>>> calls;
+  for (int i = 0; i < 16; ++i) calls.push_back(client_->ExecuteAsync("test.sleep", U64s({20})));
+  std::vector<std::thread> threads;
+  std::atomic<int> sync_ok{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      if (client_->Execute("test.sleep", U64s({5})).ok()) ++sync_ok;
+    });
+  }
+  for (auto& call : calls) EXPECT_TRUE(call.get().ok());
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(sync_ok.load(), 8);
+  EXPECT_GT(client_->counters().window_waits.load(), 0u);
+  // One flight of 10 requests for the server: sent in parts of 4.
+  wire::WireLimits client_limits;
+  ClientCounters counters;
+  absl::StatusOr<std::shared_ptr<UcxConnection>> ucx =
+      UcxConnection::Open(server_->address(), absl::Seconds(5), client_limits, &counters);
+  ASSERT_TRUE(ucx.ok()) << ucx.status();
+  std::string sleep;
+  const std::string args = U64s({5});
+  wire::EncodeExecuteRequest({.function = "test.sleep", .args = args}, &sleep);
+  std::vector<OutgoingRequest> flight(10, OutgoingRequest{wire::Op::kExecute, sleep});
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 1; id <= flight.size(); ++id) ids.push_back(id);
+  absl::StatusOr<std::vector<ResponsePayload>> answers =
+      (*ucx)->RoundTrip(flight, ids, 5, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(answers.ok()) << answers.status();
+  ASSERT_EQ(answers->size(), flight.size());
+  for (const ResponsePayload& answer : *answers) EXPECT_TRUE(answer.ok()) << answer.status();
+  (*ucx)->Close();
+  EXPECT_EQ(Stat("ucx.held"), 0u);
+  EXPECT_EQ(Stat("ucx.overruns"), 0u);
+
+  // A session that sends 9 requests that park (never answered): 4 in flight, 4 held, then closed.
+  RawSession raw;
+  ASSERT_NO_FATAL_FAILURE(OpenRaw(&raw));
+  EXPECT_EQ(raw.hello.max_inflight, 4u);
+  std::string park;
+  wire::EncodeExecuteRequest({.function = "test.park", .args = "flood"}, &park);
+  for (uint64_t id = 1; id <= 9; ++id) raw.Send(wire::Op::kExecute, park, id);
+  testing::WaitUntil([&] {
+    raw.Progress();
+    return raw.socket->ClosedNow();
+  });
+  EXPECT_TRUE(raw.socket->ClosedNow()) << "the flooding session stayed open";
+  EXPECT_EQ(Stat("ucx.held"), 4u);
+  EXPECT_EQ(Stat("ucx.overruns"), 1u);
+  EXPECT_TRUE(client_->Execute("test.sleep", U64s({0})).ok());
+}
+
+// --max-queued over UCX: a session whose client does not take its answers (its worker does not
+// progress, so UCX keeps them) is answered up to the limit, then what it asks is held — not
+// answered into memory without bound — and handled as the client takes the answers.
+TEST_P(UcxLimitsTest, AnswersAClientDoesNotTakeAreBoundedAndResumeWhenItDoes) {
+  constexpr uint32_t kAnswer = 256 << 10;
+  constexpr int kRequests = 80;  // 20 MiB of answers: more than loopback TCP's socket buffers
+  wire::WireLimits limits;
+  limits.max_queued_bytes_per_connection = 1 << 20;
+  ASSERT_NO_FATAL_FAILURE(Start(limits));
+  RawSession raw;
+  ASSERT_NO_FATAL_FAILURE(OpenRaw(&raw));
+  std::string read;
+  wire::ReadEntry entry{.region = 0, .addr = heap::kDataStart, .len = kAnswer};
+  wire::EncodeReadRequest({&entry, 1}, &read);
+  for (uint64_t id = 1; id <= kRequests; ++id) raw.Send(wire::Op::kRead, read, id);
+  testing::WaitUntil([&] { return Stat("ucx.held") > 0; });
+  ASSERT_GT(Stat("ucx.held"), 0u);
+  // At most one answer past the limit is queued (checked before each request is handled).
+  EXPECT_LE(Stat("connections.queued_bytes"), (1u << 20) + kAnswer + 64);
+  testing::WaitUntil([&] {
+    raw.Progress();
+    return raw.answers.load() == kRequests;
+  });
+  EXPECT_EQ(raw.answers.load(), kRequests)
+      << Stat("connections.queued_bytes") << " queued, " << Stat("ucx.held") << " held";
+  EXPECT_EQ(Stat("ucx.overruns"), 0u);
+  EXPECT_FALSE(raw.socket->ClosedNow());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, UcxLimitsTest, kUcxTransports, UcxTransportName);
+
 }  // namespace
 }  // namespace ardma

@@ -30,6 +30,9 @@ struct ClientCounters {
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> retries{0};
   std::atomic<uint64_t> keepalives{0};  // PINGs sent only to keep the connection from idling
+  // Sends that waited for answers because the server's limit of requests in flight was reached
+  // (UCX, whose sends the server cannot slow down as it does a stream's).
+  std::atomic<uint64_t> window_waits{0};
 };
 
 // One request of a flight.

@@ -17,6 +17,10 @@
 namespace ardma {
 namespace {
 
+// Set while this thread runs a UCX callback (a response's dispatch), where the worker must not be
+// progressed again.
+thread_local bool in_ucx_callback = false;
+
 using wire::Op;
 
 // A request the server would refuse is refused here, with the server's error, before anything is
@@ -78,6 +82,7 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
 
   ARDMA_ASSIGN_OR_RETURN(ep_, ucx_->Connect(hello.worker_address, absl::Now() + timeout));
 
+  window_ = hello.max_inflight;
   for (const wire::UcxRegionKey& k : hello.regions) {
     if (k.region != regions_.size())
       return absl::DataLossError("UCX_CONNECT: regions out of order");
@@ -436,13 +441,20 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
     }
     size_t end = i + 1;  // requests[i] is for the server: alone or with the next ones for it
     while (end < requests.size() && !IsOneSided(requests[end])) ++end;
-    absl::Span<const uint64_t> ids = absl::MakeConstSpan(request_ids).subspan(i, end - i);
-    ARDMA_ASSIGN_OR_RETURN(CallTable::Expected expected, calls_.Expect(ids));
+    if (window_ != 0) end = std::min(end, i + window_);  // the rest in the next part
+    auto n = static_cast<uint32_t>(end - i);
+    ARDMA_RETURN_IF_ERROR(TakeWindow(n, deadline));
+    absl::Span<const uint64_t> ids = absl::MakeConstSpan(request_ids).subspan(i, n);
+    absl::StatusOr<CallTable::Expected> expected = calls_.Expect(ids);
+    if (!expected.ok()) {
+      ReleaseWindow(n);
+      return expected.status();
+    }
     ARDMA_RETURN_IF_ERROR(
-        SendRequests(absl::MakeConstSpan(requests).subspan(i, end - i), ids, client_id));
+        SendRequests(absl::MakeConstSpan(requests).subspan(i, n), ids, client_id));
     PollPacer pacer(ucx_.get());
     ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> answers,
-                           calls_.Await(expected, deadline, [&] { return ProgressStep(pacer); }));
+                           calls_.Await(*expected, deadline, [&] { return ProgressStep(pacer); }));
     std::move(answers.begin(), answers.end(), results.begin() + i);
     i = end;
   }
@@ -472,7 +484,19 @@ void UcxConnection::KeepAlive(uint64_t request_id) {
 void UcxConnection::SendAsync(const OutgoingRequest& request, uint64_t request_id,
                               uint64_t client_id, absl::Time deadline, ResponseCallback done,
                               bool counted) {
-  if (!calls_.ExpectAsync(request_id, deadline, std::move(done))) return;
+  // A keepalive that finds the window full is not needed: the requests in it keep the session
+  // alive at the server.
+  if (!counted && !TryTakeWindow(1)) return;
+  if (counted) {
+    if (absl::Status room = TakeWindow(1, deadline); !room.ok()) {
+      done(room);
+      return;
+    }
+  }
+  if (!calls_.ExpectAsync(request_id, deadline, std::move(done))) {
+    ReleaseWindow(1);
+    return;
+  }
   {
     absl::MutexLock lock(&background_mu_);
     if (!background_.joinable() && !closing_) {
@@ -501,7 +525,9 @@ ucs_status_t UcxConnection::OnResponse(void* arg, const void* /*header*/, size_t
     self->Break(absl::UnavailableError("unexpected rendezvous message from ardmad over UCX"));
     return UCS_OK;
   }
+  in_ucx_callback = true;
   self->Dispatch(std::string_view(static_cast<const char*>(data), length));
+  in_ucx_callback = false;
   return UCS_OK;
 }
 
@@ -513,7 +539,43 @@ void UcxConnection::Dispatch(std::string_view frame) {
     return;
   }
   counters_->bytes_received.fetch_add(frame.size(), std::memory_order_relaxed);
+  ReleaseWindow(1);  // first: the call's callback may send the next request
   calls_.Complete(parsed->header.request_id, ResponseFromFrame(parsed->header, parsed->payload));
+}
+
+bool UcxConnection::TryTakeWindow(uint32_t n) {
+  uint32_t now = outstanding_.load(std::memory_order_relaxed);
+  do {
+    // A run as long as the window goes when nothing else is outstanding.
+    if (window_ != 0 && now != 0 && now + n > window_) return false;
+  } while (!outstanding_.compare_exchange_weak(now, now + n, std::memory_order_relaxed));
+  return true;
+}
+
+absl::Status UcxConnection::TakeWindow(uint32_t n, absl::Time deadline) {
+  if (TryTakeWindow(n)) return absl::OkStatus();
+  if (in_ucx_callback) {
+    outstanding_.fetch_add(n, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  counters_->window_waits.fetch_add(1, std::memory_order_relaxed);
+  PollPacer pacer(ucx_.get());
+  while (!TryTakeWindow(n)) {
+    ARDMA_RETURN_IF_ERROR(calls_.failure());
+    if (ProgressStep(pacer) && absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the server's limit of ", window_,
+                       " requests in flight stayed reached until the deadline"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void UcxConnection::ReleaseWindow(uint32_t n) {
+  uint32_t now = outstanding_.load(std::memory_order_relaxed);
+  while (
+      !outstanding_.compare_exchange_weak(now, now > n ? now - n : 0, std::memory_order_relaxed)) {
+  }
 }
 
 void UcxConnection::Break(const absl::Status& status) { calls_.Break(status); }

@@ -121,6 +121,15 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   using RegionHandle = std::shared_ptr<const RemoteRegion>;
   absl::StatusOr<RegionHandle> FindRegion(RegionId region) const;
   absl::StatusOr<RegionHandle> AttachRegion(RegionId region) const;
+  // The send window: no more requests unanswered by the server than the max_inflight its
+  // UCX_CONNECT answer announced (the server holds, and past a limit refuses, what comes beyond).
+  // Takes `n` slots for requests about to be sent, progressing the worker (which brings the
+  // answers that free them) while there is no room, until `deadline`. A run longer than the window
+  // is sent in parts of its size. Inside a UCX callback (an asynchronous call's callback issuing a
+  // call) nothing may progress the worker: the slots are taken even without room.
+  absl::Status TakeWindow(uint32_t n, absl::Time deadline);
+  bool TryTakeWindow(uint32_t n);
+  void ReleaseWindow(uint32_t n);
   // Sends requests as active messages (their calls registered first); breaks on failure.
   absl::Status SendRequests(absl::Span<const OutgoingRequest> requests,
                             absl::Span<const uint64_t> ids, uint64_t client_id);
@@ -145,6 +154,8 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   std::unique_ptr<UcxContext> ucx_;
   ucp_ep_h ep_ = nullptr;
   uint64_t session_ = 0;
+  uint32_t window_ = 0;                   // 0: no limit announced
+  std::atomic<uint32_t> outstanding_{0};  // requests sent to the server and not answered yet
   std::vector<RemoteRegion> regions_;
   mutable std::atomic<uint64_t> attach_ids_{1};
   mutable absl::Mutex attached_mu_;

@@ -51,6 +51,8 @@ std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
   put("connections.open", connections_open);
   put("connections.queued_bytes", queued_bytes);
   put("connections.protocol_errors", protocol_errors);
+  put("ucx.held", ucx_held);
+  put("ucx.overruns", ucx_overruns);
   put("auth.ok", auth_ok);
   put("auth.refused", auth_refused);
   put("auth.permission_denied", permission_denied);

@@ -1,6 +1,5 @@
-// ServerCounters: the Active RDMA paper's evaluation counters, kept by the server and served by STATS.
-// Relaxed atomics: each counter is independent and only read for reporting.
-// Thread-safe.
+// ServerCounters: the Active RDMA paper's evaluation counters, kept by the server and served by
+// STATS. Relaxed atomics: each counter is independent and only read for reporting. Thread-safe.
 #ifndef ARDMA_CORE_SERVER_SERVER_COUNTERS_H_
 #define ARDMA_CORE_SERVER_SERVER_COUNTERS_H_
 
@@ -43,6 +42,8 @@ struct ServerCounters {
   // bounded by WireLimits::max_queued_bytes_total).
   Counter queued_bytes{0};
   Counter protocol_errors{0};    // connections closed for unparseable frames
+  Counter ucx_held{0};           // UCX requests held because their session was full
+  Counter ucx_overruns{0};       // UCX sessions closed for sending far beyond their limit
   Counter auth_ok{0};            // connections authenticated
   Counter auth_refused{0};       // AUTH failed, or a request before AUTH: answered and closed
   Counter permission_denied{0};  // requests beyond the connection's permissions

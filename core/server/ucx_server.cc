@@ -5,7 +5,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <deque>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -23,6 +26,9 @@ namespace {
 constexpr absl::Duration kPollBeforeSleep = absl::Milliseconds(1);
 // How often closed connections' sessions are looked for.
 constexpr absl::Duration kSweepPeriod = absl::Milliseconds(50);
+// How often a thread with sessions that hold requests looks whether they have room (room made by
+// other connections under the server-wide --max-queued wakes nobody).
+constexpr absl::Duration kHeldPoll = absl::Milliseconds(10);
 // The server's UCP context, and the address check's (which must unpack addresses as it would).
 constexpr UcxContextOptions kServerContext{.wakeup = true};
 
@@ -34,10 +40,21 @@ constexpr UcxContextOptions kServerContext{.wakeup = true};
 // Every UCX call on a session's endpoint is made on its lane's progress thread: a response produced
 // on another thread (a worker's EXECUTE) is queued and handed over, so no thread ever waits for the
 // worker while holding a lock the progress thread may need inside a UCX callback.
+//
+// Limits as on a stream connection (--max-inflight, --max-queued): a session with too many
+// requests unanswered, or too many answer bytes its client has not taken (UCX holds what a worker
+// that does not progress has not received), is full, and the requests that arrive meanwhile are
+// held and handled in order once it has room. A client never sends more than the --max-inflight
+// the session's UCX_CONNECT answer announces (UcxConnection keeps that window), so only one that
+// ignores it fills the hold; one that sends more than another --max-inflight requests (or
+// --max-queued bytes) beyond a full session is closed as a protocol error.
 class UcxServer::Session : public ResponseSink, public std::enable_shared_from_this<Session> {
  public:
-  Session(Lane* lane, uint64_t id, ucp_ep_h ep, std::weak_ptr<ResponseSink> tcp)
-      : lane_(lane), id_(id), ep_(ep), tcp_(std::move(tcp)) {}
+  Session(Lane* lane, uint64_t id, ucp_ep_h ep, std::weak_ptr<ResponseSink> tcp,
+          const wire::WireLimits& limits, std::atomic<uint64_t>* queued_total)
+      : lane_(lane), id_(id), limits_(limits), ep_(ep), tcp_(std::move(tcp)) {
+    tally_->total = queued_total;
+  }
 
   void Send(std::string frame) override {
     if (std::this_thread::get_id() != lane_->thread_id) {
@@ -47,12 +64,47 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
     SendNow(std::move(frame));
   }
 
-  // On the progress thread.
+  // On the progress thread: every frame answers one request.
   void SendNow(std::string frame) {
+    if (inflight_ > 0) --inflight_;
     absl::MutexLock lock(&mu_);
     if (ep_ == nullptr || closed_ || poisoned_) return;
     // A failure means the client has gone; the sweep will close the session.
-    SendActiveMessage(ep_, kAmResponse, std::nullopt, std::move(frame)).IgnoreError();
+    SendActiveMessage(ep_, kAmResponse, std::nullopt, std::move(frame), tally_).IgnoreError();
+  }
+
+  // The rest is on the progress thread only.
+
+  // A request is handed to the handler (its answer, SendNow, counts it off).
+  void Started() { ++inflight_; }
+  uint32_t inflight() const { return inflight_; }
+  // Too many requests unanswered, or answer bytes not taken (by this session, or with some of its
+  // own by all connections together).
+  bool Full() const {
+    uint64_t queued = tally_->bytes.load(std::memory_order_relaxed);
+    return inflight_ >= limits_.max_inflight_per_connection ||
+           queued >= limits_.max_queued_bytes_per_connection ||
+           (queued > 0 &&
+            tally_->total->load(std::memory_order_relaxed) >= limits_.max_queued_bytes_total);
+  }
+  // Keeps `frame` until the session has room; false if it holds as much as it may already.
+  bool Hold(std::string_view frame) {
+    if (held_.size() >= limits_.max_inflight_per_connection ||
+        held_bytes_ + frame.size() > limits_.max_queued_bytes_per_connection) {
+      return false;
+    }
+    held_bytes_ += frame.size();
+    held_.emplace_back(frame);
+    return true;
+  }
+  bool holding() const { return !held_.empty(); }
+  // The oldest held request, if the session has room for it now.
+  std::optional<std::string> NextHeld() {
+    if (held_.empty() || Full()) return std::nullopt;
+    std::string frame = std::move(held_.front());
+    held_.pop_front();
+    held_bytes_ -= frame.size();
+    return frame;
   }
 
   bool Open() const override {
@@ -100,6 +152,11 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
  private:
   Lane* const lane_;
   const uint64_t id_;
+  const wire::WireLimits& limits_;
+  const std::shared_ptr<SendTally> tally_ = std::make_shared<SendTally>();
+  uint32_t inflight_ = 0;
+  std::deque<std::string> held_;
+  uint64_t held_bytes_ = 0;
   mutable absl::Mutex mu_;
   ucp_ep_h ep_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -186,6 +243,7 @@ absl::StatusOr<std::string> UcxServer::Connect(std::string_view payload,
   ARDMA_ASSIGN_OR_RETURN(ucp_ep_h ep, lane.ucx->Connect(client_address, absl::InfinitePast()));
   wire::UcxHello hello;
   ARDMA_ASSIGN_OR_RETURN(hello.worker_address, lane.ucx->WorkerAddress());
+  hello.max_inflight = handler_->limits().max_inflight_per_connection;
   // A key is a mapping of the region (on shared memory the client writes it like its own), so it
   // goes only to a connection that may write the region, or read one that nobody may write;
   // anything else goes through the server, which checks (docs/SECURITY.md).
@@ -204,7 +262,8 @@ absl::StatusOr<std::string> UcxServer::Connect(std::string_view payload,
     do {
       hello.session = security::RandomU64();
     } while (hello.session == 0 || sessions_.contains(hello.session));
-    auto session = std::make_shared<Session>(&lane, hello.session, ep, tcp);
+    auto session = std::make_shared<Session>(&lane, hello.session, ep, tcp, handler_->limits(),
+                                             &handler_->counters().queued_bytes);
     RequestHandler::InheritAuth(*tcp, *session);
     sessions_[hello.session] = std::move(session);
   }
@@ -299,25 +358,70 @@ ucs_status_t UcxServer::OnRequest(void* arg, const void* header, size_t header_l
     if (session != nullptr) session->Poison();
     return UCS_OK;
   }
-  self->HandleFrame(session, std::string_view(static_cast<const char*>(data), length));
+  self->Arrived(session, std::string_view(static_cast<const char*>(data), length));
   return UCS_OK;
 }
 
-void UcxServer::HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame) {
+void UcxServer::Arrived(const std::shared_ptr<Session>& session, std::string_view frame) {
   if (!session->Open()) return;  // closing: what it sends now is dropped
+  session->Touch();
+  if (!session->holding() && !session->Full()) {
+    HandleFrame(session, frame);
+    return;
+  }
+  // Full (or already holding: requests are handled in order).
+  if (!session->Hold(frame)) {
+    ServerCounters::Add(handler_->counters().ucx_overruns, 1);
+    handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    ARDMA_LOG(kWarning,
+              "ucx session ...%04x sent more than %u requests beyond its limit; closing it",
+              session->id() & 0xffff, handler_->limits().max_inflight_per_connection);
+    session->Poison();
+    return;
+  }
+  ServerCounters::Add(handler_->counters().ucx_held, 1);
+  Lane& lane = *session->lane();
+  if (std::find(lane.holding.begin(), lane.holding.end(), session) == lane.holding.end()) {
+    lane.holding.push_back(session);
+  }
+}
+
+bool UcxServer::HandleHeld(Lane& lane) {
+  bool handled = false;
+  for (auto it = lane.holding.begin(); it != lane.holding.end();) {
+    const std::shared_ptr<Session>& session = *it;
+    while (session->Open()) {
+      std::optional<std::string> frame = session->NextHeld();
+      if (!frame.has_value()) break;
+      HandleFrame(session, *frame);
+      handled = true;
+    }
+    if (!session->Open() || !session->holding()) {
+      it = lane.holding.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return handled;
+}
+
+void UcxServer::HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame) {
   absl::StatusOr<wire::Frame> parsed = wire::ParseWholeFrame(frame, handler_->limits());
   if (!parsed.ok()) {
     // As a TCP session that sends a malformed frame is answered (if the frame names a request)
     // and closed, so is this one.
     handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
     std::string answer = wire::ErrorResponseForHeader(frame, parsed.status());
-    if (!answer.empty()) session->SendNow(std::move(answer));  // on the progress thread
+    if (!answer.empty()) {
+      session->Started();
+      session->SendNow(std::move(answer));  // on the progress thread
+    }
     ARDMA_LOG(kWarning, "ucx session ...%04x: %s; closing it", session->id() & 0xffff,
               std::string(parsed.status().message()));
     session->Poison();
     return;
   }
-  session->Touch();
+  session->Started();
   handler_->Handle(parsed->header, parsed->payload, session);
 }
 
@@ -362,6 +466,7 @@ void UcxServer::ProgressLoop(Lane& lane) {
   for (uint64_t spins = 0; !stopping_.load(std::memory_order_relaxed); ++spins) {
     bool busy = ucp_worker_progress(worker) != 0;
     busy |= lane.SendQueued();
+    busy |= HandleHeld(lane);
     if (busy) {
       last_event = absl::Now();
       continue;
@@ -380,8 +485,9 @@ void UcxServer::ProgressLoop(Lane& lane) {
     }
     if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;
     epoll_event events[2];
-    int n =
-        ::epoll_wait(epfd, events, 2, static_cast<int>(absl::ToInt64Milliseconds(kSweepPeriod)));
+    // A session held back by the server-wide limit looks again as a stream connection does.
+    absl::Duration sleep = lane.holding.empty() ? kSweepPeriod : kHeldPoll;
+    int n = ::epoll_wait(epfd, events, 2, static_cast<int>(absl::ToInt64Milliseconds(sleep)));
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd == wake_fd) {
         uint64_t count;
@@ -404,9 +510,12 @@ void UcxServer::CloseSessions(const Lane* lane, bool all) {
       if (all || (it->second->lane() == lane && !it->second->Open())) {
         closing.push_back(std::move(it->second));
         sessions_.erase(it++);
-      } else {
-        ++it;
+        continue;
       }
+      // A session whose requests are not all answered (parked) is not idle: its bootstrap
+      // connection carries nothing, and its idle timer must not end it.
+      if (it->second->lane() == lane && it->second->inflight() > 0) it->second->Touch();
+      ++it;
     }
   }
   for (const std::shared_ptr<Session>& s : closing) {
@@ -423,6 +532,7 @@ void UcxServer::Stop() {
   for (std::unique_ptr<Lane>& lane : lanes_) {
     if (lane->thread.joinable()) lane->thread.join();
   }
+  for (std::unique_ptr<Lane>& lane : lanes_) lane->holding.clear();
   CloseSessions(nullptr, /*all=*/true);
   for (const RegionEntry& e : regions_) {
     if (e.registered_here) ucx_->Unmap(e.memh);

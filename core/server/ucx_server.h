@@ -101,6 +101,8 @@ class UcxServer : public RegionKeys {
     // Responses produced on other threads, for this thread to send.
     std::vector<std::pair<std::shared_ptr<Session>, std::string>> send_queue
         ABSL_GUARDED_BY(send_mu);
+    // Its sessions that hold requests until they have room (this thread's only).
+    std::vector<std::shared_ptr<Session>> holding;
 
     void Enqueue(std::shared_ptr<Session> session, std::string frame);
     void Wake();
@@ -111,13 +113,17 @@ class UcxServer : public RegionKeys {
   explicit UcxServer(std::shared_ptr<UcxContext> ucx) : ucx_(std::move(ucx)) {}
   static ucs_status_t OnRequest(void* arg, const void* header, size_t header_length, void* data,
                                 size_t length, const ucp_am_recv_param_t* param);
+  // A request arrived: handled now, or held while the session is full.
+  void Arrived(const std::shared_ptr<Session>& session, std::string_view frame);
+  // Handles what `lane`'s sessions held, as far as they have room; true if anything was.
+  bool HandleHeld(Lane& lane);
   void HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame);
   std::shared_ptr<Session> FindSession(uint64_t id);
   // The lane for a new session: the next in turn whose thread is not stuck.
   Lane& PickLane();
   void ProgressLoop(Lane& lane);
   // Closes the sessions on `lane` whose connection has closed (every session with `all`, lane
-  // ignored; only once the threads have stopped).
+  // ignored; only once the threads have stopped), and touches those with requests unanswered.
   void CloseSessions(const Lane* lane, bool all);
 
   const std::shared_ptr<UcxContext> ucx_;

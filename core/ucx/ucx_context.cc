@@ -37,17 +37,31 @@ namespace {
 struct OutgoingMessage {
   uint64_t header;
   std::string frame;
+  std::shared_ptr<SendTally> tally;
+
+  ~OutgoingMessage() {
+    if (tally == nullptr) return;
+    tally->bytes.fetch_sub(frame.size(), std::memory_order_relaxed);
+    if (tally->total != nullptr) tally->total->fetch_sub(frame.size(), std::memory_order_relaxed);
+  }
 };
 
-void FreeOutgoing(void* /*request*/, ucs_status_t /*status*/, void* user_data) {
+// The send's completion: frees the request and the message. (A request freed before it completes
+// gets no callback, so it is freed only here: the message would leak, and its bytes stay counted.)
+void FreeOutgoing(void* request, ucs_status_t /*status*/, void* user_data) {
+  ucp_request_free(request);
   delete static_cast<OutgoingMessage*>(user_data);
 }
 
 }  // namespace
 
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
-                               std::string frame) {
-  auto* message = new OutgoingMessage{header.value_or(0), std::move(frame)};
+                               std::string frame, std::shared_ptr<SendTally> tally) {
+  if (tally != nullptr) {
+    tally->bytes.fetch_add(frame.size(), std::memory_order_relaxed);
+    if (tally->total != nullptr) tally->total->fetch_add(frame.size(), std::memory_order_relaxed);
+  }
+  auto* message = new OutgoingMessage{header.value_or(0), std::move(frame), std::move(tally)};
   ucp_request_param_t param{};
   param.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -62,9 +76,7 @@ absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t>
   } else if (UCS_PTR_IS_ERR(r)) {
     delete message;
     return UcsError(UCS_PTR_STATUS(r), "ucp_am_send");
-  } else {
-    ucp_request_free(r);  // the callback still runs, and frees the message
-  }
+  }  // else FreeOutgoing frees both once UCX is done
   return absl::OkStatus();
 }
 

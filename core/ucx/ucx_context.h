@@ -14,6 +14,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -38,12 +39,20 @@ inline constexpr unsigned kAmResponse = 2;  // server -> client
 // unreachable peers and transport errors, RESOURCE_EXHAUSTED for memory, ...).
 absl::Status UcsError(ucs_status_t status, std::string_view what);
 
+// Bytes of sent active messages UCX is not done with yet (a peer that does not progress holds
+// them): counted in `bytes` and, if set, in `*total` (shared by many tallies).
+struct SendTally {
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t>* total = nullptr;
+};
+
 // Sends `frame` on `ep` as active message `id`, with `header` (8 bytes: the session) if given.
 // Eager only: both sides create their endpoints from worker addresses, without the wire-up
 // handshake a rendezvous reply needs; eager messages of any size are fragmented and copied. The
-// bytes are kept until UCX is done with them. UNAVAILABLE if the send fails at once.
+// bytes are kept until UCX is done with them, counted meanwhile in `tally` if given. UNAVAILABLE
+// if the send fails at once.
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
-                               std::string frame);
+                               std::string frame, std::shared_ptr<SendTally> tally = nullptr);
 
 struct UcxContextOptions {
   bool wakeup = false;  // the worker gets an event fd (ucp_worker_get_efd) to sleep on

@@ -371,6 +371,7 @@ void EncodeUcxHello(const UcxHello& hello, std::string* out) {
   w.Bytes32(hello.worker_address);
   w.U32(static_cast<uint32_t>(hello.regions.size()));
   for (const UcxRegionKey& k : hello.regions) PutRegionKey(w, k);
+  w.U32(hello.max_inflight);
 }
 
 absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload) {
@@ -388,6 +389,7 @@ absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload) {
     if (!GetRegionKey(r, &k)) return Malformed("UCX_CONNECT response");
     hello.regions.push_back(std::move(k));
   }
+  if (!r.AtEnd() && !r.U32(&hello.max_inflight)) return Malformed("UCX_CONNECT response");
   if (!r.AtEnd()) return Malformed("UCX_CONNECT response");
   return hello;
 }

@@ -138,6 +138,9 @@ struct UcxHello {
   uint64_t session = 0;
   std::string worker_address;
   std::vector<UcxRegionKey> regions;
+  // The server's --max-inflight: the client keeps no more requests unanswered on the session
+  // (0: not said, from servers before it; encoded after the regions).
+  uint32_t max_inflight = 0;
 };
 // One region's key, as UCX_CONNECT, REGISTER and REGION_INFO carry it.
 void EncodeRegionKey(const UcxRegionKey& key, std::string* out);

@@ -269,6 +269,30 @@ void DecodeAll(std::string_view payload, const WireLimits& limits) {
 
 // A few bytes that claim a huge count or length must be rejected before anything is sized by
 // the claim: no decoder may allocate more than the payload could describe.
+TEST(MessagesTest, UcxHelloRoundTripWithAndWithoutTheAnnouncedLimit) {
+  UcxHello hello;
+  hello.session = 0x1234;
+  hello.worker_address = "worker";
+  hello.regions.push_back(
+      {.region = 0, .base = 4096, .size = 8192, .read_only = false, .rkey = "key"});
+  hello.max_inflight = 77;
+  std::string out;
+  EncodeUcxHello(hello, &out);
+  absl::StatusOr<UcxHello> back = DecodeUcxHello(out);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->session, 0x1234u);
+  EXPECT_EQ(back->worker_address, "worker");
+  ASSERT_EQ(back->regions.size(), 1u);
+  EXPECT_EQ(back->regions[0].rkey, "key");
+  EXPECT_EQ(back->max_inflight, 77u);
+  // A server before the limit was announced: it ends after the regions.
+  absl::StatusOr<UcxHello> old = DecodeUcxHello(std::string_view(out).substr(0, out.size() - 4));
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->max_inflight, 0u);
+  EXPECT_FALSE(DecodeUcxHello(std::string_view(out).substr(0, out.size() - 2)).ok());
+  EXPECT_FALSE(DecodeUcxHello(out + "x").ok());
+}
+
 TEST(MessagesTest, DecodersNeverAllocateFromAClaimedLength) {
   WireLimits generous{.max_payload_bytes = 1u << 30, .max_batch_entries = UINT32_MAX};
   for (uint32_t claim : {0x7fffffffu, 0xffffffffu, 1u << 24, 100000u}) {
