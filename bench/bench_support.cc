@@ -36,6 +36,11 @@ Server& SharedServer() {
     options.handler.registration.dir = BenchRegisterDir();
     // ARDMA_BENCH_IO_THREADS: ardmad's --io-threads for this run (default: ardmad's default).
     if (const char* io = std::getenv("ARDMA_BENCH_IO_THREADS")) options.io_threads = std::atoi(io);
+    // ARDMA_BENCH_MEMORY_FILE: ardmad's --memory-file (the durable heap; the file is made anew).
+    if (const char* file = std::getenv("ARDMA_BENCH_MEMORY_FILE")) {
+      std::filesystem::remove(file);
+      options.memory_file = file;
+    }
     // ARDMA_BENCH_DMA_COST_NS: ardmad's --dma-cost-ns (a modelled cost per active-code access).
     if (const char* cost = std::getenv("ARDMA_BENCH_DMA_COST_NS")) {
       options.handler.access_cost = absl::Nanoseconds(std::atoll(cost));

@@ -16,7 +16,7 @@ namespace ardma::bench {
 
 // The binary's ardmad on 127.0.0.1:0 (and a Unix socket), 256 MiB, started on first use and
 // stopped at exit. ARDMA_BENCH_IO_THREADS sets its --io-threads, ARDMA_BENCH_DMA_COST_NS its
-// --dma-cost-ns.
+// --dma-cost-ns, ARDMA_BENCH_MEMORY_FILE its --memory-file.
 Server& SharedServer();
 // The shared server's --register-dir (in /dev/shm; removed at exit).
 const std::string& BenchRegisterDir();

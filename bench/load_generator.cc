@@ -305,7 +305,7 @@ class UcxEventLoop {
         Connection::Open(address, options_.connect_timeout, limits_, &s.bootstrap_counters,
                          options_.credentials ? &*options_.credentials : nullptr));
     std::string payload;
-    wire::EncodeUcxConnectRequest(worker_address, &payload);
+    wire::EncodeUcxConnectRequest({.worker_address = worker_address}, &payload);
     ARDMA_ASSIGN_OR_RETURN(
         std::vector<ResponsePayload> responses,
         s.bootstrap->RoundTrip({{wire::Op::kUcxConnect, std::move(payload)}}, {0}, 0, deadline));

@@ -319,7 +319,7 @@ TEST_P(UcxHostileClientTest, MalformedConnectsAndFramesLeaveTheServerServing) {
   };
   auto bytes32 = [](std::string_view data) {
     std::string out;
-    wire::EncodeUcxConnectRequest(data, &out);
+    wire::EncodeUcxConnectRequest({.worker_address = data}, &out);
     return out;
   };
   std::string ping;
@@ -518,6 +518,33 @@ TEST_P(UcxProgressThreadsTest, SessionsSpreadOverThreadsAndAStuckThreadGetsNoNew
 
 INSTANTIATE_TEST_SUITE_P(Transports, UcxProgressThreadsTest, kUcxTransports, UcxTransportName);
 
+class UcxEndpointTest : public UcxProgressThreadsTest {};
+
+// Endpoints are made with peer error handling where the transport offers it (UCX's tcp; issue 32,
+// UCX 5: none had it, so on such lanes a dead peer could leave operations hanging), and without it
+// where it does not (UCX 1.13's shared memory), working either way.
+TEST_P(UcxEndpointTest, PeerErrorHandlingWhereTheTransportOffersIt) {
+  absl::StatusOr<std::unique_ptr<testing::TestServer>> server = testing::TestServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  wire::WireLimits limits;
+  ClientCounters counters;
+  absl::StatusOr<std::shared_ptr<UcxConnection>> ucx =
+      UcxConnection::Open((*server)->address(), absl::Seconds(5), limits, &counters);
+  ASSERT_TRUE(ucx.ok()) << ucx.status();
+  EXPECT_EQ((*ucx)->HandlesPeerFailure(), GetParam().starts_with("tcp"));
+  // UCX's keepalive lane: it only comes with peer error handling.
+  EXPECT_EQ((*ucx)->EndpointInfo().find("keepalive") != std::string::npos,
+            GetParam().starts_with("tcp"))
+      << (*ucx)->EndpointInfo();
+  absl::StatusOr<std::vector<ResponsePayload>> ping =
+      (*ucx)->RoundTrip({{wire::Op::kPing, "p"}}, {1}, 1, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(ping.ok()) << ping.status();
+  EXPECT_TRUE((*ping)[0].ok());
+  (*ucx)->Close();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, UcxEndpointTest, kUcxTransports, UcxTransportName);
+
 class UcxLimitsTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { ::setenv("UCX_TLS", GetParam().c_str(), /*overwrite=*/1); }
@@ -576,7 +603,8 @@ class UcxLimitsTest : public ::testing::TestWithParam<std::string> {
         static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
     ASSERT_TRUE(raw->socket->ok());
     std::string connect;
-    wire::EncodeUcxConnectRequest(*raw->ucx->WorkerAddress(), &connect);
+    // Without peer error handling, as its endpoint is made below (both ends must agree).
+    wire::EncodeUcxConnectRequest({.worker_address = *raw->ucx->WorkerAddress()}, &connect);
     ASSERT_TRUE(raw->socket->SendFrame(wire::Op::kUcxConnect, connect, 1, 0));
     std::optional<testing::RawResponse> answer = raw->socket->Receive();
     ASSERT_TRUE(answer.has_value());

@@ -70,7 +70,9 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
   ARDMA_ASSIGN_OR_RETURN(ucx_, UcxContext::Create({.wakeup = true}));
   ARDMA_ASSIGN_OR_RETURN(std::string worker_address, ucx_->WorkerAddress());
   std::string payload;
-  wire::EncodeUcxConnectRequest(worker_address, &payload);
+  wire::EncodeUcxConnectRequest(
+      {.worker_address = worker_address, .peer_error_handling = ucx_->HandlesPeerFailure()},
+      &payload);
   ARDMA_ASSIGN_OR_RETURN(
       std::vector<ResponsePayload> responses,
       tcp_->RoundTrip({{Op::kUcxConnect, std::move(payload)}}, {0}, 0, absl::Now() + timeout));
@@ -80,7 +82,9 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
 
   ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmResponse, &UcxConnection::OnResponse, this));
 
-  ARDMA_ASSIGN_OR_RETURN(ep_, ucx_->Connect(hello.worker_address, absl::Now() + timeout));
+  ARDMA_ASSIGN_OR_RETURN(ep_,
+                         ucx_->Connect(hello.worker_address, absl::Now() + timeout,
+                                       ucp_err_handler_t{&UcxConnection::OnPeerFailure, this}));
 
   window_ = hello.max_inflight;
   for (const wire::UcxRegionKey& k : hello.regions) {
@@ -579,6 +583,11 @@ void UcxConnection::ReleaseWindow(uint32_t n) {
 }
 
 void UcxConnection::Break(const absl::Status& status) { calls_.Break(status); }
+
+void UcxConnection::OnPeerFailure(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+  static_cast<UcxConnection*>(arg)->Break(
+      absl::UnavailableError(absl::StrCat("ardmad failed over UCX: ", ucs_status_string(status))));
+}
 
 bool UcxConnection::ProgressStep(PollPacer& pacer) {
   if (ucp_worker_progress(ucx_->worker()) != 0) {

@@ -82,6 +82,8 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   bool OneSidedAtomics(RegionId region) const;
   // The endpoint's configuration as UCX prints it (its lanes: which transports carry what).
   std::string EndpointInfo() const;
+  // Whether the endpoint has peer error handling (UcxContext::HandlesPeerFailure).
+  bool HandlesPeerFailure() const { return ucx_->HandlesPeerFailure(); }
 
  private:
   struct RemoteRegion {
@@ -136,6 +138,8 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   static ucs_status_t OnResponse(void* arg, const void* header, size_t header_length, void* data,
                                  size_t length, const ucp_am_recv_param_t* param);
   void Dispatch(std::string_view frame);
+  // UCX found the server dead (peer error handling): every call fails at once.
+  static void OnPeerFailure(void* arg, ucp_ep_h ep, ucs_status_t status);
   // The reader's step (CallTable::Step): progresses the worker once, paced by `pacer`.
   bool ProgressStep(PollPacer& pacer);
   // Watches the bootstrap connection and breaks this transport the moment the server closes it

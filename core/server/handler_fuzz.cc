@@ -5,6 +5,13 @@
 // input. Invariants beyond "no crash, no sanitizer report": every answer is a well-formed response
 // to a request that was sent, and no request is answered twice.
 //
+// The UCX bootstrap is in reach too: a UCX_CONNECT frame goes to a real UcxServer (its address
+// check, endpoint and session; an empty payload stands for the fuzzer's own worker's address, so
+// sessions open), and a frame whose request id has bit 62 set is sent as an active message on the
+// latest session, its session number XORed with the id's bits 48-55 — through UcxServer's
+// arrival, limits and parsing to its own RequestHandler (one for all inputs: a UcxServer keeps
+// its handler), answered over UCX and checked as the sinks' answers are.
+//
 // Built with clang + libFuzzer + ASan/UBSan by scripts/fuzz.sh (HandlerFuzzSeeds() seeds it), and
 // with the normal build as handler_fuzz_test (handler_fuzz_main.cc: the seeds and 20,000
 // deterministic mutations of them, without sanitizers).
@@ -29,6 +36,8 @@
 #include "core/memory/heap.h"
 #include "core/memory/region.h"
 #include "core/server/request_handler.h"
+#include "core/server/ucx_server.h"
+#include "core/ucx/ucx_context.h"
 #include "core/wire/frame.h"
 #include "core/wire/messages.h"
 
@@ -120,7 +129,8 @@ absl::StatusOr<std::string> Backoff(Context& ctx, std::string_view args) {
   return std::string();
 }
 absl::StatusOr<std::string> Fail(Context&, std::string_view args) {
-  return absl::Status(static_cast<absl::StatusCode>(1 + U64(args, 0) % 16), std::string(Rest(args, 1)));
+  return absl::Status(static_cast<absl::StatusCode>(1 + U64(args, 0) % 16),
+                      std::string(Rest(args, 1)));
 }
 
 const FunctionEntry kEntries[] = {
@@ -143,6 +153,9 @@ class MemorySink : public ResponseSink {
     if (!header.ok() || header->payload_len != frame.size() - wire::kHeaderSize) std::abort();
     if (header->op == wire::Op::kHello) return;  // unasked
     if (!header->is_response() || !sent_.contains(header->request_id)) std::abort();
+    if (header->op == wire::Op::kUcxConnect && header->status == 0) {
+      ucx_answers_.push_back(frame.substr(wire::kHeaderSize));
+    }
     // A request id is answered once: a WRITE retried after a reconnect is the only case where an
     // id comes twice, and the test's frames do not reconnect, so any repeat is a bug.
     if (!answered_.insert(header->request_id).second && !repeated_.contains(header->request_id)) {
@@ -156,8 +169,14 @@ class MemorySink : public ResponseSink {
     if (!sent_.insert(request_id).second) repeated_.insert(request_id);
   }
   void Close() { open_ = false; }
+  // The answers to UCX_CONNECTs that opened a session, since the last call.
+  std::vector<std::string> TakeUcxAnswers() {
+    absl::MutexLock lock(&mu_);
+    return std::move(ucx_answers_);
+  }
 
  private:
+  std::vector<std::string> ucx_answers_;
   absl::Mutex mu_;
   absl::flat_hash_set<uint64_t> sent_, answered_, repeated_;
   bool open_ = true;
@@ -187,6 +206,139 @@ World& TheWorld() {
   return *world;
 }
 
+// Aborts unless `frame` is a well-formed response.
+wire::FrameHeader CheckedResponse(std::string_view frame) {
+  wire::WireLimits limits;
+  if (frame.size() < wire::kHeaderSize) std::abort();
+  absl::StatusOr<wire::FrameHeader> header =
+      wire::DecodeHeader(frame.substr(0, wire::kHeaderSize), limits);
+  if (!header.ok() || header->payload_len != frame.size() - wire::kHeaderSize) std::abort();
+  return *header;
+}
+
+constexpr uint64_t kOverUcx = 1ull << 62;
+
+// The UCX side, made on the first input that opens a session and kept (a UCX context and the
+// address checker take milliseconds to start): a UcxServer over the world's heap with a handler of
+// its own, and the fuzzer's worker, the sessions' client end.
+struct UcxWorld {
+  std::unique_ptr<RequestHandler> handler;
+  std::unique_ptr<UcxServer> server;
+  std::unique_ptr<UcxContext> client;
+  std::string client_address;
+  absl::Mutex mu;
+  absl::flat_hash_set<uint64_t> sent ABSL_GUARDED_BY(mu);  // over UCX, by any input
+  uint64_t answers ABSL_GUARDED_BY(mu) = 0;
+  uint64_t sessions ABSL_GUARDED_BY(mu) = 0;
+
+  static ucs_status_t OnAnswer(void* arg, const void*, size_t, void* data, size_t length,
+                               const ucp_am_recv_param_t* param) {
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) std::abort();  // answers are eager
+    auto* self = static_cast<UcxWorld*>(arg);
+    wire::FrameHeader header = CheckedResponse(std::string_view(static_cast<char*>(data), length));
+    absl::MutexLock lock(&self->mu);
+    if (!header.is_response() || !self->sent.contains(header.request_id)) std::abort();
+    ++self->answers;
+    return UCS_OK;
+  }
+};
+
+UcxWorld* TheUcxWorld(World& world) {
+  static UcxWorld* ucx = [&world]() -> UcxWorld* {
+    ::setenv("UCX_TLS", "shm,self", /*overwrite=*/0);  // deterministic, and no network
+    auto* u = new UcxWorld();
+    HandlerOptions options;
+    options.workers = 0;
+    options.limits.max_payload_bytes = 1 << 20;
+    options.limits.max_batch_entries = 256;
+    options.limits.max_inflight_per_connection = 8;  // so that floods are held, and refused
+    options.default_deadline = absl::Milliseconds(50);
+    u->handler = std::make_unique<RequestHandler>(options, &world.regions, &world.registry);
+    absl::StatusOr<std::unique_ptr<UcxServer>> server = UcxServer::Create();
+    absl::StatusOr<std::unique_ptr<UcxContext>> client = UcxContext::Create({});
+    if (!server.ok() || !client.ok()) return nullptr;  // no UCX here: inputs reach what they can
+    u->server = *std::move(server);
+    u->client = *std::move(client);
+    absl::StatusOr<std::string> address = u->client->WorkerAddress();
+    if (!address.ok() || !u->server->Start(world.regions, u->handler.get()).ok() ||
+        !u->client->SetAmHandler(kAmResponse, &UcxWorld::OnAnswer, u).ok()) {
+      std::abort();
+    }
+    u->client_address = *std::move(address);
+    return u;
+  }();
+  return ucx;
+}
+
+// One input's UCX sessions, as the client end sees them.
+class UcxSessions {
+ public:
+  // Opens the UCX world on the input's first UCX_CONNECT, and routes `handler`'s to it.
+  void Attach(World& world, RequestHandler& handler) {
+    if (attached_) return;
+    attached_ = true;
+    ucx_ = TheUcxWorld(world);
+    if (ucx_ == nullptr) return;
+    handler.SetUcxConnect(
+        [ucx = ucx_](std::string_view payload, const std::shared_ptr<ResponseSink>& sink) {
+          return ucx->server->Connect(payload, sink);
+        });
+  }
+  // Once the input's connections are closed: takes what the server still answers, has it close
+  // the sessions now (their close hooks run: before the next input restores the heap), then
+  // closes the endpoints.
+  void Close() {
+    if (ucx_ == nullptr) return;
+    absl::Time until = absl::Now() + absl::Milliseconds(sent_ > 0 ? 5 : 0);
+    while (absl::Now() < until) ucp_worker_progress(ucx_->client->worker());
+    ucx_->server->SweepNow();
+    for (absl::Time deadline = absl::Now() + absl::Seconds(5); ucx_->server->sessions() > 0;) {
+      if (absl::Now() > deadline) std::abort();  // a session outlived its connection
+      ucp_worker_progress(ucx_->client->worker());
+    }
+    for (ucp_ep_h ep : endpoints_) ucx_->client->CloseEndpoint(ep, absl::Milliseconds(5));
+    endpoints_.clear();
+  }
+  // The payload a UCX_CONNECT carries.
+  std::string ConnectPayload(std::string payload) const {
+    if (ucx_ == nullptr || !payload.empty()) return payload;
+    wire::EncodeUcxConnectRequest({.worker_address = ucx_->client_address}, &payload);
+    return payload;
+  }
+  // A UCX_CONNECT's answer: an endpoint to the session it opened.
+  void Opened(std::string_view answer) {
+    absl::StatusOr<wire::UcxHello> hello = wire::DecodeUcxHello(answer);
+    if (ucx_ == nullptr || !hello.ok()) return;
+    absl::StatusOr<ucp_ep_h> ep =
+        ucx_->client->Connect(hello->worker_address, absl::Now() + absl::Milliseconds(200));
+    if (!ep.ok()) return;
+    endpoints_.push_back(*ep);
+    session_ = hello->session;
+    absl::MutexLock lock(&ucx_->mu);
+    ++ucx_->sessions;
+  }
+  // Sends `frame` on the latest session; false if there is none.
+  bool Send(const wire::FrameHeader& header, std::string frame) {
+    if (ucx_ == nullptr || endpoints_.empty()) return false;
+    {
+      absl::MutexLock lock(&ucx_->mu);
+      ucx_->sent.insert(header.request_id);
+    }
+    uint64_t session = session_ ^ ((header.request_id >> 48) & 0xff);
+    ++sent_;
+    SendActiveMessage(endpoints_.back(), kAmRequest, session, std::move(frame)).IgnoreError();
+    ucp_worker_progress(ucx_->client->worker());
+    return true;
+  }
+
+ private:
+  bool attached_ = false;
+  UcxWorld* ucx_ = nullptr;
+  std::vector<ucp_ep_h> endpoints_;
+  uint64_t session_ = 0;
+  int sent_ = 0;
+};
+
 }  // namespace
 
 void RunHandlerFuzzInput(std::string_view input) {
@@ -201,7 +353,9 @@ void RunHandlerFuzzInput(std::string_view input) {
   std::shared_ptr<MemorySink> sinks[2] = {std::make_shared<MemorySink>(),
                                           std::make_shared<MemorySink>()};
   for (auto& sink : sinks) sink->Send(handler->Greeting(*sink));
+  UcxSessions sessions;
   while (input.size() >= wire::kHeaderSize) {
+    std::string_view raw = input;
     absl::StatusOr<wire::FrameHeader> header =
         wire::DecodeHeader(input.substr(0, wire::kHeaderSize), options.limits);
     if (!header.ok()) break;  // the server closes such a connection
@@ -209,15 +363,25 @@ void RunHandlerFuzzInput(std::string_view input) {
     if (input.size() < header->payload_len) break;
     std::string payload(input.substr(0, header->payload_len));  // exactly sized, for ASan
     input.remove_prefix(header->payload_len);
+    if ((header->request_id & kOverUcx) != 0 &&
+        sessions.Send(*header, std::string(raw.substr(0, raw.size() - input.size())))) {
+      continue;
+    }
+    if (header->op == wire::Op::kUcxConnect) {
+      sessions.Attach(world, *handler);
+      payload = sessions.ConnectPayload(std::move(payload));
+    }
     MemorySink& sink = *sinks[header->request_id & 1];
     sink.Sent(header->request_id);
     handler->Handle(*header, payload, sinks[header->request_id & 1]);
+    for (const std::string& answer : sink.TakeUcxAnswers()) sessions.Opened(answer);
   }
   handler->ExpireParked();
   for (auto& sink : sinks) {
     sink->Close();
     handler->ConnectionClosed(sink.get());
   }
+  sessions.Close();
   handler->Stop();
 }
 
@@ -234,7 +398,19 @@ std::string Execute(std::string_view function, const std::string& args, uint64_t
   wire::EncodeExecuteRequest({.function = function, .args = args}, &payload);
   return Frame(wire::Op::kExecute, id, payload);
 }
+std::string UcxConnect(std::string_view address, uint64_t id) {
+  std::string payload;
+  if (!address.empty()) wire::EncodeUcxConnectRequest({.worker_address = address}, &payload);
+  return Frame(wire::Op::kUcxConnect, id, payload);
+}
 }  // namespace
+
+HandlerFuzzUcxReach HandlerFuzzUcx() {
+  UcxWorld* ucx = TheUcxWorld(TheWorld());
+  if (ucx == nullptr) return {};
+  absl::MutexLock lock(&ucx->mu);
+  return {.sessions = ucx->sessions, .answers = ucx->answers};
+}
 
 std::vector<std::string> HandlerFuzzSeeds() {
   std::vector<std::string> seeds;
@@ -288,6 +464,14 @@ std::vector<std::string> HandlerFuzzSeeds() {
   seeds.push_back(Execute("fz.on_close", Word(7) + "fz.echo" + "on close", 31));
   seeds.push_back(Execute("fz.backoff", Word(2), 32));
   seeds.push_back(Execute("fz.fail", Word(5) + "no", 33));
+  // The UCX bootstrap: a session to the fuzzer's worker and requests over it (one to another
+  // session number), and addresses that are not one.
+  seeds.push_back(UcxConnect("", 40) + Frame(wire::Op::kPing, kOverUcx | 41, "over ucx") +
+                  Execute("fz.echo", "over ucx", kOverUcx | 42) +
+                  Execute("fz.park", Word(0) + Word(0) + "ucx", kOverUcx | 43) +
+                  Execute("fz.on_close", Word(7) + "fz.echo" + "ucx close", kOverUcx | 44) +
+                  Frame(wire::Op::kPing, kOverUcx | (1ull << 48) | 45, "wrong session"));
+  seeds.push_back(UcxConnect(std::string(40, '\x0f'), 46) + UcxConnect("\x01\x02\x03", 47));
   std::string all;
   for (const std::string& seed : seeds) all += seed;
   seeds.push_back(all);

@@ -13,6 +13,13 @@ namespace ardma {
 void RunHandlerFuzzInput(std::string_view input);
 // Valid frames of every op and active-code sequences, as the tests send them.
 std::vector<std::string> HandlerFuzzSeeds();
+// Answers that came over UCX sessions so far (the inputs' reach into the UCX bootstrap), and the
+// sessions UCX_CONNECTs opened.
+struct HandlerFuzzUcxReach {
+  uint64_t sessions = 0;
+  uint64_t answers = 0;
+};
+HandlerFuzzUcxReach HandlerFuzzUcx();
 
 }  // namespace ardma
 

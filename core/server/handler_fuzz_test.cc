@@ -17,6 +17,10 @@ TEST(HandlerFuzzTest, SeedsAndTheirMutationsRunClean) {
   std::vector<std::string> seeds = HandlerFuzzSeeds();
   ASSERT_GT(seeds.size(), 20u);
   for (const std::string& seed : seeds) RunHandlerFuzzInput(seed);
+  // The UCX seeds opened sessions, and their requests were answered over UCX.
+  HandlerFuzzUcxReach ucx = HandlerFuzzUcx();
+  EXPECT_GE(ucx.sessions, 2u);
+  EXPECT_GE(ucx.answers, 4u);
   std::mt19937_64 random(2026);
   for (int i = 0; i < 20000; ++i) {
     std::string input = seeds[random() % seeds.size()];

@@ -148,6 +148,10 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
 
   uint64_t id() const { return id_; }
   Lane* lane() const { return lane_; }
+  bool Uses(ucp_ep_h ep) const {
+    absl::MutexLock lock(&mu_);
+    return ep_ == ep;
+  }
 
  private:
   Lane* const lane_;
@@ -236,11 +240,16 @@ absl::Status UcxServer::Start(const RegionTable& regions, RequestHandler* handle
 absl::StatusOr<std::string> UcxServer::Connect(std::string_view payload,
                                                const std::shared_ptr<ResponseSink>& tcp) {
   if (stopping_.load()) return absl::UnavailableError("the server is stopping");
-  ARDMA_ASSIGN_OR_RETURN(std::string_view client_address, wire::DecodeUcxConnectRequest(payload));
+  ARDMA_ASSIGN_OR_RETURN(wire::UcxConnectRequest request, wire::DecodeUcxConnectRequest(payload));
+  std::string_view client_address = request.worker_address;
   // UCX asserts on some malformed addresses: they are unpacked in another process first.
   ARDMA_RETURN_IF_ERROR(address_check_->Check(client_address));
   Lane& lane = PickLane();
-  ARDMA_ASSIGN_OR_RETURN(ucp_ep_h ep, lane.ucx->Connect(client_address, absl::InfinitePast()));
+  // Peer error handling as the client's endpoint has it (both ends must agree).
+  std::optional<ucp_err_handler_t> on_failure;
+  if (request.peer_error_handling) on_failure = ucp_err_handler_t{&UcxServer::OnPeerFailure, &lane};
+  ARDMA_ASSIGN_OR_RETURN(ucp_ep_h ep, lane.ucx->Connect(client_address, absl::InfinitePast(),
+                                                        on_failure, /*force_peer=*/true));
   wire::UcxHello hello;
   ARDMA_ASSIGN_OR_RETURN(hello.worker_address, lane.ucx->WorkerAddress());
   hello.max_inflight = handler_->limits().max_inflight_per_connection;
@@ -324,6 +333,28 @@ std::vector<UcxServer::ThreadLoad> UcxServer::threads() const {
   absl::MutexLock lock(&mu_);
   for (const auto& [id, session] : sessions_) ++out[session->lane()->index].sessions;
   return out;
+}
+
+void UcxServer::OnPeerFailure(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* lane = static_cast<Lane*>(arg);
+  std::shared_ptr<Session> failed;
+  {
+    absl::MutexLock lock(&lane->server->mu_);
+    for (const auto& [id, session] : lane->server->sessions_) {
+      if (session->lane() == lane && session->Uses(ep)) failed = session;
+    }
+  }
+  if (failed == nullptr) return;
+  ARDMA_LOG(kDebug, "ucx session ...%04x: its client failed (%s); closing it",
+            failed->id() & 0xffff, ucs_status_string(status));
+  failed->Poison();
+}
+
+void UcxServer::SweepNow() {
+  for (std::unique_ptr<Lane>& lane : lanes_) {
+    lane->sweep_now.store(true, std::memory_order_relaxed);
+    lane->Wake();
+  }
 }
 
 UcxServer::Lane& UcxServer::PickLane() {
@@ -473,7 +504,7 @@ void UcxServer::ProgressLoop(Lane& lane) {
     }
     if ((spins & 255) != 0) continue;
     absl::Time now = absl::Now();
-    if (now >= next_sweep) {
+    if (now >= next_sweep || lane.sweep_now.exchange(false, std::memory_order_relaxed)) {
       CloseSessions(&lane, /*all=*/false);
       next_sweep = now + kSweepPeriod;
     }
@@ -506,22 +537,23 @@ void UcxServer::CloseSessions(const Lane* lane, bool all) {
   std::vector<std::shared_ptr<Session>> closing;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      if (all || (it->second->lane() == lane && !it->second->Open())) {
-        closing.push_back(std::move(it->second));
-        sessions_.erase(it++);
-        continue;
+    for (const auto& [id, session] : sessions_) {
+      if (all || (session->lane() == lane && !session->Open())) {
+        closing.push_back(session);
+      } else if (session->lane() == lane && session->inflight() > 0) {
+        // A session whose requests are not all answered (parked) is not idle: its bootstrap
+        // connection carries nothing, and its idle timer must not end it.
+        session->Touch();
       }
-      // A session whose requests are not all answered (parked) is not idle: its bootstrap
-      // connection carries nothing, and its idle timer must not end it.
-      if (it->second->lane() == lane && it->second->inflight() > 0) it->second->Touch();
-      ++it;
     }
   }
+  // A session counts (sessions()) until its close hooks have run and its endpoint is closed.
   for (const std::shared_ptr<Session>& s : closing) {
     if (handler_ != nullptr) handler_->ConnectionClosed(s.get());
     s->Close();
   }
+  absl::MutexLock lock(&mu_);
+  for (const std::shared_ptr<Session>& s : closing) sessions_.erase(s->id());
 }
 
 void UcxServer::Stop() {

@@ -67,6 +67,9 @@ class UcxServer : public RegionKeys {
 
   // Sessions open now.
   size_t sessions() const;
+  // Has every progress thread look for sessions whose connection has closed now, rather than at
+  // its next periodic look (within 50 ms).
+  void SweepNow();
   // Each progress thread's sessions, and whether it is stuck in one function (over the handler's
   // inline_overrun), so that it gets no new session.
   struct ThreadLoad {
@@ -97,6 +100,7 @@ class UcxServer : public RegionKeys {
     int wake_fd = -1;           // an eventfd the thread sleeps on with the worker's
     // Since when its thread has been running one function (RequestHandler::SetIoBusyStamp).
     std::atomic<int64_t> busy{0};
+    std::atomic<bool> sweep_now{false};  // SweepNow
     absl::Mutex send_mu;
     // Responses produced on other threads, for this thread to send.
     std::vector<std::pair<std::shared_ptr<Session>, std::string>> send_queue
@@ -113,6 +117,8 @@ class UcxServer : public RegionKeys {
   explicit UcxServer(std::shared_ptr<UcxContext> ucx) : ucx_(std::move(ucx)) {}
   static ucs_status_t OnRequest(void* arg, const void* header, size_t header_length, void* data,
                                 size_t length, const ucp_am_recv_param_t* param);
+  // UCX found a session's client dead (peer error handling): the session is closed.
+  static void OnPeerFailure(void* arg, ucp_ep_h ep, ucs_status_t status);
   // A request arrived: handled now, or held while the session is full.
   void Arrived(const std::shared_ptr<Session>& session, std::string_view frame);
   // Handles what `lane`'s sessions held, as far as they have room; true if anything was.

@@ -3,6 +3,8 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +55,22 @@ void FreeOutgoing(void* request, ucs_status_t /*status*/, void* user_data) {
   delete static_cast<OutgoingMessage*>(user_data);
 }
 
+// Whether any of the context's transports is shared memory (as UCX prints its resources).
+bool HasSharedMemory(ucp_context_h context) {
+  char* buffer = nullptr;
+  size_t size = 0;
+  FILE* stream = open_memstream(&buffer, &size);
+  if (stream == nullptr) return true;  // assume so: endpoints are made as they always were
+  ucp_context_print_info(context, stream);
+  std::fclose(stream);
+  std::string info(buffer, size);
+  std::free(buffer);
+  for (const char* shm : {"posix/", "sysv/", "xpmem/", "knem/", "cma/"}) {
+    if (info.find(shm) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
@@ -101,7 +119,8 @@ absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxContextO
   s = ucp_init(&params, config, &context);
   ucp_config_release(config);
   if (s != UCS_OK) return UcsError(s, "ucp_init");
-  return WithWorker(std::make_shared<const SharedContext>(context, options.wakeup));
+  return WithWorker(
+      std::make_shared<const SharedContext>(context, options.wakeup, HasSharedMemory(context)));
 }
 
 absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::AnotherWorker() const {
@@ -191,12 +210,22 @@ absl::StatusOr<std::string> UcxContext::PackRkey(ucp_mem_h memh) {
   return out;
 }
 
-absl::StatusOr<ucp_ep_h> UcxContext::Connect(std::string_view worker_address, absl::Time deadline) {
+absl::StatusOr<ucp_ep_h> UcxContext::Connect(std::string_view worker_address, absl::Time deadline,
+                                             std::optional<ucp_err_handler_t> on_peer_failure,
+                                             bool force_peer) {
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   params.address = reinterpret_cast<const ucp_address_t*>(worker_address.data());
   ucp_ep_h ep = nullptr;
-  ucs_status_t s = ucp_ep_create(worker_, &params, &ep);
+  ucs_status_t s = UCS_ERR_UNSUPPORTED;
+  if (on_peer_failure.has_value() && (HandlesPeerFailure() || force_peer)) {
+    ucp_ep_params_t peer = params;
+    peer.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    peer.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    peer.err_handler = *on_peer_failure;
+    s = ucp_ep_create(worker_, &peer, &ep);
+  }
+  if (s != UCS_OK) s = ucp_ep_create(worker_, &params, &ep);
   if (s != UCS_OK) return UcsError(s, "creating an endpoint to a worker");
   if (deadline == absl::InfinitePast()) return ep;
   // Finish the wire-up before the endpoint is used (and long before it could be closed: UCX must

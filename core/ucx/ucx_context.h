@@ -95,8 +95,20 @@ class UcxContext {
 
   // An endpoint to the worker at `worker_address` (a peer this process trusts: the client's
   // server, or an address ucx_address_check.h passed), its wire-up finished by `deadline`
-  // (InfinitePast: not waited for).
-  absl::StatusOr<ucp_ep_h> Connect(std::string_view worker_address, absl::Time deadline);
+  // (InfinitePast: not waited for). With `on_peer_failure`, and if HandlesPeerFailure() or
+  // `force_peer` (the peer's endpoint has it: both must agree), the endpoint has peer error
+  // handling: UCX fails what is in flight to a peer that died and calls
+  // `on_peer_failure.cb(on_peer_failure.arg, ep, status)` on a thread progressing this worker.
+  absl::StatusOr<ucp_ep_h> Connect(std::string_view worker_address, absl::Time deadline,
+                                   std::optional<ucp_err_handler_t> on_peer_failure = std::nullopt,
+                                   bool force_peer = false);
+  // Whether this context's endpoints get peer error handling: only if none of its transports is
+  // shared memory. UCX 1.13's shared-memory transports have none, and an endpoint that asks for
+  // it cannot use them at all (its active messages would go over tcp), so a context with shared
+  // memory (the default UCX_TLS on one host) makes its endpoints without it, and relies on the
+  // bootstrap connection's close to see a peer die. One without (UCX_TLS=tcp, or verbs without
+  // sm) has it.
+  bool HandlesPeerFailure() const { return !context_->shared_memory; }
 
   // Closes an endpoint: first lets what it has in flight (its wire-up among it) finish, for at
   // most `flush_for`, then closes it forcibly where the endpoint allows that, else gracefully for
@@ -115,9 +127,13 @@ class UcxContext {
  private:
   // The UCP context, cleaned up once the last worker on it is gone.
   struct SharedContext {
-    ucp_context_h handle;
-    bool wakeup;
+    SharedContext(ucp_context_h h, bool w, bool shm) : handle(h), wakeup(w), shared_memory(shm) {}
+    SharedContext(const SharedContext&) = delete;
+    SharedContext& operator=(const SharedContext&) = delete;
     ~SharedContext() { ucp_cleanup(handle); }
+    const ucp_context_h handle;
+    const bool wakeup;
+    const bool shared_memory;  // among its transports
   };
   static absl::StatusOr<std::unique_ptr<UcxContext>> WithWorker(
       std::shared_ptr<const SharedContext> context);

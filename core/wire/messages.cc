@@ -330,15 +330,23 @@ absl::StatusOr<std::vector<StatsEntry>> DecodeStatsResponse(std::string_view pay
   return entries;
 }
 
-void EncodeUcxConnectRequest(std::string_view worker_address, std::string* out) {
-  ByteWriter(out).Bytes32(worker_address);
+void EncodeUcxConnectRequest(const UcxConnectRequest& request, std::string* out) {
+  ByteWriter w(out);
+  w.Bytes32(request.worker_address);
+  w.U8(request.peer_error_handling ? 1 : 0);
 }
 
-absl::StatusOr<std::string_view> DecodeUcxConnectRequest(std::string_view payload) {
+absl::StatusOr<UcxConnectRequest> DecodeUcxConnectRequest(std::string_view payload) {
   ByteReader r(payload);
-  std::string_view address;
-  if (!r.Bytes32(&address) || !r.AtEnd() || address.empty()) return Malformed("UCX_CONNECT");
-  return address;
+  UcxConnectRequest request;
+  uint8_t flags = 0;
+  if (!r.Bytes32(&request.worker_address) || request.worker_address.empty()) {
+    return Malformed("UCX_CONNECT");
+  }
+  if (!r.AtEnd() && (!r.U8(&flags) || flags > 1)) return Malformed("UCX_CONNECT");
+  if (!r.AtEnd()) return Malformed("UCX_CONNECT");
+  request.peer_error_handling = (flags & 1) != 0;
+  return request;
 }
 
 namespace {

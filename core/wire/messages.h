@@ -164,8 +164,15 @@ absl::StatusOr<RegisterRequest> DecodeRegisterRequest(std::string_view payload);
 void EncodeRegionId(RegionId region, std::string* out);
 absl::StatusOr<RegionId> DecodeRegionId(std::string_view payload);
 
-void EncodeUcxConnectRequest(std::string_view worker_address, std::string* out);
-absl::StatusOr<std::string_view> DecodeUcxConnectRequest(std::string_view payload);
+// The request: the client's worker address, and whether its endpoint has peer error handling
+// (a flags byte after the address, bit 0; absent from clients before it): both ends of a UCX
+// connection must agree, so the server's endpoint follows the client's.
+struct UcxConnectRequest {
+  std::string_view worker_address;
+  bool peer_error_handling = false;
+};
+void EncodeUcxConnectRequest(const UcxConnectRequest& request, std::string* out);
+absl::StatusOr<UcxConnectRequest> DecodeUcxConnectRequest(std::string_view payload);
 void EncodeUcxHello(const UcxHello& hello, std::string* out);
 absl::StatusOr<UcxHello> DecodeUcxHello(std::string_view payload);
 

@@ -293,6 +293,23 @@ TEST(MessagesTest, UcxHelloRoundTripWithAndWithoutTheAnnouncedLimit) {
   EXPECT_FALSE(DecodeUcxHello(out + "x").ok());
 }
 
+TEST(MessagesTest, UcxConnectCarriesTheClientsPeerErrorHandling) {
+  std::string out;
+  EncodeUcxConnectRequest({.worker_address = "addr", .peer_error_handling = true}, &out);
+  absl::StatusOr<UcxConnectRequest> back = DecodeUcxConnectRequest(out);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->worker_address, "addr");
+  EXPECT_TRUE(back->peer_error_handling);
+  // A client before the flags byte: no peer error handling.
+  absl::StatusOr<UcxConnectRequest> old = DecodeUcxConnectRequest(out.substr(0, out.size() - 1));
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->peer_error_handling);
+  std::string unknown_flag = out;
+  unknown_flag.back() = 2;
+  EXPECT_FALSE(DecodeUcxConnectRequest(unknown_flag).ok());
+  EXPECT_FALSE(DecodeUcxConnectRequest(out + "x").ok());
+}
+
 TEST(MessagesTest, DecodersNeverAllocateFromAClaimedLength) {
   WireLimits generous{.max_payload_bytes = 1u << 30, .max_batch_entries = UINT32_MAX};
   for (uint32_t claim : {0x7fffffffu, 0xffffffffu, 1u << 24, 100000u}) {
