@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache pkg-config
+  git                     # also /usr/share/perl5 (its Perl modules): a real tree for the golden tests
   python3                 # scripts/check_structure.py (a test), bench/report.py
   python3-prometheus-client  # scripts/metrics_probe.py parses ardmad --metrics (a test)
   libboost-dev            # Boost.Asio (header-only in 1.74)

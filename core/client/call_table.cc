@@ -133,7 +133,10 @@ bool CallTable::Break(const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     first = failure_.ok();
-    if (first) failure_ = absl::UnavailableError(status.message());
+    if (first) {
+      failure_ = absl::UnavailableError(status.message());
+      broken_.store(true, std::memory_order_release);
+    }
     failure = failure_;
     for (auto& [id, call] : calls_) {
       if (call->callback) {
@@ -161,6 +164,7 @@ void CallTable::Close() {
 }
 
 absl::Status CallTable::failure() const {
+  if (!broken_.load(std::memory_order_acquire)) return absl::OkStatus();  // every call's check
   absl::MutexLock lock(&mu_);
   return failure_;
 }

@@ -20,6 +20,7 @@
 #define ARDMA_CORE_CLIENT_CALL_TABLE_H_
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -101,6 +102,7 @@ class CallTable {
   bool reader_active_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> broken_{false};  // failure_ is set: failure() reads it without the lock
   absl::CondVar changed_;  // a response arrived, the reader role was given back, or it broke
 };
 

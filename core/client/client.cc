@@ -140,12 +140,11 @@ absl::StatusOr<std::vector<ResponsePayload>> Client::Flight(std::vector<Outgoing
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + i;
   for (int attempt = 0;; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
-    absl::Time sent = absl::Now();
+    const bool delayed = options_.extra_round_trip_time > absl::ZeroDuration();
+    absl::Time sent = delayed ? absl::Now() : absl::InfinitePast();  // no clock read otherwise
     absl::StatusOr<std::vector<ResponsePayload>> r =
         conn->RoundTrip(requests, ids, client_id_, deadline);
-    if (options_.extra_round_trip_time > absl::ZeroDuration()) {
-      WaitUntil(sent + options_.extra_round_trip_time);
-    }
+    if (delayed) WaitUntil(sent + options_.extra_round_trip_time);
     if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable || !retryable ||
         absl::Now() >= deadline || attempt + 1 >= std::max(1, options_.connect_attempts)) {
       return r;
