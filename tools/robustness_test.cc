@@ -60,6 +60,22 @@ bool SendExecute(testing::RawSocket& socket, std::string_view function, std::str
   return socket.SendFrame(wire::Op::kExecute, payload, request_id, 0);
 }
 
+// The fields of /proc/PID/stat after the command's closing parenthesis (state first; user CPU
+// ticks at 11, system at 12); empty if there is no such process.
+std::vector<std::string> ProcStat(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t end = line.rfind(')');
+  if (end == std::string::npos || end + 2 >= line.size()) return {};
+  return absl::StrSplit(line.substr(end + 2), ' ', absl::SkipEmpty());
+}
+// CPU ticks (user + system) process `pid` has used.
+int64_t CpuTicks(const std::string& pid) {
+  std::vector<std::string> f = ProcStat(pid);
+  return f.size() > 12 ? std::stoll(f[11]) + std::stoll(f[12]) : 0;
+}
+
 // Dirty (and under-writeback) pages of [offset, offset + len) of `path` in the page cache, from
 // cachestat(2) (Linux 6.5); -1 where the kernel lacks it.
 int64_t UnwrittenPages(const std::string& path, uint64_t offset, uint64_t len) {
@@ -95,8 +111,12 @@ TEST(RobustnessTest, ARunawayFunctionCostsItsThreadNotTheServer) {
 
   testing::RawSocket first(PortOf(daemon.address()));
   ASSERT_TRUE(first.ok());
+  const std::string pid = std::to_string(daemon.pid());
+  const int64_t ticks = CpuTicks(pid);
   ASSERT_TRUE(SendExecute(first, "test.busy", U64s({UINT64_MAX}), 1));
-  absl::SleepFor(absl::Milliseconds(200));
+  // The loop has run past the 10 ms that make its I/O thread stuck once ardmad has used 50 ms of
+  // CPU more (an idle ardmad uses none).
+  ASSERT_TRUE(testing::WaitUntil([&] { return CpuTicks(pid) >= ticks + 5; }));
 
   for (int i = 0; i < 20; ++i) {
     auto fresh = Client::Connect(daemon.address());
@@ -110,8 +130,10 @@ TEST(RobustnessTest, ARunawayFunctionCostsItsThreadNotTheServer) {
   // The loop again, from a connection on the healthy I/O thread: it goes to the only worker.
   testing::RawSocket second(PortOf(daemon.address()));
   ASSERT_TRUE(second.ok());
+  const uint64_t pooled = StatOf(**client, "execute.pooled");
   ASSERT_TRUE(SendExecute(second, "test.busy", U64s({UINT64_MAX}), 1));
-  absl::SleepFor(absl::Milliseconds(200));
+  // Handed to the worker pool: the call below queues behind it.
+  ASSERT_TRUE(testing::WaitUntil([&] { return StatOf(**client, "execute.pooled") > pooled; }));
   auto queued = Client::Connect(daemon.address());
   ASSERT_TRUE(queued.ok());
   absl::StatusOr<std::string> late = (*queued)->Execute(
@@ -254,21 +276,26 @@ TEST(RobustnessTest, AKilledServerLeavesNoIsolatedWorkerBehind) {
   testing::RawSocket runaway(PortOf(daemon.address()));
   ASSERT_TRUE(runaway.ok());
   ASSERT_TRUE(SendExecute(runaway, "test.busy", U64s({UINT64_MAX}), 1));
-  absl::SleepFor(absl::Milliseconds(300));
-  std::string workers;
-  ASSERT_EQ(testing::RunCommand(absl::StrCat("pgrep -P ", daemon.pid()), &workers), 0);
+  auto children = [&] {
+    std::string out;
+    testing::RunCommand(absl::StrCat("pgrep -P ", daemon.pid()), &out);
+    return std::vector<std::string>(absl::StrSplit(out, '\n', absl::SkipEmpty()));
+  };
+  // The runaway is running once a worker has used 10 ticks of CPU.
+  std::vector<std::string> workers;
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    workers = children();
+    return std::any_of(workers.begin(), workers.end(),
+                       [&](const std::string& pid) { return CpuTicks(pid) >= 10; });
+  })) << "no worker ran the runaway function";
   daemon.Kill(SIGKILL);
-  absl::SleepFor(absl::Milliseconds(300));
   // Gone, or a zombie its new parent has not reaped yet: not running either way.
   auto running = [](const std::string& pid) {
-    std::ifstream stat("/proc/" + pid + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) return false;
-    size_t end = line.rfind(')');
-    return end != std::string::npos && end + 2 < line.size() && line[end + 2] != 'Z';
+    std::vector<std::string> f = ProcStat(pid);
+    return !f.empty() && f[0] != "Z";
   };
-  for (const std::string& pid :
-       std::vector<std::string>(absl::StrSplit(workers, '\n', absl::SkipEmpty()))) {
+  testing::WaitUntil([&] { return std::none_of(workers.begin(), workers.end(), running); });
+  for (const std::string& pid : workers) {
     EXPECT_FALSE(running(pid)) << "worker " << pid << " outlived ardmad";
   }
   EXPECT_FALSE(workers.empty());
