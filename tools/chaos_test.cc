@@ -25,6 +25,7 @@
 #include "core/client/invoke.h"
 #include "core/memory/heap.h"
 #include "core/testing/server_process.h"
+#include "core/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "services/dfs/dfs_client.h"
 #include "services/dht/dht_client.h"
@@ -96,11 +97,8 @@ TEST(ChaosTest, SigkillMidOperationLosesNoAcknowledgedWrite) {
     }
     // Longer than the lease, so that the holders the last kill left are replaced this round; on a
     // loaded machine wait (boundedly) until the lock has been granted at least once.
-    absl::SleepFor(absl::Milliseconds(2500));
-    for (absl::Time give_up = absl::Now() + absl::Seconds(30);
-         round_grants.load() == 0 && absl::Now() < give_up;) {
-      absl::SleepFor(absl::Milliseconds(100));
-    }
+    absl::SleepFor(absl::Milliseconds(2500));  // under test: longer than the lease
+    testing::WaitUntil([&] { return round_grants.load() > 0; }, absl::Seconds(30));
     daemon.Kill(SIGKILL);
     stop = true;
     for (std::thread& t : threads) t.join();

@@ -244,7 +244,8 @@ TEST(RobustnessTest, IsolatedCodeThatCrashesOrRunsAwayCostsOnlyItsRequest) {
     LockClient holder(holder_client->get(), Mode::kActive);
     ASSERT_TRUE(holder.Acquire("iso", LockMode::kExclusive, absl::Seconds(5)).ok());
     std::thread closer([&] {
-      absl::SleepFor(absl::Milliseconds(300));
+      // Once the waiter is parked at the server behind the holder.
+      testing::WaitUntil([&] { return StatOf(**holder_client, "parked.now") >= 1; });
       holder_client->reset();
     });
     LockClient waiter(client->get(), Mode::kActive);
@@ -423,10 +424,10 @@ TEST(RobustnessTest, SyncPolicyDecidesWhenWritesReachTheDisk) {
       if (unwritten >= 0) {
         EXPECT_GT(unwritten, 0) << "cachestat cannot see dirty pages";
       }
-      absl::SleepFor(absl::Milliseconds(600));
+      absl::SleepFor(absl::Milliseconds(600));  // under test: time in which nothing syncs
       EXPECT_EQ(StatOf(**client, "sync.flushes"), flushes_before);
     } else {
-      absl::SleepFor(absl::Milliseconds(1000));
+      absl::SleepFor(absl::Milliseconds(1000));  // under test: five 200 ms intervals pass
       EXPECT_GE(StatOf(**client, "sync.flushes") - flushes_before, 2u);
       if (unwritten >= 0) {
         EXPECT_EQ(UnwrittenPages(file, at, len + 4096), 0);
@@ -479,7 +480,7 @@ TEST(RobustnessTest, IdleConnectionsCloseAndBusyOnesStay) {
   uint64_t accepted = StatOf(**client, "connections.accepted");
   for (int i = 0; i < 8; ++i) {  // 2.4 s of pings, 300 ms apart: never idle for 1 s
     ASSERT_TRUE((*client)->Ping().ok());
-    absl::SleepFor(absl::Milliseconds(300));
+    absl::SleepFor(absl::Milliseconds(300));  // under test: the pings' cadence
   }
   // A parked request (answered DEADLINE_EXCEEDED by the server after 2.5 s) keeps it open.
   absl::StatusOr<std::string> parked =
