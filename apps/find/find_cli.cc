@@ -3,13 +3,13 @@
 #include <cctype>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "apps/find/find_local.h"
-#include "core/cli/flag_set.h"
 #include "core/client/client.h"
 #include "core/status_macros.h"
 
@@ -371,16 +371,29 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
       c.version = true;
       return c;
     }
-    // The options before the starting points, parsed as ardma-cp and ardma-mount parse theirs.
-    if (IsLongOption(a, "--auth-file")) {
-      ARDMA_ASSIGN_OR_RETURN(c.auth_file, LongOptionValue(argc, argv, i, "--auth-file"));
-    } else if (IsLongOption(a, "--server")) {
-      ARDMA_ASSIGN_OR_RETURN(c.server, LongOptionValue(argc, argv, i, "--server"));
-    } else if (IsLongOption(a, "--fs")) {
-      ARDMA_ASSIGN_OR_RETURN(c.fs, LongOptionValue(argc, argv, i, "--fs"));
-    } else if (IsLongOption(a, "--mode")) {
-      ARDMA_ASSIGN_OR_RETURN(std::string m, LongOptionValue(argc, argv, i, "--mode"));
-      ARDMA_ASSIGN_OR_RETURN(c.mode, ParseMode(m));
+    auto value = [&](const std::string& name) -> std::optional<std::string> {
+      if (a.rfind(name + "=", 0) == 0) return a.substr(name.size() + 1);
+      if (a == name && i + 1 < argc) return std::string(argv[++i]);
+      return std::nullopt;
+    };
+    if (a.rfind("--auth-file", 0) == 0) {
+      auto v = value("--auth-file");
+      if (!v) return absl::InvalidArgumentError("--auth-file needs a FILE");
+      c.auth_file = *v;
+    } else if (a.rfind("--server", 0) == 0) {
+      auto v = value("--server");
+      if (!v) return absl::InvalidArgumentError("--server needs HOST:PORT");
+      c.server = *v;
+    } else if (a.rfind("--fs", 0) == 0) {
+      auto v = value("--fs");
+      if (!v) return absl::InvalidArgumentError("--fs needs a name");
+      c.fs = *v;
+    } else if (a.rfind("--mode", 0) == 0) {
+      auto v = value("--mode");
+      absl::StatusOr<Mode> m =
+          v ? ParseMode(*v) : absl::InvalidArgumentError("--mode needs a value");
+      if (!m.ok()) return m.status();
+      c.mode = *m;
     } else {
       break;
     }
