@@ -231,6 +231,11 @@ struct UcxWorld {
   uint64_t answers ABSL_GUARDED_BY(mu) = 0;
   uint64_t sessions ABSL_GUARDED_BY(mu) = 0;
 
+  uint64_t Answers() {
+    absl::MutexLock lock(&mu);
+    return answers;
+  }
+
   static ucs_status_t OnAnswer(void* arg, const void*, size_t, void* data, size_t length,
                                const ucp_am_recv_param_t* param) {
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) std::abort();  // answers are eager
@@ -289,8 +294,17 @@ class UcxSessions {
   // closes the endpoints.
   void Close() {
     if (ucx_ == nullptr) return;
-    absl::Time until = absl::Now() + absl::Milliseconds(sent_ > 0 ? 5 : 0);
-    while (absl::Now() < until) ucp_worker_progress(ucx_->client->worker());
+    // Until answers stop coming for 5 ms (parked requests are never answered), at most 200 ms.
+    absl::Time quiet_until = absl::Now() + absl::Milliseconds(sent_ > 0 ? 5 : 0);
+    absl::Time give_up = absl::Now() + absl::Milliseconds(200);
+    uint64_t answers = ucx_->Answers();
+    for (absl::Time now = absl::Now(); now < quiet_until && now < give_up; now = absl::Now()) {
+      ucp_worker_progress(ucx_->client->worker());
+      if (uint64_t seen = ucx_->Answers(); seen != answers) {
+        answers = seen;
+        quiet_until = now + absl::Milliseconds(5);
+      }
+    }
     ucx_->server->SweepNow();
     for (absl::Time deadline = absl::Now() + absl::Seconds(5); ucx_->server->sessions() > 0;) {
       if (absl::Now() > deadline) std::abort();  // a session outlived its connection

@@ -20,9 +20,8 @@ RawSocket::RawSocket(uint16_t port) {
     ::close(fd);
     return;
   }
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   fd_ = fd;
+  SetReceiveTimeout(5);
   // Every connection opens with the server's HELLO.
   std::optional<RawResponse> hello = Receive();
   if (!hello.has_value() || hello->header.op != wire::Op::kHello) {
@@ -46,6 +45,11 @@ bool RawSocket::SendFrame(wire::Op op, std::string_view payload, uint64_t reques
   frame.append(payload);
   wire::FinishFrame({.op = op, .request_id = request_id, .client_id = client_id}, start, &frame);
   return SendBytes(frame);
+}
+
+void RawSocket::SetReceiveTimeout(int seconds) {
+  timeval tv{seconds, 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 std::optional<RawResponse> RawSocket::Receive() {

@@ -30,6 +30,8 @@ class RawSocket {
   bool SendFrame(wire::Op op, std::string_view payload, uint64_t request_id, uint64_t client_id);
   // The next response, or nullopt if the server closed the connection (or 5 s passed).
   std::optional<RawResponse> Receive();
+  // How long Receive waits (5 s unless set).
+  void SetReceiveTimeout(int seconds);
   // True if the server closed the connection within 5 s.
   bool WaitClosed();
   // True if the server has closed the connection (what it sent before is read and dropped).
