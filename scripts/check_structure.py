@@ -31,7 +31,7 @@ CORE_LAYERS = {
     "metrics": {"net"},
     "server": {"wire", "context", "memory", "active", "net", "ucx", "security", "metrics"},
     "client": {"wire", "context", "memory", "active", "net", "ucx", "security"},
-    "cli": {"wire", "context", "memory", "security"},
+    "cli": {"wire", "context", "memory", "security", "client"},
     "testing": None,  # helpers for tests: any core layer
 }
 # Above core: which top-level directories each may include.

@@ -12,15 +12,15 @@
 
 #include "absl/status/statusor.h"
 #include "apps/grep/grep_format.h"
-#include "core/client/invoke.h"
-#include "core/host_port.h"
+#include "core/cli/client_flags.h"
 
 namespace ardma::grep {
 
-extern const char kUsage[];
+// --help's text.
+std::string Help();
 
-// What the command line asks for.
-struct Command {
+// What the command line asks for; --server, --auth-file, TLS, --fs and --mode in DfsFlags.
+struct Command : DfsFlags {
   Options options;
   bool line_numbers = false;
   int with_filename = -1;  // -1: by the number of files
@@ -28,11 +28,7 @@ struct Command {
   bool suppress = false;
   bool recursive = false;
   bool color = false;
-  std::string server = DefaultServerAddress();
-  std::string auth_file;  // --auth-file (docs/SECURITY.md); empty: $ARDMA_AUTH_FILE
-  std::string fs = "default";
-  Mode mode = Mode::kActive;
-  bool help = false;                  // --help: print kUsage, exit 0
+  bool help = false;                  // --help: print Help(), exit 0
   bool version = false;  // --version: print the version line, exit 0
   bool quiet = false;                 // -q
   bool max_zero = false;              // -m 0: select nothing (GNU grep exits 1 at once)

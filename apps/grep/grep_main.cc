@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   }
   if (!command.ok()) return ardma::grep::UsageError(std::string(command.status().message()));
   if (command->help) {
-    std::cout << ardma::grep::kUsage << "\n";
+    std::cout << ardma::grep::Help();
     return 0;
   }
   if (command->version) {

@@ -246,7 +246,7 @@ int RunCommand(const Command& command) {
   if (operands.empty()) {
     return UsageError("no FILE given (ardma-grep searches dfs:/PATH files only)");
   }
-  absl::StatusOr<ClientOptions> options = OptionsWithAuthFile(f.auth_file);
+  absl::StatusOr<ClientOptions> options = f.ConnectOptions();
   absl::StatusOr<std::unique_ptr<Client>> client =
       options.ok() ? Client::Connect(f.server, *options) : options.status();
   if (!client.ok()) {

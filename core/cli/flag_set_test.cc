@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "core/cli/client_flags.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -149,23 +150,132 @@ TEST(FlagSetTest, ConfigFileFlagsComeBeforeTheCommandLine) {
 namespace ardma {
 namespace {
 
-TEST(LongOptionTest, NamesAndValuesInBothGnuForms) {
-  EXPECT_TRUE(IsLongOption("--fs", "--fs"));
-  EXPECT_TRUE(IsLongOption("--fs=x", "--fs"));
-  EXPECT_FALSE(IsLongOption("--fsck", "--fs"));
-  EXPECT_FALSE(IsLongOption("--f", "--fs"));
-  std::vector<std::string> args = {"prog", "--fs=a", "--fs", "b", "--fs"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  int i = 1;
-  EXPECT_EQ(*LongOptionValue(5, argv.data(), i, "--fs"), "a");
-  EXPECT_EQ(i, 1);
-  i = 2;
-  EXPECT_EQ(*LongOptionValue(5, argv.data(), i, "--fs"), "b");
-  EXPECT_EQ(i, 3);
-  i = 4;
-  EXPECT_EQ(LongOptionValue(5, argv.data(), i, "--fs").status().message(),
-            "option '--fs' requires an argument");
+// argv for ParseGnu: the program's name, then `args`.
+struct Argv {
+  explicit Argv(std::vector<std::string> args) : strings(std::move(args)) {
+    strings.insert(strings.begin(), "prog");
+    for (std::string& a : strings) pointers.push_back(a.data());
+    pointers.push_back(nullptr);
+  }
+  int argc() const { return static_cast<int>(strings.size()); }
+  char** argv() { return pointers.data(); }
+  std::vector<std::string> strings;
+  std::vector<char*> pointers;
+};
+
+// A grep-like table: switches, a repeatable option with an argument, an optional argument.
+struct GnuTool {
+  GnuTool() : flags("prog", "Usage: prog [OPTION]... PATTERNS [FILE]...") {
+    using Arg = FlagSet::Argument;
+    flags.Section("Matching:");
+    flags.Option("regexp", 'e', Arg::kRequired, "PATTERNS", "use PATTERNS",
+                 [this](std::optional<std::string_view> v) {
+                   events.push_back("e:" + std::string(*v));
+                   return absl::OkStatus();
+                 });
+    flags.Option("count", 'c', Arg::kNone, "", "print only a count",
+                 [this](std::optional<std::string_view> v) {
+                   events.push_back(v.has_value() ? "c=?" : "c");
+                   return absl::OkStatus();
+                 });
+    flags.Option("color", 0, Arg::kOptional, "WHEN", "highlight: never, always or auto\nsecond line",
+                 [this](std::optional<std::string_view> v) -> absl::Status {
+                   if (v.has_value() && *v != "always" && *v != "never") {
+                     return absl::InvalidArgumentError("invalid argument for '--color'");
+                   }
+                   events.push_back("color:" + std::string(v.value_or("auto")));
+                   return absl::OkStatus();
+                 });
+    flags.Alias("colour", "color");
+    flags.Bool("quiet", &quiet, "print nothing");
+    flags.Short('q', "quiet");
+    flags.Short('Q', "quiet");
+    flags.Short('V', "version");
+  }
+  absl::StatusOr<std::vector<std::string>> Parse(std::vector<std::string> args) {
+    events.clear();
+    Argv argv(std::move(args));
+    return flags.ParseGnu(argv.argc(), argv.argv());
+  }
+  FlagSet flags;
+  std::vector<std::string> events;
+  bool quiet = false;
+};
+
+TEST(FlagSetGnuTest, ParsesAsGetoptLongDoes) {
+  GnuTool t;
+  absl::StatusOr<std::vector<std::string>> operands =
+      t.Parse({"f1", "-cqePAT", "--regex", "two", "f2", "--col=always", "-e", "-x", "--colour",
+               "--", "-c"});
+  ASSERT_TRUE(operands.ok()) << operands.status();
+  EXPECT_THAT(*operands, ElementsAre("f1", "f2", "-c"));  // in order, "--" ends the options
+  EXPECT_THAT(t.events, ElementsAre("c", "e:PAT", "e:two", "color:always", "e:-x", "color:auto"));
+  EXPECT_TRUE(t.quiet);
+  EXPECT_FALSE(t.flags.help_requested());
+}
+
+TEST(FlagSetGnuTest, ErrorsAreGetoptsMessages) {
+  GnuTool t;
+  EXPECT_EQ(t.Parse({"-z"}).status().message(), "invalid option -- 'z'");
+  EXPECT_EQ(t.Parse({"-cz"}).status().message(), "invalid option -- 'z'");
+  EXPECT_EQ(t.Parse({"--count", "-z"}).status().message(), "invalid option -- 'z'");
+  EXPECT_EQ(t.Parse({"--bogus=1", "x"}).status().message(), "unrecognized option '--bogus=1'");
+  EXPECT_EQ(t.Parse({"x", "-e"}).status().message(), "option requires an argument -- 'e'");
+  EXPECT_EQ(t.Parse({"x", "--regexp"}).status().message(),
+            "option '--regexp' requires an argument");
+  EXPECT_EQ(t.Parse({"--count=3"}).status().message(), "option '--count' doesn't allow an argument");
+  EXPECT_EQ(t.Parse({"--co", "x"}).status().message(),
+            "option '--co' is ambiguous; possibilities: '--count' '--color' '--colour'");
+  EXPECT_EQ(t.Parse({"--color=sometimes"}).status().message(), "invalid argument for '--color'");
+  EXPECT_FALSE(t.Parse({"--quiet=yes"}).ok());  // a switch in GNU style
+}
+
+TEST(FlagSetGnuTest, HelpAndVersionStopTheParse) {
+  GnuTool help;
+  absl::StatusOr<std::vector<std::string>> operands = help.Parse({"--he", "--bogus"});
+  ASSERT_TRUE(operands.ok()) << operands.status();
+  EXPECT_TRUE(help.flags.help_requested());
+  GnuTool version;
+  ASSERT_TRUE(version.Parse({"x", "-V", "-z"}).ok());
+  EXPECT_TRUE(version.flags.version_requested());
+}
+
+TEST(FlagSetGnuTest, HelpListsOptionsAsGnuToolsDo) {
+  GnuTool t;
+  std::string help = t.flags.GnuHelp("Exit status: 0.");
+  EXPECT_THAT(help, HasSubstr("Usage: prog [OPTION]... PATTERNS [FILE]...\nMatching:\n"));
+  EXPECT_THAT(help, HasSubstr("\n  -e, --regexp=PATTERNS       use PATTERNS\n"));
+  EXPECT_THAT(help, HasSubstr("\n      --color, --colour[=WHEN]  highlight: never, always or auto\n"
+                              "                              second line\n"));
+  EXPECT_THAT(help, HasSubstr("\n  -q, -Q, --quiet             print nothing\n"));
+  EXPECT_THAT(help, HasSubstr("\n  -V, --version               print the version and commit\n"));
+  EXPECT_THAT(help, HasSubstr("\n\nExit status: 0.\n"));
+}
+
+TEST(ClientFlagsTest, DeclaresTheSharedFlagsAndMakesClientOptions) {
+  FlagSet flags("t", "usage");
+  DfsFlags dfs;
+  dfs.Declare(flags);
+  absl::StatusOr<std::vector<std::string>> rest =
+      flags.Parse({"--server=unix:/s", "--fs", "x", "--mode=rdma", "--tls-ca", "ca.pem",
+                   "--tls-cert=c.pem", "--tls-key=k.pem", "op"});
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_THAT(*rest, ElementsAre("op"));
+  EXPECT_EQ(dfs.server, "unix:/s");
+  EXPECT_EQ(dfs.fs, "x");
+  EXPECT_EQ(dfs.mode, Mode::kRdma);
+  absl::StatusOr<ClientOptions> options = dfs.ConnectOptions();
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->tls.ca_file, "ca.pem");
+  EXPECT_EQ(options->tls.cert_file, "c.pem");
+  EXPECT_EQ(options->tls.key_file, "k.pem");
+  EXPECT_THAT(flags.Parse({"--mode=fast"}).status().message(), HasSubstr("unknown mode 'fast'"));
+  EXPECT_EQ(flags.Parse({"--server"}).status().message(), "--server needs HOST:PORT");
+  EXPECT_THAT(flags.Help(), HasSubstr("--auth-file FILE"));
+
+  dfs.auth_file = ::testing::TempDir() + "/no-such-auth-file";
+  EXPECT_THAT(dfs.ConnectOptions().status().message(), HasSubstr("--auth-file"));
+  EXPECT_THAT(dfs.Export().message(), HasSubstr("--auth-file"));
 }
 
 }  // namespace
