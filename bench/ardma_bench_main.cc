@@ -9,7 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/load_generator.h"
 #include "bench/workloads.h"
-#include "core/cli/flag_set.h"
+#include "core/cli/client_flags.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "core/host_port.h"
@@ -105,9 +105,9 @@ int main(int argc, char** argv) {
   bool csv = false, json = false;
 
   ardma::FlagSet flags("ardma-bench", kUsage);
-  flags.String("server", &load.address, "HOST:PORT", "the ardmad to drive (or unix:PATH, ucx://HOST:PORT, ucx://unix:PATH)");
-  std::string auth_file;
-  ardma::AuthFileFlag(flags, &auth_file);
+  ardma::ClientFlags client;
+  client.server = load.address;
+  client.Declare(flags);
   flags.String("tests", &tests, "LIST", "comma-separated tests to run, in order");
   flags.Int("clients", &connections, "N", "connections");
   flags.Int("requests", &requests, "N", "operations per test, over all connections");
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   flags.String("table", &w.table, "NAME", "DHT table the dht.* tests use");
   flags.Int("seed", &seed, "N", "seed of the key sequence");
   flags.Bool("csv", &csv, "print one CSV line per test (with a header)");
-  flags.Bool("json", &json, "print a JSON array, one object per test");
+  ardma::JsonFlag(flags, &json, "the results as a JSON array, one object per test");
   flags.Short('t', "tests");
   flags.Short('c', "clients");
   flags.Short('n', "requests");
@@ -134,9 +134,10 @@ int main(int argc, char** argv) {
     return 2;
   };
   if (!positional.empty()) return usage_error("unexpected argument '" + positional[0] + "'");
-  if (absl::Status s = ardma::UseAuthFile(auth_file); !s.ok()) {
-    return usage_error("--auth-file: " + std::string(s.message()));
+  if (absl::Status s = client.Export(); !s.ok()) {
+    return usage_error(std::string(s.message()));
   }
+  load.address = client.server;
   absl::StatusOr<std::optional<ardma::security::Credentials>> credentials =
       ardma::security::CredentialsFromEnvironment();
   if (!credentials.ok()) return usage_error(std::string(credentials.status().message()));

@@ -340,13 +340,11 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
 int Main(int argc, char** argv) {
   Options opt;
   FlagSet flags("ardma", kUsage);
-  flags.String("server", &opt.server, "HOST:PORT", "the ardmad to talk to");
-  std::string auth_file;
-  AuthFileFlag(flags, &auth_file);
+  opt.Declare(flags);
   flags.Int("region", &opt.region, "N", "region for read/write/cas/fetch-add");
   flags.Bool("hex", &opt.hex, "ARGS/DATA are given, and results printed, as hex");
   flags.Bool("raw", &opt.raw, "read prints raw bytes instead of a hex dump");
-  flags.Bool("json", &opt.json, "stats prints one JSON object");
+  JsonFlag(flags, &opt.json, "stats as one JSON object");
   bool i32 = false, i64 = false, str = false;
   flags.Bool("i32", &i32, "exec: ARGS are 32-bit integers, and so is the result");
   flags.Bool("i64", &i64, "exec: ARGS are 64-bit integers, and so is the result");
@@ -357,7 +355,6 @@ int Main(int argc, char** argv) {
                  "per-call timeout, 0 meaning 30s; for lock, how long to wait, 0 meaning for ever");
   flags.Bool("shared", &opt.shared, "lock: take the lock shared (default exclusive)");
   flags.Duration("lease", &opt.lease, "lock: lease, renewed at a third of it while COMMAND runs");
-  flags.String("fs", &opt.fs, "NAME", "fs: the file system");
   flags.Bool("long", &opt.long_list, "fs ls: long listing");
   flags.Bool("parents", &opt.parents, "fs mkdir: make missing parents, accept existing");
   flags.Bool("recursive", &opt.recursive, "fs rm: remove directories and everything below");
@@ -382,8 +379,8 @@ int Main(int argc, char** argv) {
               : i64 ? Options::Typed::kI64
               : str ? Options::Typed::kStr
                     : Options::Typed::kNone;
-  if (absl::Status s = UseAuthFile(auth_file); !s.ok()) {
-    std::cerr << "ardma: --auth-file: " << s.message() << "\n";
+  if (absl::Status s = opt.Export(); !s.ok()) {
+    std::cerr << "ardma: " << s.message() << "\n";
     return 2;
   }
   if (positional[0] == "lock") {

@@ -11,15 +11,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/host_port.h"
+#include "core/cli/client_flags.h"
 #include "services/lock/lock_format.h"
 
 namespace ardma::cli {
 
 extern const char kUsage[];
 
-struct Options {
-  std::string server = DefaultServerAddress();
+// The flags; --server, --auth-file, TLS, --fs (for fs) and --mode (for fs) in DfsFlags.
+struct Options : DfsFlags {
   int64_t region = 0;
   bool hex = false;
   bool raw = false;
@@ -31,7 +31,6 @@ struct Options {
   absl::Duration timeout = absl::ZeroDuration();  // unset: 30 s per call; lock: wait for ever
   bool shared = false;
   absl::Duration lease = lock::kDefaultLease;
-  std::string fs = "default";
   bool long_list = false;
   bool parents = false;
   bool recursive = false;

@@ -99,7 +99,7 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
   client_options.connect_attempts = 2;
   if (opt.timeout > absl::ZeroDuration()) client_options.timeout = opt.timeout;
   ARDMA_ASSIGN_OR_RETURN(auto client, Client::Connect(opt.server, client_options));
-  dfs::DfsClient fs(client.get(), Mode::kActive, opt.fs);
+  dfs::DfsClient fs(client.get(), opt.mode, opt.fs);
   if (cmd == "ls") {
     for (const std::string& path : operands) {
       ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, fs.Lookup(path));

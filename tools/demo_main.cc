@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "absl/strings/str_format.h"
-#include "core/cli/flag_set.h"
+#include "core/cli/client_flags.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "core/client/remote_context.h"
@@ -86,16 +86,13 @@ absl::Status Demo(const std::string& server, int64_t length, int64_t repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string server = ardma::DefaultServerAddress();
+  ardma::ClientFlags client;
   int64_t length = 200;
   int64_t repeats = 20;
   ardma::FlagSet flags("ardma-demo",
                        "Usage: ardma-demo [flags]\n\nA short tour of a running ardmad: one-sided "
                        "operations, then a linked-list walk\nin RDMA mode and in active mode.");
-  flags.String("server", &server, "HOST:PORT",
-               "the ardmad to use ($ARDMA_SERVER, else 127.0.0.1:15712)");
-  std::string auth_file;
-  ardma::AuthFileFlag(flags, &auth_file);
+  client.Declare(flags);
   flags.Int("length", &length, "N", "nodes in the list");
   flags.Int("repeats", &repeats, "N", "walks per mode");
   std::vector<std::string> args;
@@ -104,15 +101,15 @@ int main(int argc, char** argv) {
     std::cerr << "ardma-demo: unexpected argument '" << args[0] << "' (see --help)\n";
     return 2;
   }
-  if (absl::Status s = ardma::UseAuthFile(auth_file); !s.ok()) {
-    std::cerr << "ardma-demo: --auth-file: " << s.message() << "\n";
+  if (absl::Status s = client.Export(); !s.ok()) {
+    std::cerr << "ardma-demo: " << s.message() << "\n";
     return 2;
   }
   if (length < 1 || repeats < 1) {
     std::cerr << "ardma-demo: --length and --repeats must be positive\n";
     return 2;
   }
-  absl::Status s = Demo(server, length, repeats);
+  absl::Status s = Demo(client.server, length, repeats);
   if (!s.ok()) {
     std::cerr << "ardma-demo: " << s.ToString() << "\n";
     return 1;

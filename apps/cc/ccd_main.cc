@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "apps/cc/ccd.h"
-#include "core/cli/flag_set.h"
+#include "core/cli/client_flags.h"
 #include "core/client/client.h"
 #include "core/host_port.h"
 #include "core/log.h"
@@ -27,8 +27,8 @@ its running jobs back to the queue. Stop it with SIGTERM or SIGINT.)";
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string server = ardma::DefaultServerAddress();
-  std::string auth_file, allow = "gcc,g++,cc,c++";
+  ardma::ClientFlags farm;
+  std::string allow = "gcc,g++,cc,c++";
   ardma::cc::SlaveOptions options;
   char host[256] = "slave";
   ::gethostname(host, sizeof(host) - 1);
@@ -36,10 +36,7 @@ int main(int argc, char** argv) {
   int64_t slots = 0;
   bool verbose = false;
   ardma::FlagSet flags("ardma-ccd", kUsage);
-  flags.String("server", &server, "ADDR",
-               "the farm's ardmad: HOST:PORT, unix:PATH, ucx://HOST:PORT (default $ARDMA_SERVER "
-               "or 127.0.0.1:15712)");
-  flags.String("auth-file", &auth_file, "FILE", "credentials (default $ARDMA_AUTH_FILE)");
+  farm.Declare(flags);  // the farm's ardmad and how to authenticate to it
   flags.Int("slots", &slots, "N", "compiles at once (default: this machine's CPUs)");
   flags.String("allow", &allow, "LIST",
                "compilers this slave runs, by name on its PATH (default gcc,g++,cc,c++)");
@@ -68,21 +65,21 @@ int main(int argc, char** argv) {
   options.allow = *allowed;
   options.slots = static_cast<int>(slots);
   options.verbose = verbose;
-  absl::StatusOr<ardma::ClientOptions> client_options = ardma::OptionsWithAuthFile(auth_file);
+  absl::StatusOr<ardma::ClientOptions> client_options = farm.ConnectOptions();
   if (!client_options.ok()) {
     std::cerr << "ardma-ccd: " << client_options.status().message() << "\n";
     return 2;
   }
   client_options->connect_attempts = 1000000;  // a slave waits for its server
   absl::StatusOr<std::unique_ptr<ardma::Client>> client =
-      ardma::Client::Connect(server, *client_options);
+      ardma::Client::Connect(farm.server, *client_options);
   if (!client.ok()) {
-    std::cerr << "ardma-ccd: " << server << ": " << client.status().message() << "\n";
+    std::cerr << "ardma-ccd: " << farm.server << ": " << client.status().message() << "\n";
     return 1;
   }
   ardma::cc::Slave slave(client->get(), options);
   ARDMA_LOG(
-      kInfo, "ardma-ccd %s serving %s with %d slots (compilers: %s)", options.name, server,
+      kInfo, "ardma-ccd %s serving %s with %d slots (compilers: %s)", options.name, farm.server,
       options.slots > 0 ? options.slots : static_cast<int>(std::thread::hardware_concurrency()),
       absl::StrJoin(options.allow, ","));
   absl::Status ended = slave.Run();

@@ -21,43 +21,15 @@ namespace ardma::cp {
 using dfs::DfsClient;
 using dfs::FileType;
 
-const char kUsage[] =
+namespace {
+
+constexpr char kUsage[] =
     "Usage: ardma-cp [OPTION]... [-T] SOURCE DEST\n"
     "  or:  ardma-cp [OPTION]... SOURCE... DIRECTORY\n"
     "  or:  ardma-cp [OPTION]... -t DIRECTORY SOURCE...\n"
     "Copy files and directories, like cp(1); dfs:/PATH names a file in an ardmad's file system,\n"
     "anything else a local file. DFS to DFS copies run on the server in one request (a whole\n"
-    "tree with -r); a local tree goes up many files per request; big files stream.\n"
-    "\n"
-    "  -a, --archive        same as -dR --preserve=all\n"
-    "  -d                   same as --no-dereference --preserve=links\n"
-    "  -f, --force          if a local destination cannot be opened, remove it and try again\n"
-    "  -H                   follow symbolic links named on the command line\n"
-    "  -L, --dereference    always follow symbolic links in SOURCE\n"
-    "  -n, --no-clobber     do not overwrite an existing file\n"
-    "  -P, --no-dereference never follow symbolic links in SOURCE (the default with -r)\n"
-    "  -p                   same as --preserve=mode,ownership,timestamps\n"
-    "      --preserve[=ATTR_LIST]  preserve the attributes (default: mode,ownership,timestamps);\n"
-    "                       also links, context, xattr, all (the file system keeps modes and\n"
-    "                       modification times only: the rest is accepted and not kept)\n"
-    "      --no-preserve=ATTR_LIST  don't preserve the attributes\n"
-    "  -r, -R, --recursive  copy directories recursively\n"
-    "  -t, --target-directory=DIRECTORY  copy all SOURCE arguments into DIRECTORY\n"
-    "  -T, --no-target-directory  treat DEST as a normal file\n"
-    "  -v, --verbose        explain what is being done\n"
-    "      --progress       show a progress bar on standard error (when it is a terminal)\n"
-    "      --server=HOST:PORT  the ardmad ($ARDMA_SERVER, else 127.0.0.1:15712)\n"
-    "      --auth-file=FILE    authenticate as FILE's NAME SECRET (default $ARDMA_AUTH_FILE)\n"
-    "      --fs=NAME        the file system (default: default)\n"
-    "      --mode=active|rdma  run the file system's code on the server (default) or here\n"
-    "                       over one-sided operations\n"
-    "      --help           show this help\n"
-    "      --version        print the version and commit\n"
-    "FIFOs, sockets and devices are reported and skipped (the file system cannot hold them); new\n"
-    "files and directories get the source's mode less the umask unless modes are preserved.\n"
-    "Exit status: 0 if everything was copied, 1 if anything failed (the rest is still copied).";
-
-namespace {
+    "tree with -r); a local tree goes up many files per request; big files stream.\n";
 
 // --preserve / --no-preserve lists.
 absl::Status Preserve(std::string_view list, bool on, Options* o) {
@@ -77,122 +49,88 @@ absl::Status Preserve(std::string_view list, bool on, Options* o) {
   return absl::OkStatus();
 }
 
+using Arg = FlagSet::Argument;
+
+// An option that runs `action` (which cannot fail).
+FlagSet::OnOption Does(std::function<void()> action) {
+  return [action = std::move(action)](std::optional<std::string_view>) {
+    action();
+    return absl::OkStatus();
+  };
+}
+
+// cp's options on `flags`, into `c`: the one table that parses and documents.
+void DeclareFlags(FlagSet& flags, Command* c) {
+  Options& o = c->options;
+  flags.Option("archive", 'a', Arg::kNone, "", "same as -dR --preserve=all", Does([&o] {
+                 o.recursive = o.preserve_mode = o.preserve_timestamps = true;
+                 o.deref = Deref::kNever;
+               }));
+  flags.Option("", 'd', Arg::kNone, "", "same as --no-dereference --preserve=links",
+               Does([&o] { o.deref = Deref::kNever; }));
+  flags.Option("force", 'f', Arg::kNone, "",
+               "if a local destination cannot be opened, remove it and try again",
+               Does([&o] { o.force = true; }));
+  flags.Option("", 'H', Arg::kNone, "", "follow symbolic links named on the command line",
+               Does([&o] { o.deref = Deref::kCommandLine; }));
+  flags.Option("dereference", 'L', Arg::kNone, "", "always follow symbolic links in SOURCE",
+               Does([&o] { o.deref = Deref::kAlways; }));
+  flags.Option("no-clobber", 'n', Arg::kNone, "", "do not overwrite an existing file",
+               Does([&o] { o.no_clobber = true; }));
+  flags.Option("no-dereference", 'P', Arg::kNone, "",
+               "never follow symbolic links in SOURCE (the default with -r)",
+               Does([&o] { o.deref = Deref::kNever; }));
+  flags.Option("", 'p', Arg::kNone, "", "same as --preserve=mode,ownership,timestamps",
+               Does([&o] { o.preserve_mode = o.preserve_timestamps = true; }));
+  flags.Option("preserve", 0, Arg::kOptional, "ATTR_LIST",
+               "preserve the attributes (default: mode,ownership,timestamps);\n"
+               "also links, context, xattr, all (the file system keeps modes and\n"
+               "modification times only: the rest is accepted and not kept)",
+               [&o](std::optional<std::string_view> v) {
+                 return Preserve(v.value_or("mode,ownership,timestamps"), true, &o);
+               });
+  flags.Option("no-preserve", 0, Arg::kRequired, "ATTR_LIST", "don't preserve the attributes",
+               [&o](std::optional<std::string_view> v) { return Preserve(*v, false, &o); });
+  flags.Option("recursive", 'r', Arg::kNone, "", "copy directories recursively",
+               Does([&o] { o.recursive = true; }));
+  flags.Short('R', "recursive");
+  flags.Option("target-directory", 't', Arg::kRequired, "DIRECTORY",
+               "copy all SOURCE arguments into DIRECTORY",
+               [c](std::optional<std::string_view> v) {
+                 c->target_directory = std::string(*v);
+                 return absl::OkStatus();
+               });
+  flags.Option("no-target-directory", 'T', Arg::kNone, "", "treat DEST as a normal file",
+               Does([c] { c->no_target_directory = true; }));
+  flags.Option("verbose", 'v', Arg::kNone, "", "explain what is being done",
+               Does([&o] { o.verbose = true; }));
+  flags.Option("progress", 0, Arg::kNone, "",
+               "show a progress bar on standard error (when it is a terminal)",
+               Does([&o] { o.progress = true; }));
+  c->Declare(flags);
+}
+
 }  // namespace
+
+std::string Help() {
+  Command c;
+  FlagSet flags("ardma-cp", kUsage);
+  DeclareFlags(flags, &c);
+  return flags.GnuHelp(
+      "FIFOs, sockets and devices are reported and skipped (the file system cannot hold them); new\n"
+      "files and directories get the source's mode less the umask unless modes are preserved.\n"
+      "Exit status: 0 if everything was copied, 1 if anything failed (the rest is still copied).");
+}
 
 absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Command c;
-  Options& o = c.options;
+  FlagSet flags("ardma-cp", kUsage);
+  DeclareFlags(flags, &c);
+  ARDMA_ASSIGN_OR_RETURN(c.operands, flags.ParseGnu(argc, argv));
+  c.help = flags.help_requested();
+  c.version = flags.version_requested();
+  if (c.help || c.version) return c;
   std::vector<std::string>& operands = c.operands;
-  bool options_done = false;
-  auto value = [&](int& i, const std::string&, std::string_view name) {
-    return LongOptionValue(argc, argv, i, name);
-  };
-  auto is = IsLongOption;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (options_done || a.empty() || a[0] != '-' || a == "-") {
-      operands.push_back(a);
-      continue;
-    }
-    if (a == "--") {
-      options_done = true;
-    } else if (a == "--help") {
-      c.help = true;
-      return c;
-    } else if (a == "--version") {
-      c.version = true;
-      return c;
-    } else if (a == "--recursive") {
-      o.recursive = true;
-    } else if (a == "--no-clobber") {
-      o.no_clobber = true;
-    } else if (a == "--force") {
-      o.force = true;
-    } else if (a == "--verbose") {
-      o.verbose = true;
-    } else if (a == "--progress") {
-      o.progress = true;
-    } else if (a == "--archive") {
-      o.recursive = o.preserve_mode = o.preserve_timestamps = true;
-      o.deref = Deref::kNever;
-    } else if (a == "--dereference") {
-      o.deref = Deref::kAlways;
-    } else if (a == "--no-dereference") {
-      o.deref = Deref::kNever;
-    } else if (a == "--no-target-directory") {
-      c.no_target_directory = true;
-    } else if (a == "--preserve") {
-      o.preserve_mode = o.preserve_timestamps = true;
-    } else if (a.rfind("--preserve=", 0) == 0) {
-      ARDMA_RETURN_IF_ERROR(Preserve(a.substr(11), true, &o));
-    } else if (a.rfind("--no-preserve=", 0) == 0) {
-      ARDMA_RETURN_IF_ERROR(Preserve(a.substr(14), false, &o));
-    } else if (is(a, "--server")) {
-      ARDMA_ASSIGN_OR_RETURN(c.server, value(i, a, "--server"));
-    } else if (is(a, "--auth-file")) {
-      ARDMA_ASSIGN_OR_RETURN(c.auth_file, value(i, a, "--auth-file"));
-    } else if (is(a, "--fs")) {
-      ARDMA_ASSIGN_OR_RETURN(c.fs, value(i, a, "--fs"));
-    } else if (is(a, "--target-directory")) {
-      ARDMA_ASSIGN_OR_RETURN(c.target_directory, value(i, a, "--target-directory"));
-    } else if (is(a, "--mode")) {
-      ARDMA_ASSIGN_OR_RETURN(std::string m, value(i, a, "--mode"));
-      ARDMA_ASSIGN_OR_RETURN(c.mode, ParseMode(m));
-    } else if (a.size() > 1 && a[1] != '-') {
-      for (size_t k = 1; k < a.size(); ++k) {
-        switch (a[k]) {
-          case 'r':
-          case 'R':
-            o.recursive = true;
-            break;
-          case 'n':
-            o.no_clobber = true;
-            break;
-          case 'f':
-            o.force = true;
-            break;
-          case 'p':
-            o.preserve_mode = o.preserve_timestamps = true;
-            break;
-          case 'v':
-            o.verbose = true;
-            break;
-          case 'a':
-            o.recursive = o.preserve_mode = o.preserve_timestamps = true;
-            o.deref = Deref::kNever;
-            break;
-          case 'd':
-          case 'P':
-            o.deref = Deref::kNever;
-            break;
-          case 'L':
-            o.deref = Deref::kAlways;
-            break;
-          case 'H':
-            o.deref = Deref::kCommandLine;
-            break;
-          case 'T':
-            c.no_target_directory = true;
-            break;
-          case 't':  // -tDIR or -t DIR
-            if (k + 1 < a.size()) {
-              c.target_directory = a.substr(k + 1);
-            } else if (i + 1 < argc) {
-              c.target_directory = argv[++i];
-            } else {
-              return absl::InvalidArgumentError("option requires an argument -- 't'");
-            }
-            k = a.size();
-            break;
-          default:
-            return absl::InvalidArgumentError(
-                absl::StrCat("invalid option -- '", std::string(1, a[k]), "'"));
-        }
-      }
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unrecognized option '", a, "'"));
-    }
-  }
   if (!c.target_directory.empty() && c.no_target_directory) {
     return absl::InvalidArgumentError(
         "cannot combine --target-directory (-t) and "
@@ -213,7 +151,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
 }
 
 int RunCommand(const Command& c) {
-  absl::StatusOr<ClientOptions> options = OptionsWithAuthFile(c.auth_file);
+  absl::StatusOr<ClientOptions> options = c.ConnectOptions();
   absl::StatusOr<std::unique_ptr<Client>> client =
       options.ok() ? Client::Connect(c.server, *options) : options.status();
   if (!client.ok()) {

@@ -10,22 +10,20 @@
 
 #include "absl/status/statusor.h"
 #include "apps/cp/copier.h"
-#include "core/client/invoke.h"
-#include "core/host_port.h"
+#include "core/cli/client_flags.h"
 
 namespace ardma::cp {
 
-extern const char kUsage[];
+// --help's text.
+std::string Help();
 
-struct Command {
+// What the command line asks for; --server, --auth-file, TLS, --fs and --mode (rdma: the DFS code
+// runs here over one-sided operations) in DfsFlags.
+struct Command : DfsFlags {
   Options options;
-  std::string server = DefaultServerAddress();
-  std::string auth_file;  // --auth-file (docs/SECURITY.md); empty: $ARDMA_AUTH_FILE
-  std::string fs = "default";
-  Mode mode = Mode::kActive;          // --mode=rdma: the DFS code runs here over one-sided ops
   std::string target_directory;       // -t DIR
   bool no_target_directory = false;   // -T
-  bool help = false;                  // --help: print kUsage, exit 0
+  bool help = false;                  // --help: print Help(), exit 0
   bool version = false;  // --version: print the version line, exit 0
   std::vector<std::string> operands;  // SOURCE... DEST (at least two)
 };

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (command->help) {
-    std::cout << ardma::cp::kUsage << "\n";
+    std::cout << ardma::cp::Help();
     return 0;
   }
   if (command->version) {

@@ -17,12 +17,14 @@ ARDMA_DECLARE_ACTIVE_LIBRARY(find);
 
 namespace ardma::find {
 
-const char kUsage[] =
-    "Usage: ardma-find [--server=HOST:PORT] [--auth-file=FILE] [--fs=NAME] [--mode=active|rdma] "
-    "dfs:/PATH... "
-    "[EXPRESSION]\n"
-    "Walk directory trees of an ardmad's file system on the server, as GNU find does.\n"
-    "\n"
+namespace {
+
+constexpr char kUsage[] =
+    "Usage: ardma-find [OPTION]... dfs:/PATH... [EXPRESSION]\n"
+    "Walk directory trees of an ardmad's file system on the server, as GNU find does. The\n"
+    "OPTIONs come first:\n";
+
+constexpr char kExpressionHelp[] =
     "Tests: -name GLOB, -iname GLOB, -path GLOB, -ipath GLOB (-wholename, -iwholename),\n"
     "       -regex RE, -iregex RE (the whole path; -regextype emacs|posix-basic|posix-extended|\n"
     "       posix-egrep|posix-awk|grep|egrep|findutils-default), -type f|d|l[,...],\n"
@@ -39,9 +41,17 @@ const char kUsage[] =
     "\n"
     "Entries are visited depth first, a directory before its contents, and a directory's entries\n"
     "in creation order (a removal moves the newest entry into the gap). A directory's size is its\n"
-    "number of entries. --server defaults to $ARDMA_SERVER, then 127.0.0.1:15712. --help shows\n"
-    "this, --version the version and commit.\n"
+    "number of entries.\n"
     "Exit status: 0 if all starting points were walked, 1 on any error.";
+
+}  // namespace
+
+std::string Help() {
+  Command c;
+  FlagSet flags("ardma-find", kUsage);
+  c.Declare(flags);
+  return flags.GnuHelp(kExpressionHelp);
+}
 
 namespace {
 
@@ -360,53 +370,26 @@ absl::StatusOr<Expression> ParseExpression(std::vector<std::string> tokens, dfs:
 
 absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Command c;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help") {
-      c.help = true;
-      return c;
-    }
-    if (a == "--version") {
-      c.version = true;
-      return c;
-    }
-    auto value = [&](const std::string& name) -> std::optional<std::string> {
-      if (a.rfind(name + "=", 0) == 0) return a.substr(name.size() + 1);
-      if (a == name && i + 1 < argc) return std::string(argv[++i]);
-      return std::nullopt;
-    };
-    if (a.rfind("--auth-file", 0) == 0) {
-      auto v = value("--auth-file");
-      if (!v) return absl::InvalidArgumentError("--auth-file needs a FILE");
-      c.auth_file = *v;
-    } else if (a.rfind("--server", 0) == 0) {
-      auto v = value("--server");
-      if (!v) return absl::InvalidArgumentError("--server needs HOST:PORT");
-      c.server = *v;
-    } else if (a.rfind("--fs", 0) == 0) {
-      auto v = value("--fs");
-      if (!v) return absl::InvalidArgumentError("--fs needs a name");
-      c.fs = *v;
-    } else if (a.rfind("--mode", 0) == 0) {
-      auto v = value("--mode");
-      absl::StatusOr<Mode> m =
-          v ? ParseMode(*v) : absl::InvalidArgumentError("--mode needs a value");
-      if (!m.ok()) return m.status();
-      c.mode = *m;
-    } else {
-      break;
-    }
-  }
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
+  // The options come before the starting points: the first argument that is not one ends them
+  // (find's expression begins with '-' too).
+  FlagSet flags("ardma-find", kUsage);
+  c.Declare(flags);
+  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> rest,
+                         flags.Parse(std::vector<std::string>(argv + 1, argv + argc),
+                                     /*stop_at_positional=*/true));
+  c.help = flags.help_requested();
+  c.version = flags.version_requested();
+  if (c.help || c.version) return c;
+  size_t i = 0;
+  for (; i < rest.size(); ++i) {
+    const std::string& a = rest[i];
     if (a.empty() || a[0] == '-' || a == "(" || a == "!" || a == ")") break;
     c.roots.push_back(a);
   }
   if (c.roots.empty()) {
     return absl::InvalidArgumentError("no dfs:/PATH starting point (see --help)");
   }
-  c.expression.assign(argv + i, argv + argc);
+  c.expression.assign(rest.begin() + i, rest.end());
   return c;
 }
 
@@ -416,7 +399,7 @@ int RunCommand(const Command& c) {
     std::cerr << "ardma-find: " << syntax.status().message() << "\n";
     return 1;
   }
-  absl::StatusOr<ClientOptions> options = OptionsWithAuthFile(c.auth_file);
+  absl::StatusOr<ClientOptions> options = c.ConnectOptions();
   absl::StatusOr<std::unique_ptr<Client>> client =
       options.ok() ? Client::Connect(c.server, *options) : options.status();
   if (!client.ok()) {

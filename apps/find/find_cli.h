@@ -11,20 +11,17 @@
 
 #include "absl/status/statusor.h"
 #include "apps/find/find_format.h"
-#include "core/client/invoke.h"
-#include "core/host_port.h"
+#include "core/cli/client_flags.h"
 #include "services/dfs/dfs_client.h"
 
 namespace ardma::find {
 
-extern const char kUsage[];
+// --help's text.
+std::string Help();
 
-struct Command {
-  std::string server = DefaultServerAddress();
-  std::string auth_file;  // --auth-file (docs/SECURITY.md); empty: $ARDMA_AUTH_FILE
-  std::string fs = "default";
-  Mode mode = Mode::kActive;
-  bool help = false;                    // --help: print kUsage, exit 0
+// What the command line asks for; --server, --auth-file, TLS, --fs and --mode in DfsFlags.
+struct Command : DfsFlags {
+  bool help = false;                    // --help: print Help(), exit 0
   bool version = false;  // --version: print the version line, exit 0
   std::vector<std::string> roots;       // dfs:/PATH starting points
   std::vector<std::string> expression;  // the tokens after them

@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (command->help) {
-    std::cout << ardma::find::kUsage << "\n";
+    std::cout << ardma::find::Help();
     return 0;
   }
   if (command->version) {

@@ -22,29 +22,6 @@
 
 namespace ardma::mount {
 
-const char kUsage[] =
-    "Usage: ardma-mount [OPTION]... MOUNTPOINT\n"
-    "Mount an ardmad's file system (the DFS) at MOUNTPOINT through FUSE, so every program can use\n"
-    "it. Each file-system call is one DFS operation: one round trip in active mode.\n"
-    "\n"
-    "  --server=HOST:PORT   the ardmad ($ARDMA_SERVER, else 127.0.0.1:15712)\n"
-    "  --auth-file=FILE     authenticate as FILE's NAME SECRET (default $ARDMA_AUTH_FILE)\n"
-    "  --fs=NAME            the file system (default: default)\n"
-    "  --mode=active|rdma   run the DFS's code on the server (default) or here over one-sided\n"
-    "                       operations\n"
-    "  -o OPT[,OPT...]      mount options: attr_timeout=SECONDS and entry_timeout=SECONDS (how\n"
-    "                       long the kernel may trust attributes and names; default 1),\n"
-    "                       writeback_cache (the kernel gathers writes; see docs/mount.md),\n"
-    "                       max_write=BYTES (default 1048576); the rest go to FUSE\n"
-    "                       (allow_other, ro, default_permissions, ...)\n"
-    "  -f                   stay in the foreground\n"
-    "  -d                   print FUSE's requests (implies -f)\n"
-    "      --threads=N      at most N threads serve requests (default: libfuse's)\n"
-    "      --help           show this help\n"
-    "      --version        print the version and commit\n"
-    "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount as root), or stop it with SIGINT or\n"
-    "SIGTERM: it unmounts before it exits. Exit status: 0 after a clean unmount, 1 otherwise.";
-
 namespace {
 
 absl::Status MountOption(std::string_view opt, Command* c) {
@@ -71,56 +48,70 @@ absl::Status MountOption(std::string_view opt, Command* c) {
   return absl::OkStatus();
 }
 
+using Arg = FlagSet::Argument;
+
+// ardma-mount's options on `flags`, into `c`: the one table that parses and documents.
+void DeclareFlags(FlagSet& flags, Command* c) {
+  c->Declare(flags);
+  flags.Option("", 'o', Arg::kRequired, "OPT[,OPT...]",
+               "mount options: attr_timeout=SECONDS and entry_timeout=SECONDS (how\n"
+               "long the kernel may trust attributes and names; default 1),\n"
+               "writeback_cache (the kernel gathers writes; see docs/mount.md),\n"
+               "max_write=BYTES (default 1048576); the rest go to FUSE\n"
+               "(allow_other, ro, default_permissions, ...)",
+               [c](std::optional<std::string_view> v) {
+                 for (absl::string_view o : absl::StrSplit(ToAbsl(*v), ',', absl::SkipEmpty())) {
+                   ARDMA_RETURN_IF_ERROR(MountOption(FromAbsl(o), c));
+                 }
+                 return absl::OkStatus();
+               });
+  flags.Option("", 'f', Arg::kNone, "", "stay in the foreground",
+               [c](std::optional<std::string_view>) {
+                 c->foreground = true;
+                 return absl::OkStatus();
+               });
+  flags.Option("", 'd', Arg::kNone, "", "print FUSE's requests (implies -f)",
+               [c](std::optional<std::string_view>) {
+                 c->debug = c->foreground = true;
+                 return absl::OkStatus();
+               });
+  flags.Option("threads", 0, Arg::kRequired, "N",
+               "at most N threads serve requests (default: libfuse's)",
+               [c](std::optional<std::string_view> v) {
+                 if (!absl::SimpleAtoi(ToAbsl(*v), &c->threads) || c->threads < 1) {
+                   return absl::InvalidArgumentError(
+                       absl::StrCat("bad --threads '", ToAbsl(*v), "'"));
+                 }
+                 return absl::OkStatus();
+               });
+  flags.Short('h', "help");
+  flags.Short('V', "version");
+}
+
+constexpr char kUsage[] =
+    "Usage: ardma-mount [OPTION]... MOUNTPOINT\n"
+    "Mount an ardmad's file system (the DFS) at MOUNTPOINT through FUSE, so every program can use\n"
+    "it. Each file-system call is one DFS operation: one round trip in active mode.\n";
+
 }  // namespace
+
+std::string Help() {
+  Command c;
+  FlagSet flags("ardma-mount", kUsage);
+  DeclareFlags(flags, &c);
+  return flags.GnuHelp(
+      "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount as root), or stop it with SIGINT or\n"
+      "SIGTERM: it unmounts before it exits. Exit status: 0 after a clean unmount, 1 otherwise.");
+}
 
 absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Command c;
-  auto value = [&](int& i, const std::string&, std::string_view name) {
-    return LongOptionValue(argc, argv, i, name);
-  };
-  auto is = IsLongOption;
-  std::vector<std::string> operands;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      c.help = true;
-      return c;
-    } else if (a == "--version" || a == "-V") {
-      c.version = true;
-      return c;
-    } else if (is(a, "--server")) {
-      ARDMA_ASSIGN_OR_RETURN(c.server, value(i, a, "--server"));
-    } else if (is(a, "--auth-file")) {
-      ARDMA_ASSIGN_OR_RETURN(c.auth_file, value(i, a, "--auth-file"));
-    } else if (is(a, "--fs")) {
-      ARDMA_ASSIGN_OR_RETURN(c.fs, value(i, a, "--fs"));
-    } else if (is(a, "--mode")) {
-      ARDMA_ASSIGN_OR_RETURN(std::string m, value(i, a, "--mode"));
-      ARDMA_ASSIGN_OR_RETURN(c.mode, ParseMode(m));
-    } else if (is(a, "--threads")) {
-      ARDMA_ASSIGN_OR_RETURN(std::string n, value(i, a, "--threads"));
-      if (!absl::SimpleAtoi(n, &c.threads) || c.threads < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("bad --threads '", n, "'"));
-      }
-    } else if (a == "-f") {
-      c.foreground = true;
-    } else if (a == "-d") {
-      c.debug = c.foreground = true;
-    } else if (a == "-o" || (a.rfind("-o", 0) == 0 && a.size() > 2)) {
-      std::string opts = a.size() > 2 ? a.substr(2) : "";
-      if (opts.empty()) {
-        if (i + 1 >= argc) return absl::InvalidArgumentError("option '-o' requires an argument");
-        opts = argv[++i];
-      }
-      for (absl::string_view o : absl::StrSplit(opts, ',', absl::SkipEmpty())) {
-        ARDMA_RETURN_IF_ERROR(MountOption(FromAbsl(o), &c));
-      }
-    } else if (!a.empty() && a[0] == '-') {
-      return absl::InvalidArgumentError(absl::StrCat("unrecognized option '", a, "'"));
-    } else {
-      operands.push_back(a);
-    }
-  }
+  FlagSet flags("ardma-mount", kUsage);
+  DeclareFlags(flags, &c);
+  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> operands, flags.ParseGnu(argc, argv));
+  c.help = flags.help_requested();
+  c.version = flags.version_requested();
+  if (c.help || c.version) return c;
   if (operands.empty()) return absl::InvalidArgumentError("missing MOUNTPOINT");
   if (operands.size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat("extra operand '", operands[1], "'"));
@@ -134,7 +125,7 @@ int RunCommand(const Command& c) {
   // (reused) rather than mapping and faulting in new pages for every request.
   ::mallopt(M_MMAP_THRESHOLD, 64 << 20);
   ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  absl::StatusOr<ClientOptions> options = OptionsWithAuthFile(c.auth_file);
+  absl::StatusOr<ClientOptions> options = c.ConnectOptions();
   absl::StatusOr<std::unique_ptr<Client>> client =
       options.ok() ? Client::Connect(c.server, *options) : options.status();
   if (!client.ok()) {

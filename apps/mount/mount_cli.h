@@ -8,18 +8,15 @@
 
 #include "absl/status/statusor.h"
 #include "apps/mount/dfs_fuse.h"
-#include "core/client/invoke.h"
-#include "core/host_port.h"
+#include "core/cli/client_flags.h"
 
 namespace ardma::mount {
 
-extern const char kUsage[];
+// --help's text.
+std::string Help();
 
-struct Command {
-  std::string server = DefaultServerAddress();
-  std::string auth_file;
-  std::string fs = "default";
-  Mode mode = Mode::kActive;
+// What the command line asks for; --server, --auth-file, TLS, --fs and --mode in DfsFlags.
+struct Command : DfsFlags {
   MountOptions options;
   std::vector<std::string> fuse_options;  // -o options for FUSE itself (allow_other, ro, ...)
   bool foreground = false;                // -f

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (command->help) {
-    std::cout << ardma::mount::kUsage << "\n";
+    std::cout << ardma::mount::Help();
     return 0;
   }
   if (command->version) {

@@ -78,7 +78,7 @@ void DfsFlags::Declare(FlagSet& flags) {
 }
 
 void JsonFlag(FlagSet& flags, bool* json, std::string_view what) {
-  flags.Bool("json", json, absl::StrCat("print ", ToAbsl(what), " as JSON"));
+  flags.Bool("json", json, absl::StrCat("print ", ToAbsl(what)));
 }
 
 }  // namespace ardma

@@ -51,7 +51,7 @@ struct DfsFlags : ClientFlags {
   void Declare(FlagSet& flags);
 };
 
-// --json: print `what` as JSON.
+// --json: "print `what`" (in JSON).
 void JsonFlag(FlagSet& flags, bool* json, std::string_view what);
 
 }  // namespace ardma

@@ -13,7 +13,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "core/memory/region.h"
-#include "core/security/auth.h"
 #include "core/status_macros.h"
 #include "core/version.h"
 
@@ -463,36 +462,6 @@ std::string FlagSet::GnuHelp(std::string_view epilog) const {
                  "print the version and commit", kColumn, 2);
   if (!epilog.empty()) absl::StrAppend(&out, "\n", ToAbsl(epilog), "\n");
   return out;
-}
-
-void AuthFileFlag(FlagSet& flags, std::string* path) {
-  flags.String("auth-file", path, "FILE",
-               "authenticate as the NAME SECRET on FILE's first line (mode 0600; default: "
-               "$ARDMA_AUTH_FILE)");
-}
-
-absl::Status UseAuthFile(const std::string& path) {
-  if (path.empty()) return absl::OkStatus();
-  ARDMA_RETURN_IF_ERROR(security::LoadCredentials(path).status());
-  ::setenv("ARDMA_AUTH_FILE", path.c_str(), 1);
-  return absl::OkStatus();
-}
-
-bool IsLongOption(std::string_view arg, std::string_view name) {
-  return arg == name || (arg.substr(0, name.size()) == name && arg.size() > name.size() &&
-                         arg[name.size()] == '=');
-}
-
-absl::StatusOr<std::string> LongOptionValue(int argc, char** argv, int& i, std::string_view name) {
-  std::string_view arg = argv[i];
-  if (arg.size() > name.size() && arg[name.size()] == '=') {
-    return std::string(arg.substr(name.size() + 1));
-  }
-  if (i + 1 >= argc) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("option '", ToAbsl(name), "' requires an argument"));
-  }
-  return std::string(argv[++i]);
 }
 
 }  // namespace ardma

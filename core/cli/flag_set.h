@@ -138,18 +138,6 @@ class FlagSet {
   bool version_requested_ = false;
 };
 
-// For command lines parsed by hand in GNU style (ardma-cp, ardma-mount): whether `arg` is the long
-// option `name` ("--name" or "--name=VALUE"), and its value — after '=' or the next argument, in
-// which case `i` moves past it; INVALID_ARGUMENT "option '--name' requires an argument".
-bool IsLongOption(std::string_view arg, std::string_view name);
-absl::StatusOr<std::string> LongOptionValue(int argc, char** argv, int& i, std::string_view name);
-
-// The clients' --auth-file FILE flag (docs/SECURITY.md): declares it on `flags`.
-void AuthFileFlag(FlagSet& flags, std::string* path);
-// Checks FILE (a private file with a NAME SECRET line) and makes it the credentials of every
-// client this process opens, as $ARDMA_AUTH_FILE does; nothing for an empty path.
-absl::Status UseAuthFile(const std::string& path);
-
 }  // namespace ardma
 
 #endif  // ARDMA_CORE_CLI_FLAG_SET_H_

@@ -6,6 +6,7 @@
 #include <vector>
 #include <string>
 
+#include "core/cli/client_flags.h"
 #include "core/client/client.h"
 #include "core/security/auth.h"
 #include "core/server/server.h"
@@ -125,6 +126,38 @@ TEST_F(TlsTest, MutualTlsAuthenticatesByTheCertificatesName) {
   ClientOptions no_cert = TlsClient("ca.pem");
   absl::StatusOr<std::unique_ptr<Client>> refused =
       Client::Connect("tls://" + (*server)->address(), no_cert);
+  EXPECT_FALSE(refused.ok() && (*refused)->Ping().ok());
+}
+
+// A tool's --server, --tls-ca, --tls-cert and --tls-key (core/cli/client_flags.h) reach its client.
+TEST_F(TlsTest, TheToolsTlsFlagsReachTheClient) {
+  ServerOptions options = TlsServerOptions("server.pem", "server.key");
+  options.tls_ca = Certificates::Get().Path("ca.pem");
+  options.handler.auth = std::make_shared<const security::AuthTable>(
+      *security::AuthTable::Parse(std::string("app ") + kAppSecret + " read,write", "test"));
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  FlagSet flags("tool", "usage");
+  ClientFlags client;
+  client.Declare(flags);
+  absl::StatusOr<std::vector<std::string>> rest = flags.Parse(
+      {"--server", "tls://" + (*server)->address(), "--tls-ca", Certificates::Get().Path("ca.pem"),
+       "--tls-cert=" + Certificates::Get().Path("app.pem"),
+       "--tls-key=" + Certificates::Get().Path("app.key")});
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  absl::StatusOr<ClientOptions> with_flags = client.ConnectOptions(TlsClient(""));
+  ASSERT_TRUE(with_flags.ok()) << with_flags.status();
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(client.server, *with_flags);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE((*c)->Write(1 << 20, "flag").ok());  // authenticated by the certificate
+
+  // The same without --tls-cert and --tls-key: the server refuses the handshake.
+  ClientFlags no_cert = client;
+  no_cert.tls.cert_file.clear();
+  no_cert.tls.key_file.clear();
+  absl::StatusOr<std::unique_ptr<Client>> refused =
+      Client::Connect(no_cert.server, *no_cert.ConnectOptions(TlsClient("")));
   EXPECT_FALSE(refused.ok() && (*refused)->Ping().ok());
 }
 

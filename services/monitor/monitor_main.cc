@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cli/daemon_support.h"
-#include "core/cli/flag_set.h"
+#include "core/cli/client_flags.h"
 #include "services/monitor/monitor_client.h"
 #include "services/monitor/monitor_view.h"
 
@@ -112,8 +112,8 @@ int Main(int argc, char** argv) {
   flags.String("prometheus", &prometheus, "[HOST]:PORT",
                "serve the samples in Prometheus text format at http://HOST:PORT/metrics");
   flags.Bool("lines", &lines, "print lines even on a terminal");
-  std::string auth_file;
-  ardma::AuthFileFlag(flags, &auth_file);
+  ardma::ClientFlags credentials;  // the back ends are named by --backends
+  credentials.DeclareCredentials(flags);
   std::vector<std::string> positional;
   if (std::optional<int> exit_code = flags.ParseForMain(argc, argv, &positional)) {
     return *exit_code;
@@ -123,8 +123,8 @@ int Main(int argc, char** argv) {
     return 2;
   };
   if (!positional.empty()) return usage_error("unexpected argument '" + positional[0] + "'");
-  if (absl::Status s = ardma::UseAuthFile(auth_file); !s.ok()) {
-    return usage_error("--auth-file: " + std::string(s.message()));
+  if (absl::Status s = credentials.Export(); !s.ok()) {
+    return usage_error(std::string(s.message()));
   }
   std::vector<std::string> addresses = absl::StrSplit(backends_flag, ',', absl::SkipEmpty());
   if (addresses.empty()) return usage_error("--backends is required");
