@@ -240,19 +240,23 @@ TEST_F(UcxTransportTest, OneSidedWritesAreNotRetried) {
   ASSERT_TRUE(server.ok()) << server.status();
   wire::WireLimits limits;
   ClientCounters counters;
-  std::string write, execute;
+  std::string encoded_write, execute;
   wire::WriteEntry entry{0, heap::kDataStart, "data"};
-  wire::EncodeWriteRequest({&entry, 1}, &write);
+  // A WRITE as a Client makes it: as values, which UCX puts one-sidedly.
+  OutgoingRequest write{wire::Op::kWrite, {}, OutgoingRequest::Writes{entry}};
+  wire::EncodeWriteRequest({&entry, 1}, &encoded_write);
   wire::EncodeExecuteRequest({.function = "test.noop"}, &execute);
   absl::StatusOr<std::shared_ptr<UcxConnection>> ucx =
       UcxConnection::Open((*server)->address(), absl::Seconds(5), limits, &counters);
   ASSERT_TRUE(ucx.ok()) << ucx.status();
-  EXPECT_FALSE((*ucx)->Deduplicated({wire::Op::kWrite, write}));
+  EXPECT_FALSE((*ucx)->Deduplicated(write));
   EXPECT_TRUE((*ucx)->Deduplicated({wire::Op::kExecute, execute}));
+  // An encoded one goes to the server, which recognises a retry.
+  EXPECT_TRUE((*ucx)->Deduplicated({wire::Op::kWrite, encoded_write}));
   absl::StatusOr<std::shared_ptr<Connection>> tcp =
       Connection::Open((*server)->address(), absl::Seconds(5), limits, &counters);
   ASSERT_TRUE(tcp.ok()) << tcp.status();
-  EXPECT_TRUE((*tcp)->Deduplicated({wire::Op::kWrite, write}));
+  EXPECT_TRUE((*tcp)->Deduplicated(write));
   (*ucx)->Close();
   (*tcp)->Close();
 }

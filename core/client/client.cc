@@ -160,8 +160,13 @@ absl::StatusOr<std::vector<ResponsePayload>> Client::Flight(std::vector<Outgoing
 
 absl::StatusOr<std::string> Client::Call(Op op, std::string payload, const CallOptions& options,
                                          bool retryable) {
+  return Call({op, std::move(payload)}, options, retryable);
+}
+
+absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOptions& options,
+                                         bool retryable) {
   std::vector<OutgoingRequest> requests;
-  requests.push_back({op, std::move(payload)});
+  requests.push_back(std::move(request));
   ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> responses,
                          Flight(std::move(requests), options, retryable));
   return std::move(responses[0]);
@@ -177,36 +182,34 @@ absl::StatusOr<std::string> Client::Echo(std::string_view payload, const CallOpt
 
 absl::StatusOr<std::string> Client::Read(uint64_t addr, uint32_t len, RegionId region,
                                          const CallOptions& options) {
-  std::string payload;
-  wire::ReadEntry e{region, addr, len};
-  wire::EncodeReadRequest({&e, 1}, &payload);
-  ARDMA_ASSIGN_OR_RETURN(std::string data, Call(Op::kRead, std::move(payload), options, true));
+  OutgoingRequest request{Op::kRead};
+  request.data = OutgoingRequest::Reads{{region, addr, len}};
+  ARDMA_ASSIGN_OR_RETURN(std::string data, Call(std::move(request), options, true));
   if (data.size() != len) return absl::InternalError("READ response of the wrong size");
   return data;
 }
 
 absl::Status Client::Write(uint64_t addr, std::string_view data, RegionId region,
                            const CallOptions& options) {
-  std::string payload;
-  wire::WriteEntry e{region, addr, data};
-  wire::EncodeWriteRequest({&e, 1}, &payload);
-  return Call(Op::kWrite, std::move(payload), options, true).status();
+  OutgoingRequest request{Op::kWrite};
+  request.data = OutgoingRequest::Writes{{region, addr, data}};
+  return Call(std::move(request), options, true).status();
 }
 
 absl::StatusOr<CasResult> Client::CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired,
                                                  RegionId region, const CallOptions& options) {
-  std::string payload;
-  wire::EncodeCasRequest({region, addr, expected, desired}, &payload);
-  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kCas, std::move(payload), options, false));
+  OutgoingRequest request{Op::kCas};
+  request.data = wire::CasRequest{region, addr, expected, desired};
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(std::move(request), options, false));
   ARDMA_ASSIGN_OR_RETURN(uint64_t old, wire::DecodeU64Response(r));
   return CasResult{old == expected, old};
 }
 
 absl::StatusOr<uint64_t> Client::FetchAdd(uint64_t addr, uint64_t delta, RegionId region,
                                           const CallOptions& options) {
-  std::string payload;
-  wire::EncodeFetchAddRequest({region, addr, delta}, &payload);
-  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(Op::kFetchAdd, std::move(payload), options, false));
+  OutgoingRequest request{Op::kFetchAdd};
+  request.data = wire::FetchAddRequest{region, addr, delta};
+  ARDMA_ASSIGN_OR_RETURN(std::string r, Call(std::move(request), options, false));
   return wire::DecodeU64Response(r);
 }
 
@@ -409,30 +412,25 @@ absl::StatusOr<Batch::Result> Batch::Send(const CallOptions& options) {
   bool retryable = true;
   for (size_t i = 0; i < ops_.size();) {
     const Op& op = ops_[i];
-    std::string payload;
     size_t j = i;
     if (op.kind == Kind::kRead) {
-      std::vector<wire::ReadEntry> entries;
+      OutgoingRequest::Reads entries;
       for (; j < ops_.size() && ops_[j].kind == Kind::kRead; ++j) {
         entries.push_back({ops_[j].region, ops_[j].addr, ops_[j].len});
       }
-      wire::EncodeReadRequest(entries, &payload);
-      requests.push_back({wire::Op::kRead, std::move(payload)});
+      requests.push_back({wire::Op::kRead, {}, std::move(entries)});
     } else if (op.kind == Kind::kWrite) {
-      std::vector<wire::WriteEntry> entries;
+      OutgoingRequest::Writes entries;
       for (; j < ops_.size() && ops_[j].kind == Kind::kWrite; ++j) {
         entries.push_back({ops_[j].region, ops_[j].addr, ops_[j].data});
       }
-      wire::EncodeWriteRequest(entries, &payload);
-      requests.push_back({wire::Op::kWrite, std::move(payload)});
+      requests.push_back({wire::Op::kWrite, {}, std::move(entries)});
     } else if (op.kind == Kind::kCas) {
-      wire::EncodeCasRequest({op.region, op.addr, op.a, op.b}, &payload);
-      requests.push_back({wire::Op::kCas, std::move(payload)});
+      requests.push_back({wire::Op::kCas, {}, wire::CasRequest{op.region, op.addr, op.a, op.b}});
       retryable = false;
       j = i + 1;
     } else {
-      wire::EncodeFetchAddRequest({op.region, op.addr, op.a}, &payload);
-      requests.push_back({wire::Op::kFetchAdd, std::move(payload)});
+      requests.push_back({wire::Op::kFetchAdd, {}, wire::FetchAddRequest{op.region, op.addr, op.a}});
       retryable = false;
       j = i + 1;
     }

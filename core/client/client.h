@@ -218,6 +218,8 @@ class Client {
                                                       const CallOptions& options, bool retryable);
   absl::StatusOr<std::string> Call(wire::Op op, std::string payload, const CallOptions& options,
                                    bool retryable);
+  absl::StatusOr<std::string> Call(OutgoingRequest request, const CallOptions& options,
+                                   bool retryable);
   absl::StatusOr<std::shared_ptr<Transport>> CurrentConnection();
   // The deadline an EXECUTE carries (CallOptions::server_deadline).
   absl::Duration ServerDeadline(const CallOptions& options) const;

@@ -189,10 +189,7 @@ absl::StatusOr<std::vector<ResponsePayload>> Connection::RoundTrip(
     uint64_t client_id, absl::Time deadline) {
   std::string out;
   for (size_t i = 0; i < requests.size(); ++i) {
-    size_t start = wire::BeginFrame(&out);
-    out.append(requests[i].payload);
-    wire::FinishFrame({.op = requests[i].op, .request_id = request_ids[i], .client_id = client_id},
-                      start, &out);
+    AppendFrame(requests[i], request_ids[i], client_id, &out);
   }
   ARDMA_ASSIGN_OR_RETURN(CallTable::Expected expected, calls_.Expect(request_ids));
   counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
@@ -221,10 +218,7 @@ void Connection::KeepAlive(uint64_t request_id) {
 void Connection::SendAsync(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
                            absl::Time deadline, ResponseCallback done, bool counted) {
   std::string out;
-  size_t start = wire::BeginFrame(&out);
-  out.append(request.payload);
-  wire::FinishFrame({.op = request.op, .request_id = request_id, .client_id = client_id}, start,
-                    &out);
+  AppendFrame(request, request_id, client_id, &out);
   if (!calls_.ExpectAsync(request_id, deadline, std::move(done))) return;
   std::call_once(background_started_, [this] {
     background_ = std::thread([self = shared_from_this()] {

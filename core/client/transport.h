@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/context/context.h"
@@ -35,11 +37,24 @@ struct ClientCounters {
   std::atomic<uint64_t> window_waits{0};
 };
 
-// One request of a flight.
+// One request of a flight. The data operations (READ, WRITE, CAS, FETCH_ADD) carry their request
+// as values in `data`: a transport that sends frames encodes them straight into its frame
+// (AppendFrame), and UCX performs them one-sidedly without encoding anything. Every other op comes
+// encoded in `payload`.
 struct OutgoingRequest {
+  using Reads = absl::InlinedVector<wire::ReadEntry, 1>;
+  // The data is the caller's and outlives the call.
+  using Writes = absl::InlinedVector<wire::WriteEntry, 1>;
+  using Data = std::variant<std::monostate, Reads, Writes, wire::CasRequest, wire::FetchAddRequest>;
+
   wire::Op op;
   std::string payload;
+  Data data;
 };
+
+// Appends `request` to `out` as one frame: header, then its payload or its encoded `data`.
+void AppendFrame(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+                 std::string* out);
 
 // A response payload, or the error status the server answered with.
 using ResponsePayload = absl::StatusOr<std::string>;

@@ -236,35 +236,26 @@ bool UcxConnection::Keyed(const OutgoingRequest& request) const {
     absl::StatusOr<RegionHandle> r = FindRegion(region);
     return !r.ok() || (*r)->rkey != nullptr;
   };
-  if (request.op == Op::kRead) {
-    absl::StatusOr<std::vector<wire::ReadEntry>> entries =
-        wire::DecodeReadRequest(request.payload, limits_);
-    if (!entries.ok()) return true;  // refused with the server's error by OneSided
-    return std::all_of(entries->begin(), entries->end(),
+  if (const auto* reads = std::get_if<OutgoingRequest::Reads>(&request.data)) {
+    return std::all_of(reads->begin(), reads->end(),
                        [&](const wire::ReadEntry& e) { return keyed(e.region); });
   }
-  absl::StatusOr<std::vector<wire::WriteEntry>> entries =
-      wire::DecodeWriteRequest(request.payload, limits_);
-  if (!entries.ok()) return true;
-  return std::all_of(entries->begin(), entries->end(),
-                     [&](const wire::WriteEntry& e) { return keyed(e.region); });
+  if (const auto* writes = std::get_if<OutgoingRequest::Writes>(&request.data)) {
+    return std::all_of(writes->begin(), writes->end(),
+                       [&](const wire::WriteEntry& e) { return keyed(e.region); });
+  }
+  return false;
 }
 
 bool UcxConnection::IsOneSided(const OutgoingRequest& request) const {
-  switch (request.op) {
-    case Op::kRead:
-    case Op::kWrite:
-      return true;
-    case Op::kCas:
-    case Op::kFetchAdd: {
-      // The region is the payload's first field.
-      uint32_t region = UINT32_MAX;
-      if (request.payload.size() >= 4) std::memcpy(&region, request.payload.data(), 4);
-      return OneSidedAtomics(region);
-    }
-    default:
-      return false;
+  if (const auto* cas = std::get_if<wire::CasRequest>(&request.data)) {
+    return OneSidedAtomics(cas->region);
   }
+  if (const auto* add = std::get_if<wire::FetchAddRequest>(&request.data)) {
+    return OneSidedAtomics(add->region);
+  }
+  // READ and WRITE given as values (every one a Client makes); an encoded one goes to the server.
+  return !std::holds_alternative<std::monostate>(request.data);
 }
 
 void UcxConnection::WatchServer() {
@@ -283,17 +274,13 @@ void UcxConnection::WatchServer() {
 
 absl::StatusOr<bool> UcxConnection::OneSided(const OutgoingRequest& request, absl::Time deadline,
                                              ResponsePayload* result) {
-  switch (request.op) {
-    case Op::kRead:
-      return OneSidedRead(request.payload, deadline, result);
-    case Op::kWrite:
-      return OneSidedWrite(request.payload, deadline, result);
-    case Op::kCas:
-    case Op::kFetchAdd:
-      return OneSidedAtomic(request, deadline, result);
-    default:
-      return absl::InternalError("not a one-sided operation");
+  if (const auto* reads = std::get_if<OutgoingRequest::Reads>(&request.data)) {
+    return OneSidedRead(*reads, deadline, result);
   }
+  if (const auto* writes = std::get_if<OutgoingRequest::Writes>(&request.data)) {
+    return OneSidedWrite(*writes, deadline, result);
+  }
+  return OneSidedAtomic(request, deadline, result);
 }
 
 absl::Status UcxConnection::WaitAll(std::vector<ucs_status_ptr_t>* requests, absl::Time deadline,
@@ -304,15 +291,20 @@ absl::Status UcxConnection::WaitAll(std::vector<ucs_status_ptr_t>* requests, abs
   return status;
 }
 
-absl::StatusOr<bool> UcxConnection::OneSidedRead(std::string_view payload, absl::Time deadline,
-                                                 ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::OneSidedRead(const OutgoingRequest::Reads& entries,
+                                                 absl::Time deadline, ResponsePayload* result) {
   std::vector<ucs_status_ptr_t> inflight;
   ucp_request_param_t param{};
-  absl::StatusOr<std::vector<wire::ReadEntry>> entries = wire::DecodeReadRequest(payload, limits_);
-  if (!entries.ok()) return Refuse(result, entries.status());
+  if (absl::Status s = wire::CheckBatchSize(entries.size(), limits_, "READ"); !s.ok()) {
+    return Refuse(result, s);
+  }
+  if (absl::Status s = wire::CheckReadResponseSize({entries.data(), entries.size()}, limits_);
+      !s.ok()) {
+    return Refuse(result, s);
+  }
   size_t total = 0;
   absl::InlinedVector<RegionHandle, 4> found;
-  for (const wire::ReadEntry& e : *entries) {
+  for (const wire::ReadEntry& e : entries) {
     absl::StatusOr<RegionHandle> r = FindRegion(e.region);
     if (!r.ok()) return Refuse(result, r.status());
     if (absl::Status s = (*r)->bounds.CheckRange(e.addr, e.len); !s.ok()) return Refuse(result, s);
@@ -322,8 +314,8 @@ absl::StatusOr<bool> UcxConnection::OneSidedRead(std::string_view payload, absl:
   }
   std::string out(total, '\0');
   size_t at = 0;
-  for (size_t i = 0; i < entries->size(); ++i) {
-    const wire::ReadEntry& e = (*entries)[i];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const wire::ReadEntry& e = entries[i];
     const RemoteRegion& r = *found[i];
     if (e.len > 0) {
       inflight.push_back(ucp_get_nbx(ep_, out.data() + at, e.len, r.base + e.addr, r.rkey, &param));
@@ -336,15 +328,15 @@ absl::StatusOr<bool> UcxConnection::OneSidedRead(std::string_view payload, absl:
   return true;
 }
 
-absl::StatusOr<bool> UcxConnection::OneSidedWrite(std::string_view payload, absl::Time deadline,
-                                                  ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::OneSidedWrite(const OutgoingRequest::Writes& entries,
+                                                  absl::Time deadline, ResponsePayload* result) {
   std::vector<ucs_status_ptr_t> inflight;
   ucp_request_param_t param{};
-  absl::StatusOr<std::vector<wire::WriteEntry>> entries =
-      wire::DecodeWriteRequest(payload, limits_);
-  if (!entries.ok()) return Refuse(result, entries.status());
+  if (absl::Status s = wire::CheckBatchSize(entries.size(), limits_, "WRITE"); !s.ok()) {
+    return Refuse(result, s);
+  }
   absl::InlinedVector<RegionHandle, 4> found;
-  for (const wire::WriteEntry& e : *entries) {
+  for (const wire::WriteEntry& e : entries) {
     absl::StatusOr<RegionHandle> r = FindRegion(e.region);
     if (!r.ok()) return Refuse(result, r.status());
     if (absl::Status s = (*r)->bounds.CheckWritable(e.addr, e.data.size()); !s.ok()) {
@@ -353,8 +345,8 @@ absl::StatusOr<bool> UcxConnection::OneSidedWrite(std::string_view payload, absl
     if ((*r)->rkey == nullptr) return false;
     found.push_back(*std::move(r));
   }
-  for (size_t i = 0; i < entries->size(); ++i) {
-    const wire::WriteEntry& e = (*entries)[i];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const wire::WriteEntry& e = entries[i];
     const RemoteRegion& r = *found[i];
     if (e.data.empty()) continue;
     inflight.push_back(
@@ -375,20 +367,18 @@ absl::StatusOr<bool> UcxConnection::OneSidedAtomic(const OutgoingRequest& reques
   ucp_request_param_t param{};
   RegionId region;
   uint64_t addr, operand, swap = 0;
-  bool cas = request.op == Op::kCas;
+  const auto* cas_request = std::get_if<wire::CasRequest>(&request.data);
+  bool cas = cas_request != nullptr;
   if (cas) {
-    absl::StatusOr<wire::CasRequest> req = wire::DecodeCasRequest(request.payload);
-    if (!req.ok()) return Refuse(result, req.status());
-    region = req->region;
-    addr = req->addr;
-    operand = req->expected;
-    swap = req->desired;
+    region = cas_request->region;
+    addr = cas_request->addr;
+    operand = cas_request->expected;
+    swap = cas_request->desired;
   } else {
-    absl::StatusOr<wire::FetchAddRequest> req = wire::DecodeFetchAddRequest(request.payload);
-    if (!req.ok()) return Refuse(result, req.status());
-    region = req->region;
-    addr = req->addr;
-    operand = req->delta;
+    const auto& add = std::get<wire::FetchAddRequest>(request.data);
+    region = add.region;
+    addr = add.addr;
+    operand = add.delta;
   }
   absl::StatusOr<RegionHandle> r = FindRegion(region);
   if (!r.ok()) return Refuse(result, r.status());
@@ -410,10 +400,7 @@ absl::Status UcxConnection::SendRequests(absl::Span<const OutgoingRequest> reque
                                          absl::Span<const uint64_t> ids, uint64_t client_id) {
   for (size_t i = 0; i < requests.size(); ++i) {
     std::string frame;
-    size_t start = wire::BeginFrame(&frame);
-    frame.append(requests[i].payload);
-    wire::FinishFrame({.op = requests[i].op, .request_id = ids[i], .client_id = client_id}, start,
-                      &frame);
+    AppendFrame(requests[i], ids[i], client_id, &frame);
     counters_->bytes_sent.fetch_add(frame.size(), std::memory_order_relaxed);
     if (absl::Status s = SendActiveMessage(ep_, kAmRequest, session_, std::move(frame)); !s.ok()) {
       Break(s);

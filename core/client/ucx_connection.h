@@ -103,17 +103,17 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   // (the caller sends it to the server, which checks it as on TCP); or a transport failure.
   absl::StatusOr<bool> OneSided(const OutgoingRequest& request, absl::Time deadline,
                                 ResponsePayload* result);
-  absl::StatusOr<bool> OneSidedRead(std::string_view payload, absl::Time deadline,
+  absl::StatusOr<bool> OneSidedRead(const OutgoingRequest::Reads& entries, absl::Time deadline,
                                     ResponsePayload* result);
-  absl::StatusOr<bool> OneSidedWrite(std::string_view payload, absl::Time deadline,
+  absl::StatusOr<bool> OneSidedWrite(const OutgoingRequest::Writes& entries, absl::Time deadline,
                                      ResponsePayload* result);
   absl::StatusOr<bool> OneSidedAtomic(const OutgoingRequest& request, absl::Time deadline,
                                       ResponsePayload* result);
   // Waits for every request (a ucs_status_ptr_t each) and clears them; the first failure.
   absl::Status WaitAll(std::vector<ucs_status_ptr_t>* requests, absl::Time deadline,
                        std::string_view what);
-  // Whether `request` is tried one-sidedly: READ and WRITE (OneSided sends those naming a region
-  // without a key to the server), CAS and FETCH_ADD on a mapped region.
+  // Whether `request` is tried one-sidedly: READ and WRITE given as values (OneSided sends those
+  // naming a region without a key to the server), CAS and FETCH_ADD on a mapped region.
   bool IsOneSided(const OutgoingRequest& request) const;
   // Whether a WRITE or READ is done one-sidedly: every region it names has a key here.
   bool Keyed(const OutgoingRequest& request) const;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 
 // Payload grammar (integers little-endian; str16 := len:u16 bytes[len]; bytes32 := len:u32
@@ -48,11 +49,7 @@ absl::Status Malformed(const char* what) {
 
 absl::Status CheckBatchCount(uint32_t count, size_t min_entry_bytes, const ByteReader& r,
                              const WireLimits& limits, const char* what) {
-  if (count == 0) return absl::InvalidArgumentError(absl::StrCat("empty ", what, " batch"));
-  if (count > limits.max_batch_entries) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what, " batch of ", count, " entries exceeds the limit of ", limits.max_batch_entries));
-  }
+  ARDMA_RETURN_IF_ERROR(CheckBatchSize(count, limits, what));
   // Every entry needs at least min_entry_bytes: reject counts the payload cannot hold before
   // reserving anything.
   if (count > r.remaining() / min_entry_bytes) return Malformed(what);
@@ -126,6 +123,15 @@ absl::StatusOr<std::vector<ReadEntry>> DecodeReadRequest(std::string_view payloa
   if (!r.AtEnd()) return Malformed("READ");
   if (absl::Status s = CheckReadResponseSize(entries, limits); !s.ok()) return s;
   return entries;
+}
+
+absl::Status CheckBatchSize(size_t count, const WireLimits& limits, const char* what) {
+  if (count == 0) return absl::InvalidArgumentError(absl::StrCat("empty ", what, " batch"));
+  if (count > limits.max_batch_entries) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " batch of ", count, " entries exceeds the limit of ", limits.max_batch_entries));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckReadResponseSize(std::span<const ReadEntry> entries, const WireLimits& limits) {

@@ -1,0 +1,23 @@
+#include "core/client/transport.h"
+
+namespace ardma {
+
+void AppendFrame(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
+                 std::string* out) {
+  size_t start = wire::BeginFrame(out);
+  if (const auto* reads = std::get_if<OutgoingRequest::Reads>(&request.data)) {
+    wire::EncodeReadRequest({reads->data(), reads->size()}, out);
+  } else if (const auto* writes = std::get_if<OutgoingRequest::Writes>(&request.data)) {
+    wire::EncodeWriteRequest({writes->data(), writes->size()}, out);
+  } else if (const auto* cas = std::get_if<wire::CasRequest>(&request.data)) {
+    wire::EncodeCasRequest(*cas, out);
+  } else if (const auto* add = std::get_if<wire::FetchAddRequest>(&request.data)) {
+    wire::EncodeFetchAddRequest(*add, out);
+  } else {
+    out->append(request.payload);
+  }
+  wire::FinishFrame({.op = request.op, .request_id = request_id, .client_id = client_id}, start,
+                    out);
+}
+
+}  // namespace ardma
