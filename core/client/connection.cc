@@ -125,15 +125,9 @@ Connection::Connection(int fd, const wire::WireLimits& limits, ClientCounters* c
 
 Connection::~Connection() {
   Close();
-  if (background_.joinable()) {
-    // The reader holds a reference while it runs, so if it is still around this destructor is
-    // its last act (it dropped the last reference): let the thread end by itself.
-    if (background_.get_id() == std::this_thread::get_id()) {
-      background_.detach();
-    } else {
-      background_.join();
-    }
-  }
+  // The reader holds a reference while it runs, so if it is still around this destructor is its
+  // last act (it dropped the last reference): the thread ends by itself.
+  JoinUnlessSelf(background_);
   if (tls_ != nullptr) {
     tls_.reset();  // closes fd_
   } else {

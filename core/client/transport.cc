@@ -2,6 +2,15 @@
 
 namespace ardma {
 
+void JoinUnlessSelf(std::thread& thread) {
+  if (!thread.joinable()) return;
+  if (thread.get_id() == std::this_thread::get_id()) {
+    thread.detach();
+  } else {
+    thread.join();
+  }
+}
+
 void AppendFrame(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
                  std::string* out) {
   size_t start = wire::BeginFrame(out);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct OutgoingRequest {
   std::string payload;
   Data data;
 };
+
+// For a connection's destructor: joins `thread`, or detaches it when the destructor runs on that
+// very thread (a connection's last reference may go on one of its own threads, which then ends
+// by itself). Nothing for a thread that is not joinable.
+void JoinUnlessSelf(std::thread& thread);
 
 // Appends `request` to `out` as one frame: header, then its payload or its encoded `data`.
 void AppendFrame(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,

@@ -113,25 +113,13 @@ UcxConnection::~UcxConnection() {
   Close();
   // The last reference may go on one of this connection's own threads (a callback run by Break on
   // the watcher, or by the background progress thread, that replaced the connection).
-  if (watcher_.joinable()) {
-    if (watcher_.get_id() == std::this_thread::get_id()) {
-      watcher_.detach();
-    } else {
-      watcher_.join();
-    }
-  }
+  JoinUnlessSelf(watcher_);
   std::thread background;
   {
     absl::MutexLock lock(&background_mu_);
     background = std::move(background_);
   }
-  if (background.joinable()) {
-    if (background.get_id() == std::this_thread::get_id()) {
-      background.detach();
-    } else {
-      background.join();
-    }
-  }
+  JoinUnlessSelf(background);
   {
     absl::MutexLock lock(&attached_mu_);
     attached_.clear();  // their keys go before the endpoint
