@@ -31,6 +31,11 @@ constexpr char kUsage[] =
     "anything else a local file. DFS to DFS copies run on the server in one request (a whole\n"
     "tree with -r); a local tree goes up many files per request; big files stream.\n";
 
+constexpr char kEpilog[] =
+    "FIFOs, sockets and devices are reported and skipped (the file system cannot hold them); new\n"
+    "files and directories get the source's mode less the umask unless modes are preserved.\n"
+    "Exit status: 0 if everything was copied, 1 if anything failed (the rest is still copied).";
+
 // --preserve / --no-preserve lists.
 absl::Status Preserve(std::string_view list, bool on, Options* o) {
   for (absl::string_view piece : absl::StrSplit(ToAbsl(list), ',')) {
@@ -59,8 +64,9 @@ FlagSet::OnOption Does(std::function<void()> action) {
   };
 }
 
-// cp's options on `flags`, into `c`: the one table that parses and documents.
-void DeclareFlags(FlagSet& flags, Command* c) {
+// cp's options, into `c`: the one table that parses and documents.
+FlagSet Flags(Command* c) {
+  FlagSet flags("ardma-cp", kUsage);
   Options& o = c->options;
   flags.Option("archive", 'a', Arg::kNone, "", "same as -dR --preserve=all", Does([&o] {
                  o.recursive = o.preserve_mode = o.preserve_timestamps = true;
@@ -95,8 +101,7 @@ void DeclareFlags(FlagSet& flags, Command* c) {
                Does([&o] { o.recursive = true; }));
   flags.Short('R', "recursive");
   flags.Option("target-directory", 't', Arg::kRequired, "DIRECTORY",
-               "copy all SOURCE arguments into DIRECTORY",
-               [c](std::optional<std::string_view> v) {
+               "copy all SOURCE arguments into DIRECTORY", [c](std::optional<std::string_view> v) {
                  c->target_directory = std::string(*v);
                  return absl::OkStatus();
                });
@@ -108,24 +113,19 @@ void DeclareFlags(FlagSet& flags, Command* c) {
                "show a progress bar on standard error (when it is a terminal)",
                Does([&o] { o.progress = true; }));
   c->Declare(flags);
+  return flags;
 }
 
 }  // namespace
 
 std::string Help() {
   Command c;
-  FlagSet flags("ardma-cp", kUsage);
-  DeclareFlags(flags, &c);
-  return flags.GnuHelp(
-      "FIFOs, sockets and devices are reported and skipped (the file system cannot hold them); new\n"
-      "files and directories get the source's mode less the umask unless modes are preserved.\n"
-      "Exit status: 0 if everything was copied, 1 if anything failed (the rest is still copied).");
+  return Flags(&c).GnuHelp(kEpilog);
 }
 
 absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Command c;
-  FlagSet flags("ardma-cp", kUsage);
-  DeclareFlags(flags, &c);
+  FlagSet flags = Flags(&c);
   ARDMA_ASSIGN_OR_RETURN(c.operands, flags.ParseGnu(argc, argv));
   c.help = flags.help_requested();
   c.version = flags.version_requested();

@@ -17,7 +17,9 @@ namespace {
 
 constexpr char kUsageLine[] = "Usage: ardma-grep [OPTION]... PATTERNS [dfs:FILE]...";
 
-bool ParseCount(std::string_view text, uint64_t* out) { return absl::SimpleAtoi(ToAbsl(text), out); }
+bool ParseCount(std::string_view text, uint64_t* out) {
+  return absl::SimpleAtoi(ToAbsl(text), out);
+}
 
 // What the options gather before the command is complete.
 struct Gathered {
@@ -157,18 +159,18 @@ void DeclareFlags(FlagSet& flags, Command* f, Gathered* g) {
                context('A'));
   flags.Option("context", 'C', Arg::kRequired, "NUM", "print NUM lines of output context",
                context('C'));
-  flags.Option("color", 0, Arg::kOptional, "WHEN",
-               "highlight matches: never, always or auto (a terminal);\n"
-               "colours from $GREP_COLORS as GNU grep's",
-               [g](std::optional<std::string_view> v) {
-                 g->color_when = std::string(v.value_or("auto"));
-                 if (g->color_when != "never" && g->color_when != "always" &&
-                     g->color_when != "auto") {
-                   return absl::InvalidArgumentError("invalid argument '" + g->color_when +
-                                                     "' for '--color'");
-                 }
-                 return absl::OkStatus();
-               });
+  flags.Option(
+      "color", 0, Arg::kOptional, "WHEN",
+      "highlight matches: never, always or auto (a terminal);\n"
+      "colours from $GREP_COLORS as GNU grep's",
+      [g](std::optional<std::string_view> v) {
+        g->color_when = std::string(v.value_or("auto"));
+        if (g->color_when != "never" && g->color_when != "always" && g->color_when != "auto") {
+          return absl::InvalidArgumentError("invalid argument '" + g->color_when +
+                                            "' for '--color'");
+        }
+        return absl::OkStatus();
+      });
   flags.Alias("colour", "color");
   flags.Option("group-separator", 0, Arg::kRequired, "SEP",
                "print SEP between groups of context lines (default --)",

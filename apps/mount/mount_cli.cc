@@ -48,10 +48,20 @@ absl::Status MountOption(std::string_view opt, Command* c) {
   return absl::OkStatus();
 }
 
+constexpr char kUsage[] =
+    "Usage: ardma-mount [OPTION]... MOUNTPOINT\n"
+    "Mount an ardmad's file system (the DFS) at MOUNTPOINT through FUSE, so every program can use\n"
+    "it. Each file-system call is one DFS operation: one round trip in active mode.\n";
+
+constexpr char kEpilog[] =
+    "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount as root), or stop it with SIGINT or\n"
+    "SIGTERM: it unmounts before it exits. Exit status: 0 after a clean unmount, 1 otherwise.";
+
 using Arg = FlagSet::Argument;
 
-// ardma-mount's options on `flags`, into `c`: the one table that parses and documents.
-void DeclareFlags(FlagSet& flags, Command* c) {
+// ardma-mount's options, into `c`: the one table that parses and documents.
+FlagSet Flags(Command* c) {
+  FlagSet flags("ardma-mount", kUsage);
   c->Declare(flags);
   flags.Option("", 'o', Arg::kRequired, "OPT[,OPT...]",
                "mount options: attr_timeout=SECONDS and entry_timeout=SECONDS (how\n"
@@ -75,39 +85,29 @@ void DeclareFlags(FlagSet& flags, Command* c) {
                  c->debug = c->foreground = true;
                  return absl::OkStatus();
                });
-  flags.Option("threads", 0, Arg::kRequired, "N",
-               "at most N threads serve requests (default: libfuse's)",
-               [c](std::optional<std::string_view> v) {
-                 if (!absl::SimpleAtoi(ToAbsl(*v), &c->threads) || c->threads < 1) {
-                   return absl::InvalidArgumentError(
-                       absl::StrCat("bad --threads '", ToAbsl(*v), "'"));
-                 }
-                 return absl::OkStatus();
-               });
+  flags.Option(
+      "threads", 0, Arg::kRequired, "N", "at most N threads serve requests (default: libfuse's)",
+      [c](std::optional<std::string_view> v) {
+        if (!absl::SimpleAtoi(ToAbsl(*v), &c->threads) || c->threads < 1) {
+          return absl::InvalidArgumentError(absl::StrCat("bad --threads '", ToAbsl(*v), "'"));
+        }
+        return absl::OkStatus();
+      });
   flags.Short('h', "help");
   flags.Short('V', "version");
+  return flags;
 }
-
-constexpr char kUsage[] =
-    "Usage: ardma-mount [OPTION]... MOUNTPOINT\n"
-    "Mount an ardmad's file system (the DFS) at MOUNTPOINT through FUSE, so every program can use\n"
-    "it. Each file-system call is one DFS operation: one round trip in active mode.\n";
 
 }  // namespace
 
 std::string Help() {
   Command c;
-  FlagSet flags("ardma-mount", kUsage);
-  DeclareFlags(flags, &c);
-  return flags.GnuHelp(
-      "Unmount with 'fusermount3 -u MOUNTPOINT' (or umount as root), or stop it with SIGINT or\n"
-      "SIGTERM: it unmounts before it exits. Exit status: 0 after a clean unmount, 1 otherwise.");
+  return Flags(&c).GnuHelp(kEpilog);
 }
 
 absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   Command c;
-  FlagSet flags("ardma-mount", kUsage);
-  DeclareFlags(flags, &c);
+  FlagSet flags = Flags(&c);
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> operands, flags.ParseGnu(argc, argv));
   c.help = flags.help_requested();
   c.version = flags.version_requested();

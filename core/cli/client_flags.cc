@@ -66,8 +66,8 @@ absl::Status ClientFlags::Export() const {
 
 void DfsFlags::Declare(FlagSet& flags) {
   ClientFlags::Declare(flags);
-  flags.Option("fs", 0, FlagSet::Argument::kRequired, "NAME",
-               "the file system (default: default)", Store(&fs));
+  flags.Option("fs", 0, FlagSet::Argument::kRequired, "NAME", "the file system (default: default)",
+               Store(&fs));
   flags.Option("mode", 0, FlagSet::Argument::kRequired, "active|rdma",
                "run the file system's code on the server (active, the default) or\n"
                "here over one-sided operations (rdma)",

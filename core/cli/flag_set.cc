@@ -148,8 +148,8 @@ namespace {
 
 // "--server needs HOST:PORT"; a one-letter metavariable (N) is a placeholder, not a noun.
 absl::Status NeedsValue(std::string_view spelled, std::string_view metavar) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      ToAbsl(spelled), " needs ", metavar.size() > 1 ? ToAbsl(metavar) : "a value"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(ToAbsl(spelled), " needs ", metavar.size() > 1 ? ToAbsl(metavar) : "a value"));
 }
 
 }  // namespace
@@ -287,9 +287,9 @@ absl::Status FlagSet::GnuError(int code, int optopt, std::string_view arg) const
     return flags_[optopt - kLong].name;
   };
   if (optopt >= kLong) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "option '--", long_name(),
-        code == ':' ? "' requires an argument" : "' doesn't allow an argument"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("option '--", long_name(),
+                     code == ':' ? "' requires an argument" : "' doesn't allow an argument"));
   }
   if (optopt != 0) {
     return absl::InvalidArgumentError(
@@ -309,9 +309,9 @@ absl::Status FlagSet::GnuError(int code, int optopt, std::string_view arg) const
   consider("help");
   consider("version");
   if (fits.size() > 1 && arg.substr(0, 2) == "--") {
-    return absl::InvalidArgumentError(absl::StrCat("option '", ToAbsl(arg.substr(0, arg.find('='))),
-                                                   "' is ambiguous; possibilities: ",
-                                                   absl::StrJoin(fits, " ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("option '", ToAbsl(arg.substr(0, arg.find('='))),
+                     "' is ambiguous; possibilities: ", absl::StrJoin(fits, " ")));
   }
   return absl::InvalidArgumentError(absl::StrCat("unrecognized option '", ToAbsl(arg), "'"));
 }
@@ -418,9 +418,9 @@ std::string FlagSet::Help() const {
   std::string out = absl::StrCat(usage_, "\n\nFlags:\n");
   for (const Flag& f : flags_) {
     if (f.help.empty()) continue;
-    std::string left =
-        absl::StrCat(f.shorts.empty() ? std::string("  ") : absl::StrCat("  -", f.shorts.substr(0, 1), ", "),
-                     "--", f.name, f.metavar.empty() ? "" : " ", f.metavar);
+    std::string left = absl::StrCat(
+        f.shorts.empty() ? std::string("  ") : absl::StrCat("  -", f.shorts.substr(0, 1), ", "),
+        "--", f.name, f.metavar.empty() ? "" : " ", f.metavar);
     std::string help = f.help;
     if (!f.default_text.empty()) absl::StrAppend(&help, " (default: ", f.default_text, ")");
     AppendHelpLine(&out, left, help, 33, 1);
@@ -428,7 +428,8 @@ std::string FlagSet::Help() const {
   AppendHelpLine(&out, "  -h, --help", "show this help", 33, 1);
   if (config_file_flag_) {
     AppendHelpLine(&out, "  --config FILE",
-                   "read flags from FILE, one 'name value' per line (the command line wins)", 33, 1);
+                   "read flags from FILE, one 'name value' per line (the command line wins)", 33,
+                   1);
   }
   AppendHelpLine(&out, "      --version", "print the version and commit", 33, 1);
   return out;
@@ -444,20 +445,26 @@ std::string FlagSet::GnuHelp(std::string_view epilog) const {
     for (char letter : shorts) spellings.push_back(absl::StrCat("-", std::string(1, letter)));
     if (!name.empty()) spellings.push_back(absl::StrCat("--", ToAbsl(name)));
     for (const std::string& alias : aliases) spellings.push_back("--" + alias);
-    std::string text = absl::StrCat(shorts.empty() ? "      " : "  ", absl::StrJoin(spellings, ", "));
+    std::string text =
+        absl::StrCat(shorts.empty() ? "      " : "  ", absl::StrJoin(spellings, ", "));
     if (!metavar.empty()) {
       bool optional = argument == Argument::kOptional;
-      absl::StrAppend(&text, name.empty() ? " " : optional ? "[=" : "=", ToAbsl(metavar),
-                      optional && !name.empty() ? "]" : "");
+      absl::StrAppend(&text,
+                      name.empty() ? " "
+                      : optional   ? "[="
+                                   : "=",
+                      ToAbsl(metavar), optional && !name.empty() ? "]" : "");
     }
     return text;
   };
   for (const Flag& f : flags_) {
     if (!f.section.empty()) absl::StrAppend(&out, f.section, "\n");
     if (f.help.empty()) continue;
-    AppendHelpLine(&out, left(f.shorts, f.name, f.aliases, f.metavar, f.argument), f.help, kColumn, 2);
+    AppendHelpLine(&out, left(f.shorts, f.name, f.aliases, f.metavar, f.argument), f.help, kColumn,
+                   2);
   }
-  AppendHelpLine(&out, left(help_shorts_, "help", {}, "", Argument::kNone), "show this help", kColumn, 2);
+  AppendHelpLine(&out, left(help_shorts_, "help", {}, "", Argument::kNone), "show this help",
+                 kColumn, 2);
   AppendHelpLine(&out, left(version_shorts_, "version", {}, "", Argument::kNone),
                  "print the version and commit", kColumn, 2);
   if (!epilog.empty()) absl::StrAppend(&out, "\n", ToAbsl(epilog), "\n");

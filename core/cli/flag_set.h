@@ -77,9 +77,9 @@ class FlagSet {
   bool version_requested() const { return version_requested_; }
 
   // Parses as GNU's getopt_long does: short options cluster and take their argument attached or
-  // next (-rn, -ePAT, -e PAT); a long option may be shortened to a unique prefix (--regex) and takes
-  // =VALUE or the next argument; options and operands mix (the operands come back in order); "--"
-  // ends the options; --help or --version stops the parse and sets help_requested() /
+  // next (-rn, -ePAT, -e PAT); a long option may be shortened to a unique prefix (--regex) and
+  // takes =VALUE or the next argument; options and operands mix (the operands come back in order);
+  // "--" ends the options; --help or --version stops the parse and sets help_requested() /
   // version_requested(). Errors are INVALID_ARGUMENT with getopt's message ("invalid option --
   // 'z'", "unrecognized option '--bogus'", "option '--server' requires an argument", "option
   // '--co' is ambiguous; possibilities: '--color' '--count'") or the option's own.

@@ -178,7 +178,8 @@ struct GnuTool {
                    events.push_back(v.has_value() ? "c=?" : "c");
                    return absl::OkStatus();
                  });
-    flags.Option("color", 0, Arg::kOptional, "WHEN", "highlight: never, always or auto\nsecond line",
+    flags.Option("color", 0, Arg::kOptional, "WHEN",
+                 "highlight: never, always or auto\nsecond line",
                  [this](std::optional<std::string_view> v) -> absl::Status {
                    if (v.has_value() && *v != "always" && *v != "never") {
                      return absl::InvalidArgumentError("invalid argument for '--color'");
@@ -223,7 +224,8 @@ TEST(FlagSetGnuTest, ErrorsAreGetoptsMessages) {
   EXPECT_EQ(t.Parse({"x", "-e"}).status().message(), "option requires an argument -- 'e'");
   EXPECT_EQ(t.Parse({"x", "--regexp"}).status().message(),
             "option '--regexp' requires an argument");
-  EXPECT_EQ(t.Parse({"--count=3"}).status().message(), "option '--count' doesn't allow an argument");
+  EXPECT_EQ(t.Parse({"--count=3"}).status().message(),
+            "option '--count' doesn't allow an argument");
   EXPECT_EQ(t.Parse({"--co", "x"}).status().message(),
             "option '--co' is ambiguous; possibilities: '--count' '--color' '--colour'");
   EXPECT_EQ(t.Parse({"--color=sometimes"}).status().message(), "invalid argument for '--color'");
