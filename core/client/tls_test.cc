@@ -33,6 +33,15 @@ ServerOptions TlsServerOptions(const std::string& cert, const std::string& key) 
   return options;
 }
 
+// Mutual TLS: client certificates signed by ca.pem, and "app" may read and write.
+ServerOptions MutualTlsServerOptions() {
+  ServerOptions options = TlsServerOptions("server.pem", "server.key");
+  options.tls_ca = Certificates::Get().Path("ca.pem");
+  options.handler.auth = std::make_shared<const security::AuthTable>(
+      *security::AuthTable::Parse(std::string("app ") + kAppSecret + " read,write", "test"));
+  return options;
+}
+
 ClientOptions TlsClient(const std::string& ca) {
   ClientOptions o;
   o.connect_attempts = 1;
@@ -105,11 +114,7 @@ TEST_F(TlsTest, PlainClientsAreKeptOutAndTlsCarriesSecrets) {
 }
 
 TEST_F(TlsTest, MutualTlsAuthenticatesByTheCertificatesName) {
-  ServerOptions options = TlsServerOptions("server.pem", "server.key");
-  options.tls_ca = Certificates::Get().Path("ca.pem");
-  options.handler.auth = std::make_shared<const security::AuthTable>(
-      *security::AuthTable::Parse(std::string("app ") + kAppSecret + " read,write", "test"));
-  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(MutualTlsServerOptions());
   ASSERT_TRUE(server.ok()) << server.status();
 
   ClientOptions with_cert = TlsClient("ca.pem");
@@ -131,11 +136,7 @@ TEST_F(TlsTest, MutualTlsAuthenticatesByTheCertificatesName) {
 
 // A tool's --server, --tls-ca, --tls-cert and --tls-key (core/cli/client_flags.h) reach its client.
 TEST_F(TlsTest, TheToolsTlsFlagsReachTheClient) {
-  ServerOptions options = TlsServerOptions("server.pem", "server.key");
-  options.tls_ca = Certificates::Get().Path("ca.pem");
-  options.handler.auth = std::make_shared<const security::AuthTable>(
-      *security::AuthTable::Parse(std::string("app ") + kAppSecret + " read,write", "test"));
-  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(MutualTlsServerOptions());
   ASSERT_TRUE(server.ok()) << server.status();
 
   FlagSet flags("tool", "usage");
