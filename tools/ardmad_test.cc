@@ -683,6 +683,14 @@ TEST(ArdmaCliTest, FsCommands) {
   EXPECT_EQ(out, "a\nmoved\n");
   EXPECT_EQ(RunCommand(fs + "ls", &out), 0);  // no path: the root, as ls lists "."
   EXPECT_EQ(out, "a\nmoved\n");
+  // The same file system walked by the DFS's code here, over one-sided operations.
+  std::string rdma = BinDir() + "/ardma --server " + d.address() + " --mode rdma fs ";
+  EXPECT_EQ(RunCommand(rdma + "ls /", &out), 0) << out;
+  EXPECT_EQ(out, "a\nmoved\n");
+  EXPECT_EQ(RunCommand(rdma + "cat /moved/c/data | head -2", &out), 0) << out;
+  EXPECT_EQ(out, "0\n1\n");
+  EXPECT_EQ(RunCommand(fs + "--mode fast ls /", &out), 2);
+  EXPECT_THAT(out, HasSubstr("unknown mode 'fast'"));
   EXPECT_EQ(RunCommand(fs + "stat /moved", &out), 0);
   EXPECT_THAT(out, HasSubstr("/moved: directory, 1 entry,"));
   EXPECT_EQ(RunCommand(fs + "stat /moved/c/data", &out), 0);
