@@ -25,6 +25,9 @@ packages=(
   libbenchmark-dev
   openjdk-17-jdk-headless # embedded JVM for jvm active code
   tzdata                  # /usr/share/zoneinfo: a real tree full of symbolic links (cp_golden_test)
+  etcd-server etcd-client # the cluster's membership and slot map (the tests start a real etcd)
+  libcurl4-openssl-dev    # HTTP to etcd's v3 JSON gateway
+  nlohmann-json3-dev      # JSON for that gateway (header-only)
 )
 
 missing=()

@@ -1,0 +1,87 @@
+// EtcdClient: the few calls of etcd's v3 API the cluster needs — keys, leases and compare-and-put
+// transactions — over etcd's JSON gateway (HTTP/1.1 POST to /v3/..., libcurl; keys, values and
+// lease ids as etcd's JSON encodes them: bytes in base64, 64-bit numbers as strings). Chosen over
+// gRPC because Debian's etcd 3.4 serves the gateway on its client port and it needs no generated
+// code; watching is done by polling the revision (the gateway's watch is a stream).
+//
+//   ARDMA_ASSIGN_OR_RETURN(auto etcd, EtcdClient::Connect("127.0.0.1:2379"));
+//   ARDMA_RETURN_IF_ERROR(etcd->Put("/ardma/c1/members/7", "..."));
+//
+// Errors: UNAVAILABLE naming the endpoints when none answers; FAILED_PRECONDITION when what
+// answers is not an etcd v3 gateway; etcd's own errors with their gRPC codes. Thread-safe.
+#ifndef ARDMA_CORE_CLUSTER_ETCD_CLIENT_H_
+#define ARDMA_CORE_CLUSTER_ETCD_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace ardma::cluster {
+
+struct KeyValue {
+  std::string key;
+  std::string value;
+  int64_t create_revision = 0;
+  int64_t mod_revision = 0;  // the store's revision when the key last changed
+  int64_t lease = 0;         // 0: none
+};
+
+class EtcdClient {
+ public:
+  // `endpoints`: "HOST:PORT[,HOST:PORT...]", tried in order for every call until one answers.
+  // Checks that the first that answers is etcd. `timeout` bounds each HTTP exchange.
+  static absl::StatusOr<std::unique_ptr<EtcdClient>> Connect(
+      std::string_view endpoints, absl::Duration timeout = absl::Seconds(2));
+  ~EtcdClient();
+  EtcdClient(const EtcdClient&) = delete;
+  EtcdClient& operator=(const EtcdClient&) = delete;
+
+  // The key, or nullopt when it does not exist.
+  absl::StatusOr<std::optional<KeyValue>> Get(std::string_view key);
+  // Every key that starts with `prefix`, in key order; *revision (if given) gets the store's
+  // revision the answer reflects.
+  absl::StatusOr<std::vector<KeyValue>> GetPrefix(std::string_view prefix,
+                                                  int64_t* revision = nullptr);
+  // Puts unconditionally; `lease` 0: the key lives until deleted.
+  absl::Status Put(std::string_view key, std::string_view value, int64_t lease = 0);
+  // Puts only if the key's mod_revision is still `expected` (0: only if the key does not exist),
+  // in one etcd transaction: false, with nothing written, when it was not.
+  absl::StatusOr<bool> PutIf(std::string_view key, int64_t expected, std::string_view value,
+                             int64_t lease = 0);
+  absl::Status Delete(std::string_view key);
+
+  // A lease of `ttl` (whole seconds, at least 1; etcd raises it to its minimum, 2 s with default
+  // settings): its id.
+  absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
+  // Renews the lease: its TTL again. NOT_FOUND once it has expired (its keys are gone).
+  absl::StatusOr<absl::Duration> KeepAlive(int64_t lease);
+  absl::Status RevokeLease(int64_t lease);
+
+  const std::string& endpoints() const { return endpoints_text_; }
+
+ private:
+  struct Curl;
+  EtcdClient(std::vector<std::string> endpoints, std::string text, absl::Duration timeout);
+  // POSTs `body` (JSON) to `path` on the first endpoint that answers: the parsed JSON text of a
+  // 200 answer, or the error.
+  absl::StatusOr<std::string> Call(std::string_view path, const std::string& body);
+
+  const std::vector<std::string> endpoints_;
+  const std::string endpoints_text_;
+  const absl::Duration timeout_;
+  absl::Mutex mu_;
+  std::unique_ptr<Curl> curl_ ABSL_GUARDED_BY(mu_);  // keeps its connection between calls
+  size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;        // the endpoint that answered last
+};
+
+}  // namespace ardma::cluster
+
+#endif  // ARDMA_CORE_CLUSTER_ETCD_CLIENT_H_

@@ -1,0 +1,150 @@
+#include "core/cluster/slot.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace ardma::cluster {
+
+uint16_t Crc16(std::string_view bytes) {
+  uint16_t crc = 0;
+  for (unsigned char byte : bytes) {
+    crc ^= static_cast<uint16_t>(byte) << 8;
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
+                                : static_cast<uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+
+uint32_t SlotOf(std::string_view space, std::string_view key) {
+  size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  std::string bytes;
+  bytes.reserve(space.size() + 1 + key.size());
+  bytes.append(space);
+  bytes.push_back('\0');
+  bytes.append(key);
+  return Crc16(bytes) % kSlots;
+}
+
+SlotMap SlotMap::AllTo(std::string server) {
+  return SlotMap(1, {SlotRange{0, kSlots - 1, std::move(server)}});
+}
+
+absl::Status SlotMap::Validate(const std::vector<SlotRange>& ranges) {
+  uint32_t next = 0;
+  for (const SlotRange& r : ranges) {
+    if (r.server.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slots ", r.first, "-", r.last, " name no server"));
+    }
+    if (r.first > r.last || r.last >= kSlots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot range ", r.first, "-", r.last, " is not within 0-", kSlots - 1));
+    }
+    if (r.first < next) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slot ", r.first, " has two owners (ranges overlap or are out of order)"));
+    }
+    if (r.first > next) {
+      return absl::InvalidArgumentError(absl::StrCat("slot ", next, " has no owner"));
+    }
+    next = r.last + 1;
+  }
+  if (next != kSlots) return absl::InvalidArgumentError(absl::StrCat("slot ", next, " has no owner"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SlotMap> SlotMap::Parse(std::string_view text) {
+  using Json = nlohmann::json;
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError("the slot map is not a JSON object");
+  }
+  if (!json.contains("epoch") || !json["epoch"].is_number_unsigned() || json["epoch"] == 0) {
+    return absl::InvalidArgumentError("the slot map has no positive \"epoch\"");
+  }
+  if (!json.contains("ranges") || !json["ranges"].is_array()) {
+    return absl::InvalidArgumentError("the slot map has no \"ranges\" array");
+  }
+  std::vector<SlotRange> ranges;
+  for (const Json& r : json["ranges"]) {
+    if (!r.is_object() || !r.contains("first") || !r["first"].is_number_unsigned() ||
+        !r.contains("last") || !r["last"].is_number_unsigned() || !r.contains("server") ||
+        !r["server"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot map range ", r.dump(), " needs \"first\", \"last\" and \"server\""));
+    }
+    uint64_t first = r["first"], last = r["last"];
+    if (first >= kSlots || last >= kSlots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot range ", first, "-", last, " is not within 0-", kSlots - 1));
+    }
+    ranges.push_back({static_cast<uint32_t>(first), static_cast<uint32_t>(last), r["server"]});
+  }
+  ARDMA_RETURN_IF_ERROR(Validate(ranges));
+  return SlotMap(json["epoch"].get<uint64_t>(), std::move(ranges));
+}
+
+std::string SlotMap::ToJson() const {
+  nlohmann::json ranges = nlohmann::json::array();
+  for (const SlotRange& r : ranges_) {
+    ranges.push_back({{"first", r.first}, {"last", r.last}, {"server", r.server}});
+  }
+  return nlohmann::json{{"epoch", epoch_}, {"ranges", ranges}}.dump();
+}
+
+const std::string& SlotMap::Owner(uint32_t slot) const {
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), slot,
+                             [](uint32_t s, const SlotRange& r) { return s < r.first; });
+  return std::prev(it)->server;
+}
+
+std::vector<std::string> SlotMap::Servers() const {
+  std::vector<std::string> out;
+  for (const SlotRange& r : ranges_) out.push_back(r.server);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+SlotMap SlotMap::WithRange(uint32_t first, uint32_t last, const std::string& server) const {
+  std::vector<SlotRange> out;
+  auto add = [&out](uint32_t f, uint32_t l, const std::string& s) {
+    if (!out.empty() && out.back().server == s && out.back().last + 1 == f) {
+      out.back().last = l;
+    } else {
+      out.push_back({f, l, s});
+    }
+  };
+  bool placed = false;
+  for (const SlotRange& r : ranges_) {
+    if (r.last < first || r.first > last) {  // untouched
+      if (!placed && r.first > last) {
+        add(first, last, server);
+        placed = true;
+      }
+      add(r.first, r.last, r.server);
+      continue;
+    }
+    if (r.first < first) add(r.first, first - 1, r.server);
+    if (!placed) {
+      add(first, last, server);
+      placed = true;
+    }
+    if (r.last > last) add(last + 1, r.last, r.server);
+  }
+  if (!placed) add(first, last, server);
+  return SlotMap(epoch_ + 1, std::move(out));
+}
+
+}  // namespace ardma::cluster

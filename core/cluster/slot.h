@@ -1,0 +1,69 @@
+// Slots: every key of every service belongs to one of kSlots slots by a stable hash, and the slot
+// map says which server owns each slot (docs/cluster.md). The map lives in etcd as JSON:
+//
+//   {"epoch": 7, "ranges": [{"first": 0, "last": 8191, "server": "s1"},
+//                           {"first": 8192, "last": 16383, "server": "s2"}]}
+//
+// Its epoch grows with every change; a valid map gives every slot exactly one owner.
+#ifndef ARDMA_CORE_CLUSTER_SLOT_H_
+#define ARDMA_CORE_CLUSTER_SLOT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ardma::cluster {
+
+inline constexpr uint32_t kSlots = 16384;
+
+// CRC-16/XMODEM of `bytes` (polynomial 0x1021, initial value 0), as Redis Cluster hashes keys.
+uint16_t Crc16(std::string_view bytes);
+
+// The slot of a key within a namespace (a DHT table, or the lock or list service): the CRC-16 of
+// the namespace, a NUL and the key, modulo kSlots. If the key holds a "{tag}" with a non-empty tag,
+// only the tag is hashed, so keys that share a tag share a slot (as Redis's hash tags).
+uint32_t SlotOf(std::string_view space, std::string_view key);
+
+struct SlotRange {
+  uint32_t first = 0;
+  uint32_t last = 0;  // inclusive
+  std::string server;
+  bool operator==(const SlotRange&) const = default;
+};
+
+class SlotMap {
+ public:
+  SlotMap() = default;
+  // Every slot to `server`, at epoch 1.
+  static SlotMap AllTo(std::string server);
+  // Parses and validates the JSON form; INVALID_ARGUMENT naming what is wrong (a slot with no
+  // owner or two, a range out of order or out of bounds, a missing field).
+  static absl::StatusOr<SlotMap> Parse(std::string_view json);
+  std::string ToJson() const;
+
+  uint64_t epoch() const { return epoch_; }
+  const std::vector<SlotRange>& ranges() const { return ranges_; }
+  // The owner of `slot` (< kSlots) in a valid map.
+  const std::string& Owner(uint32_t slot) const;
+  // The servers that own at least one slot, sorted.
+  std::vector<std::string> Servers() const;
+
+  // The map with slots [first, last] given to `server`, at the next epoch; adjacent ranges of one
+  // server merge.
+  SlotMap WithRange(uint32_t first, uint32_t last, const std::string& server) const;
+
+ private:
+  SlotMap(uint64_t epoch, std::vector<SlotRange> ranges)
+      : epoch_(epoch), ranges_(std::move(ranges)) {}
+  static absl::Status Validate(const std::vector<SlotRange>& ranges);
+
+  uint64_t epoch_ = 0;
+  std::vector<SlotRange> ranges_;  // sorted, covering every slot once
+};
+
+}  // namespace ardma::cluster
+
+#endif  // ARDMA_CORE_CLUSTER_SLOT_H_

@@ -1,0 +1,78 @@
+#include "core/cluster/slot.h"
+
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ardma::cluster {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(SlotTest, HashIsCrc16XmodemAsRedisClusterUses) {
+  EXPECT_EQ(Crc16("123456789"), 0x31C3);  // the CRC's check value
+  EXPECT_EQ(Crc16("foo") % kSlots, 12182u);  // CLUSTER KEYSLOT foo
+  EXPECT_EQ(Crc16(""), 0);
+}
+
+TEST(SlotTest, SlotsSpreadEvenlyAndHashTagsKeepKeysTogether) {
+  std::array<int, 4> quarters{};
+  for (int i = 0; i < 100000; ++i) ++quarters[SlotOf("table", absl::StrCat("key", i)) / (kSlots / 4)];
+  for (int q : quarters) EXPECT_NEAR(q, 25000, 1250) << "quarters of the slot space";
+  EXPECT_EQ(SlotOf("t", "{user7}.name"), SlotOf("t", "{user7}.mail"));
+  EXPECT_NE(SlotOf("t", "a"), SlotOf("u", "a"));   // the namespace counts
+  EXPECT_EQ(SlotOf("t", "{}x"), SlotOf("t", "{}x"));  // an empty tag: the whole key
+  EXPECT_LT(SlotOf("t", "anything"), kSlots);
+}
+
+TEST(SlotMapTest, RangesMoveAndMergeAtTheNextEpoch) {
+  SlotMap one = SlotMap::AllTo("s1");
+  EXPECT_EQ(one.epoch(), 1u);
+  EXPECT_EQ(one.Owner(0), "s1");
+  EXPECT_EQ(one.Owner(kSlots - 1), "s1");
+  SlotMap two = one.WithRange(8192, kSlots - 1, "s2");
+  EXPECT_EQ(two.epoch(), 2u);
+  EXPECT_EQ(two.ranges(), (std::vector<SlotRange>{{0, 8191, "s1"}, {8192, kSlots - 1, "s2"}}));
+  EXPECT_EQ(two.Owner(8191), "s1");
+  EXPECT_EQ(two.Owner(8192), "s2");
+  SlotMap three = two.WithRange(100, 199, "s3");
+  EXPECT_EQ(three.ranges(), (std::vector<SlotRange>{{0, 99, "s1"},
+                                                    {100, 199, "s3"},
+                                                    {200, 8191, "s1"},
+                                                    {8192, kSlots - 1, "s2"}}));
+  EXPECT_EQ(three.Servers(), (std::vector<std::string>{"s1", "s2", "s3"}));
+  // Given back, the pieces merge again.
+  SlotMap back = three.WithRange(100, 199, "s1");
+  EXPECT_EQ(back.ranges(), two.ranges());
+  EXPECT_EQ(back.epoch(), 4u);
+  absl::StatusOr<SlotMap> parsed = SlotMap::Parse(three.ToJson());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->ranges(), three.ranges());
+  EXPECT_EQ(parsed->epoch(), three.epoch());
+}
+
+TEST(SlotMapTest, AnInconsistentMapIsRefusedSayingWhy) {
+  auto error = [](std::string_view json) { return std::string(SlotMap::Parse(json).status().message()); };
+  EXPECT_THAT(error("not json"), HasSubstr("not a JSON object"));
+  EXPECT_THAT(error(R"({"ranges": []})"), HasSubstr("epoch"));
+  EXPECT_THAT(error(R"({"epoch": 1})"), HasSubstr("ranges"));
+  EXPECT_THAT(error(R"({"epoch": 1, "ranges": [{"first": 0, "last": 16383}]})"),
+              HasSubstr("\"server\""));
+  EXPECT_THAT(error(R"({"epoch": 1, "ranges": [{"first": 0, "last": 9000, "server": "a"},
+                                                {"first": 8000, "last": 16383, "server": "b"}]})"),
+              HasSubstr("slot 8000 has two owners"));
+  EXPECT_THAT(error(R"({"epoch": 1, "ranges": [{"first": 0, "last": 99, "server": "a"},
+                                                {"first": 200, "last": 16383, "server": "b"}]})"),
+              HasSubstr("slot 100 has no owner"));
+  EXPECT_THAT(error(R"({"epoch": 1, "ranges": [{"first": 0, "last": 100, "server": "a"}]})"),
+              HasSubstr("slot 101 has no owner"));
+  EXPECT_THAT(error(R"({"epoch": 1, "ranges": [{"first": 0, "last": 16384, "server": "a"}]})"),
+              HasSubstr("not within 0-16383"));
+  EXPECT_THAT(error(R"({"epoch": 1, "ranges": [{"first": 0, "last": 16383, "server": ""}]})"),
+              HasSubstr("name no server"));
+}
+
+}  // namespace
+}  // namespace ardma::cluster
