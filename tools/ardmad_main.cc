@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/cli/daemon_support.h"
 #include "core/cli/flag_set.h"
+#include "core/cluster/member.h"
 #include "core/log.h"
 #include "core/metrics/prometheus.h"
 #include "core/security/auth.h"
@@ -54,6 +55,8 @@ struct Config {
   std::string metrics_listen;
   absl::Duration stop_grace = absl::Seconds(10);
   bool quiet = false;
+  std::string cluster;  // --cluster etcd://HOST:PORT[,...]/NAME: join that cluster
+  absl::Duration cluster_ttl = absl::Seconds(5);
 
   // Raw flag values.
   int64_t io_threads = options.io_threads;
@@ -327,13 +330,51 @@ absl::Status ApplyAuth(Config& c) {
   return absl::OkStatus();
 }
 
+// Membership of a cluster (docs/cluster.md).
+void DeclareClusterFlags(ardma::FlagSet& flags, Config& c) {
+  flags.String("cluster", &c.cluster, "etcd://HOST:PORT[,HOST:PORT...]/NAME",
+               "join cluster NAME, whose membership and slot map live in that etcd: register "
+               "this server (by an id kept in its heap, so the same after a restart with the same "
+               "--memory-file) on a lease kept alive, and follow the slot map");
+  flags.Duration("cluster-ttl", &c.cluster_ttl,
+                 "the membership lease: a server that stops renewing it (it died, or cannot "
+                 "reach etcd) leaves the cluster this long after (at least 2s, etcd's minimum)");
+}
+
+absl::Status ApplyCluster(Config& c) {
+  if (c.cluster.empty()) return absl::OkStatus();
+  ARDMA_RETURN_IF_ERROR(ardma::cluster::ParseClusterAddress(c.cluster).status());
+  if (c.cluster_ttl < absl::Seconds(2) || c.cluster_ttl > absl::Hours(1)) {
+    return Invalid("--cluster-ttl must be 2s to 1h");
+  }
+  return absl::OkStatus();
+}
+
+// Registers the running server in its --cluster (null without one).
+absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(const Config& c,
+                                                                    ardma::Server& server) {
+  if (c.cluster.empty()) return nullptr;
+  ARDMA_ASSIGN_OR_RETURN(uint64_t id, server.StableId());
+  ardma::cluster::MemberOptions o{.ttl = c.cluster_ttl};
+  ARDMA_ASSIGN_OR_RETURN(o.where, ardma::cluster::ParseClusterAddress(c.cluster));
+  o.self.id = absl::StrCat(absl::Hex(id, absl::kZeroPad16));
+  bool tls = !c.options.tls_cert.empty();
+  o.self.addresses[tls ? "tls" : "tcp"] = (tls ? "tls://" : "") + server.address();
+  if (!server.unix_socket().empty()) o.self.addresses["unix"] = "unix:" + server.unix_socket();
+  if (server.ucx() != nullptr) o.self.addresses["ucx"] = "ucx://" + server.address();
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<ardma::cluster::Member> member,
+                         ardma::cluster::Member::Join(std::move(o)));
+  ARDMA_LOG(kInfo, "joined cluster %s as %s", c.cluster, member->self().id);
+  return member;
+}
+
 // Parses the command line into *c; an exit status if ardmad should end here (--help, bad flags).
 std::optional<int> ParseConfig(int argc, char** argv, Config* c) {
   ardma::FlagSet flags("ardmad", kUsage);
   flags.ConfigFileFlag();  // --config /etc/ardma/ardmad.conf (the packaged service uses it)
   for (auto declare : {DeclareListeningFlags, DeclareStorageFlags, DeclareThreadsFlags,
                        DeclareLimitsFlags, DeclareCodeFlags, DeclarePlacementFlags, DeclareJvmFlags,
-                       DeclareSyncFlags, DeclareSecurityFlags}) {
+                       DeclareSyncFlags, DeclareSecurityFlags, DeclareClusterFlags}) {
     declare(flags, *c);
   }
   std::vector<std::string> positional;
@@ -344,7 +385,7 @@ std::optional<int> ParseConfig(int argc, char** argv, Config* c) {
     std::cerr << "ardmad: unexpected argument '" << positional[0] << "' (see --help)\n";
     return 2;
   }
-  for (auto apply : {ApplyLimits, ApplyModes, ApplyPlacementAndStorage, ApplyAuth}) {
+  for (auto apply : {ApplyLimits, ApplyModes, ApplyPlacementAndStorage, ApplyAuth, ApplyCluster}) {
     if (absl::Status s = apply(*c); !s.ok()) {
       std::cerr << "ardmad: " << s.message() << "\n";
       return 2;
@@ -424,11 +465,17 @@ int Main(int argc, char** argv) {
     }
     metrics = *std::move(started);
   }
+  absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> member = JoinCluster(c, **server);
+  if (!member.ok()) {
+    std::cerr << "ardmad: --cluster " << c.cluster << ": " << member.status().message() << "\n";
+    return 1;
+  }
   ardma::WritePortFile(c.port_file, (*server)->address());
   if (agent) agent->Start();
   int signal = stop_signals.Wait();
   ARDMA_LOG(kInfo, "received %s, stopping", signal == SIGINT ? "SIGINT" : "SIGTERM");
   ExitAfterGrace(c.stop_grace);
+  if (*member) (*member)->Leave();  // clients stop being sent here first
   if (agent) agent->Stop();
   if (metrics) metrics->Stop();
   (*server)->Stop();

@@ -15,6 +15,7 @@
 #include <deque>
 #include <filesystem>
 #include <list>
+#include <random>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -490,6 +491,15 @@ RegionTable& Server::regions() { return impl_->regions; }
 CodeRegistry& Server::registry() { return impl_->registry; }
 RequestHandler& Server::handler() { return *impl_->handler; }
 UcxServer* Server::ucx() { return impl_->ucx.get(); }
+
+absl::StatusOr<uint64_t> Server::StableId() {
+  Execution ex;
+  ex.regions = &impl_->regions;
+  LocalContext ctx(&ex);
+  std::random_device random;
+  uint64_t fresh = (uint64_t{random()} << 32 | random()) | 1;  // never 0
+  return heap::GetOrCreateRoot(ctx, "ardma.server-id", fresh);
+}
 
 void Server::Stop() {
   std::list<std::weak_ptr<SessionBase>> sessions;

@@ -102,6 +102,9 @@ class Server {
   RequestHandler& handler();
   // Null when the server runs without UCX.
   UcxServer* ucx();
+  // An id kept in the heap (a named root, random when first asked for), so the same after a
+  // restart with the same memory file: the cluster knows the server by it.
+  absl::StatusOr<uint64_t> StableId();
 
  private:
   struct Impl;
