@@ -60,6 +60,10 @@ const char kUsage[] =
     "  fs df                         files, directories, data blocks, heap in use\n"
     "                                (file system --fs, default \"default\"; paths are absolute)\n"
     "  cc status                     the compile farm (ardma-cc): jobs queued and running, slaves\n"
+    "  cluster create [ID...]        give a cluster its first slot map: the slots evenly over the\n"
+    "                                live members (or the IDs); --server etcd://HOST:PORT/NAME\n"
+    "  cluster status                the cluster's members, their addresses and slots, and slots\n"
+    "                                whose server is down (exit 1 then)\n"
     "\n"
     "Exit status: 0 on success, 1 when the server answers with an error or cannot be reached\n"
     "(lock: not acquired), 2 for bad usage (also a malformed number or hex, or a --server that\n"
@@ -180,12 +184,14 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
     return absl::OkStatus();
   };
   static const std::vector<std::string> kCommands = {
-      "ping", "stats", "load", "has", "exec", "read", "write", "cas", "fetch-add", "lock", "fs", "cc"};
+      "ping", "stats", "load",  "has", "exec", "read", "write",
+      "cas",  "fetch-add", "lock", "fs",  "cc",   "cluster"};
   if (std::find(kCommands.begin(), kCommands.end(), cmd) == kCommands.end()) {
     return Usage(absl::StrCat("unknown command '", cmd, "' (see --help)"));
   }
   if (cmd == "fs") return RunFsCommand(opt, args);
   if (cmd == "cc") return RunCcCommand(opt, args);
+  if (cmd == "cluster") return RunClusterCommand(opt, args);
   RegionId region = static_cast<RegionId>(opt.region);
   absl::Duration timeout = opt.timeout > absl::ZeroDuration() ? opt.timeout : kDefaultCallTimeout;
   CallOptions call{timeout};

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "core/cluster/admin.h"
 #include "core/cluster/etcd_client.h"
 #include "core/cluster/member.h"
 #include "core/testing/etcd_process.h"
@@ -88,6 +89,62 @@ TEST_F(ClusterMembershipTest, AServerKeepsItsIdAcrossARestartAndLeavesWhenItDies
   EXPECT_TRUE(Members().empty());
   std::filesystem::remove(heap);
   std::filesystem::remove(copy);
+}
+
+// `ardma cluster create|status` over three live servers: one map, made once; a dead owner shows.
+TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
+  std::vector<std::unique_ptr<testing::ServerProcess>> servers;
+  std::vector<std::string> heaps;
+  for (int i = 0; i < 3; ++i) {
+    heaps.push_back(TempPath(absl::StrCat("cluster_member", i)));
+    std::filesystem::remove(heaps.back());
+    servers.push_back(std::make_unique<testing::ServerProcess>(std::vector<std::string>{
+        "--memory-file", heaps.back(), "--memory", "32M", "--cluster", Cluster(), "--cluster-ttl",
+        "2s"}));
+    ASSERT_FALSE(servers.back()->address().empty());
+  }
+  std::string ardma = BinDir() + "/ardma --server " + Cluster() + " cluster ";
+  std::string out;
+  EXPECT_EQ(RunCommand(ardma + "status", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("3 members, no slot map yet"));
+  EXPECT_EQ(RunCommand(ardma + "create nosuchid", &out), 1);
+  EXPECT_THAT(out, HasSubstr("server nosuchid is not a live member of cluster c1"));
+  // Two admins at once: exactly one creates the map.
+  EXPECT_EQ(RunCommand("(" + ardma + "create > /dev/null 2>&1; echo $?) & (" + ardma +
+                           "create > /dev/null 2>&1; echo $?) & wait",
+                       &out),
+            0);
+  EXPECT_THAT(out, ::testing::AnyOf("0\n1\n", "1\n0\n")) << out;
+  EXPECT_EQ(RunCommand(ardma + "create", &out), 1);
+  EXPECT_THAT(out, HasSubstr("has a slot map already"));
+  absl::StatusOr<cluster::StoredMap> stored = cluster::ReadMap(*etcd_client_, "c1");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->map.epoch(), 1u);
+  EXPECT_EQ(stored->map.Servers().size(), 3u);
+  EXPECT_EQ(RunCommand(ardma + "status", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("slot map epoch 1"));
+  EXPECT_THAT(out, HasSubstr("(5461 slots)"));
+  EXPECT_THAT(out, HasSubstr("tcp " + servers[1]->address()));
+
+  // One dies: status says which slots have no live server, and fails.
+  servers[1]->Kill(SIGKILL);
+  EXPECT_TRUE(testing::WaitUntil([&] { return RunCommand(ardma + "status", &out) == 1; },
+                                 absl::Seconds(15), absl::Milliseconds(200)))
+      << out;
+  EXPECT_THAT(out, HasSubstr("DOWN"));
+  // Back from its memory file, with its id: its slots are served again.
+  servers[1] = std::make_unique<testing::ServerProcess>(std::vector<std::string>{
+      "--memory-file", heaps[1], "--cluster", Cluster(), "--cluster-ttl", "2s"});
+  ASSERT_FALSE(servers[1]->address().empty());
+  EXPECT_EQ(RunCommand(ardma + "status", &out), 0) << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("DOWN")));
+
+  // etcd away: the admin command says so.
+  etcd_.Kill(SIGKILL);
+  EXPECT_EQ(RunCommand(ardma + "status", &out), 1);
+  EXPECT_THAT(out, HasSubstr("is unreachable"));
+  servers.clear();
+  for (const std::string& heap : heaps) std::filesystem::remove(heap);
 }
 
 TEST(ClusterFlagsTest, BadClusterSettingsAreClearErrors) {

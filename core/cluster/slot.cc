@@ -40,6 +40,23 @@ SlotMap SlotMap::AllTo(std::string server) {
   return SlotMap(1, {SlotRange{0, kSlots - 1, std::move(server)}});
 }
 
+SlotMap SlotMap::Even(const std::vector<std::string>& servers, uint64_t epoch) {
+  std::vector<SlotRange> ranges;
+  uint32_t n = static_cast<uint32_t>(servers.size());
+  for (uint32_t i = 0; i < n; ++i) {
+    ranges.push_back({kSlots * i / n, kSlots * (i + 1) / n - 1, servers[i]});
+  }
+  return SlotMap(epoch, std::move(ranges));
+}
+
+uint32_t SlotMap::SlotCount(std::string_view server) const {
+  uint32_t n = 0;
+  for (const SlotRange& r : ranges_) {
+    if (r.server == server) n += r.last - r.first + 1;
+  }
+  return n;
+}
+
 absl::Status SlotMap::Validate(const std::vector<SlotRange>& ranges) {
   uint32_t next = 0;
   for (const SlotRange& r : ranges) {

@@ -39,6 +39,9 @@ class SlotMap {
   SlotMap() = default;
   // Every slot to `server`, at epoch 1.
   static SlotMap AllTo(std::string server);
+  // The slots in `servers.size()` contiguous ranges of (nearly) equal size, in the order given,
+  // at `epoch`. `servers` must not be empty.
+  static SlotMap Even(const std::vector<std::string>& servers, uint64_t epoch = 1);
   // Parses and validates the JSON form; INVALID_ARGUMENT naming what is wrong (a slot with no
   // owner or two, a range out of order or out of bounds, a missing field).
   static absl::StatusOr<SlotMap> Parse(std::string_view json);
@@ -50,6 +53,8 @@ class SlotMap {
   const std::string& Owner(uint32_t slot) const;
   // The servers that own at least one slot, sorted.
   std::vector<std::string> Servers() const;
+  // How many slots `server` owns.
+  uint32_t SlotCount(std::string_view server) const;
 
   // The map with slots [first, last] given to `server`, at the next epoch; adjacent ranges of one
   // server merge.

@@ -53,6 +53,16 @@ TEST(SlotMapTest, RangesMoveAndMergeAtTheNextEpoch) {
   EXPECT_EQ(parsed->epoch(), three.epoch());
 }
 
+TEST(SlotMapTest, EvenSplitsTheSlotsInContiguousNearlyEqualRanges) {
+  SlotMap three = SlotMap::Even({"a", "b", "c"});
+  EXPECT_EQ(three.ranges(), (std::vector<SlotRange>{{0, 5460, "a"}, {5461, 10921, "b"},
+                                                    {10922, kSlots - 1, "c"}}));
+  EXPECT_EQ(three.SlotCount("a") + three.SlotCount("b") + three.SlotCount("c"), kSlots);
+  EXPECT_EQ(three.SlotCount("nobody"), 0u);
+  EXPECT_TRUE(SlotMap::Parse(three.ToJson()).ok());
+  EXPECT_EQ(SlotMap::Even({"only"}).ranges(), SlotMap::AllTo("only").ranges());
+}
+
 TEST(SlotMapTest, AnInconsistentMapIsRefusedSayingWhy) {
   auto error = [](std::string_view json) { return std::string(SlotMap::Parse(json).status().message()); };
   EXPECT_THAT(error("not json"), HasSubstr("not a JSON object"));

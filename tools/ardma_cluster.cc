@@ -1,0 +1,87 @@
+// `ardma cluster create|status`: a cluster's membership and slot map in etcd (docs/cluster.md),
+// for people at a shell. --server names the cluster: etcd://HOST:PORT[,...]/NAME.
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/cluster/admin.h"
+#include "core/status_macros.h"
+#include "tools/ardma_cli.h"
+
+namespace ardma::cli {
+namespace {
+
+// "tcp 127.0.0.1:4000  ucx ucx://127.0.0.1:4000"
+std::string Addresses(const cluster::MemberInfo& m) {
+  std::vector<std::string> parts;
+  for (const auto& [transport, address] : m.addresses) parts.push_back(transport + " " + address);
+  return absl::StrJoin(parts, "  ");
+}
+
+// "0-8191" (or "0-99,200-8191") and the number of slots.
+std::string Ranges(const cluster::SlotMap& map, const std::string& id) {
+  std::vector<std::string> parts;
+  for (const cluster::SlotRange& r : map.ranges()) {
+    if (r.server == id) parts.push_back(absl::StrCat(r.first, "-", r.last));
+  }
+  return parts.empty() ? "no slots" : absl::StrCat(absl::StrJoin(parts, ","), " (",
+                                                   map.SlotCount(id), " slots)");
+}
+
+absl::Status Status(cluster::EtcdClient& etcd, const cluster::ClusterAddress& where) {
+  ARDMA_ASSIGN_OR_RETURN(std::vector<cluster::MemberInfo> members,
+                         cluster::ListMembers(etcd, where.name));
+  absl::StatusOr<cluster::StoredMap> stored = cluster::ReadMap(etcd, where.name);
+  if (!stored.ok() && !absl::IsNotFound(stored.status())) return stored.status();
+  std::cout << "cluster " << where.name << " at " << where.endpoints << ": " << members.size()
+            << (members.size() == 1 ? " member" : " members") << ", "
+            << (stored.ok() ? absl::StrCat("slot map epoch ", stored->map.epoch())
+                            : std::string("no slot map yet (ardma cluster create)"))
+            << "\n";
+  std::vector<std::string> listed;
+  for (const cluster::MemberInfo& m : members) {
+    std::cout << absl::StrFormat("%-16s  up    %s", m.id,
+                                 stored.ok() ? Ranges(stored->map, m.id) : std::string("-"))
+              << "\n  " << Addresses(m) << "\n";
+    listed.push_back(m.id);
+  }
+  if (!stored.ok()) return absl::OkStatus();
+  bool down = false;
+  for (const std::string& owner : stored->map.Servers()) {
+    if (std::find(listed.begin(), listed.end(), owner) != listed.end()) continue;
+    std::cout << absl::StrFormat("%-16s  DOWN  %s", owner, Ranges(stored->map, owner)) << "\n";
+    down = true;
+  }
+  if (down) {
+    return absl::UnavailableError("some slots are owned by servers that are not live members");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunClusterCommand(const Options& opt, const std::vector<std::string>& args) {
+  constexpr char kUsageText[] =
+      "usage: ardma --server etcd://HOST:PORT/NAME cluster create [ID...] | status";
+  if (args.size() < 2 || (args[1] != "create" && args[1] != "status") ||
+      (args[1] == "status" && args.size() != 2)) {
+    return Usage(kUsageText);
+  }
+  absl::StatusOr<cluster::ClusterAddress> where = cluster::ParseClusterAddress(opt.server);
+  if (!where.ok()) return Usage(absl::StrCat("--server: ", where.status().message()));
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<cluster::EtcdClient> etcd,
+                         cluster::EtcdClient::Connect(where->endpoints));
+  if (args[1] == "status") return Status(*etcd, *where);
+  ARDMA_ASSIGN_OR_RETURN(
+      cluster::SlotMap map,
+      cluster::CreateMap(*etcd, where->name, std::vector<std::string>(args.begin() + 2, args.end())));
+  std::cout << "cluster " << where->name << ": slot map epoch " << map.epoch() << " over "
+            << map.Servers().size() << (map.Servers().size() == 1 ? " server" : " servers") << "\n";
+  for (const std::string& id : map.Servers()) {
+    std::cout << absl::StrFormat("%-16s  %s", id, Ranges(map, id)) << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ardma::cli
