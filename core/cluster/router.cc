@@ -1,0 +1,74 @@
+#include "core/cluster/router.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/cluster/admin.h"
+#include "core/status_macros.h"
+
+namespace ardma::cluster {
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(std::string_view address,
+                                                          Options options) {
+  ARDMA_ASSIGN_OR_RETURN(ClusterAddress where, ParseClusterAddress(address));
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> etcd, EtcdClient::Connect(where.endpoints));
+  std::unique_ptr<Cluster> cluster(
+      new Cluster(std::move(where), std::move(options), std::move(etcd)));
+  absl::Status first = cluster->Refresh();
+  if (absl::IsNotFound(first)) return absl::FailedPreconditionError(first.message());
+  ARDMA_RETURN_IF_ERROR(first);
+  return cluster;
+}
+
+absl::Status Cluster::Refresh() {
+  ARDMA_ASSIGN_OR_RETURN(std::vector<MemberInfo> members, ListMembers(*etcd_, where_.name));
+  ARDMA_ASSIGN_OR_RETURN(StoredMap stored, ReadMap(*etcd_, where_.name));
+  absl::MutexLock lock(&mu_);
+  members_.clear();
+  for (MemberInfo& m : members) members_[m.id] = std::move(m);
+  if (map_ == nullptr || stored.map.epoch() >= map_->epoch()) {
+    map_ = std::make_shared<const SlotMap>(std::move(stored.map));
+  }
+  return absl::OkStatus();
+}
+
+std::string Cluster::AddressOf(const std::string& id) const {
+  auto member = members_.find(id);
+  if (member == members_.end()) return "";
+  const std::map<std::string, std::string>& addresses = member->second.addresses;
+  for (const std::string& transport : {options_.transport, std::string("tls"), std::string("tcp")}) {
+    if (auto it = addresses.find(transport); it != addresses.end()) return it->second;
+  }
+  return "";
+}
+
+absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
+  if (slot >= kSlots) return absl::InvalidArgumentError(absl::StrCat("no slot ", slot));
+  std::string owner, address;
+  {
+    absl::MutexLock lock(&mu_);
+    owner = map_->Owner(slot);
+    address = AddressOf(owner);
+    if (address.empty()) {
+      return absl::UnavailableError(absl::StrCat("slot ", slot, " belongs to server ", owner,
+                                                 ", which is not a live member of cluster ",
+                                                 where_.name));
+    }
+    if (auto it = clients_.find(address); it != clients_.end()) return it->second.get();
+  }
+  // Connected outside the lock: a slow server does not hold up calls to the others.
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options_.client);
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("server ", owner, " (", address, ") of slot ", slot, ": ",
+                                     client.status().message()));
+  }
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = clients_.try_emplace(address, *std::move(client));
+  return it->second.get();  // another thread's if it connected first
+}
+
+std::shared_ptr<const SlotMap> Cluster::map() const {
+  absl::MutexLock lock(&mu_);
+  return map_;
+}
+
+}  // namespace ardma::cluster

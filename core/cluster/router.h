@@ -1,0 +1,74 @@
+// Cluster: a client of a whole cluster (docs/cluster.md). It reads the cluster's members and slot
+// map from etcd once, keeps them (calls go on working on the cached map while etcd is away), keeps
+// one Client per server it has needed, and hands out the client of the server that owns a slot.
+//
+//   ARDMA_ASSIGN_OR_RETURN(auto cluster, Cluster::Connect("etcd://127.0.0.1:2379/c1"));
+//   ARDMA_ASSIGN_OR_RETURN(Client* owner, cluster->ForKey("sessions", "alice"));
+//
+// Thread-safe; the Clients it hands out live as long as the Cluster.
+#ifndef ARDMA_CORE_CLUSTER_ROUTER_H_
+#define ARDMA_CORE_CLUSTER_ROUTER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/client/client.h"
+#include "core/cluster/etcd_client.h"
+#include "core/cluster/member.h"
+#include "core/cluster/slot.h"
+
+namespace ardma::cluster {
+
+class Cluster {
+ public:
+  struct Options {
+    ClientOptions client;  // for every server's Client
+    // The members' address to use: "tcp", "unix", "ucx" or "tls"; a member without it is reached
+    // over tls, else tcp.
+    std::string transport = "tcp";
+  };
+  // `address`: etcd://HOST:PORT[,...]/NAME. UNAVAILABLE if etcd cannot be reached,
+  // FAILED_PRECONDITION if the cluster has no slot map, INVALID_ARGUMENT for an inconsistent one.
+  static absl::StatusOr<std::unique_ptr<Cluster>> Connect(std::string_view address,
+                                                          Options options);
+  static absl::StatusOr<std::unique_ptr<Cluster>> Connect(std::string_view address) {
+    return Connect(address, Options());
+  }
+
+  // The client of the server that owns `slot` (< kSlots) by the cached map, connected on first
+  // use. UNAVAILABLE naming the server if it is not a live member (as last read) or cannot be
+  // reached.
+  absl::StatusOr<Client*> ForSlot(uint32_t slot);
+  absl::StatusOr<Client*> ForKey(std::string_view space, std::string_view key) {
+    return ForSlot(SlotOf(space, key));
+  }
+  // Reads the members and the map again (after a redirect, or a server that went away). If etcd
+  // cannot be read the cached ones stay and the error is returned.
+  absl::Status Refresh();
+
+  std::shared_ptr<const SlotMap> map() const;
+  const ClusterAddress& where() const { return where_; }
+
+ private:
+  Cluster(ClusterAddress where, Options options, std::unique_ptr<EtcdClient> etcd)
+      : where_(std::move(where)), options_(std::move(options)), etcd_(std::move(etcd)) {}
+  // The address of member `id` in the chosen transport; empty if it is not a live member.
+  std::string AddressOf(const std::string& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const ClusterAddress where_;
+  const Options options_;
+  std::unique_ptr<EtcdClient> etcd_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const SlotMap> map_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, MemberInfo> members_ ABSL_GUARDED_BY(mu_);       // by id
+  std::map<std::string, std::unique_ptr<Client>> clients_ ABSL_GUARDED_BY(mu_);  // by address
+};
+
+}  // namespace ardma::cluster
+
+#endif  // ARDMA_CORE_CLUSTER_ROUTER_H_
