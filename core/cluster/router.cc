@@ -1,5 +1,7 @@
 #include "core/cluster/router.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/cluster/admin.h"
 #include "core/status_macros.h"
@@ -64,6 +66,25 @@ absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = clients_.try_emplace(address, *std::move(client));
   return it->second.get();  // another thread's if it connected first
+}
+
+absl::StatusOr<std::vector<Client*>> Cluster::All() {
+  std::vector<uint32_t> firsts;  // one slot of each server
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> seen;
+    for (const SlotRange& r : map_->ranges()) {
+      if (std::find(seen.begin(), seen.end(), r.server) != seen.end()) continue;
+      seen.push_back(r.server);
+      firsts.push_back(r.first);
+    }
+  }
+  std::vector<Client*> out;
+  for (uint32_t slot : firsts) {
+    ARDMA_ASSIGN_OR_RETURN(Client * client, ForSlot(slot));
+    out.push_back(client);
+  }
+  return out;
 }
 
 std::shared_ptr<const SlotMap> Cluster::map() const {

@@ -18,13 +18,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/client/client.h"
+#include "core/client/servers.h"
 #include "core/cluster/etcd_client.h"
 #include "core/cluster/member.h"
 #include "core/cluster/slot.h"
 
 namespace ardma::cluster {
 
-class Cluster {
+class Cluster final : public Servers {
  public:
   struct Options {
     ClientOptions client;  // for every server's Client
@@ -47,6 +48,11 @@ class Cluster {
   absl::StatusOr<Client*> ForKey(std::string_view space, std::string_view key) {
     return ForSlot(SlotOf(space, key));
   }
+  // Servers: the same as ForKey; All() is every server that owns slots.
+  absl::StatusOr<Client*> For(std::string_view space, std::string_view key) override {
+    return ForKey(space, key);
+  }
+  absl::StatusOr<std::vector<Client*>> All() override;
   // Reads the members and the map again (after a redirect, or a server that went away). If etcd
   // cannot be read the cached ones stay and the error is returned.
   absl::Status Refresh();

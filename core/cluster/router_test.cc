@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/testing/etcd_process.h"
-#include "core/testing/test_server.h"
+#include "core/testing/cluster_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -13,35 +13,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Three servers registered as members s0, s1, s2 of cluster c1 (by hand: the router only reads
-// etcd), the slots even over them.
+// Three servers registered as members s0, s1, s2 of cluster c1, the slots even over them.
 class ClusterRouterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_FALSE(etcd_.endpoint().empty()) << "etcd did not start";
-    etcd_client_ = *EtcdClient::Connect(etcd_.endpoint());
-    for (int i = 0; i < 3; ++i) {
-      ServerOptions options = testing::TestServerOptions();
-      options.memory_size = 16u << 20;
-      options.ucx = ServerOptions::Ucx::kOff;
-      options.unix_socket.clear();
-      absl::StatusOr<std::unique_ptr<testing::TestServer>> server =
-          testing::TestServer::Start(options);
-      ASSERT_TRUE(server.ok()) << server.status();
-      servers_.push_back(*std::move(server));
-      Register(absl::StrCat("s", i), servers_.back()->address());
-    }
-    ASSERT_TRUE(etcd_client_->Put(MapKey("c1"), SlotMap::Even({"s0", "s1", "s2"}).ToJson()).ok());
-  }
-  void Register(const std::string& id, const std::string& address) {
-    MemberInfo member{id, {{"tcp", address}}};
-    ASSERT_TRUE(etcd_client_->Put(MembersPrefix("c1") + id, member.ToJson()).ok());
-  }
-  std::string Address() const { return absl::StrCat("etcd://", etcd_.endpoint(), "/c1"); }
+  void SetUp() override { ASSERT_TRUE(cluster_.ok()) << cluster_.why(); }
+  std::string Address() const { return cluster_.address(); }
+  std::string ServerAddress(int i) { return cluster_.server(i).address(); }
 
-  testing::EtcdProcess etcd_;
-  std::unique_ptr<EtcdClient> etcd_client_;
-  std::vector<std::unique_ptr<testing::TestServer>> servers_;
+  testing::ClusterFixture cluster_{3, 16u << 20};
 };
 
 TEST_F(ClusterRouterTest, EveryKeyGoesToTheServerTheMapNames) {
@@ -54,7 +33,7 @@ TEST_F(ClusterRouterTest, EveryKeyGoesToTheServerTheMapNames) {
     absl::StatusOr<Client*> client = (*cluster)->ForKey("table", key);
     ASSERT_TRUE(client.ok()) << client.status();
     int owner = (*cluster)->map()->Owner(slot).back() - '0';
-    EXPECT_EQ((*client)->address(), servers_[owner]->address()) << key;
+    EXPECT_EQ((*client)->address(), ServerAddress(owner)) << key;
     ++per_server[owner];
   }
   for (int n : per_server) EXPECT_GT(n, 800) << "the keys spread over the three";
@@ -67,26 +46,26 @@ TEST_F(ClusterRouterTest, EveryKeyGoesToTheServerTheMapNames) {
 TEST_F(ClusterRouterTest, ARefreshFollowsAMovedRangeAndTheCacheOutlivesEtcd) {
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Connect(Address());
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  EXPECT_EQ((*(*cluster)->ForSlot(0))->address(), servers_[0]->address());
+  EXPECT_EQ((*(*cluster)->ForSlot(0))->address(), ServerAddress(0));
   SlotMap moved = SlotMap::Even({"s0", "s1", "s2"}).WithRange(0, 99, "s2");
-  ASSERT_TRUE(etcd_client_->Put(MapKey("c1"), moved.ToJson()).ok());
-  EXPECT_EQ((*(*cluster)->ForSlot(0))->address(), servers_[0]->address());  // cached until...
+  ASSERT_TRUE(cluster_.etcd().Put(MapKey("c1"), moved.ToJson()).ok());
+  EXPECT_EQ((*(*cluster)->ForSlot(0))->address(), ServerAddress(0));  // cached until...
   ASSERT_TRUE((*cluster)->Refresh().ok());
   EXPECT_EQ((*cluster)->map()->epoch(), 2u);
-  EXPECT_EQ((*(*cluster)->ForSlot(0))->address(), servers_[2]->address());
-  EXPECT_EQ((*(*cluster)->ForSlot(100))->address(), servers_[0]->address());
+  EXPECT_EQ((*(*cluster)->ForSlot(0))->address(), ServerAddress(2));
+  EXPECT_EQ((*(*cluster)->ForSlot(100))->address(), ServerAddress(0));
 
-  etcd_.Kill(SIGKILL);  // etcd away: routing goes on from the cache
+  cluster_.etcd_process().Kill(SIGKILL);  // etcd away: routing goes on from the cache
   EXPECT_EQ((*cluster)->Refresh().code(), absl::StatusCode::kUnavailable);
   absl::StatusOr<Client*> client = (*cluster)->ForSlot(kSlots - 1);
   ASSERT_TRUE(client.ok()) << client.status();
-  EXPECT_EQ((*client)->address(), servers_[2]->address());
+  EXPECT_EQ((*client)->address(), ServerAddress(2));
   EXPECT_TRUE((*client)->Ping().ok());
   EXPECT_EQ((*cluster)->map()->epoch(), 2u);
 }
 
 TEST_F(ClusterRouterTest, ASlotWhoseServerIsGoneIsUnavailableNamingIt) {
-  ASSERT_TRUE(etcd_client_->Delete(MembersPrefix("c1") + "s1").ok());  // its lease ran out
+  ASSERT_TRUE(cluster_.etcd().Delete(MembersPrefix("c1") + "s1").ok());  // its lease ran out
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Connect(Address());
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   uint32_t s1_slot = kSlots / 2;
@@ -95,7 +74,7 @@ TEST_F(ClusterRouterTest, ASlotWhoseServerIsGoneIsUnavailableNamingIt) {
   EXPECT_THAT(gone.status().message(), HasSubstr("server s1, which is not a live member"));
   EXPECT_TRUE((*cluster)->ForSlot(0).ok());  // the others' slots keep working
   // Registered, but nothing listens there.
-  Register("s1", "127.0.0.1:1");
+  cluster_.Register("s1", "127.0.0.1:1");
   ASSERT_TRUE((*cluster)->Refresh().ok());
   gone = (*cluster)->ForSlot(s1_slot);
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kUnavailable) << gone.status();

@@ -10,14 +10,24 @@
 
 namespace ardma::dht {
 
-absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(std::string_view table, bool create) {
+namespace {
+
+// The cache's name for a table on one server.
+std::string CacheKey(const Client& client, std::string_view table) {
+  return absl::StrCat(reinterpret_cast<uintptr_t>(&client), "/", ToAbsl(table));
+}
+
+}  // namespace
+
+absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(Client& client, std::string_view table,
+                                                          bool create) {
   Cached cached;
-  RemoteContext ctx(client_, {&active_libraries::dht()}, options_);
+  RemoteContext ctx(&client, {&active_libraries::dht()}, options_);
   absl::StatusOr<uint64_t> header =
       heap::GetRoot(ctx, absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(table)));
   if (header.ok()) {
     cached.header = *header;
-    ARDMA_ASSIGN_OR_RETURN(std::string bytes, client_->Read(*header, 24, kHeapRegion, options_));
+    ARDMA_ASSIGN_OR_RETURN(std::string bytes, client.Read(*header, 24, kHeapRegion, options_));
     std::memcpy(&cached.id, bytes.data() + 8, 8);
     std::memcpy(&cached.geometry, bytes.data() + 16, 8);
     return cached;
@@ -27,7 +37,7 @@ absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(std::string_view table
   std::string args;
   wire::ByteWriter(&args).Str16(table);
   absl::StatusOr<std::string> opened =
-      Invoke(*client_, Mode::kRdma, active_libraries::dht(), "dht.open", args, options_);
+      Invoke(client, Mode::kRdma, active_libraries::dht(), "dht.open", args, options_);
   if (!opened.ok()) return opened.status();
   wire::ByteReader r(*opened);
   if (!r.U64(&cached.header) || !r.U64(&cached.id) || !r.U64(&cached.geometry)) {
@@ -36,15 +46,25 @@ absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(std::string_view table
   return cached;
 }
 
-absl::StatusOr<Reply> DhtClient::Run(std::string_view function, std::string_view table,
-                                     std::string_view rest, ReplyKind kind, bool create) {
+absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view function,
+                                        std::string_view table, std::string_view rest,
+                                        ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
+  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(table, key));
+  return Run(*client, function, table, rest, kind, create);
+}
+
+absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
+                                     std::string_view table, std::string_view rest,
+                                     ReplyKind kind, bool create) {
+  ARDMA_RETURN_IF_ERROR(CheckName(table));
+  const std::string cache_key = CacheKey(client, table);
   auto attempt = [&](std::optional<Cached> cached) -> absl::StatusOr<Reply> {
     Target target{table};
     if (mode_ == Mode::kRdma) {
       if (!cached.has_value()) {
-        ARDMA_ASSIGN_OR_RETURN(cached, ResolveTable(table, create));
-        tables_.Store(table, *cached);
+        ARDMA_ASSIGN_OR_RETURN(cached, ResolveTable(client, table, create));
+        tables_.Store(cache_key, *cached);
       }
       target.header = cached->header;
       target.id = cached->id;
@@ -53,22 +73,22 @@ absl::StatusOr<Reply> DhtClient::Run(std::string_view function, std::string_view
     std::string args;
     EncodeTarget(target, &args);
     args.append(rest);
-    ARDMA_ASSIGN_OR_RETURN(std::string result, Invoke(*client_, mode_, active_libraries::dht(),
+    ARDMA_ASSIGN_OR_RETURN(std::string result, Invoke(client, mode_, active_libraries::dht(),
                                                       function, args, options_));
     if (mode_ == Mode::kRdma && result.size() >= 8) {
       uint64_t geometry;  // keep the geometry current
       std::memcpy(&geometry, result.data(), 8);
-      tables_.Update(table, [&](Cached& c) { c.geometry = geometry; });
+      tables_.Update(cache_key, [&](Cached& c) { c.geometry = geometry; });
     }
     return DecodeReply(result, kind);
   };
   if (mode_ == Mode::kActive) return attempt(std::nullopt);
-  return tables_.Run<Reply>(table, attempt);
+  return tables_.Run<Reply>(cache_key, attempt);
 }
 
 absl::StatusOr<bool> DhtClient::Put(std::string_view table, std::string_view key,
                                     std::string_view value) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, Run("dht.put", table, EncodePutArgs(key, value),
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.put", table, EncodePutArgs(key, value),
                                           ReplyKind::kFlag, /*create=*/true));
   return reply.flag;
 }
@@ -76,35 +96,45 @@ absl::StatusOr<bool> DhtClient::Put(std::string_view table, std::string_view key
 absl::StatusOr<std::optional<std::string>> DhtClient::Insert(std::string_view table,
                                                              std::string_view key,
                                                              std::string_view value) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, Run("dht.insert", table, EncodePutArgs(key, value),
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.insert", table, EncodePutArgs(key, value),
                                           ReplyKind::kFlagAndValue, /*create=*/true));
   if (!reply.flag) return std::nullopt;
   return std::move(reply.value);
 }
 
 absl::StatusOr<std::string> DhtClient::Get(std::string_view table, std::string_view key) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, Run("dht.get", table, EncodeKeyArgs(key),
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.get", table, EncodeKeyArgs(key),
                                           ReplyKind::kFlagAndValue, /*create=*/false));
   if (!reply.flag) return absl::NotFoundError("no such key");
   return std::move(*reply.value);
 }
 
 absl::StatusOr<bool> DhtClient::Contains(std::string_view table, std::string_view key) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, Run("dht.contains", table, EncodeKeyArgs(key),
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.contains", table, EncodeKeyArgs(key),
                                           ReplyKind::kFlag, /*create=*/false));
   return reply.flag;
 }
 
 absl::StatusOr<bool> DhtClient::Remove(std::string_view table, std::string_view key) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, Run("dht.remove", table, EncodeKeyArgs(key), ReplyKind::kFlag,
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.remove", table, EncodeKeyArgs(key), ReplyKind::kFlag,
                                           /*create=*/false));
   return reply.flag;
 }
 
 absl::StatusOr<uint64_t> DhtClient::Size(std::string_view table) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply,
-                         Run("dht.size", table, "", ReplyKind::kCount, /*create=*/false));
-  return reply.count;
+  ARDMA_ASSIGN_OR_RETURN(std::vector<Client*> all, servers_->All());
+  uint64_t total = 0;
+  bool found = false;  // NotFound only if no server has the table
+  for (Client* client : all) {
+    absl::StatusOr<Reply> reply =
+        Run(*client, "dht.size", table, "", ReplyKind::kCount, /*create=*/false);
+    if (absl::IsNotFound(reply.status()) && all.size() > 1) continue;
+    ARDMA_RETURN_IF_ERROR(reply.status());
+    total += reply->count;
+    found = true;
+  }
+  if (!found) return absl::NotFoundError(absl::StrCat("no table named '", ToAbsl(table), "'"));
+  return total;
 }
 
 }  // namespace ardma::dht

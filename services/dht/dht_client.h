@@ -17,11 +17,15 @@
 // NotFound (Get of a missing key; any read of a table never written), ResourceExhausted (server
 // memory full: the table stays usable), and the Client's transport errors.
 //
-// Borrows the Client for its lifetime. Thread-safe.
+// Over a cluster (a cluster::Cluster as the Servers), each key's calls go to the server its slot's
+// owner (the slot of the table name and the key); Size adds up every server's count.
+//
+// Borrows the Client (or Servers) for its lifetime. Thread-safe.
 #ifndef ARDMA_SERVICES_DHT_DHT_CLIENT_H_
 #define ARDMA_SERVICES_DHT_DHT_CLIENT_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +34,7 @@
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
+#include "core/client/servers.h"
 #include "services/dht/dht_format.h"
 #include "services/root_cache.h"
 
@@ -40,7 +45,10 @@ namespace ardma::dht {
 class DhtClient {
  public:
   DhtClient(Client* client, Mode mode, CallOptions options = {})
-      : client_(client), mode_(mode), options_(options) {}
+      : one_(std::make_unique<OneServer>(client)), servers_(one_.get()), mode_(mode),
+        options_(options) {}
+  DhtClient(Servers* servers, Mode mode, CallOptions options = {})
+      : servers_(servers), mode_(mode), options_(options) {}
 
   // Inserts or replaces. Returns true if the key was new. Creates the table.
   absl::StatusOr<bool> Put(std::string_view table, std::string_view key, std::string_view value);
@@ -62,17 +70,22 @@ class DhtClient {
   struct Cached {
     uint64_t header = 0, id = 0, geometry = 0;
   };
-  // Runs `function` with args = target + `rest`. In RDMA mode the target is the table as cached
-  // (resolved once per name, and created when `create`).
-  absl::StatusOr<Reply> Run(std::string_view function, std::string_view table,
+  // Runs `function` on `client` with args = target + `rest`. In RDMA mode the target is the table
+  // as cached for that server (resolved once per server and name, and created when `create`).
+  absl::StatusOr<Reply> Run(Client& client, std::string_view function, std::string_view table,
                             std::string_view rest, ReplyKind kind, bool create);
-  // The table's header, id and geometry, through the heap's roots.
-  absl::StatusOr<Cached> ResolveTable(std::string_view table, bool create);
+  // The same on the server that holds `key`.
+  absl::StatusOr<Reply> RunFor(std::string_view key, std::string_view function,
+                               std::string_view table, std::string_view rest, ReplyKind kind,
+                               bool create);
+  // The table's header, id and geometry on `client`'s server, through the heap's roots.
+  absl::StatusOr<Cached> ResolveTable(Client& client, std::string_view table, bool create);
 
-  Client* const client_;
+  std::unique_ptr<OneServer> one_;  // when given one Client
+  Servers* const servers_;
   const Mode mode_;
   const CallOptions options_;
-  RootCache<Cached> tables_;  // RDMA mode
+  RootCache<Cached> tables_;  // RDMA mode: by server and table name
 };
 
 }  // namespace ardma::dht

@@ -1,0 +1,50 @@
+#include "core/testing/cluster_fixture.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/cluster/member.h"
+#include "core/cluster/slot.h"
+
+namespace ardma::testing {
+
+ClusterFixture::ClusterFixture(int n, uint64_t memory_size) {
+  if (etcd_.endpoint().empty()) {
+    why_ = "etcd did not start (is etcd-server installed?)";
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> client =
+      cluster::EtcdClient::Connect(etcd_.endpoint());
+  if (!client.ok()) {
+    why_ = std::string(client.status().message());
+    return;
+  }
+  etcd_client_ = *std::move(client);
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    ServerOptions options = TestServerOptions();
+    options.memory_size = memory_size;
+    absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(options);
+    if (!server.ok()) {
+      why_ = std::string(server.status().message());
+      return;
+    }
+    servers_.push_back(*std::move(server));
+    ids.push_back(absl::StrCat("s", i));
+    Register(ids.back(), servers_.back()->address());
+  }
+  if (absl::Status s = etcd_client_->Put(cluster::MapKey("c1"), cluster::SlotMap::Even(ids).ToJson());
+      !s.ok()) {
+    why_ = std::string(s.message());
+  }
+}
+
+std::string ClusterFixture::address() const { return absl::StrCat("etcd://", etcd_.endpoint(), "/c1"); }
+
+void ClusterFixture::Register(const std::string& id, const std::string& address) {
+  cluster::MemberInfo member{id, {{"tcp", address}, {"ucx", "ucx://" + address}}};
+  if (absl::Status s = etcd_client_->Put(cluster::MembersPrefix("c1") + id, member.ToJson());
+      !s.ok()) {
+    why_ = std::string(s.message());
+  }
+}
+
+}  // namespace ardma::testing
