@@ -96,14 +96,7 @@ bool EtcdProcess::Start() {
   return true;
 }
 
-int EtcdProcess::Kill(int signal) {
-  if (pid_ <= 0) return -1;
-  ::kill(pid_, signal);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
-  return status;
-}
+int EtcdProcess::Kill(int signal) { return KillAndWait(&pid_, signal); }
 
 bool EtcdProcess::Restart() {
   Kill(SIGKILL);

@@ -99,12 +99,17 @@ bool ServerProcess::Freeze() {
   return false;
 }
 
-int ServerProcess::Kill(int signal) {
-  if (pid_ <= 0) return -1;
-  ::kill(pid_, signal);
+int KillAndWait(pid_t* pid, int signal) {
+  if (*pid <= 0) return -1;
+  ::kill(*pid, signal);
   int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
+  ::waitpid(*pid, &status, 0);
+  *pid = -1;
+  return status;
+}
+
+int ServerProcess::Kill(int signal) {
+  int status = KillAndWait(&pid_, signal);
   std::filesystem::remove(port_file_);
   return status;
 }

@@ -23,6 +23,10 @@ uint64_t ResidentBytes(pid_t pid);
 // One STATS counter of the server `client` talks to; UINT64_MAX if it cannot be read.
 uint64_t StatOf(Client& client, const std::string& name);
 
+// Sends `signal` to child *pid, waits for it to end and marks it gone (*pid = -1); its wait
+// status, or -1 if none runs.
+int KillAndWait(pid_t* pid, int signal);
+
 class ServerProcess {
  public:
   // Starts $ARDMA_BIN_DIR/ardmad --listen 127.0.0.1:0 --quiet `extra...` and waits (up to 20 s)
