@@ -24,7 +24,7 @@
 namespace ardma::cli {
 
 const char kUsage[] =
-    "Usage: ardma [--server HOST:PORT] COMMAND [ARGS]\n"
+    "Usage: ardma [--server HOST:PORT|etcd://HOST:PORT/NAME] COMMAND [ARGS]\n"
     "\n"
     "Admin CLI for a live ardmad. The server defaults to $ARDMA_SERVER, then 127.0.0.1:15712.\n"
     "Numbers may be decimal or 0x-prefixed hex.\n"
@@ -60,6 +60,9 @@ const char kUsage[] =
     "  fs df                         files, directories, data blocks, heap in use\n"
     "                                (file system --fs, default \"default\"; paths are absolute)\n"
     "  cc status                     the compile farm (ardma-cc): jobs queued and running, slaves\n"
+    "  dht get TABLE KEY             a DHT value (also: put TABLE KEY VALUE, insert TABLE KEY\n"
+    "                                VALUE, del TABLE KEY, size TABLE; --mode rdma runs the\n"
+    "                                table's code here); on a cluster with --server etcd://...\n"
     "  cluster create [ID...]        give a cluster its first slot map: the slots evenly over the\n"
     "                                live members (or the IDs); --server etcd://HOST:PORT/NAME\n"
     "  cluster status                the cluster's members, their addresses and slots, and slots\n"
@@ -185,13 +188,14 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
   };
   static const std::vector<std::string> kCommands = {
       "ping", "stats", "load",  "has", "exec", "read", "write",
-      "cas",  "fetch-add", "lock", "fs",  "cc",   "cluster"};
+      "cas",  "fetch-add", "lock", "fs",  "cc",   "cluster", "dht"};
   if (std::find(kCommands.begin(), kCommands.end(), cmd) == kCommands.end()) {
     return Usage(absl::StrCat("unknown command '", cmd, "' (see --help)"));
   }
   if (cmd == "fs") return RunFsCommand(opt, args);
   if (cmd == "cc") return RunCcCommand(opt, args);
   if (cmd == "cluster") return RunClusterCommand(opt, args);
+  if (cmd == "dht") return RunDhtCommand(opt, args);
   RegionId region = static_cast<RegionId>(opt.region);
   absl::Duration timeout = opt.timeout > absl::ZeroDuration() ? opt.timeout : kDefaultCallTimeout;
   CallOptions call{timeout};

@@ -65,6 +65,8 @@ std::string HexDump(std::string_view bytes, uint64_t base);
 absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma fs SUBCOMMAND ...`; `args` starts with "fs".
 absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& args);
+// `ardma dht get|put|insert|del|size ...` (ardma_dht.cc), on a server or a cluster.
+absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma cluster create|status` (ardma_cluster.cc), with --server etcd://HOST:PORT/NAME.
 absl::Status RunClusterCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma cc status` (ardma_cc_status.cc).

@@ -537,6 +537,23 @@ TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
   EXPECT_THAT(out, ::testing::StartsWith("{\"requests.ping\": "));
   EXPECT_THAT(out, HasSubstr(", \"heap.size\": 16777216"));
   EXPECT_THAT(out, ::testing::EndsWith("}\n"));
+  // The DHT at a shell, as redis-cli's GET and SET.
+  EXPECT_EQ(RunCommand(ardma + "dht put users alice 42", &out), 0) << out;
+  EXPECT_EQ(out, "new\n");
+  EXPECT_EQ(RunCommand(ardma + "dht put users alice 43", &out), 0);
+  EXPECT_EQ(out, "replaced\n");
+  EXPECT_EQ(RunCommand(ardma + "--mode rdma dht get users alice", &out), 0);
+  EXPECT_EQ(out, "43\n");
+  EXPECT_EQ(RunCommand(ardma + "dht insert users alice 44", &out), 1);
+  EXPECT_THAT(out, HasSubstr("already: 43"));
+  EXPECT_EQ(RunCommand(ardma + "dht size users", &out), 0);
+  EXPECT_EQ(out, "1\n");
+  EXPECT_EQ(RunCommand(ardma + "dht del users alice", &out), 0);
+  EXPECT_EQ(out, "1\n");
+  EXPECT_EQ(RunCommand(ardma + "dht get users alice", &out), 1);
+  EXPECT_THAT(out, HasSubstr("NOT_FOUND"));
+  EXPECT_EQ(RunCommand(ardma + "dht get users", &out), 2);
+  EXPECT_THAT(out, HasSubstr("usage: ardma dht get TABLE KEY"));
   EXPECT_EQ(RunCommand(ardma + "frobnicate", &out), 2);
   EXPECT_EQ(RunCommand(ardma + "read 1", &out), 2);
   EXPECT_THAT(out, HasSubstr("usage: ardma read ADDR LEN"));

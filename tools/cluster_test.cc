@@ -126,6 +126,29 @@ TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
   EXPECT_THAT(out, HasSubstr("(5461 slots)"));
   EXPECT_THAT(out, HasSubstr("tcp " + servers[1]->address()));
 
+  // The DHT through the cluster: each key is on the server the map names.
+  std::string dht = BinDir() + "/ardma --server " + Cluster() + " ";
+  std::vector<cluster::MemberInfo> members = Members();
+  for (const char* mode : {"active", "rdma"}) {
+    for (int i = 0; i < 6; ++i) {
+      std::string key = absl::StrCat(mode, i);
+      EXPECT_EQ(RunCommand(absl::StrCat(dht, "--mode ", mode, " dht put t ", key, " v", i), &out),
+                0)
+          << out;
+      EXPECT_EQ(RunCommand(absl::StrCat(dht, "--mode ", mode, " dht get t ", key), &out), 0);
+      EXPECT_EQ(out, absl::StrCat("v", i, "\n"));
+      std::string owner = stored->map.Owner(cluster::SlotOf("t", key));
+      for (const cluster::MemberInfo& m : members) {
+        int status = RunCommand(
+            absl::StrCat(BinDir(), "/ardma --server ", m.addresses.at("tcp"), " dht get t ", key),
+            &out);
+        EXPECT_EQ(status, m.id == owner ? 0 : 1) << key << " on " << m.id << ": " << out;
+      }
+    }
+  }
+  EXPECT_EQ(RunCommand(dht + "dht size t", &out), 0);
+  EXPECT_EQ(out, "12\n");
+
   // One dies: status says which slots have no live server, and fails.
   servers[1]->Kill(SIGKILL);
   EXPECT_TRUE(testing::WaitUntil([&] { return RunCommand(ardma + "status", &out) == 1; },
