@@ -8,15 +8,16 @@
 
 namespace ardma::list {
 
-absl::StatusOr<uint64_t> ListClient::ResolveHeader(std::string_view list, bool create) {
-  RemoteContext ctx(client_, {&active_libraries::list()}, options_);
+absl::StatusOr<uint64_t> ListClient::ResolveHeader(Client& client, std::string_view list,
+                                                   bool create) {
+  RemoteContext ctx(&client, {&active_libraries::list()}, options_);
   absl::StatusOr<uint64_t> header =
       heap::GetRoot(ctx, absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(list)));
   if (!absl::IsNotFound(header.status())) return header;
   if (!create) return absl::NotFoundError(absl::StrCat("no list named '", ToAbsl(list), "'"));
   std::string args;
   wire::ByteWriter(&args).Str16(list);
-  ARDMA_ASSIGN_OR_RETURN(std::string result, Invoke(*client_, Mode::kRdma, active_libraries::list(),
+  ARDMA_ASSIGN_OR_RETURN(std::string result, Invoke(client, Mode::kRdma, active_libraries::list(),
                                                     "list.open", args, options_));
   wire::ByteReader r(result);
   uint64_t addr;
@@ -27,23 +28,26 @@ absl::StatusOr<uint64_t> ListClient::ResolveHeader(std::string_view list, bool c
 absl::StatusOr<std::string> ListClient::Run(std::string_view function, std::string_view list,
                                             std::string_view rest, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(list));
+  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For("list", list));
+  // The cache's name for the list on that server.
+  const std::string cache_key = absl::StrCat(reinterpret_cast<uintptr_t>(client), "/", ToAbsl(list));
   auto attempt = [&](std::optional<uint64_t> cached) -> absl::StatusOr<std::string> {
     Target target{list, 0};
     if (mode_ == Mode::kRdma) {
       if (cached.has_value()) {
         target.header = *cached;
       } else {
-        ARDMA_ASSIGN_OR_RETURN(target.header, ResolveHeader(list, create));
-        headers_.Store(list, target.header);
+        ARDMA_ASSIGN_OR_RETURN(target.header, ResolveHeader(*client, list, create));
+        headers_.Store(cache_key, target.header);
       }
     }
     std::string args;
     EncodeTarget(target, &args);
     args.append(rest);
-    return Invoke(*client_, mode_, active_libraries::list(), function, args, options_);
+    return Invoke(*client, mode_, active_libraries::list(), function, args, options_);
   };
   if (mode_ == Mode::kActive) return attempt(std::nullopt);
-  return headers_.Run<std::string>(list, attempt);
+  return headers_.Run<std::string>(cache_key, attempt);
 }
 
 absl::Status ListClient::Append(std::string_view list, const ListValue& value) {

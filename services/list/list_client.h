@@ -21,6 +21,7 @@
 #define ARDMA_SERVICES_LIST_LIST_CLIENT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
+#include "core/client/servers.h"
 #include "services/list/list_format.h"
 #include "services/root_cache.h"
 
@@ -39,7 +41,12 @@ namespace ardma::list {
 class ListClient {
  public:
   ListClient(Client* client, Mode mode, CallOptions options = {})
-      : client_(client), mode_(mode), options_(options) {}
+      : one_(std::make_unique<OneServer>(client)), servers_(one_.get()), mode_(mode),
+        options_(options) {}
+  // Over a cluster (a cluster::Cluster as the Servers) each list lives whole on the server that
+  // owns its name's slot (namespace "list").
+  ListClient(Servers* servers, Mode mode, CallOptions options = {})
+      : servers_(servers), mode_(mode), options_(options) {}
 
   // Adds at the tail (walking the list, as in the Active RDMA paper) or at the head. Creates the list.
   absl::Status Append(std::string_view list, const ListValue& value);
@@ -64,13 +71,15 @@ class ListClient {
   // address, resolved once per name (and created when `create`).
   absl::StatusOr<std::string> Run(std::string_view function, std::string_view list,
                                   std::string_view rest, bool create);
-  // The header address of `list`, through the heap's roots (created when `create`).
-  absl::StatusOr<uint64_t> ResolveHeader(std::string_view list, bool create);
+  // The header address of `list` on `client`'s server, through the heap's roots (created when
+  // `create`).
+  absl::StatusOr<uint64_t> ResolveHeader(Client& client, std::string_view list, bool create);
 
-  Client* const client_;
+  std::unique_ptr<OneServer> one_;  // when given one Client
+  Servers* const servers_;
   const Mode mode_;
   const CallOptions options_;
-  RootCache<uint64_t> headers_;  // RDMA mode: header addresses by list name
+  RootCache<uint64_t> headers_;  // RDMA mode: header addresses by server and list name
 };
 
 }  // namespace ardma::list
