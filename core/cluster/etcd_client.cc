@@ -236,6 +236,14 @@ absl::StatusOr<absl::Duration> EtcdClient::KeepAlive(int64_t lease) {
   return absl::Seconds(ttl);
 }
 
+absl::StatusOr<absl::Duration> EtcdClient::TimeToLive(int64_t lease) {
+  ARDMA_ASSIGN_OR_RETURN(std::string answer, Call("/v3/lease/timetolive",
+                                                  Json{{"ID", std::to_string(lease)}}.dump()));
+  int64_t ttl = Int(Json::parse(answer), "TTL");
+  if (ttl < 0) return absl::NotFoundError(absl::StrCat("etcd lease ", lease, " has expired"));
+  return absl::Seconds(ttl);
+}
+
 absl::Status EtcdClient::RevokeLease(int64_t lease) {
   absl::StatusOr<std::string> answer =
       Call("/v3/lease/revoke", Json{{"ID", std::to_string(lease)}}.dump());

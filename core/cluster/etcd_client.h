@@ -63,6 +63,8 @@ class EtcdClient {
   absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
   // Renews the lease: its TTL again. NOT_FOUND once it has expired (its keys are gone).
   absl::StatusOr<absl::Duration> KeepAlive(int64_t lease);
+  // What is left of the lease's TTL, without renewing it; NOT_FOUND once it has expired.
+  absl::StatusOr<absl::Duration> TimeToLive(int64_t lease);
   absl::Status RevokeLease(int64_t lease);
 
   const std::string& endpoints() const { return endpoints_text_; }

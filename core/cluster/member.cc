@@ -133,6 +133,7 @@ void Member::Run() {
       warned = true;
     } else if (ttl.ok()) {
       warned = false;
+      renewals_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 }

@@ -8,6 +8,7 @@
 #ifndef ARDMA_CORE_CLUSTER_MEMBER_H_
 #define ARDMA_CORE_CLUSTER_MEMBER_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,6 +64,8 @@ class Member {
   // one: that is logged and the previous map kept).
   std::shared_ptr<const SlotMap> map() const;
   const MemberInfo& self() const { return options_.self; }
+  // How many times the lease has been renewed.
+  uint64_t renewals() const { return renewals_.load(std::memory_order_relaxed); }
   // Deregisters at once (the lease is revoked) and stops following the cluster.
   void Leave();
 
@@ -81,6 +84,7 @@ class Member {
   int64_t map_revision_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t lease_ = 0;  // the Run thread's, after Join
   bool leaving_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<uint64_t> renewals_{0};
   std::thread thread_;
 };
 

@@ -63,8 +63,12 @@ TEST_F(MemberTest, RegistersOnceStaysWhileAliveAndLeavesAtOnce) {
   absl::StatusOr<std::unique_ptr<Member>> clash = Member::Join(Options("a1"));
   EXPECT_EQ(clash.status().code(), absl::StatusCode::kAlreadyExists) << clash.status();
   EXPECT_THAT(clash.status().message(), HasSubstr("127.0.0.1:7"));  // names the holder
-  // Kept alive past the lease's TTL (2 s) several times over.
-  absl::SleepFor(absl::Seconds(5));  // under test: longer than the lease
+  // Kept alive: renewed three times, every TTL/3, so past the 2 s TTL that would have dropped the
+  // member without them.
+  EXPECT_TRUE(testing::WaitUntil([&] { return (*a)->renewals() >= 3; }, absl::Seconds(20),
+                                 absl::Milliseconds(20)));
+  int64_t lease = (*etcd_client_->Get(MembersPrefix("c1") + "a1"))->lease;
+  EXPECT_TRUE(etcd_client_->TimeToLive(lease).ok());
   EXPECT_EQ(Members().size(), 1u) << "the member fell out while alive";
   (*a)->Leave();
   EXPECT_TRUE(Members().empty());

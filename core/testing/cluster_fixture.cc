@@ -47,4 +47,20 @@ void ClusterFixture::Register(const std::string& id, const std::string& address)
   }
 }
 
+absl::StatusOr<std::unique_ptr<cluster::Cluster>> ClusterFixture::ConnectOverTestTransport()
+    const {
+  cluster::Cluster::Options options;
+  options.transport = TestTransport().rfind("ucx", 0) == 0 ? "ucx" : "tcp";
+  return cluster::Cluster::Connect(address(), options);
+}
+
+std::vector<std::unique_ptr<Client>> ClusterFixture::ClientOfEachServer() {
+  std::vector<std::unique_ptr<Client>> out;
+  for (std::unique_ptr<TestServer>& server : servers_) {
+    absl::StatusOr<std::unique_ptr<Client>> client = server->NewClient();
+    out.push_back(client.ok() ? *std::move(client) : nullptr);
+  }
+  return out;
+}
+
 }  // namespace ardma::testing

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "core/cluster/etcd_client.h"
+#include "core/cluster/router.h"
 #include "core/testing/etcd_process.h"
 #include "core/testing/test_server.h"
+#include "gtest/gtest.h"
 
 namespace ardma::testing {
 
@@ -32,11 +34,30 @@ class ClusterFixture {
   // Registers `id` at `address` (again), as a server's membership would.
   void Register(const std::string& id, const std::string& address);
 
+  // A Cluster of it whose clients use the test transport (TestTransport(): tcp, or UCX).
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> ConnectOverTestTransport() const;
+  // A client of each server on its own, to see where things are.
+  std::vector<std::unique_ptr<Client>> ClientOfEachServer();
+
  private:
   EtcdProcess etcd_;
   std::unique_ptr<cluster::EtcdClient> etcd_client_;
   std::vector<std::unique_ptr<TestServer>> servers_;
   std::string why_;
+};
+
+// The base of a service suite over one 3-server cluster shared by the suite's tests:
+//   class DhtClusterTest : public testing::ClusterSuite<::testing::TestWithParam<Mode>> {};
+template <typename Base>
+class ClusterSuite : public Base {
+ protected:
+  static void SetUpTestSuite() { fixture_ = new ClusterFixture(3); }
+  static void TearDownTestSuite() {
+    delete fixture_;
+    fixture_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(fixture_->ok()) << fixture_->why(); }
+  inline static ClusterFixture* fixture_ = nullptr;
 };
 
 }  // namespace ardma::testing

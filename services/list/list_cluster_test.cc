@@ -9,31 +9,17 @@
 namespace ardma::list {
 namespace {
 
-class ListClusterTest : public ::testing::TestWithParam<Mode> {
- protected:
-  static void SetUpTestSuite() { fixture_ = new testing::ClusterFixture(3); }
-  static void TearDownTestSuite() {
-    delete fixture_;
-    fixture_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(fixture_->ok()) << fixture_->why(); }
-  static testing::ClusterFixture* fixture_;
-};
-
-testing::ClusterFixture* ListClusterTest::fixture_ = nullptr;
+class ListClusterTest : public testing::ClusterSuite<::testing::TestWithParam<Mode>> {};
 
 TEST_P(ListClusterTest, EachListLivesWholeOnTheServerTheMapNames) {
-  cluster::Cluster::Options options;
-  options.transport = testing::TestTransport().rfind("ucx", 0) == 0 ? "ucx" : "tcp";
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed =
-      cluster::Cluster::Connect(fixture_->address(), options);
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = fixture_->ConnectOverTestTransport();
   ASSERT_TRUE(routed.ok()) << routed.status();
   ListClient lists(routed->get(), GetParam());
-  std::vector<std::unique_ptr<Client>> direct;
-  std::vector<std::unique_ptr<ListClient>> alone;
-  for (int i = 0; i < 3; ++i) {
-    direct.push_back(*fixture_->server(i).NewClient());
-    alone.push_back(std::make_unique<ListClient>(direct.back().get(), GetParam()));
+  std::vector<std::unique_ptr<Client>> direct = fixture_->ClientOfEachServer();
+  std::vector<std::unique_ptr<ListClient>> alone;  // each server on its own, to see where things are
+  for (std::unique_ptr<Client>& client : direct) {
+    ASSERT_NE(client, nullptr);
+    alone.push_back(std::make_unique<ListClient>(client.get(), GetParam()));
   }
   std::vector<int> per_server(3);
   std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
