@@ -79,6 +79,8 @@ endfunction()
 #   unix     the server's Unix-domain socket, tests named unix.*
 #   ucx      UCX over shared memory (UCX_TLS=shm,self): the one-sided path, tests named ucx.*
 #   ucx_tcp  UCX over its TCP transport (UCX_TLS=tcp,self), tests named ucx_tcp.*
+#   cluster  tcp; suites on ServiceFixture run over a 3-server cluster with a real etcd
+#            (core/testing/service_fixture.h), tests named cluster.*
 # (the test sets UCX_TLS itself from $ARDMA_TEST_TRANSPORT; the binaries it runs inherit it).
 function(ardma_cc_test name)
   if(NOT ARDMA_BUILD_TESTS)
@@ -91,7 +93,7 @@ function(ardma_cc_test name)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120
                        ENVIRONMENT "ARDMA_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
   foreach(transport IN LISTS ARG_TRANSPORTS)
-    if(NOT transport MATCHES "^(unix|ucx|ucx_tcp)$")
+    if(NOT transport MATCHES "^(unix|ucx|ucx_tcp|cluster)$")
       message(FATAL_ERROR "ardma_cc_test(${name}): unknown transport ${transport}")
     endif()
     # (A second variable goes in ENVIRONMENT_MODIFICATION: a list in ENVIRONMENT would be split

@@ -28,10 +28,19 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/status_macros.h"
 
 namespace ardma {
+
+class Client;
+
+// The cache's name for object `name` on `client`'s server: a service client over a cluster
+// (Servers) keeps one entry per server that holds an object of that name.
+inline std::string ServerScopedName(const Client& client, std::string_view name) {
+  return absl::StrCat(reinterpret_cast<uintptr_t>(&client), "/", ToAbsl(name));
+}
 
 // `status` (keeping its code and message) marked as "no such object at the address the caller
 // gave": the caller's cached address is stale. For the algorithms' header and block checks.

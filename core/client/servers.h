@@ -4,6 +4,7 @@
 #ifndef ARDMA_CORE_CLIENT_SERVERS_H_
 #define ARDMA_CORE_CLIENT_SERVERS_H_
 
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -21,14 +22,17 @@ class Servers {
   virtual absl::StatusOr<std::vector<Client*>> All() = 0;
 };
 
-// One server holds every key.
+// One server holds every key: over a Client borrowed, or owned.
 class OneServer final : public Servers {
  public:
   explicit OneServer(Client* client) : client_(client) {}
+  explicit OneServer(std::unique_ptr<Client> client)
+      : owned_(std::move(client)), client_(owned_.get()) {}
   absl::StatusOr<Client*> For(std::string_view, std::string_view) override { return client_; }
   absl::StatusOr<std::vector<Client*>> All() override { return std::vector<Client*>{client_}; }
 
  private:
+  std::unique_ptr<Client> owned_;
   Client* const client_;
 };
 

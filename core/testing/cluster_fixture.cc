@@ -6,7 +6,18 @@
 
 namespace ardma::testing {
 
-ClusterFixture::ClusterFixture(int n, uint64_t memory_size) {
+namespace {
+ServerOptions WithMemory(uint64_t memory_size) {
+  ServerOptions options = TestServerOptions();
+  options.memory_size = memory_size;
+  return options;
+}
+}  // namespace
+
+ClusterFixture::ClusterFixture(int n, uint64_t memory_size)
+    : ClusterFixture(n, WithMemory(memory_size)) {}
+
+ClusterFixture::ClusterFixture(int n, ServerOptions options) {
   if (etcd_.endpoint().empty()) {
     why_ = "etcd did not start (is etcd-server installed?)";
     return;
@@ -20,8 +31,6 @@ ClusterFixture::ClusterFixture(int n, uint64_t memory_size) {
   etcd_client_ = *std::move(client);
   std::vector<std::string> ids;
   for (int i = 0; i < n; ++i) {
-    ServerOptions options = TestServerOptions();
-    options.memory_size = memory_size;
     absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(options);
     if (!server.ok()) {
       why_ = std::string(server.status().message());

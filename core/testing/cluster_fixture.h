@@ -20,6 +20,7 @@ namespace ardma::testing {
 class ClusterFixture {
  public:
   // Check ok() after: false (with why()) if etcd or a server did not start.
+  ClusterFixture(int n, ServerOptions options);
   explicit ClusterFixture(int n, uint64_t memory_size = 32u << 20);
   bool ok() const { return why_.empty(); }
   const std::string& why() const { return why_; }

@@ -50,8 +50,8 @@ std::string ClientAddress(const std::string& server_address) {
                  "TestServer::NewClient\n");
     std::abort();
   }
-  return TestTransport() == "tcp" ? server_address
-                                  : absl::StrCat(ToAbsl(kUcxPrefix), server_address);
+  return TestTransport().rfind("ucx", 0) != 0 ? server_address
+                                              : absl::StrCat(ToAbsl(kUcxPrefix), server_address);
 }
 
 absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(const ServerOptions& options) {

@@ -19,8 +19,9 @@ ServerOptions TestServerOptions();
 
 // The transport the tests' clients use: $ARDMA_TEST_TRANSPORT, "tcp" (the default), "unix" (the
 // server's Unix-domain socket: TestServerOptions gives each server one, TestServer::NewClient uses
-// it), "ucx" (UCX over shared memory) or "ucx_tcp" (UCX over its TCP transport; for the UCX ones
-// UCX_TLS is set too).
+// it), "ucx" (UCX over shared memory), "ucx_tcp" (UCX over its TCP transport; for the UCX ones
+// UCX_TLS is set too) or "cluster" (tcp; a suite built on ServiceFixture runs over a 3-server
+// cluster: core/testing/service_fixture.h).
 // ctest runs a suite registered with TRANSPORTS once per transport (cmake/ArdmaHelpers.cmake), so
 // one test file covers every transport.
 std::string TestTransport();

@@ -10,15 +10,6 @@
 
 namespace ardma::dht {
 
-namespace {
-
-// The cache's name for a table on one server.
-std::string CacheKey(const Client& client, std::string_view table) {
-  return absl::StrCat(reinterpret_cast<uintptr_t>(&client), "/", ToAbsl(table));
-}
-
-}  // namespace
-
 absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(Client& client, std::string_view table,
                                                           bool create) {
   Cached cached;
@@ -51,14 +42,26 @@ absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view f
                                         ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
   ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(table, key));
-  return Run(*client, function, table, rest, kind, create);
+  absl::StatusOr<Reply> reply = Run(*client, function, table, rest, kind, create);
+  if (!absl::IsNotFound(reply.status())) return reply;
+  // A cluster's table lives on every server that holds one of its keys: that this key's server
+  // has none means the key is absent, unless no server has the table.
+  ARDMA_ASSIGN_OR_RETURN(std::vector<Client*> all, servers_->All());
+  for (Client* other : all) {
+    if (other == client) continue;
+    absl::StatusOr<Reply> size =
+        Run(*other, "dht.size", table, "", ReplyKind::kCount, /*create=*/false);
+    if (size.ok()) return Reply{.geometry = 0, .flag = false};
+    if (!absl::IsNotFound(size.status())) return size.status();
+  }
+  return reply;
 }
 
 absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
                                      std::string_view table, std::string_view rest,
                                      ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
-  const std::string cache_key = CacheKey(client, table);
+  const std::string cache_key = ServerScopedName(client, table);
   auto attempt = [&](std::optional<Cached> cached) -> absl::StatusOr<Reply> {
     Target target{table};
     if (mode_ == Mode::kRdma) {

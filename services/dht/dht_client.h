@@ -18,7 +18,8 @@
 // memory full: the table stays usable), and the Client's transport errors.
 //
 // Over a cluster (a cluster::Cluster as the Servers), each key's calls go to the server its slot's
-// owner (the slot of the table name and the key); Size adds up every server's count.
+// owner (the slot of the table name and the key); Size adds up every server's count. A table
+// exists if any server holds it: a key whose server has never seen the table is simply absent.
 //
 // Borrows the Client (or Servers) for its lifetime. Thread-safe.
 #ifndef ARDMA_SERVICES_DHT_DHT_CLIENT_H_

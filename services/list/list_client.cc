@@ -28,9 +28,8 @@ absl::StatusOr<uint64_t> ListClient::ResolveHeader(Client& client, std::string_v
 absl::StatusOr<std::string> ListClient::Run(std::string_view function, std::string_view list,
                                             std::string_view rest, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(list));
-  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For("list", list));
-  // The cache's name for the list on that server.
-  const std::string cache_key = absl::StrCat(reinterpret_cast<uintptr_t>(client), "/", ToAbsl(list));
+  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(kListSpace, list));
+  const std::string cache_key = ServerScopedName(*client, list);
   auto attempt = [&](std::optional<uint64_t> cached) -> absl::StatusOr<std::string> {
     Target target{list, 0};
     if (mode_ == Mode::kRdma) {

@@ -28,7 +28,7 @@ TEST_P(ListClusterTest, EachListLivesWholeOnTheServerTheMapNames) {
     for (int64_t v = 0; v < 5; ++v) ASSERT_TRUE(lists.Append(name, ListValue(v)).ok());
     EXPECT_EQ(*lists.Size(name), 5u);
     EXPECT_EQ(std::get<int64_t>(*lists.Get(name, 3)), 3);
-    int owner = testing::ClusterFixture::IndexOf(map->Owner(cluster::SlotOf("list", name)));
+    int owner = testing::ClusterFixture::IndexOf(map->Owner(cluster::SlotOf(kListSpace, name)));
     ++per_server[owner];
     for (int s = 0; s < 3; ++s) {
       absl::StatusOr<uint64_t> there = alone[s]->Size(name);

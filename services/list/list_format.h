@@ -56,6 +56,8 @@ namespace ardma::list {
 using ListValue = std::variant<int64_t, std::string>;
 
 inline constexpr std::string_view kRootPrefix = "list:";
+// The namespace of list names in a cluster's slot hash (docs/cluster.md).
+inline constexpr std::string_view kListSpace = "list";
 inline constexpr size_t kMaxNameBytes = 42;            // heap root names are at most 47 bytes
 inline constexpr uint64_t kMaxValueBytes = 16u << 20;  // one element
 inline constexpr uint64_t kHeaderMagic = 0x31534C414d445241ull;  // "ARDMALS1"

@@ -1,11 +1,12 @@
-// The list service against a real server, in both modes.
+// The list service against a real server, in both modes — and (TRANSPORTS cluster) against a
+// 3-server cluster.
 #include <algorithm>
 #include <deque>
 #include <random>
 #include <set>
 #include <thread>
 
-#include "core/testing/server_fixture.h"
+#include "core/testing/service_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/list/list_client.h"
@@ -15,14 +16,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class ListTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
+class ListTest : public testing::ServiceFixture<::testing::TestWithParam<Mode>> {
  protected:
   void SetUp() override { Start(testing::TestServerOptions()); }
   void Start(const ServerOptions& options) {
-    StartServer(options);
-    lists_ = std::make_unique<ListClient>(client_.get(), GetParam());
+    StartServices(options);
+    lists_ = std::make_unique<ListClient>(servers(), GetParam());
   }
-  uint64_t RoundTrips() { return client_->counters().round_trips.load(); }
+  uint64_t RoundTrips() { return testing::RoundTrips(*servers()); }
 
   std::unique_ptr<ListClient> lists_;
 };
@@ -211,8 +212,8 @@ TEST_P(ListTest, RoundTripsPerOperation) {
 TEST_P(ListTest, ConcurrentAppendersLoseNothing) {
   constexpr int kWriters = 4, kPerWriter = 100, kRemoved = 60;
   std::vector<std::thread> threads;
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int w = 0; w < kWriters + 1; ++w) clients.push_back(NewClient());
+  std::vector<std::unique_ptr<Servers>> clients;
+  for (int w = 0; w < kWriters + 1; ++w) clients.push_back(NewServers());
   std::atomic<bool> failed{false};
   std::vector<int64_t> removed;
   // The list exists before the race starts. (Creating a root concurrently from active code can

@@ -22,7 +22,7 @@ std::string HeldArgs(const Grant& g) {
 
 }  // namespace
 
-absl::StatusOr<std::string> LockClient::Call(Mode mode, std::string_view function,
+absl::StatusOr<std::string> LockClient::Call(Client& client, Mode mode, std::string_view function,
                                              std::string_view args, absl::Duration wait) {
   CallOptions options = options_;
   if (mode == Mode::kActive && wait > absl::ZeroDuration()) {
@@ -30,19 +30,26 @@ absl::StatusOr<std::string> LockClient::Call(Mode mode, std::string_view functio
         options.timeout > absl::ZeroDuration() ? options.timeout : absl::Seconds(30);
     options.timeout = std::max(base, wait + kServerSlack);
   }
-  return Invoke(*client_, mode, active_libraries::lock(), function, args, options);
+  return Invoke(client, mode, active_libraries::lock(), function, args, options);
 }
 
-absl::Status LockClient::Kick(uint64_t addr) {
+absl::StatusOr<std::string> LockClient::Call(std::string_view name, Mode mode,
+                                             std::string_view function, std::string_view args) {
+  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(kLockSpace, name));
+  return Call(*client, mode, function, args);
+}
+
+absl::Status LockClient::Kick(Client& client, uint64_t addr) {
   std::string args;
   wire::ByteWriter(&args).U64(addr);
-  return Call(Mode::kActive, "lock.kick", args).status();
+  return Call(client, Mode::kActive, "lock.kick", args).status();
 }
 
 absl::StatusOr<std::optional<Grant>> LockClient::Run(std::string_view name, LockMode mode,
                                                      absl::Duration wait, absl::Duration lease) {
   ARDMA_RETURN_IF_ERROR(CheckLockName(name));
   ARDMA_RETURN_IF_ERROR(CheckLease(lease));
+  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(kLockSpace, name));
   AcquireArgs args{
       .name = name, .exclusive = mode == LockMode::kExclusive, .wait = wait, .lease = lease};
   // One attempt: with the cached block address (RDMA mode), or letting the name be resolved.
@@ -54,25 +61,27 @@ absl::StatusOr<std::optional<Grant>> LockClient::Run(std::string_view name, Lock
   auto attempt = [&](std::optional<uint64_t> cached) -> absl::StatusOr<Sent> {
     args.addr = cached.value_or(0);
     Sent sent{.addr = args.addr, .at = absl::Now()};
-    absl::StatusOr<std::string> result = Call(mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
+    absl::StatusOr<std::string> result =
+        Call(*client, mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
     if (!result.ok()) {
       if (mode_ == Mode::kRdma && absl::IsDeadlineExceeded(result.status()) && args.addr != 0) {
-        Kick(args.addr).IgnoreError();  // our ticket went back: an active waiter may be next
+        Kick(*client, args.addr).IgnoreError();  // our ticket went back: an active waiter may be next
       }
       return result.status();
     }
     sent.result = *std::move(result);
     return sent;
   };
+  const std::string cache_key = ServerScopedName(*client, name);
   absl::StatusOr<Sent> sent =
-      mode_ == Mode::kRdma ? addrs_.Run<Sent>(name, attempt) : attempt(std::nullopt);
+      mode_ == Mode::kRdma ? addrs_.Run<Sent>(cache_key, attempt) : attempt(std::nullopt);
   if (!sent.ok()) return sent.status();
   ARDMA_ASSIGN_OR_RETURN(AcquireResult r, DecodeAcquireResult(sent->result));
   if (!r.granted) {
-    if (r.kick && sent->addr != 0) ARDMA_RETURN_IF_ERROR(Kick(sent->addr));
+    if (r.kick && sent->addr != 0) ARDMA_RETURN_IF_ERROR(Kick(*client, sent->addr));
     return std::nullopt;
   }
-  if (mode_ == Mode::kRdma) addrs_.Store(name, r.addr);
+  if (mode_ == Mode::kRdma) addrs_.Store(cache_key, r.addr);
   Grant g;
   g.name = std::string(name);
   g.mode = mode;
@@ -101,8 +110,9 @@ absl::StatusOr<std::optional<Grant>> LockClient::TryAcquire(std::string_view nam
 }
 
 absl::Status LockClient::Release(const Grant& grant) {
-  ARDMA_ASSIGN_OR_RETURN(std::string kick, Call(mode_, "lock.release", HeldArgs(grant)));
-  if (mode_ == Mode::kRdma && !kick.empty() && kick[0] != 0) return Kick(grant.addr);
+  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(kLockSpace, grant.name));
+  ARDMA_ASSIGN_OR_RETURN(std::string kick, Call(*client, mode_, "lock.release", HeldArgs(grant)));
+  if (mode_ == Mode::kRdma && !kick.empty() && kick[0] != 0) return Kick(*client, grant.addr);
   return absl::OkStatus();
 }
 
@@ -111,7 +121,7 @@ absl::Status LockClient::Renew(Grant& grant, absl::Duration lease) {
   std::string args = HeldArgs(grant);
   wire::ByteWriter(&args).U64(static_cast<uint64_t>(absl::ToInt64Microseconds(lease)));
   absl::Time sent = absl::Now();
-  absl::StatusOr<std::string> word = Call(mode_, "lock.renew", args);
+  absl::StatusOr<std::string> word = Call(grant.name, mode_, "lock.renew", args);
   if (!word.ok()) return word.status();
   wire::ByteReader r(*word);
   if (!r.U64(&grant.word) || !r.AtEnd()) return absl::DataLossError("lock.renew: bad result");
@@ -124,7 +134,7 @@ absl::StatusOr<LockState> LockClient::Inspect(std::string_view name) {
   ARDMA_RETURN_IF_ERROR(CheckLockName(name));
   std::string args;
   wire::ByteWriter(&args).Str16(name);
-  absl::StatusOr<std::string> bytes = Call(mode_, "lock.inspect", args);
+  absl::StatusOr<std::string> bytes = Call(name, mode_, "lock.inspect", args);
   if (!bytes.ok()) return bytes.status();
   wire::ByteReader r(*bytes);
   uint64_t addr;

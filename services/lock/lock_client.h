@@ -31,11 +31,15 @@
 // FailedPrecondition (the grant was lost), Aborted (a waiter was too slow to notice its turn for
 // a whole lease), the Client's transport errors.
 //
-// Borrows the Client for its lifetime. Thread-safe.
+// Over a cluster (a cluster::Cluster as the Servers), each lock lives whole on the owner of its
+// name's slot (namespace "lock"); a Grant goes back to the server that gave it.
+//
+// Borrows the Client (or Servers) for its lifetime. Thread-safe.
 #ifndef ARDMA_SERVICES_LOCK_LOCK_CLIENT_H_
 #define ARDMA_SERVICES_LOCK_LOCK_CLIENT_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +49,7 @@
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
+#include "core/client/servers.h"
 #include "services/lock/lock_format.h"
 #include "services/root_cache.h"
 
@@ -76,7 +81,10 @@ struct LockState {
 class LockClient {
  public:
   LockClient(Client* client, Mode mode, CallOptions options = {})
-      : client_(client), mode_(mode), options_(options) {}
+      : one_(std::make_unique<OneServer>(client)), servers_(one_.get()), mode_(mode),
+        options_(options) {}
+  LockClient(Servers* servers, Mode mode, CallOptions options = {})
+      : servers_(servers), mode_(mode), options_(options) {}
 
   // Waits up to `timeout` (absl::InfiniteDuration() for ever) for the lock.
   absl::StatusOr<Grant> Acquire(std::string_view name, LockMode mode, absl::Duration timeout,
@@ -95,14 +103,19 @@ class LockClient {
  private:
   absl::StatusOr<std::optional<Grant>> Run(std::string_view name, LockMode mode,
                                            absl::Duration wait, absl::Duration lease);
-  absl::StatusOr<std::string> Call(Mode mode, std::string_view function, std::string_view args,
+  // Runs `function` about lock `name` on the server that holds it.
+  absl::StatusOr<std::string> Call(Client& client, Mode mode, std::string_view function,
+                                   std::string_view args,
                                    absl::Duration wait = absl::ZeroDuration());
-  absl::Status Kick(uint64_t addr);
+  absl::StatusOr<std::string> Call(std::string_view name, Mode mode, std::string_view function,
+                                   std::string_view args);
+  absl::Status Kick(Client& client, uint64_t addr);
 
-  Client* const client_;
+  std::unique_ptr<OneServer> one_;  // when given one Client
+  Servers* const servers_;
   const Mode mode_;
   const CallOptions options_;
-  RootCache<uint64_t> addrs_;  // RDMA mode: lock block addresses by name
+  RootCache<uint64_t> addrs_;  // RDMA mode: lock block addresses by server and name
 };
 
 // Holds a lock for its lifetime (movable, not copyable).

@@ -44,6 +44,8 @@
 namespace ardma::lock {
 
 inline constexpr std::string_view kTable = "locks";
+// The namespace of lock names in a cluster's slot hash (docs/cluster.md).
+inline constexpr std::string_view kLockSpace = "lock";
 inline constexpr uint64_t kMagic = 0x314b4c414d445241ull;  // "ARDMALK1"
 inline constexpr uint64_t kNameHashOffset = 8;
 inline constexpr uint64_t kTailOffset = 16;

@@ -1,5 +1,6 @@
 // The lock service against a real server, in both modes and mixed: mutual exclusion, FCFS order,
 // shared overlap without writer starvation, leases and fencing tokens, disconnects, round trips.
+// LockTest runs over one server and (TRANSPORTS cluster) over a 3-server cluster.
 #include <algorithm>
 #include <future>
 #include <thread>
@@ -10,7 +11,7 @@
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
-#include "core/testing/server_fixture.h"
+#include "core/testing/service_fixture.h"
 #include "core/testing/wait_until.h"
 #include "core/ucx/ucx_context.h"
 #include "gmock/gmock.h"
@@ -24,16 +25,16 @@ namespace {
 
 using ::testing::ElementsAre;
 
-class LockTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
+class LockTest : public testing::ServiceFixture<::testing::TestWithParam<Mode>> {
  protected:
   void SetUp() override { Start(testing::TestServerOptions()); }
   void Start(const ServerOptions& options) {
-    StartServer(options);
-    locks_ = std::make_unique<LockClient>(client_.get(), GetParam());
+    StartServices(options);
+    locks_ = std::make_unique<LockClient>(servers(), GetParam());
   }
   // Polls until `name` has `waiters` waiters (bounded: fails the test after ~10 s).
   void AwaitWaiters(std::string_view name, uint64_t waiters) {
-    LockClient inspector(client_.get(), Mode::kActive);
+    LockClient inspector(servers(), Mode::kActive);
     absl::Status inspected;
     bool seen = testing::WaitUntil(
         [&] {
@@ -46,7 +47,7 @@ class LockTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
     ASSERT_TRUE(seen) << "never saw " << waiters << " waiters on " << name;
   }
   LockState State(std::string_view name) {
-    absl::StatusOr<LockState> s = LockClient(client_.get(), Mode::kActive).Inspect(name);
+    absl::StatusOr<LockState> s = LockClient(servers(), Mode::kActive).Inspect(name);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.value_or(LockState{});
   }
@@ -58,15 +59,20 @@ class LockTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
     EXPECT_TRUE(ctx.WriteU64(*addr, 0).ok());
     return *addr;
   }
-  // N clients x M read-increment-write rounds under the lock; modes[i] is client i's mode.
+  // N clients x M read-increment-write rounds under the lock; modes[i] is client i's mode. The
+  // counter is in the memory of client_'s server.
   void CountUnderLock(const std::vector<Mode>& modes, int rounds) {
     uint64_t counter = NewCounter();
+    std::vector<std::unique_ptr<Servers>> lockers;
     std::vector<std::unique_ptr<Client>> clients;
-    for (size_t i = 0; i < modes.size(); ++i) clients.push_back(NewClient());
+    for (size_t i = 0; i < modes.size(); ++i) {
+      lockers.push_back(NewServers());
+      clients.push_back(NewClient());
+    }
     std::vector<std::thread> threads;
     for (size_t i = 0; i < modes.size(); ++i) {
       threads.emplace_back([&, i] {
-        LockClient locks(clients[i].get(), modes[i]);
+        LockClient locks(lockers[i].get(), modes[i]);
         for (int r = 0; r < rounds; ++r) {
           absl::StatusOr<LockGuard> guard =
               LockGuard::Acquire(locks, "counter", LockMode::kExclusive, absl::Seconds(60));
@@ -91,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, LockTest, ::testing::Values(Mode::kActive, Mode:
                          [](const auto& info) { return std::string(ModeName(info.param)); });
 
 TEST_P(LockTest, AcquireTryReleaseAndIncreasingTokens) {
-  std::unique_ptr<Client> other_client = NewClient();
+  std::unique_ptr<Servers> other_client = NewServers();
   LockClient other(other_client.get(), GetParam());
   absl::StatusOr<Grant> first = locks_->Acquire("a", LockMode::kExclusive, absl::Seconds(5));
   ASSERT_TRUE(first.ok()) << first.status();
@@ -135,7 +141,7 @@ TEST_P(LockTest, Errors) {
   // A wait that runs out gives its ticket back: the lock is free again once the holder leaves.
   absl::StatusOr<Grant> held = locks_->Acquire("x", LockMode::kExclusive, absl::Seconds(5));
   ASSERT_TRUE(held.ok());
-  std::unique_ptr<Client> other_client = NewClient();
+  std::unique_ptr<Servers> other_client = NewServers();
   LockClient other(other_client.get(), GetParam());
   EXPECT_EQ(other.Acquire("x", LockMode::kExclusive, absl::Milliseconds(100)).status().code(),
             absl::StatusCode::kDeadlineExceeded);
@@ -157,12 +163,12 @@ TEST_P(LockTest, WaitersAreServedInArrivalOrder) {
   absl::StatusOr<Grant> holder = locks_->Acquire("fifo", LockMode::kExclusive, absl::Seconds(5));
   ASSERT_TRUE(holder.ok());
   constexpr int kWaiters = 5;
-  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::unique_ptr<Servers>> clients;
   absl::Mutex mu;
   std::vector<int> order;
   std::vector<std::thread> threads;
   for (int i = 0; i < kWaiters; ++i) {
-    clients.push_back(NewClient());
+    clients.push_back(NewServers());
     threads.emplace_back([&, i] {
       LockClient locks(clients[i].get(), GetParam());
       absl::StatusOr<Grant> g = locks.Acquire("fifo", LockMode::kExclusive, absl::Seconds(60));
@@ -181,7 +187,7 @@ TEST_P(LockTest, WaitersAreServedInArrivalOrder) {
 }
 
 TEST_P(LockTest, ReadersShareButDoNotOvertakeAWaitingWriter) {
-  std::unique_ptr<Client> c2 = NewClient(), c3 = NewClient(), c4 = NewClient();
+  std::unique_ptr<Servers> c2 = NewServers(), c3 = NewServers(), c4 = NewServers();
   LockClient reader2(c2.get(), GetParam()), writer(c3.get(), GetParam()),
       late_reader(c4.get(), GetParam());
   absl::StatusOr<Grant> r1 = locks_->Acquire("rw", LockMode::kShared, absl::Seconds(5));
@@ -218,7 +224,7 @@ TEST_P(LockTest, AnExpiredLeaseHandsTheLockOnAndTheOldHolderLearnsIt) {
   absl::StatusOr<Grant> old =
       locks_->Acquire("lease", LockMode::kExclusive, absl::Seconds(5), absl::Milliseconds(200));
   ASSERT_TRUE(old.ok());
-  std::unique_ptr<Client> other_client = NewClient();
+  std::unique_ptr<Servers> other_client = NewServers();
   LockClient other(other_client.get(), GetParam());
   absl::Time start = absl::Now();
   absl::StatusOr<Grant> next = other.Acquire("lease", LockMode::kExclusive, absl::Seconds(30));
@@ -238,7 +244,9 @@ TEST_P(LockTest, ATicketItsTakerNeverDescribedExpiresQuickly) {
       locks_->Acquire("undescribed", LockMode::kExclusive, absl::Seconds(5));
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(locks_->Release(*first).ok());
-  ASSERT_TRUE(client_->FetchAdd(first->addr + lock::kTailOffset, 1).ok());  // the dead taker
+  absl::StatusOr<Client*> holder = servers()->For(kLockSpace, "undescribed");
+  ASSERT_TRUE(holder.ok());
+  ASSERT_TRUE((*holder)->FetchAdd(first->addr + lock::kTailOffset, 1).ok());  // the dead taker
   absl::Time start = absl::Now();
   absl::StatusOr<Grant> next =
       locks_->Acquire("undescribed", LockMode::kExclusive, absl::Seconds(4));
@@ -252,7 +260,7 @@ TEST_P(LockTest, RenewingKeepsTheLock) {
   absl::StatusOr<Grant> g =
       locks_->Acquire("renew", LockMode::kExclusive, absl::Seconds(5), absl::Seconds(2));
   ASSERT_TRUE(g.ok());
-  std::unique_ptr<Client> other_client = NewClient();
+  std::unique_ptr<Servers> other_client = NewServers();
   LockClient other(other_client.get(), GetParam());
   std::future<absl::Status> waiter = std::async(std::launch::async, [&] {
     return other.Acquire("renew", LockMode::kExclusive, absl::Seconds(3)).status();
@@ -271,12 +279,12 @@ TEST_P(LockTest, RenewingKeepsTheLock) {
 TEST_P(LockTest, RoundTrips) {
   // Warm up: code shipped, names resolved.
   ASSERT_TRUE(locks_->Release(*locks_->Acquire("rt", LockMode::kExclusive, absl::Seconds(5))).ok());
-  uint64_t before = client_->counters().round_trips;
+  uint64_t before = testing::RoundTrips(*servers());
   absl::StatusOr<Grant> g = locks_->Acquire("rt", LockMode::kExclusive, absl::Seconds(5));
   ASSERT_TRUE(g.ok());
-  uint64_t acquire = client_->counters().round_trips - before;
+  uint64_t acquire = testing::RoundTrips(*servers()) - before;
   ASSERT_TRUE(locks_->Release(*g).ok());
-  uint64_t release = client_->counters().round_trips - before - acquire;
+  uint64_t release = testing::RoundTrips(*servers()) - before - acquire;
   if (GetParam() == Mode::kActive) {
     EXPECT_EQ(acquire, 1u);
     EXPECT_EQ(release, 1u);
@@ -286,13 +294,12 @@ TEST_P(LockTest, RoundTrips) {
   }
   if (GetParam() != Mode::kActive) return;
   // Contended: the waiter's acquire is still one round trip.
+  std::unique_ptr<Servers> waiter_client = NewServers();
+  LockClient waiter(waiter_client.get(), Mode::kActive);
+  ASSERT_TRUE(waiter.Release(*waiter.Acquire("rt", LockMode::kShared, absl::Seconds(5))).ok());
   absl::StatusOr<Grant> holder = locks_->Acquire("rt", LockMode::kExclusive, absl::Seconds(5));
   ASSERT_TRUE(holder.ok());
-  std::unique_ptr<Client> waiter_client = NewClient();
-  LockClient waiter(waiter_client.get(), Mode::kActive);
-  ASSERT_TRUE(
-      waiter.Release(*waiter.Acquire("other", LockMode::kExclusive, absl::Seconds(5))).ok());
-  uint64_t w0 = waiter_client->counters().round_trips;
+  uint64_t w0 = testing::RoundTrips(*waiter_client);
   std::future<absl::StatusOr<Grant>> w = std::async(std::launch::async, [&] {
     return waiter.Acquire("rt", LockMode::kExclusive, absl::Seconds(60));
   });
@@ -300,7 +307,7 @@ TEST_P(LockTest, RoundTrips) {
   ASSERT_TRUE(locks_->Release(*holder).ok());
   absl::StatusOr<Grant> wg = w.get();
   ASSERT_TRUE(wg.ok()) << wg.status();
-  EXPECT_EQ(waiter_client->counters().round_trips - w0, 1u);
+  EXPECT_EQ(testing::RoundTrips(*waiter_client) - w0, 1u);
 }
 
 // Every combination at once: active and RDMA mode, over TCP and over UCX.
