@@ -46,7 +46,8 @@ const char kUsage[] =
     "flock(1));\n"
     "                                waits up to --timeout (default: for ever), renews the lease\n"
     "                                while COMMAND runs, gives COMMAND the fencing token in\n"
-    "                                $ARDMA_LOCK_TOKEN and exits with COMMAND's status\n"
+    "                                $ARDMA_LOCK_TOKEN and exits with COMMAND's status; on a\n"
+    "                                cluster with --server etcd://...\n"
     "  fs ls [-l] PATH...             list directories (long: type, mode, size, mtime)\n"
     "  fs cat PATH...                print files\n"
     "  fs put LOCAL PATH             upload a local file (replacing PATH)\n"
@@ -63,6 +64,10 @@ const char kUsage[] =
     "  dht get TABLE KEY             a DHT value (also: put TABLE KEY VALUE, insert TABLE KEY\n"
     "                                VALUE, del TABLE KEY, size TABLE; --mode rdma runs the\n"
     "                                table's code here); on a cluster with --server etcd://...\n"
+    "  list push NAME VALUE...       append to a list, print its length (also: pop NAME: remove\n"
+    "                                and print the head, len NAME, range NAME [START [STOP]]:\n"
+    "                                elements START..STOP, STOP -1 for the end); --mode, cluster\n"
+    "                                as dht\n"
     "  cluster create [ID...]        give a cluster its first slot map: the slots evenly over the\n"
     "                                live members (or the IDs); --server etcd://HOST:PORT/NAME\n"
     "  cluster status                the cluster's members, their addresses and slots, and slots\n"
@@ -188,7 +193,7 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
   };
   static const std::vector<std::string> kCommands = {
       "ping", "stats", "load",  "has", "exec", "read", "write",
-      "cas",  "fetch-add", "lock", "fs",  "cc",   "cluster", "dht"};
+      "cas",  "fetch-add", "lock", "fs",  "cc",   "cluster", "dht", "list"};
   if (std::find(kCommands.begin(), kCommands.end(), cmd) == kCommands.end()) {
     return Usage(absl::StrCat("unknown command '", cmd, "' (see --help)"));
   }
@@ -196,6 +201,7 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
   if (cmd == "cc") return RunCcCommand(opt, args);
   if (cmd == "cluster") return RunClusterCommand(opt, args);
   if (cmd == "dht") return RunDhtCommand(opt, args);
+  if (cmd == "list") return RunListCommand(opt, args);
   RegionId region = static_cast<RegionId>(opt.region);
   absl::Duration timeout = opt.timeout > absl::ZeroDuration() ? opt.timeout : kDefaultCallTimeout;
   CallOptions call{timeout};

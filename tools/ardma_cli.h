@@ -67,6 +67,8 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
 absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma dht get|put|insert|del|size ...` (ardma_dht.cc), on a server or a cluster.
 absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& args);
+// `ardma list push|pop|len|range ...` (ardma_list.cc), on a server or a cluster.
+absl::Status RunListCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma cluster create|status` (ardma_cluster.cc), with --server etcd://HOST:PORT/NAME.
 absl::Status RunClusterCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma cc status` (ardma_cc_status.cc).

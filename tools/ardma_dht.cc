@@ -4,7 +4,6 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "core/cluster/member.h"
 #include "core/cluster/router.h"
 #include "core/status_macros.h"
 #include "services/dht/dht_client.h"
@@ -25,14 +24,8 @@ absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& a
   client_options.connect_attempts = 2;
   if (opt.timeout > absl::ZeroDuration()) client_options.timeout = opt.timeout;
   // One server, or the server that owns each key.
-  std::unique_ptr<Client> client;
-  std::unique_ptr<Servers> servers;
-  if (cluster::IsClusterAddress(opt.server)) {
-    ARDMA_ASSIGN_OR_RETURN(servers, cluster::Cluster::Connect(opt.server, {client_options}));
-  } else {
-    ARDMA_ASSIGN_OR_RETURN(client, Client::Connect(opt.server, client_options));
-    servers = std::make_unique<OneServer>(client.get());
-  }
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Servers> servers,
+                         cluster::ConnectServers(opt.server, client_options));
   dht::DhtClient dht(servers.get(), opt.mode);
   const std::string& table = args[2];
   if (cmd == "size") {

@@ -1,4 +1,4 @@
-// `ardma lock NAME -- COMMAND...`: flock(1) for the FCFS lock service.
+// `ardma lock NAME -- COMMAND...`: flock(1) for the FCFS lock service, on a server or a cluster.
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/client/client.h"
+#include "core/cluster/router.h"
 #include "core/status_macros.h"
 #include "services/lock/lock_client.h"
 #include "tools/ardma_cli.h"
@@ -119,8 +120,10 @@ absl::StatusOr<int> RunLocked(const Options& opt, const std::string& name,
                               const std::vector<std::string>& command) {
   ClientOptions client_options;
   client_options.connect_attempts = 2;
-  ARDMA_ASSIGN_OR_RETURN(auto client, Client::Connect(opt.server, client_options));
-  lock::LockClient locks(client.get(), Mode::kActive);
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Servers> servers,
+                         cluster::ConnectServers(opt.server, client_options));
+  ARDMA_ASSIGN_OR_RETURN(Client * client, servers->For(lock::kLockSpace, name));  // its server
+  lock::LockClient locks(servers.get(), Mode::kActive);
   absl::Duration wait = opt.timeout > absl::ZeroDuration() ? opt.timeout : absl::InfiniteDuration();
   auto mode = opt.shared ? lock::LockMode::kShared : lock::LockMode::kExclusive;
   ARDMA_ASSIGN_OR_RETURN(lock::Grant grant, locks.Acquire(name, mode, wait, opt.lease));

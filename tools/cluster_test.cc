@@ -148,6 +148,26 @@ TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
   }
   EXPECT_EQ(RunCommand(dht + "dht size t", &out), 0);
   EXPECT_EQ(out, "12\n");
+  // A list, whole on its name's server; a lock on its name's server.
+  EXPECT_EQ(RunCommand(dht + "list push q a b c", &out), 0) << out;
+  EXPECT_EQ(out, "3\n");
+  EXPECT_EQ(RunCommand(dht + "--mode rdma list range q", &out), 0) << out;
+  EXPECT_EQ(out, "a\nb\nc\n");
+  EXPECT_EQ(RunCommand(dht + "list pop q", &out), 0) << out;
+  EXPECT_EQ(out, "a\n");
+  EXPECT_EQ(RunCommand(dht + "list range q 1 -1", &out), 0) << out;
+  EXPECT_EQ(out, "c\n");
+  for (const cluster::MemberInfo& m : members) {
+    int status = RunCommand(
+        absl::StrCat(BinDir(), "/ardma --server ", m.addresses.at("tcp"), " list len q"), &out);
+    bool owner = m.id == stored->map.Owner(cluster::SlotOf("list", "q"));
+    EXPECT_EQ(status, owner ? 0 : 1) << m.id << ": " << out;
+    if (owner) {
+      EXPECT_EQ(out, "2\n");
+    }
+  }
+  EXPECT_EQ(RunCommand(dht + "lock job -- sh -c 'echo token $ARDMA_LOCK_TOKEN'", &out), 0) << out;
+  EXPECT_EQ(out, "token 1\n");
 
   // One dies: status says which slots have no live server, and fails.
   servers[1]->Kill(SIGKILL);

@@ -92,4 +92,17 @@ std::shared_ptr<const SlotMap> Cluster::map() const {
   return map_;
 }
 
+absl::StatusOr<std::unique_ptr<Servers>> ConnectServers(std::string_view address,
+                                                        const ClientOptions& options) {
+  if (IsClusterAddress(address)) {
+    Cluster::Options cluster_options;
+    cluster_options.client = options;
+    ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> routed,
+                           Cluster::Connect(address, cluster_options));
+    return std::unique_ptr<Servers>(std::move(routed));
+  }
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(address, options));
+  return std::unique_ptr<Servers>(std::make_unique<OneServer>(std::move(client)));
+}
+
 }  // namespace ardma::cluster

@@ -75,6 +75,12 @@ class Cluster final : public Servers {
   std::map<std::string, std::unique_ptr<Client>> clients_ ABSL_GUARDED_BY(mu_);  // by address
 };
 
+// What a service client is built on, from any address a tool or application is given: a cluster's
+// (etcd://HOST:PORT[,...]/NAME: a Cluster whose servers' clients use `options`), or one server's
+// (a Client of it with `options`, in a OneServer that owns it).
+absl::StatusOr<std::unique_ptr<Servers>> ConnectServers(std::string_view address,
+                                                        const ClientOptions& options);
+
 }  // namespace ardma::cluster
 
 #endif  // ARDMA_CORE_CLUSTER_ROUTER_H_
