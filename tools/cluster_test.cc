@@ -2,9 +2,13 @@
 // with the same memory file, leaves when it dies, and refuses bad cluster settings clearly.
 #include <signal.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/cluster/router.h"
 #include "core/cluster/admin.h"
 #include "core/cluster/etcd_client.h"
 #include "core/cluster/member.h"
@@ -14,6 +18,7 @@
 #include "core/testing/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/dht/dht_client.h"
 
 namespace ardma {
 namespace {
@@ -188,6 +193,86 @@ TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
   EXPECT_THAT(out, HasSubstr("is unreachable"));
   servers.clear();
   for (const std::string& heap : heaps) std::filesystem::remove(heap);
+}
+
+// SIGKILL one of three under load: calls for its slots never hang and, once etcd has dropped it
+// (its TTL), answer UNAVAILABLE naming it, within TTL + 1 s of the kill; the other servers' keys
+// keep working without one error; restarted from its memory file (at a new address) it serves its
+// keys again, intact, through the same Cluster.
+TEST_F(ClusterMembershipTest, AKilledServersSlotsFailFastAndComeBackIntact) {
+  constexpr absl::Duration kTtl = absl::Seconds(2);
+  std::vector<std::unique_ptr<testing::ServerProcess>> servers;
+  std::vector<std::vector<std::string>> flags;
+  for (int i = 0; i < 3; ++i) {
+    std::string heap = TempPath(absl::StrCat("failure_member", i));
+    std::filesystem::remove(heap);
+    flags.push_back({"--memory-file", heap, "--memory", "64M", "--cluster", Cluster(),
+                     "--cluster-ttl", "2s"});
+    servers.push_back(std::make_unique<testing::ServerProcess>(flags.back()));
+    ASSERT_FALSE(servers.back()->address().empty());
+  }
+  std::string out;
+  ASSERT_EQ(RunCommand(BinDir() + "/ardma --server " + Cluster() + " cluster create", &out), 0)
+      << out;
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(Cluster());
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  dht::DhtClient dht(routed->get(), Mode::kActive);
+  std::string victim;  // the id of servers[1]
+  for (const cluster::MemberInfo& m : Members()) {
+    if (m.addresses.at("tcp") == servers[1]->address()) victim = m.id;
+  }
+  ASSERT_FALSE(victim.empty());
+  std::vector<std::string> victims_keys, others_keys;
+  for (int i = 0; i < 3000; ++i) {
+    std::string key = absl::StrCat("k", i);
+    ASSERT_TRUE(dht.Put("t", key, absl::StrCat("v", i)).ok());
+    bool its = (*routed)->map()->Owner(cluster::SlotOf("t", key)) == victim;
+    (its ? victims_keys : others_keys).push_back(key);
+  }
+  ASSERT_FALSE(victims_keys.empty());
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0}, reads{0};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 2; ++t) {
+    load.emplace_back([&, t] {
+      for (size_t i = t; !stop; i = (i + 2) % others_keys.size()) {
+        absl::StatusOr<std::string> v = dht.Get("t", others_keys[i]);
+        if (!v.ok() || *v != "v" + others_keys[i].substr(1)) {
+          if (errors++ == 0) ADD_FAILURE() << others_keys[i] << ": " << v.status();
+        }
+        ++reads;
+      }
+    });
+  }
+  const absl::Time killed = absl::Now();
+  servers[1]->Kill(SIGKILL);
+  absl::Status seen;
+  bool named = testing::WaitUntil(
+      [&] {
+        seen = dht.Get("t", victims_keys[0]).status();
+        return absl::IsUnavailable(seen) && absl::StrContains(seen.message(), victim);
+      },
+      kTtl + absl::Seconds(1), absl::Milliseconds(20));
+  EXPECT_TRUE(named) << "after " << absl::Now() - killed << ": " << seen;
+  RecordProperty("unavailable_after_ms", static_cast<int>((absl::Now() - killed) / absl::Milliseconds(1)));
+  const int reads_at_kill = reads;
+  ASSERT_TRUE(testing::WaitUntil([&] { return reads > reads_at_kill + 200; }, absl::Seconds(30)));
+  stop = true;
+  for (std::thread& t : load) t.join();
+  EXPECT_EQ(errors, 0) << "calls for the live servers' keys failed";
+
+  servers[1] = std::make_unique<testing::ServerProcess>(flags[1]);
+  ASSERT_FALSE(servers[1]->address().empty());
+  EXPECT_TRUE(testing::WaitUntil([&] { return dht.Get("t", victims_keys[0]).ok(); },
+                                 absl::Seconds(15), absl::Milliseconds(50)))
+      << "the restarted server's keys did not come back";
+  for (const std::string& key : victims_keys) {
+    absl::StatusOr<std::string> v = dht.Get("t", key);
+    ASSERT_TRUE(v.ok()) << key << ": " << v.status();
+    EXPECT_EQ(*v, "v" + key.substr(1));
+  }
+  servers.clear();
+  for (const std::vector<std::string>& f : flags) std::filesystem::remove(f[1]);
 }
 
 TEST(ClusterFlagsTest, BadClusterSettingsAreClearErrors) {

@@ -17,7 +17,30 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(std::string_view addre
   absl::Status first = cluster->Refresh();
   if (absl::IsNotFound(first)) return absl::FailedPreconditionError(first.message());
   ARDMA_RETURN_IF_ERROR(first);
+  if (cluster->options_.refresh_interval > absl::ZeroDuration()) {
+    cluster->follower_ = std::thread([c = cluster.get()] { c->Follow(); });
+  }
   return cluster;
+}
+
+void Cluster::Follow() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto closing = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return closing_; };
+      mu_.AwaitWithTimeout(absl::Condition(&closing), options_.refresh_interval);
+      if (closing_) return;
+    }
+    Refresh().IgnoreError();  // etcd away: the cached members and map stay
+  }
+}
+
+Cluster::~Cluster() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  if (follower_.joinable()) follower_.join();
 }
 
 absl::Status Cluster::Refresh() {

@@ -1,6 +1,9 @@
 // Cluster: a client of a whole cluster (docs/cluster.md). It reads the cluster's members and slot
-// map from etcd once, keeps them (calls go on working on the cached map while etcd is away), keeps
-// one Client per server it has needed, and hands out the client of the server that owns a slot.
+// map from etcd, keeps them (calls go on working on the cached map while etcd is away) and reads
+// them again every refresh_interval, keeps one Client per server it has needed, and hands out the
+// client of the server that owns a slot. A server that died is known as soon as etcd drops it
+// (its lease's TTL): its slots are then UNAVAILABLE at once, naming it; a server that comes back
+// (at its old address or a new one) is used again.
 //
 //   ARDMA_ASSIGN_OR_RETURN(auto cluster, Cluster::Connect("etcd://127.0.0.1:2379/c1"));
 //   ARDMA_ASSIGN_OR_RETURN(Client* owner, cluster->ForKey("sessions", "alice"));
@@ -13,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -32,6 +36,8 @@ class Cluster final : public Servers {
     // The members' address to use: "tcp", "unix", "ucx" or "tls"; a member without it is reached
     // over tls, else tcp.
     std::string transport = "tcp";
+    // How often the members and the map are read again (zero: only by Refresh()).
+    absl::Duration refresh_interval = absl::Milliseconds(500);
   };
   // `address`: etcd://HOST:PORT[,...]/NAME. UNAVAILABLE if etcd cannot be reached,
   // FAILED_PRECONDITION if the cluster has no slot map, INVALID_ARGUMENT for an inconsistent one.
@@ -60,11 +66,15 @@ class Cluster final : public Servers {
   std::shared_ptr<const SlotMap> map() const;
   const ClusterAddress& where() const { return where_; }
 
+  ~Cluster() override;
+
  private:
   Cluster(ClusterAddress where, Options options, std::unique_ptr<EtcdClient> etcd)
       : where_(std::move(where)), options_(std::move(options)), etcd_(std::move(etcd)) {}
   // The address of member `id` in the chosen transport; empty if it is not a live member.
   std::string AddressOf(const std::string& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void Follow();  // the refresh thread, until the destructor
+
 
   const ClusterAddress where_;
   const Options options_;
@@ -72,7 +82,11 @@ class Cluster final : public Servers {
   mutable absl::Mutex mu_;
   std::shared_ptr<const SlotMap> map_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, MemberInfo> members_ ABSL_GUARDED_BY(mu_);       // by id
-  std::map<std::string, std::unique_ptr<Client>> clients_ ABSL_GUARDED_BY(mu_);  // by address
+  // By address. A server's Client stays while the Cluster lives (callers may hold it), also after
+  // the server moved to another address.
+  std::map<std::string, std::unique_ptr<Client>> clients_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread follower_;
 };
 
 // What a service client is built on, from any address a tool or application is given: a cluster's
