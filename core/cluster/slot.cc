@@ -8,34 +8,6 @@
 
 namespace ardma::cluster {
 
-uint16_t Crc16(std::string_view bytes) {
-  uint16_t crc = 0;
-  for (unsigned char byte : bytes) {
-    crc ^= static_cast<uint16_t>(byte) << 8;
-    for (int bit = 0; bit < 8; ++bit) {
-      crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
-                                : static_cast<uint16_t>(crc << 1);
-    }
-  }
-  return crc;
-}
-
-uint32_t SlotOf(std::string_view space, std::string_view key) {
-  size_t open = key.find('{');
-  if (open != std::string_view::npos) {
-    size_t close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close > open + 1) {
-      key = key.substr(open + 1, close - open - 1);
-    }
-  }
-  std::string bytes;
-  bytes.reserve(space.size() + 1 + key.size());
-  bytes.append(space);
-  bytes.push_back('\0');
-  bytes.append(key);
-  return Crc16(bytes) % kSlots;
-}
-
 SlotMap SlotMap::AllTo(std::string server) {
   return SlotMap(1, {SlotRange{0, kSlots - 1, std::move(server)}});
 }

@@ -14,18 +14,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/slots.h"
 
 namespace ardma::cluster {
 
-inline constexpr uint32_t kSlots = 16384;
-
-// CRC-16/XMODEM of `bytes` (polynomial 0x1021, initial value 0), as Redis Cluster hashes keys.
-uint16_t Crc16(std::string_view bytes);
-
-// The slot of a key within a namespace (a DHT table, or the lock or list service): the CRC-16 of
-// the namespace, a NUL and the key, modulo kSlots. If the key holds a "{tag}" with a non-empty tag,
-// only the tag is hashed, so keys that share a tag share a slot (as Redis's hash tags).
-uint32_t SlotOf(std::string_view space, std::string_view key);
+using slots::kSlots;
+using slots::Crc16;
+using slots::SlotOf;  // core/slots.h: the slot of a key
 
 struct SlotRange {
   uint32_t first = 0;

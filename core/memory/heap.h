@@ -147,6 +147,11 @@ absl::StatusOr<CasResult> CompareAndSetRoot(Context& ctx, std::string_view name,
 // Deletes the root (not what its value points to). NotFound if there is no such root.
 absl::Status DeleteRoot(Context& ctx, std::string_view name);
 
+// The names of the live roots that start with `prefix`, in no particular order. A walk of the
+// whole directory (for an RDMA-mode client: one READ of the bucket array, then one per entry):
+// for administration (a cluster member's tables), not for the fast path.
+absl::StatusOr<std::vector<std::string>> ListRoots(Context& ctx, std::string_view prefix);
+
 // The address of the root's value word (8-byte aligned, fixed for the root's life), for CAS and
 // FETCH_ADD on it directly.
 absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name);

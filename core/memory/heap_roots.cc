@@ -1,8 +1,11 @@
 // Named roots (heap.h): a hash directory whose bucket array is part of the heap's layout and whose
 // entries are heap blocks, pushed onto their bucket's chain with one CAS once fully written.
+#include <algorithm>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -135,6 +138,33 @@ absl::Status CheckDirectory(Context& ctx, const Layout& l) {
 }
 
 }  // namespace internal
+
+absl::StatusOr<std::vector<std::string>> ListRoots(Context& ctx, std::string_view prefix) {
+  ARDMA_ASSIGN_OR_RETURN(Layout layout, internal::ReadLayout(ctx));
+  std::string heads(8 * layout.buckets, '\0');
+  constexpr size_t kChunk = 64 << 10;  // within any wire frame
+  for (size_t at = 0; at < heads.size(); at += kChunk) {
+    size_t n = std::min(kChunk, heads.size() - at);
+    ARDMA_RETURN_IF_ERROR(ctx.Read(layout.dir + at, std::span<char>(heads).subspan(at, n)));
+  }
+  std::vector<std::string> names;
+  for (uint64_t b = 0; b < layout.buckets; ++b) {
+    uint64_t entry;
+    std::memcpy(&entry, heads.data() + 8 * b, 8);
+    for (int hops = 0; entry != 0; ++hops) {
+      if (hops > kMaxChain) return absl::DataLossError("the root directory has a cyclic chain");
+      ARDMA_ASSIGN_OR_RETURN(std::string head, ctx.Read(entry, kEntryHeader));
+      uint64_t w[4];
+      std::memcpy(w, head.data(), sizeof(w));
+      if ((w[1] & 0xffff) == kReady && w[3] >= prefix.size() && w[3] <= kMaxRootName) {
+        ARDMA_ASSIGN_OR_RETURN(std::string name, ctx.Read(entry + kEntryHeader, w[3]));
+        if (name.starts_with(prefix)) names.push_back(std::move(name));
+      }
+      entry = w[0];
+    }
+  }
+  return names;
+}
 
 absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
   ARDMA_ASSIGN_OR_RETURN(Entry e, FindOrNotFound(ctx, name));

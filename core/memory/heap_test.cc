@@ -1,5 +1,6 @@
 #include "core/memory/heap.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -101,6 +102,19 @@ TEST_F(HeapTest, RootsAreUnlimitedLongNamedAndDeletable) {
   EXPECT_EQ(*heap::GetOrCreateRoot(ctx_, "root42", 4242), 4242u);  // and the name is free again
   EXPECT_EQ(*heap::GetRoot(ctx_, "root42"), 4242u);
   EXPECT_TRUE(heap::Check(ctx_)->errors.empty());
+
+  // Listing by prefix: live roots only, each once.
+  ASSERT_TRUE(heap::DeleteRoot(ctx_, "root43").ok());
+  absl::StatusOr<std::vector<std::string>> listed = heap::ListRoots(ctx_, "root999");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::sort(listed->begin(), listed->end());
+  EXPECT_THAT(*listed, ::testing::ElementsAre("root999", "root9990", "root9991", "root9992",
+                                              "root9993", "root9994", "root9995", "root9996",
+                                              "root9997", "root9998", "root9999"));
+  listed = heap::ListRoots(ctx_, "root");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), static_cast<size_t>(kRoots - 1));
+  EXPECT_TRUE(std::find(listed->begin(), listed->end(), "root43") == listed->end());
 }
 
 // Many threads allocating, creating the same roots and freeing at once: no block handed out

@@ -1,0 +1,77 @@
+#include "core/slots.h"
+
+#include <cstring>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+
+namespace ardma::slots {
+namespace {
+constexpr char kRedirectPayload[] = "ardma.redirect";
+}  // namespace
+
+uint16_t Crc16(std::string_view bytes, uint16_t crc) {
+  for (unsigned char byte : bytes) {
+    crc ^= static_cast<uint16_t>(byte) << 8;
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
+                                : static_cast<uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+
+uint32_t SlotOf(std::string_view space, std::string_view key) {
+  size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  uint16_t crc = Crc16(space);
+  crc = Crc16(std::string_view("\0", 1), crc);
+  return Crc16(key, crc) % kSlots;
+}
+
+absl::Status CheckFence(uint32_t slot, uint64_t word, uint64_t owner_word, bool write) {
+  SlotState state = StateOf(word);
+  if (state == SlotState::kOwned || (state == SlotState::kFrozen && !write)) {
+    return absl::OkStatus();
+  }
+  return RedirectStatus({.frozen = state == SlotState::kFrozen,
+                         .slot = slot,
+                         .epoch = EpochOf(word),
+                         .owner = state == SlotState::kMoved ? owner_word : 0});
+}
+
+absl::Status RedirectStatus(const Redirect& r) {
+  absl::Status status = absl::FailedPreconditionError(
+      r.frozen ? absl::StrCat("slot ", r.slot, " is moving to another server (epoch ", r.epoch, ")")
+               : absl::StrCat("slot ", r.slot, " is not served here (moved at epoch ", r.epoch,
+                              r.owner != 0 ? absl::StrCat(" to ", absl::Hex(r.owner, absl::kZeroPad16))
+                                           : std::string(),
+                              ")"));
+  char bytes[21];
+  bytes[0] = r.frozen ? 1 : 0;
+  std::memcpy(bytes + 1, &r.slot, 4);
+  std::memcpy(bytes + 5, &r.epoch, 8);
+  std::memcpy(bytes + 13, &r.owner, 8);
+  status.SetPayload(kRedirectPayload, absl::Cord(absl::string_view(bytes, sizeof(bytes))));
+  return status;
+}
+
+std::optional<Redirect> RedirectOf(const absl::Status& status) {
+  if (status.ok()) return std::nullopt;
+  auto payload = status.GetPayload(kRedirectPayload);
+  if (!payload.has_value() || payload->size() != 21) return std::nullopt;
+  std::string bytes(*payload);
+  Redirect r;
+  r.frozen = bytes[0] != 0;
+  std::memcpy(&r.slot, bytes.data() + 1, 4);
+  std::memcpy(&r.epoch, bytes.data() + 5, 8);
+  std::memcpy(&r.owner, bytes.data() + 13, 8);
+  return r;
+}
+
+}  // namespace ardma::slots
