@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "core/client/client.h"
+#include "core/slots.h"
 
 namespace ardma {
 
@@ -20,6 +22,10 @@ class Servers {
   virtual absl::StatusOr<Client*> For(std::string_view space, std::string_view key) = 0;
   // Every server, each once: for what spans a whole namespace (a table's size).
   virtual absl::StatusOr<std::vector<Client*>> All() = 0;
+  // A server answered that the key's slot is not served there (it moved, or is moving): learn
+  // where it is now. OK when the caller should simply try again (For may now name another
+  // server); an error when it cannot be found.
+  virtual absl::Status Redirected(const slots::Redirect& redirect) = 0;
 };
 
 // One server holds every key: over a Client borrowed, or owned.
@@ -30,6 +36,13 @@ class OneServer final : public Servers {
       : owned_(std::move(client)), client_(owned_.get()) {}
   absl::StatusOr<Client*> For(std::string_view, std::string_view) override { return client_; }
   absl::StatusOr<std::vector<Client*>> All() override { return std::vector<Client*>{client_}; }
+  absl::Status Redirected(const slots::Redirect& redirect) override {
+    if (redirect.frozen) return absl::OkStatus();  // back shortly
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the server does not serve slot ", redirect.slot,
+        " (it moved to another server of its cluster): connect with the cluster's etcd:// "
+        "address"));
+  }
 
  private:
   std::unique_ptr<Client> owned_;

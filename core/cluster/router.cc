@@ -110,6 +110,19 @@ absl::StatusOr<std::vector<Client*>> Cluster::All() {
   return out;
 }
 
+absl::Status Cluster::Redirected(const slots::Redirect& redirect) {
+  if (redirect.frozen) return absl::OkStatus();  // the owner stays until the move ends
+  if (map()->epoch() >= redirect.epoch) return absl::OkStatus();
+  ARDMA_RETURN_IF_ERROR(Refresh());
+  uint64_t epoch = map()->epoch();
+  if (epoch < redirect.epoch) {
+    return absl::UnavailableError(absl::StrCat("slot ", redirect.slot, " moved at epoch ",
+                                               redirect.epoch, "; cluster ", where_.name,
+                                               "'s map is still at epoch ", epoch));
+  }
+  return absl::OkStatus();
+}
+
 std::shared_ptr<const SlotMap> Cluster::map() const {
   absl::MutexLock lock(&mu_);
   return map_;

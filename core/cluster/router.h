@@ -59,6 +59,9 @@ class Cluster final : public Servers {
     return ForKey(space, key);
   }
   absl::StatusOr<std::vector<Client*>> All() override;
+  // Reads the map again; UNAVAILABLE while etcd does not have the redirect's epoch yet (the mover
+  // marks a slot moved just before it publishes the map).
+  absl::Status Redirected(const slots::Redirect& redirect) override;
   // Reads the members and the map again (after a redirect, or a server that went away). If etcd
   // cannot be read the cached ones stay and the error is returned.
   absl::Status Refresh();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/memory/heap.h"
+#include "core/slots.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "services/dht/dht_table.h"
@@ -68,9 +69,12 @@ struct Search {
   std::optional<Entry> entry;
 };
 
-// Reads the entries whose fingerprint matches (one batch) and finds the key among them.
+// Reads the entries whose fingerprint matches (one batch) and finds the key among them. With a
+// fence, its word is read in the same batch (or alone, if no entry matches) and checked: a slot
+// not served here fails with a redirect status.
 absl::StatusOr<Search> FindKey(Context& ctx, const Table& t, const Neighbourhood& nb,
-                               std::string_view key, uint64_t hash) {
+                               std::string_view key, uint64_t hash, const Fence& fence = {},
+                               bool write = false) {
   Search result;
   std::vector<int> candidates;
   for (int i = 0; i < kNeighbourhoodSlots; ++i) {
@@ -78,7 +82,18 @@ absl::StatusOr<Search> FindKey(Context& ctx, const Table& t, const Neighbourhood
       candidates.push_back(i);
     }
   }
-  if (candidates.empty()) return result;
+  uint64_t fence_words[2] = {0, 0};
+  auto check_fence = [&] {
+    return slots::CheckFence(fence.slot, fence_words[0], fence_words[1], write);
+  };
+  if (candidates.empty()) {
+    if (fence.entry != 0) {
+      ARDMA_RETURN_IF_ERROR(
+          ctx.Read(fence.entry, std::span<char>(reinterpret_cast<char*>(fence_words), 16)));
+      ARDMA_RETURN_IF_ERROR(check_fence());
+    }
+    return result;
+  }
   std::vector<std::string> bytes(candidates.size());
   std::vector<ReadOp> ops;
   for (size_t c = 0; c < candidates.size(); ++c) {
@@ -88,12 +103,16 @@ absl::StatusOr<Search> FindKey(Context& ctx, const Table& t, const Neighbourhood
     if (bytes[c].size() < kEntryHeaderBytes) bytes[c].resize(kEntryHeaderBytes);
     ops.push_back({SlotEntry(slot), std::span<char>(bytes[c])});
   }
+  if (fence.entry != 0) {
+    ops.push_back({fence.entry, std::span<char>(reinterpret_cast<char*>(fence_words), 16)});
+  }
   absl::Status read = ctx.ReadBatch(ops);
   if (absl::IsOutOfRange(read)) {
     result.stale = true;  // a slot changed under us and pointed at nonsense
     return result;
   }
   ARDMA_RETURN_IF_ERROR(read);
+  if (fence.entry != 0) ARDMA_RETURN_IF_ERROR(check_fence());
   for (size_t c = 0; c < candidates.size(); ++c) {
     uint64_t slot = nb.slots[candidates[c]];
     ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e,
@@ -133,7 +152,8 @@ absl::StatusOr<Table> Resolve(Context& ctx, const Target& target, bool create) {
 
 // ---- Operations ----
 
-absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::string* value) {
+absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::string* value,
+                            const Fence& fence) {
   uint64_t hash = KeyHash(key);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(Neighbourhood nb, ReadNeighbourhood(ctx, t, hash));
@@ -141,7 +161,7 @@ absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::s
       ARDMA_RETURN_IF_ERROR(Refresh(ctx, t));
       continue;
     }
-    ARDMA_ASSIGN_OR_RETURN(Search found, FindKey(ctx, t, nb, key, hash));
+    ARDMA_ASSIGN_OR_RETURN(Search found, FindKey(ctx, t, nb, key, hash, fence));
     if (found.entry) {
       if (value != nullptr) value->assign(found.entry->value());
       return true;
@@ -181,7 +201,7 @@ absl::StatusOr<uint64_t> WriteEntry(Context& ctx, const Table& t, std::string_vi
 // put (insert or replace; answers whether it created the key) and insert (only if absent;
 // answers whether the key existed, and if so stores its value in *existing and leaves it alone).
 absl::StatusOr<bool> Write(Context& ctx, Table& t, std::string_view key, std::string_view value,
-                           bool only_if_absent, std::string* existing) {
+                           bool only_if_absent, std::string* existing, const Fence& fence) {
   uint64_t hash = KeyHash(key);
   ARDMA_ASSIGN_OR_RETURN(uint64_t new_slot, WriteEntry(ctx, t, key, value, hash));
   absl::Status status;
@@ -204,7 +224,7 @@ absl::StatusOr<bool> Write(Context& ctx, Table& t, std::string_view key, std::st
     }
     BucketLock locked = **lock;
     // Under the lock, the key's slot cannot change; other keys may take empty slots.
-    absl::StatusOr<Search> found = FindKey(ctx, t, *nb, key, hash);
+    absl::StatusOr<Search> found = FindKey(ctx, t, *nb, key, hash, fence, /*write=*/true);
     if (!found.ok()) {
       Unlock(ctx, nb->base, locked).IgnoreError();
       status = found.status();
@@ -271,16 +291,17 @@ absl::StatusOr<bool> Write(Context& ctx, Table& t, std::string_view key, std::st
 
 }  // namespace
 
-absl::StatusOr<bool> Put(Context& ctx, Table& t, std::string_view key, std::string_view value) {
-  return Write(ctx, t, key, value, /*only_if_absent=*/false, nullptr);
+absl::StatusOr<bool> Put(Context& ctx, Table& t, std::string_view key, std::string_view value,
+                         const Fence& fence) {
+  return Write(ctx, t, key, value, /*only_if_absent=*/false, nullptr, fence);
 }
 
 absl::StatusOr<bool> Insert(Context& ctx, Table& t, std::string_view key, std::string_view value,
-                            std::string* existing) {
-  return Write(ctx, t, key, value, /*only_if_absent=*/true, existing);
+                            std::string* existing, const Fence& fence) {
+  return Write(ctx, t, key, value, /*only_if_absent=*/true, existing, fence);
 }
 
-absl::StatusOr<bool> Remove(Context& ctx, Table& t, std::string_view key) {
+absl::StatusOr<bool> Remove(Context& ctx, Table& t, std::string_view key, const Fence& fence) {
   uint64_t hash = KeyHash(key);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(Neighbourhood nb, ReadNeighbourhood(ctx, t, hash));
@@ -292,7 +313,7 @@ absl::StatusOr<bool> Remove(Context& ctx, Table& t, std::string_view key) {
       ARDMA_RETURN_IF_ERROR(Refresh(ctx, t));
       continue;
     }
-    absl::StatusOr<Search> found = FindKey(ctx, t, nb, key, hash);
+    absl::StatusOr<Search> found = FindKey(ctx, t, nb, key, hash, fence, /*write=*/true);
     absl::StatusOr<CasResult> cas = CasResult{};
     if (found.ok() && found->entry) {
       cas = ctx.CompareAndSwap(nb.SlotAddr(found->index), nb.slots[found->index], 0);
@@ -317,6 +338,71 @@ absl::StatusOr<uint64_t> Size(Context& ctx, const Table& t) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t count, ctx.ReadU64(t.header + kCountOffset));
   // A put's +1 may land after a remove's -1 of the same key.
   return count > (1ull << 63) ? 0 : count;
+}
+
+namespace {
+
+bool InBitmap(std::string_view bitmap, uint32_t slot) {
+  return slot / 8 < bitmap.size() && ((static_cast<uint8_t>(bitmap[slot / 8]) >> (slot % 8)) & 1);
+}
+
+// The keys of bucket `b` (nb, locked) that Sweep wants: exported or removed. Returns the bytes
+// (or keys, when purging) it handled.
+absl::StatusOr<uint64_t> SweepBucket(Context& ctx, const Table& t, const Neighbourhood& nb,
+                                     std::string_view table_name, std::string_view bitmap,
+                                     SweepAction action, std::vector<Exported>* exported,
+                                     uint64_t* removed) {
+  uint64_t handled = 0;
+  for (int i = 0; i < kNeighbourhoodSlots; ++i) {
+    uint64_t slot = nb.slots[i];
+    if (slot == 0) continue;
+    uint64_t capacity = (1ull << SlotClass(slot)) - heap::kBlockHeader;
+    std::string bytes(std::max(std::min(capacity, kFirstEntryRead), kEntryHeaderBytes), '\0');
+    absl::Status read = ctx.Read(SlotEntry(slot), std::span<char>(bytes));
+    if (absl::IsOutOfRange(read)) continue;  // another bucket's key, changing under us
+    ARDMA_RETURN_IF_ERROR(read);
+    ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e, CompleteEntry(ctx, t, slot, std::move(bytes)));
+    if (!e) continue;  // the same
+    uint64_t hash;
+    std::memcpy(&hash, e->bytes.data() + 8, 8);
+    if ((hash & (t.geometry.buckets() - 1)) != nb.home) continue;  // homed elsewhere
+    if (!InBitmap(bitmap, slots::SlotOf(table_name, e->key()))) continue;
+    if (action == SweepAction::kExport) {
+      exported->push_back({std::string(e->key()), std::string(e->value())});
+      handled += e->key().size() + e->value().size() + 8;
+      continue;
+    }
+    ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(nb.SlotAddr(i), slot, 0));
+    if (!cas.swapped) return absl::DataLossError("dht slot changed under its bucket lock");
+    ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(t.header + kCountOffset, ~0ull).status());
+    ARDMA_RETURN_IF_ERROR(heap::Free(ctx, SlotEntry(slot)));
+    ++*removed;
+    handled += 64;
+  }
+  return handled;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> Sweep(Context& ctx, Table& t, std::string_view table_name,
+                               std::string_view slots_bitmap, SweepAction action, uint64_t cursor,
+                               uint64_t budget, std::vector<Exported>* exported,
+                               uint64_t* removed) {
+  uint64_t handled = 0;
+  for (uint64_t b = cursor; b < t.geometry.buckets(); ++b) {
+    if (handled >= budget && b > cursor) return b;
+    ARDMA_ASSIGN_OR_RETURN(Neighbourhood nb, ReadNeighbourhood(ctx, t, b));
+    if (!Current(t, nb)) return kRescan;
+    ARDMA_ASSIGN_OR_RETURN(std::optional<BucketLock> lock, LockHome(ctx, t, nb, b, false));
+    if (!lock) return kRescan;
+    absl::StatusOr<uint64_t> done =
+        SweepBucket(ctx, t, nb, table_name, slots_bitmap, action, exported, removed);
+    absl::Status unlocked = Unlock(ctx, nb.base, *lock);
+    ARDMA_RETURN_IF_ERROR(done.status());
+    ARDMA_RETURN_IF_ERROR(unlocked);
+    handled += *done + 1;
+  }
+  return 0;
 }
 
 }  // namespace ardma::dht

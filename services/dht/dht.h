@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/context/context.h"
@@ -29,16 +30,38 @@ absl::StatusOr<Table> OpenByName(Context& ctx, std::string_view name, bool creat
 // The target's table: by name, or as the client cached it (re-read if it cached no geometry).
 absl::StatusOr<Table> Resolve(Context& ctx, const Target& target, bool create);
 
+// Each keyed operation takes the key's Fence (none by default): a slot that is not served here
+// fails it with a redirect status (slots::RedirectOf); reads check after reading, writes after
+// locking the key's bucket.
+//
 // Whether `key` is present; if so and `value` is not null, its value. Lock-free.
-absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::string* value);
+absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::string* value,
+                            const Fence& fence = {});
 // Inserts or replaces; true if it created the key.
-absl::StatusOr<bool> Put(Context& ctx, Table& t, std::string_view key, std::string_view value);
+absl::StatusOr<bool> Put(Context& ctx, Table& t, std::string_view key, std::string_view value,
+                         const Fence& fence = {});
 // Inserts only if absent; true if the key existed (its value, left alone, in *existing).
 absl::StatusOr<bool> Insert(Context& ctx, Table& t, std::string_view key, std::string_view value,
-                            std::string* existing);
+                            std::string* existing, const Fence& fence = {});
 // True if the key existed (and is now gone).
-absl::StatusOr<bool> Remove(Context& ctx, Table& t, std::string_view key);
+absl::StatusOr<bool> Remove(Context& ctx, Table& t, std::string_view key, const Fence& fence = {});
 absl::StatusOr<uint64_t> Size(Context& ctx, const Table& t);
+
+// Moving slots between servers (dht_format.h, "Moving slots"). Visits buckets [cursor, ...) of
+// the table, locking each once as it passes (so a writer that checked the fence before the slots
+// froze has finished), and exports (appends to *exported) or purges (removes, counting *removed)
+// the keys of the slots set in `slots_bitmap` (kSlots bits) homed there, until about `budget`
+// bytes were exported or keys visited. Returns the next cursor: 0 when the sweep is done, kRescan
+// when the table was resized under it (sweep again from 0).
+inline constexpr uint64_t kRescan = ~0ull;
+enum class SweepAction { kExport, kPurge };
+struct Exported {
+  std::string key, value;
+};
+absl::StatusOr<uint64_t> Sweep(Context& ctx, Table& t, std::string_view table_name,
+                               std::string_view slots_bitmap, SweepAction action, uint64_t cursor,
+                               uint64_t budget, std::vector<Exported>* exported,
+                               uint64_t* removed);
 
 }  // namespace ardma::dht
 

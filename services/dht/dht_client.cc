@@ -1,10 +1,12 @@
 #include "services/dht/dht_client.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
+#include "core/slots.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 
@@ -16,6 +18,12 @@ absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(Client& client, std::s
   RemoteContext ctx(&client, {&active_libraries::dht()}, options_);
   absl::StatusOr<uint64_t> header =
       heap::GetRoot(ctx, absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(table)));
+  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
+  if (fence.ok()) {
+    cached.fence = *fence;
+  } else if (!absl::IsNotFound(fence.status())) {
+    return fence.status();
+  }
   if (header.ok()) {
     cached.header = *header;
     ARDMA_ASSIGN_OR_RETURN(std::string bytes, client.Read(*header, 24, kHeapRegion, options_));
@@ -30,6 +38,7 @@ absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(Client& client, std::s
   absl::StatusOr<std::string> opened =
       Invoke(client, Mode::kRdma, active_libraries::dht(), "dht.open", args, options_);
   if (!opened.ok()) return opened.status();
+  cached.fence = fence.ok() ? *fence : 0;
   wire::ByteReader r(*opened);
   if (!r.U64(&cached.header) || !r.U64(&cached.id) || !r.U64(&cached.geometry)) {
     return absl::DataLossError("dht.open: bad result");
@@ -41,25 +50,46 @@ absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view f
                                         std::string_view table, std::string_view rest,
                                         ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
-  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(table, key));
-  absl::StatusOr<Reply> reply = Run(*client, function, table, rest, kind, create);
-  if (!absl::IsNotFound(reply.status())) return reply;
+  const absl::Time deadline =
+      absl::Now() + (options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30));
+  absl::Status last;
+  for (int attempt = 0;; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(table, key));
+    absl::StatusOr<Reply> reply = Run(*client, function, table, &key, rest, kind, create);
+    if (absl::IsNotFound(reply.status())) return AbsentHere(*client, table, reply.status());
+    if (!reply.ok() || !reply->redirect.has_value()) return reply;
+    // Not served there: the slot moved (learn where) or is moving (wait for the move to end).
+    last = servers_->Redirected(*reply->redirect);
+    if (absl::IsFailedPrecondition(last)) return last;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "slot ", reply->redirect->slot, " of table ", ToAbsl(table),
+          " did not settle on a server within the call's timeout",
+          last.ok() ? "" : absl::StrCat(": ", last.message())));
+    }
+    absl::SleepFor(std::min(absl::Microseconds(100) * (1 << std::min(attempt, 8)),
+                            absl::Milliseconds(20)));
+  }
+}
+
+absl::StatusOr<Reply> DhtClient::AbsentHere(Client& client, std::string_view table,
+                                            absl::Status not_found) {
   // A cluster's table lives on every server that holds one of its keys: that this key's server
   // has none means the key is absent, unless no server has the table.
   ARDMA_ASSIGN_OR_RETURN(std::vector<Client*> all, servers_->All());
   for (Client* other : all) {
-    if (other == client) continue;
+    if (other == &client) continue;
     absl::StatusOr<Reply> size =
-        Run(*other, "dht.size", table, "", ReplyKind::kCount, /*create=*/false);
+        Run(*other, "dht.size", table, nullptr, "", ReplyKind::kCount, /*create=*/false);
     if (size.ok()) return Reply{.geometry = 0, .flag = false};
     if (!absl::IsNotFound(size.status())) return size.status();
   }
-  return reply;
+  return not_found;
 }
 
 absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
-                                     std::string_view table, std::string_view rest,
-                                     ReplyKind kind, bool create) {
+                                     std::string_view table, const std::string_view* key,
+                                     std::string_view rest, ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
   const std::string cache_key = ServerScopedName(client, table);
   auto attempt = [&](std::optional<Cached> cached) -> absl::StatusOr<Reply> {
@@ -72,18 +102,21 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
       target.header = cached->header;
       target.id = cached->id;
       target.geometry = cached->geometry;
+      if (cached->fence != 0 && key != nullptr) {
+        target.slot = slots::SlotOf(table, *key);
+        target.fence = slots::FenceEntry(cached->fence, target.slot);
+      }
     }
     std::string args;
     EncodeTarget(target, &args);
     args.append(rest);
     ARDMA_ASSIGN_OR_RETURN(std::string result, Invoke(client, mode_, active_libraries::dht(),
                                                       function, args, options_));
-    if (mode_ == Mode::kRdma && result.size() >= 8) {
-      uint64_t geometry;  // keep the geometry current
-      std::memcpy(&geometry, result.data(), 8);
-      tables_.Update(cache_key, [&](Cached& c) { c.geometry = geometry; });
+    ARDMA_ASSIGN_OR_RETURN(Reply reply, DecodeReply(result, kind));
+    if (mode_ == Mode::kRdma && !reply.redirect.has_value()) {
+      tables_.Update(cache_key, [&](Cached& c) { c.geometry = reply.geometry; });  // keep current
     }
-    return DecodeReply(result, kind);
+    return reply;
   };
   if (mode_ == Mode::kActive) return attempt(std::nullopt);
   return tables_.Run<Reply>(cache_key, attempt);
@@ -130,7 +163,7 @@ absl::StatusOr<uint64_t> DhtClient::Size(std::string_view table) {
   bool found = false;  // NotFound only if no server has the table
   for (Client* client : all) {
     absl::StatusOr<Reply> reply =
-        Run(*client, "dht.size", table, "", ReplyKind::kCount, /*create=*/false);
+        Run(*client, "dht.size", table, nullptr, "", ReplyKind::kCount, /*create=*/false);
     if (absl::IsNotFound(reply.status()) && all.size() > 1) continue;
     ARDMA_RETURN_IF_ERROR(reply.status());
     total += reply->count;

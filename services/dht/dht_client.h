@@ -20,6 +20,9 @@
 // Over a cluster (a cluster::Cluster as the Servers), each key's calls go to the server its slot's
 // owner (the slot of the table name and the key); Size adds up every server's count. A table
 // exists if any server holds it: a key whose server has never seen the table is simply absent.
+// While slots move between servers (docs/cluster.md) a call that reaches a server no longer (or
+// not yet) serving its key's slot is answered with a redirect, in both modes; the client then
+// refreshes its map or waits out the move, and tries again: the application never sees it.
 //
 // Borrows the Client (or Servers) for its lifetime. Thread-safe.
 #ifndef ARDMA_SERVICES_DHT_DHT_CLIENT_H_
@@ -70,15 +73,22 @@ class DhtClient {
  private:
   struct Cached {
     uint64_t header = 0, id = 0, geometry = 0;
+    uint64_t fence = 0;  // the server's slot fence (core/slots.h); 0: not a cluster member
   };
   // Runs `function` on `client` with args = target + `rest`. In RDMA mode the target is the table
-  // as cached for that server (resolved once per server and name, and created when `create`).
+  // as cached for that server (resolved once per server and name, and created when `create`),
+  // with the fence entry of `key`'s slot (if there is a key, and the server a fence).
   absl::StatusOr<Reply> Run(Client& client, std::string_view function, std::string_view table,
-                            std::string_view rest, ReplyKind kind, bool create);
-  // The same on the server that holds `key`.
+                            const std::string_view* key, std::string_view rest, ReplyKind kind,
+                            bool create);
+  // The same on the server that holds `key`, following redirects (a slot that moved, or is
+  // moving) until the call's timeout.
   absl::StatusOr<Reply> RunFor(std::string_view key, std::string_view function,
                                std::string_view table, std::string_view rest, ReplyKind kind,
                                bool create);
+  // `not_found` came from `client`'s server: the key is absent there, unless no server of the
+  // cluster has the table.
+  absl::StatusOr<Reply> AbsentHere(Client& client, std::string_view table, absl::Status not_found);
   // The table's header, id and geometry on `client`'s server, through the heap's roots.
   absl::StatusOr<Cached> ResolveTable(Client& client, std::string_view table, bool create);
 

@@ -16,12 +16,16 @@ absl::Status CheckName(std::string_view name) {
 void EncodeTarget(const Target& target, std::string* out) {
   ByteWriter w(out);
   if (target.header != 0) {
-    w.U8(1);
+    w.U8(target.fence != 0 ? 2 : 1);
     w.U64(target.header);
     w.U64(target.id);
     w.U64(target.geometry);
+    if (target.fence != 0) {
+      w.U64(target.fence);
+      w.U32(target.slot);
+    }
   } else {
-    w.U8(0);
+    w.U8(target.unfenced ? 3 : 0);
     w.Str16(target.name.substr(0, 0xffff));
   }
 }
@@ -45,6 +49,17 @@ absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind) {
   ByteReader r(bytes);
   Reply reply;
   bool ok = r.U64(&reply.geometry);
+  if (ok && reply.geometry == kRedirectGeometry) {
+    slots::Redirect redirect;
+    uint8_t frozen = 0;
+    if (!r.U8(&frozen) || !r.U32(&redirect.slot) || !r.U64(&redirect.epoch) ||
+        !r.U64(&redirect.owner) || !r.AtEnd()) {
+      return absl::DataLossError("malformed dht redirect");
+    }
+    redirect.frozen = frozen != 0;
+    reply.redirect = redirect;
+    return reply;
+  }
   if (kind == ReplyKind::kCount) {
     ok = ok && r.U64(&reply.count);
   } else {
@@ -59,6 +74,17 @@ absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind) {
   }
   if (!ok || !r.AtEnd()) return absl::DataLossError("malformed dht reply");
   return reply;
+}
+
+std::string EncodeRedirect(const slots::Redirect& redirect) {
+  std::string out;
+  ByteWriter w(&out);
+  w.U64(kRedirectGeometry);
+  w.U8(redirect.frozen ? 1 : 0);
+  w.U32(redirect.slot);
+  w.U64(redirect.epoch);
+  w.U64(redirect.owner);
+  return out;
 }
 
 }  // namespace ardma::dht

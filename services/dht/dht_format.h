@@ -37,9 +37,15 @@
 // belongs to a client whose connection is gone and is taken over; a slow holder keeps it.
 //
 // Functions (u64/u32/u16 little-endian):
-//   target := 0:u8 name:str16                      ; by name (active mode)
+//   target := 0:u8 name:str16                      ; by name (active mode), fenced by the
+//                                                  ; server's slot fence if it has one
 //           | 1:u8 header:u64 id:u64 geometry:u64  ; cached by an RDMA-mode client (geometry 0:
 //                                                  ; unknown, read the header)
+//           | 2:u8 header:u64 id:u64 geometry:u64 fence:u64 slot:u32
+//                                                  ; the same, on a cluster member: the key's
+//                                                  ; slot and its fence entry (core/slots.h)
+//           | 3:u8 name:str16                      ; by name, unfenced: services that keep
+//                                                  ; tables of their own (the lock service)
 //   dht.open      name:str16                 -> header:u64 id:u64 geometry:u64  (creates it)
 //   dht.put       target key:bytes32 value:bytes32 -> geometry:u64 created:u8   (creates)
 //   dht.get       target key:bytes32         -> geometry:u64 found:u8 [value:bytes32]
@@ -48,7 +54,22 @@
 //   dht.size      target                     -> geometry:u64 count:u64
 // Every result starts with the geometry the function last used, so RDMA-mode clients keep their
 // cache current. A missing key is found = 0, not an error; reading a table that was never
-// written is NOT_FOUND.
+// written is NOT_FOUND. On a cluster member whose fence sends the key elsewhere, the keyed
+// functions answer instead
+//   redirect := ~0:u64 frozen:u8 slot:u32 epoch:u64 owner:u64
+// (frozen: the slot is moving away, ask again shortly; else it moved: refresh the slot map).
+//
+// Moving slots (the cluster's rebalance, run against a member in active mode):
+//   dht.tables                                -> count:u32 (name:str16)*    ; tables held here
+//   dht.export  name:str16 slots:bytes32 cursor:u64 geometry:u64 budget:u32
+//               -> next:u64 geometry:u64 count:u32 (key:bytes32 value:bytes32)*
+//               the keys of `slots` (a 2048-byte, kSlots-bit bitmap) homed in buckets from
+//               `cursor` on, about `budget` bytes; every bucket is locked once as it is passed
+//               (waiting out writers that checked the fence before the slots froze); next = 0
+//               when done, ~0 when the table was resized under the sweep (`geometry` is the one
+//               it started on): start again from 0
+//   dht.import  name:str16 count:u32 (key:bytes32 value:bytes32)*  -> count:u32   ; unfenced puts
+//   dht.purge   (as export) -> next:u64 geometry:u64 removed:u64  ; removes them instead
 #ifndef ARDMA_SERVICES_DHT_DHT_FORMAT_H_
 #define ARDMA_SERVICES_DHT_DHT_FORMAT_H_
 
@@ -59,6 +80,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/slots.h"
 
 namespace ardma::dht {
 
@@ -72,6 +94,11 @@ struct Target {
   uint64_t header = 0;
   uint64_t id = 0;
   uint64_t geometry = 0;
+  // A cached target on a cluster member: the fence entry of the key's slot (0: none).
+  uint64_t fence = 0;
+  uint32_t slot = 0;
+  // By name: skip the server's fence (services' own tables).
+  bool unfenced = false;
 };
 
 // InvalidArgument unless 1..kMaxNameBytes bytes without NUL.
@@ -82,14 +109,19 @@ void EncodeTarget(const Target& target, std::string* out);
 std::string EncodeKeyArgs(std::string_view key);
 std::string EncodePutArgs(std::string_view key, std::string_view value);
 
+inline constexpr uint64_t kRedirectGeometry = ~0ull;
+
 struct Reply {
   uint64_t geometry = 0;
+  std::optional<slots::Redirect> redirect;  // the key is not served here (see above)
   bool flag = false;                 // created (put), found (get, contains, remove)
   uint64_t count = 0;                // size
   std::optional<std::string> value;  // get, when found
 };
 enum class ReplyKind { kFlag, kFlagAndValue, kCount };
 absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind);
+// The redirect answer.
+std::string EncodeRedirect(const slots::Redirect& redirect);
 
 }  // namespace ardma::dht
 

@@ -2,6 +2,8 @@
 // algorithm (dht.h) and encodes the reply.
 #include "absl/strings/str_cat.h"
 #include "core/active/function_table.h"
+#include "core/memory/heap.h"
+#include "core/slots.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "services/dht/dht.h"
@@ -16,14 +18,50 @@ absl::StatusOr<Target> ParseTarget(ByteReader& r) {
   uint8_t kind;
   if (!r.U8(&kind)) return absl::InvalidArgumentError("dht: missing target");
   Target t;
-  if (kind == 0) {
+  if (kind == 0 || kind == 3) {
     if (!r.Str16(&t.name)) return absl::InvalidArgumentError("dht: malformed target");
+    t.unfenced = kind == 3;
     return t;
   }
-  if (kind != 1 || !r.U64(&t.header) || !r.U64(&t.id) || !r.U64(&t.geometry) || t.header == 0) {
+  if ((kind != 1 && kind != 2) || !r.U64(&t.header) || !r.U64(&t.id) || !r.U64(&t.geometry) ||
+      t.header == 0 || (kind == 2 && (!r.U64(&t.fence) || !r.U32(&t.slot) || t.fence == 0 ||
+                                      t.slot >= slots::kSlots))) {
     return absl::InvalidArgumentError("dht: malformed target");
   }
   return t;
+}
+
+// Where `key` of `target` checks that its slot is served here: as an RDMA-mode client cached it,
+// or, by name, this server's fence (none outside a cluster, or for an unfenced caller).
+absl::StatusOr<Fence> FenceOf(Context& ctx, const Target& target, std::string_view key) {
+  if (target.fence != 0) return Fence{target.fence, target.slot};
+  if (target.header != 0 || target.unfenced) return Fence{};
+  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
+  if (absl::IsNotFound(fence.status())) return Fence{};
+  ARDMA_RETURN_IF_ERROR(fence.status());
+  uint32_t slot = slots::SlotOf(target.name, key);
+  return Fence{slots::FenceEntry(*fence, slot), slot};
+}
+
+// A table that could not be resolved: NOT_FOUND (no table) only if the key's slot is served here,
+// else the redirect.
+absl::Status Missing(Context& ctx, const absl::Status& resolved, const Fence& fence, bool write) {
+  if (resolved.ok()) return resolved;
+  if (absl::IsNotFound(resolved) && fence.entry != 0) {
+    uint64_t words[2];
+    ARDMA_RETURN_IF_ERROR(
+        ctx.Read(fence.entry, std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));
+    ARDMA_RETURN_IF_ERROR(slots::CheckFence(fence.slot, words[0], words[1], write));
+  }
+  return resolved;
+}
+
+// A keyed function's answer: its result, or the redirect its fence gave.
+absl::StatusOr<std::string> Answer(absl::StatusOr<std::string> result) {
+  if (std::optional<slots::Redirect> redirect = slots::RedirectOf(result.status())) {
+    return EncodeRedirect(*redirect);
+  }
+  return result;
 }
 
 absl::StatusOr<std::string_view> ParseKey(ByteReader& r) {
@@ -87,44 +125,59 @@ absl::StatusOr<std::string> Open(Context& ctx, std::string_view args) {
 // get and contains.
 absl::StatusOr<std::string> Read(Context& ctx, std::string_view args, bool with_value) {
   ARDMA_ASSIGN_OR_RETURN(KeyArgs a, ParseKeyArgs(args, false, "dht: trailing bytes"));
-  ARDMA_ASSIGN_OR_RETURN(Table t, Resolve(ctx, a.target, /*create=*/false));
+  ARDMA_ASSIGN_OR_RETURN(Fence fence, FenceOf(ctx, a.target, a.key));
+  absl::StatusOr<Table> t = Resolve(ctx, a.target, /*create=*/false);
+  ARDMA_RETURN_IF_ERROR(Missing(ctx, t.status(), fence, /*write=*/false));
   std::string value;
-  ARDMA_ASSIGN_OR_RETURN(bool found, Lookup(ctx, t, a.key, with_value ? &value : nullptr));
-  std::string out = EncodeReply(t, found);
+  ARDMA_ASSIGN_OR_RETURN(bool found, Lookup(ctx, *t, a.key, with_value ? &value : nullptr, fence));
+  std::string out = EncodeReply(*t, found);
   if (found && with_value) ByteWriter(&out).Bytes32(value);
   return out;
 }
 
 absl::StatusOr<std::string> Get(Context& ctx, std::string_view args) {
-  return Read(ctx, args, /*with_value=*/true);
+  return Answer(Read(ctx, args, /*with_value=*/true));
 }
 
 absl::StatusOr<std::string> Contains(Context& ctx, std::string_view args) {
-  return Read(ctx, args, /*with_value=*/false);
+  return Answer(Read(ctx, args, /*with_value=*/false));
 }
 
-absl::StatusOr<std::string> Put(Context& ctx, std::string_view args) {
+// put and insert.
+absl::StatusOr<std::string> Write(Context& ctx, std::string_view args, bool only_if_absent) {
   ARDMA_ASSIGN_OR_RETURN(KeyArgs a, ParseKeyArgs(args, true, ""));
+  ARDMA_ASSIGN_OR_RETURN(Fence fence, FenceOf(ctx, a.target, a.key));
   ARDMA_ASSIGN_OR_RETURN(Table t, Resolve(ctx, a.target, /*create=*/true));
-  ARDMA_ASSIGN_OR_RETURN(bool created, dht::Put(ctx, t, a.key, a.value));
-  return EncodeReply(t, created);
-}
-
-absl::StatusOr<std::string> Insert(Context& ctx, std::string_view args) {
-  ARDMA_ASSIGN_OR_RETURN(KeyArgs a, ParseKeyArgs(args, true, ""));
-  ARDMA_ASSIGN_OR_RETURN(Table t, Resolve(ctx, a.target, /*create=*/true));
+  if (!only_if_absent) {
+    ARDMA_ASSIGN_OR_RETURN(bool created, dht::Put(ctx, t, a.key, a.value, fence));
+    return EncodeReply(t, created);
+  }
   std::string existing;
-  ARDMA_ASSIGN_OR_RETURN(bool existed, dht::Insert(ctx, t, a.key, a.value, &existing));
+  ARDMA_ASSIGN_OR_RETURN(bool existed, dht::Insert(ctx, t, a.key, a.value, &existing, fence));
   std::string out = EncodeReply(t, existed);
   if (existed) ByteWriter(&out).Bytes32(existing);
   return out;
 }
 
-absl::StatusOr<std::string> Remove(Context& ctx, std::string_view args) {
+absl::StatusOr<std::string> Put(Context& ctx, std::string_view args) {
+  return Answer(Write(ctx, args, /*only_if_absent=*/false));
+}
+
+absl::StatusOr<std::string> Insert(Context& ctx, std::string_view args) {
+  return Answer(Write(ctx, args, /*only_if_absent=*/true));
+}
+
+absl::StatusOr<std::string> RemoveKey(Context& ctx, std::string_view args) {
   ARDMA_ASSIGN_OR_RETURN(KeyArgs a, ParseKeyArgs(args, false, "dht.remove: trailing bytes"));
-  ARDMA_ASSIGN_OR_RETURN(Table t, Resolve(ctx, a.target, /*create=*/false));
-  ARDMA_ASSIGN_OR_RETURN(bool removed, dht::Remove(ctx, t, a.key));
-  return EncodeReply(t, removed);
+  ARDMA_ASSIGN_OR_RETURN(Fence fence, FenceOf(ctx, a.target, a.key));
+  absl::StatusOr<Table> t = Resolve(ctx, a.target, /*create=*/false);
+  ARDMA_RETURN_IF_ERROR(Missing(ctx, t.status(), fence, /*write=*/true));
+  ARDMA_ASSIGN_OR_RETURN(bool removed, dht::Remove(ctx, *t, a.key, fence));
+  return EncodeReply(*t, removed);
+}
+
+absl::StatusOr<std::string> Remove(Context& ctx, std::string_view args) {
+  return Answer(RemoveKey(ctx, args));
 }
 
 absl::StatusOr<std::string> Size(Context& ctx, std::string_view args) {
@@ -140,6 +193,94 @@ absl::StatusOr<std::string> Size(Context& ctx, std::string_view args) {
   return out;
 }
 
+// ---- Moving slots (dht_format.h) ----
+
+absl::StatusOr<std::string> Tables(Context& ctx, std::string_view args) {
+  if (!args.empty()) return absl::InvalidArgumentError("dht.tables takes no arguments");
+  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> roots, heap::ListRoots(ctx, kRootPrefix));
+  std::string out;
+  ByteWriter w(&out);
+  w.U32(static_cast<uint32_t>(roots.size()));
+  for (const std::string& root : roots) w.Str16(std::string_view(root).substr(kRootPrefix.size()));
+  return out;
+}
+
+// export and purge: name slots cursor geometry budget.
+struct SweepArgs {
+  std::string_view name, bitmap;
+  uint64_t cursor = 0, geometry = 0;
+  uint32_t budget = 0;
+};
+
+absl::StatusOr<SweepArgs> ParseSweepArgs(std::string_view args) {
+  ByteReader r(args);
+  SweepArgs a;
+  if (!r.Str16(&a.name) || !r.Bytes32(&a.bitmap) || !r.U64(&a.cursor) || !r.U64(&a.geometry) ||
+      !r.U32(&a.budget) || !r.AtEnd() || a.bitmap.size() != slots::kSlots / 8) {
+    return absl::InvalidArgumentError(
+        "dht.export/purge take name:str16 slots:bytes32 (a 2048-byte bitmap) cursor:u64 "
+        "geometry:u64 budget:u32");
+  }
+  return a;
+}
+
+// -> next:u64 geometry:u64 then, exporting, count:u32 (key:bytes32 value:bytes32)*, purging,
+// removed:u64. A sweep that continues (cursor > 0) on a table whose geometry is not the one it
+// started on answers next = kRescan.
+absl::StatusOr<std::string> RunSweep(Context& ctx, std::string_view args, SweepAction action) {
+  ARDMA_ASSIGN_OR_RETURN(SweepArgs a, ParseSweepArgs(args));
+  ARDMA_ASSIGN_OR_RETURN(Table t, OpenByName(ctx, a.name, /*create=*/false));
+  std::vector<Exported> exported;
+  uint64_t removed = 0, next = kRescan;
+  if (a.cursor == 0 || a.geometry == t.geometry.word) {
+    ARDMA_ASSIGN_OR_RETURN(next, Sweep(ctx, t, a.name, a.bitmap, action, a.cursor, a.budget,
+                                       &exported, &removed));
+  }
+  std::string out;
+  ByteWriter w(&out);
+  w.U64(next);
+  w.U64(t.geometry.word);
+  if (action == SweepAction::kPurge) {
+    w.U64(removed);
+    return out;
+  }
+  w.U32(static_cast<uint32_t>(exported.size()));
+  for (const Exported& e : exported) {
+    w.Bytes32(e.key);
+    w.Bytes32(e.value);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> Export(Context& ctx, std::string_view args) {
+  return RunSweep(ctx, args, SweepAction::kExport);
+}
+
+absl::StatusOr<std::string> Purge(Context& ctx, std::string_view args) {
+  return RunSweep(ctx, args, SweepAction::kPurge);
+}
+
+// name:str16 count:u32 (key:bytes32 value:bytes32)* -> count:u32. Unfenced: the slots being
+// imported are not served here yet.
+absl::StatusOr<std::string> Import(Context& ctx, std::string_view args) {
+  ByteReader r(args);
+  std::string_view name;
+  uint32_t count;
+  if (!r.Str16(&name) || !r.U32(&count)) return absl::InvalidArgumentError("dht.import: bad args");
+  ARDMA_ASSIGN_OR_RETURN(Table t, OpenByName(ctx, name, /*create=*/true));
+  for (uint32_t i = 0; i < count; ++i) {
+    std::string_view key, value;
+    if (!r.Bytes32(&key) || !r.Bytes32(&value)) {
+      return absl::InvalidArgumentError("dht.import: bad entry");
+    }
+    ARDMA_RETURN_IF_ERROR(dht::Put(ctx, t, key, value).status());
+  }
+  if (!r.AtEnd()) return absl::InvalidArgumentError("dht.import: trailing bytes");
+  std::string out;
+  ByteWriter(&out).U32(count);
+  return out;
+}
+
 }  // namespace
 }  // namespace ardma::dht::functions
 
@@ -149,4 +290,8 @@ ARDMA_ACTIVE_LIBRARY(dht, {"dht.open", &ardma::dht::functions::Open},
                      {"dht.get", &ardma::dht::functions::Get},
                      {"dht.contains", &ardma::dht::functions::Contains},
                      {"dht.remove", &ardma::dht::functions::Remove},
-                     {"dht.size", &ardma::dht::functions::Size});
+                     {"dht.size", &ardma::dht::functions::Size},
+                     {"dht.tables", &ardma::dht::functions::Tables},
+                     {"dht.export", &ardma::dht::functions::Export},
+                     {"dht.import", &ardma::dht::functions::Import},
+                     {"dht.purge", &ardma::dht::functions::Purge});

@@ -58,6 +58,13 @@ struct Table {
   Geometry geometry;
 };
 
+// Where an operation checks that its key's slot is served here (core/slots.h): the slot and its
+// fence entry; entry 0 means no check (a server outside any cluster, or an unfenced caller).
+struct Fence {
+  uint64_t entry = 0;
+  uint32_t slot = 0;
+};
+
 inline uint64_t Tag(uint64_t id, uint64_t gen) { return id << 32 | (gen & 1023) << 22; }
 inline uint64_t TagOf(uint64_t control) { return control & ~((1ull << 22) - 1); }
 inline uint64_t StateOf(uint64_t control) { return control & kStateMask; }

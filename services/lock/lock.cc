@@ -116,9 +116,11 @@ absl::StatusOr<bool> WakeScan(Context& ctx, const Block& b) {
 
 // ---- Names ----
 
+// The lock service's own table: unfenced (a lock's slot is that of its name in namespace "lock",
+// not that of a key of table "locks").
 std::string TargetArgs() {
   std::string out;
-  dht::EncodeTarget(dht::Target{kTable}, &out);
+  dht::EncodeTarget(dht::Target{.name = kTable, .unfenced = true}, &out);
   return out;
 }
 
