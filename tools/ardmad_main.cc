@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/cli/daemon_support.h"
 #include "core/cli/flag_set.h"
+#include "core/cluster/fence.h"
 #include "core/cluster/member.h"
 #include "core/log.h"
 #include "core/metrics/prometheus.h"
@@ -362,6 +363,11 @@ absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(const Config
   o.self.addresses[tls ? "tls" : "tcp"] = (tls ? "tls://" : "") + server.address();
   if (!server.unix_socket().empty()) o.self.addresses["unix"] = "unix:" + server.unix_socket();
   if (server.ucx() != nullptr) o.self.addresses["ucx"] = "ucx://" + server.address();
+  // Slots the map gives this server are served from then on (its fence: core/cluster/fence.h).
+  o.on_map = [&server, self = o.self.id](const ardma::cluster::SlotMap& map) {
+    return server.RunLocally(
+        [&](ardma::Context& ctx) { return ardma::cluster::AdoptSlots(ctx, map, self); });
+  };
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<ardma::cluster::Member> member,
                          ardma::cluster::Member::Join(std::move(o)));
   ARDMA_LOG(kInfo, "joined cluster %s as %s", c.cluster, member->self().id);

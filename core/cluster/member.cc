@@ -101,8 +101,19 @@ void Member::ReadMap() {
     return;
   }
   auto map = std::make_shared<const SlotMap>(*std::move(parsed));
-  absl::MutexLock lock(&mu_);
-  if (map_ == nullptr || map->epoch() >= map_->epoch()) map_ = std::move(map);
+  {
+    absl::MutexLock lock(&mu_);
+    if (map_ != nullptr && map->epoch() < map_->epoch()) return;
+    map_ = map;
+  }
+  if (options_.on_map) {
+    if (absl::Status s = options_.on_map(*map); !s.ok()) {
+      ARDMA_LOG(kError, "cluster %s: taking the slot map of epoch %d: %s", options_.where.name,
+                map->epoch(), s.message());
+      absl::MutexLock lock(&mu_);
+      map_revision_ = 0;  // try again at the next poll
+    }
+  }
 }
 
 void Member::Run() {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <functional>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -49,6 +50,9 @@ struct MemberOptions {
   MemberInfo self;
   absl::Duration ttl = absl::Seconds(5);            // of the membership lease
   absl::Duration map_poll = absl::Milliseconds(200);  // how often the slot map is read
+  // Called with every newer valid map taken (first in Join, if the cluster has one), on the
+  // member's thread: ardmad adopts its slots in its fence (fence.h). Its error is logged.
+  std::function<absl::Status(const SlotMap&)> on_map;
 };
 
 class Member {

@@ -492,13 +492,22 @@ CodeRegistry& Server::registry() { return impl_->registry; }
 RequestHandler& Server::handler() { return *impl_->handler; }
 UcxServer* Server::ucx() { return impl_->ucx.get(); }
 
-absl::StatusOr<uint64_t> Server::StableId() {
+absl::Status Server::RunLocally(absl::FunctionRef<absl::Status(Context&)> fn) {
   Execution ex;
   ex.regions = &impl_->regions;
   LocalContext ctx(&ex);
+  return fn(ctx);
+}
+
+absl::StatusOr<uint64_t> Server::StableId() {
   std::random_device random;
   uint64_t fresh = (uint64_t{random()} << 32 | random()) | 1;  // never 0
-  return heap::GetOrCreateRoot(ctx, "ardma.server-id", fresh);
+  uint64_t id = 0;
+  ARDMA_RETURN_IF_ERROR(RunLocally([&](Context& ctx) -> absl::Status {
+    ARDMA_ASSIGN_OR_RETURN(id, heap::GetOrCreateRoot(ctx, "ardma.server-id", fresh));
+    return absl::OkStatus();
+  }));
+  return id;
 }
 
 void Server::Stop() {

@@ -19,10 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/active/active_library.h"
 #include "core/active/code_registry.h"
 #include "core/active/jvm/jvm_loader.h"
+#include "core/context/context.h"
 #include "core/memory/region.h"
 #include "core/server/request_handler.h"
 #include "core/server/ucx_server.h"
@@ -105,6 +107,9 @@ class Server {
   // An id kept in the heap (a named root, random when first asked for), so the same after a
   // restart with the same memory file: the cluster knows the server by it.
   absl::StatusOr<uint64_t> StableId();
+  // Runs `fn` with a Context on the server's own memory (as active code has), for what the server
+  // keeps in its heap itself (the cluster's slot fence).
+  absl::Status RunLocally(absl::FunctionRef<absl::Status(Context&)> fn);
 
  private:
   struct Impl;

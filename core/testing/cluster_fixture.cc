@@ -1,6 +1,7 @@
 #include "core/testing/cluster_fixture.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/cluster/fence.h"
 #include "core/cluster/member.h"
 #include "core/cluster/slot.h"
 
@@ -40,9 +41,15 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options) {
     ids.push_back(absl::StrCat("s", i));
     Register(ids.back(), servers_.back()->address());
   }
-  if (absl::Status s = etcd_client_->Put(cluster::MapKey("c1"), cluster::SlotMap::Even(ids).ToJson());
-      !s.ok()) {
+  cluster::SlotMap map = cluster::SlotMap::Even(ids);
+  if (absl::Status s = etcd_client_->Put(cluster::MapKey("c1"), map.ToJson()); !s.ok()) {
     why_ = std::string(s.message());
+  }
+  // What each server's membership does with the map (ardmad --cluster): adopt its slots.
+  for (size_t i = 0; i < servers_.size() && ok(); ++i) {
+    absl::Status adopted = servers_[i]->server().RunLocally(
+        [&](Context& ctx) { return cluster::AdoptSlots(ctx, map, ids[i]); });
+    if (!adopted.ok()) why_ = std::string(adopted.message());
   }
 }
 
