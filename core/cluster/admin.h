@@ -1,14 +1,19 @@
 // What a cluster's administrator does with its configuration in etcd (`ardma cluster ...`):
-// list the members, read the slot map, create the first map. Every change of the map is one
+// list the members, read the slot map, create the first map, plan a rebalance, hold the admin
+// lock. Every change of the map is one
 // etcd transaction that compares the map's revision, so two admins can never interleave one.
 #ifndef ARDMA_CORE_CLUSTER_ADMIN_H_
 #define ARDMA_CORE_CLUSTER_ADMIN_H_
 
+#include <memory>
 #include <string>
+#include <thread>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/cluster/etcd_client.h"
 #include "core/cluster/member.h"
 #include "core/cluster/slot.h"
@@ -31,6 +36,40 @@ absl::StatusOr<StoredMap> ReadMap(EtcdClient& etcd, std::string_view name);
 // live member, FAILED_PRECONDITION if there is none.
 absl::StatusOr<SlotMap> CreateMap(EtcdClient& etcd, std::string_view name,
                                   std::vector<std::string> servers);
+
+// One step of a rebalance: `slots` go from server `from` to server `to`.
+struct Move {
+  std::string from, to;
+  std::vector<uint32_t> slots;  // ascending
+};
+// The moves that leave the slots evenly over `servers` (ids; the first kSlots % n of them, sorted,
+// get one more), moving as few slots as possible: servers over their share give their highest
+// slots to servers under theirs; servers of the map not in `servers` give all theirs away.
+// INVALID_ARGUMENT if `servers` is empty.
+absl::StatusOr<std::vector<Move>> PlanRebalance(const SlotMap& map,
+                                                std::vector<std::string> servers);
+
+// The admin lock: one administrator at a time changes a cluster's slots. The key
+// /ardma/NAME/admin, created on a lease the holder keeps alive; it ends with the holder (Release,
+// or the lease running out if the holder dies). FAILED_PRECONDITION naming the holder if another
+// has it.
+class AdminLock {
+ public:
+  static absl::StatusOr<std::unique_ptr<AdminLock>> Acquire(EtcdClient& etcd,
+                                                            std::string_view name,
+                                                            std::string_view holder);
+  ~AdminLock();  // releases
+  AdminLock(const AdminLock&) = delete;
+  AdminLock& operator=(const AdminLock&) = delete;
+
+ private:
+  AdminLock(EtcdClient& etcd, int64_t lease) : etcd_(etcd), lease_(lease) {}
+  EtcdClient& etcd_;
+  const int64_t lease_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread keeper_;
+};
 
 }  // namespace ardma::cluster
 

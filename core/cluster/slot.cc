@@ -136,4 +136,30 @@ SlotMap SlotMap::WithRange(uint32_t first, uint32_t last, const std::string& ser
   return SlotMap(epoch_ + 1, std::move(out));
 }
 
+SlotMap SlotMap::WithSlots(const std::vector<uint32_t>& slots, const std::string& server) const {
+  std::vector<const std::string*> owners(kSlots);
+  for (const SlotRange& r : ranges_) {
+    for (uint32_t s = r.first; s <= r.last; ++s) owners[s] = &r.server;
+  }
+  for (uint32_t s : slots) owners[s] = &server;
+  std::vector<SlotRange> out;
+  for (uint32_t s = 0; s < kSlots; ++s) {
+    if (!out.empty() && out.back().server == *owners[s]) {
+      out.back().last = s;
+    } else {
+      out.push_back({s, s, *owners[s]});
+    }
+  }
+  return SlotMap(epoch_ + 1, std::move(out));
+}
+
+std::vector<uint32_t> SlotMap::SlotsOf(std::string_view server) const {
+  std::vector<uint32_t> out;
+  for (const SlotRange& r : ranges_) {
+    if (r.server != server) continue;
+    for (uint32_t s = r.first; s <= r.last; ++s) out.push_back(s);
+  }
+  return out;
+}
+
 }  // namespace ardma::cluster

@@ -54,6 +54,10 @@ class SlotMap {
   // The map with slots [first, last] given to `server`, at the next epoch; adjacent ranges of one
   // server merge.
   SlotMap WithRange(uint32_t first, uint32_t last, const std::string& server) const;
+  // The map with each of `slots` given to `server`, at the next epoch.
+  SlotMap WithSlots(const std::vector<uint32_t>& slots, const std::string& server) const;
+  // The slots `server` owns, ascending.
+  std::vector<uint32_t> SlotsOf(std::string_view server) const;
 
  private:
   SlotMap(uint64_t epoch, std::vector<SlotRange> ranges)
