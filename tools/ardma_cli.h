@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/cli/client_flags.h"
+#include "core/cluster/etcd_client.h"
+#include "core/cluster/member.h"
 #include "services/lock/lock_format.h"
 
 namespace ardma::cli {
@@ -67,6 +69,10 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
 absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma dht get|put|insert|del|size ...` (ardma_dht.cc), on a server or a cluster.
 absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& args);
+// `ardma cluster add ID | remove ID | rebalance` (ardma_rebalance.cc): slots moved between the
+// servers of the cluster at `where` while clients run.
+absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddress& where,
+                          const std::vector<std::string>& args);
 // `ardma list push|pop|len|range ...` (ardma_list.cc), on a server or a cluster.
 absl::Status RunListCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma cluster create|status` (ardma_cluster.cc), with --server etcd://HOST:PORT/NAME.

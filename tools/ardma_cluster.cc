@@ -63,16 +63,18 @@ absl::Status Status(cluster::EtcdClient& etcd, const cluster::ClusterAddress& wh
 
 absl::Status RunClusterCommand(const Options& opt, const std::vector<std::string>& args) {
   constexpr char kUsageText[] =
-      "usage: ardma --server etcd://HOST:PORT/NAME cluster create [ID...] | status";
-  if (args.size() < 2 || (args[1] != "create" && args[1] != "status") ||
-      (args[1] == "status" && args.size() != 2)) {
-    return Usage(kUsageText);
-  }
+      "usage: ardma --server etcd://HOST:PORT/NAME cluster create [ID...] | status | add ID | "
+      "remove ID | rebalance";
+  const std::string sub = args.size() > 1 ? args[1] : "";
+  const bool shape_ok = sub == "create" || ((sub == "status" || sub == "rebalance") && args.size() == 2) ||
+                        ((sub == "add" || sub == "remove") && args.size() == 3);
+  if (!shape_ok) return Usage(kUsageText);
   absl::StatusOr<cluster::ClusterAddress> where = cluster::ParseClusterAddress(opt.server);
   if (!where.ok()) return Usage(absl::StrCat("--server: ", where.status().message()));
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<cluster::EtcdClient> etcd,
                          cluster::EtcdClient::Connect(where->endpoints));
   if (args[1] == "status") return Status(*etcd, *where);
+  if (args[1] != "create") return RunRebalance(*etcd, *where, args);
   ARDMA_ASSIGN_OR_RETURN(
       cluster::SlotMap map,
       cluster::CreateMap(*etcd, where->name, std::vector<std::string>(args.begin() + 2, args.end())));

@@ -15,10 +15,10 @@ ServerOptions WithMemory(uint64_t memory_size) {
 }
 }  // namespace
 
-ClusterFixture::ClusterFixture(int n, uint64_t memory_size)
-    : ClusterFixture(n, WithMemory(memory_size)) {}
+ClusterFixture::ClusterFixture(int n, uint64_t memory_size, int owners)
+    : ClusterFixture(n, WithMemory(memory_size), owners) {}
 
-ClusterFixture::ClusterFixture(int n, ServerOptions options) {
+ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners) {
   if (etcd_.endpoint().empty()) {
     why_ = "etcd did not start (is etcd-server installed?)";
     return;
@@ -41,7 +41,8 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options) {
     ids.push_back(absl::StrCat("s", i));
     Register(ids.back(), servers_.back()->address());
   }
-  cluster::SlotMap map = cluster::SlotMap::Even(ids);
+  cluster::SlotMap map = cluster::SlotMap::Even(
+      owners < 0 ? ids : std::vector<std::string>(ids.begin(), ids.begin() + owners));
   if (absl::Status s = etcd_client_->Put(cluster::MapKey("c1"), map.ToJson()); !s.ok()) {
     why_ = std::string(s.message());
   }
@@ -63,9 +64,10 @@ void ClusterFixture::Register(const std::string& id, const std::string& address)
   }
 }
 
-absl::StatusOr<std::unique_ptr<cluster::Cluster>> ClusterFixture::ConnectOverTestTransport()
-    const {
+absl::StatusOr<std::unique_ptr<cluster::Cluster>> ClusterFixture::ConnectOverTestTransport(
+    absl::Duration refresh_interval) const {
   cluster::Cluster::Options options;
+  options.refresh_interval = refresh_interval;
   options.transport = TestTransport().rfind("ucx", 0) == 0 ? "ucx" : "tcp";
   return cluster::Cluster::Connect(address(), options);
 }

@@ -20,8 +20,10 @@ namespace ardma::testing {
 class ClusterFixture {
  public:
   // Check ok() after: false (with why()) if etcd or a server did not start.
-  ClusterFixture(int n, ServerOptions options);
-  explicit ClusterFixture(int n, uint64_t memory_size = 32u << 20);
+  // `n` servers; the slots even over the first `owners` of them (all: -1); the others are
+  // members without slots (for adding them).
+  ClusterFixture(int n, ServerOptions options, int owners = -1);
+  explicit ClusterFixture(int n, uint64_t memory_size = 32u << 20, int owners = -1);
   bool ok() const { return why_.empty(); }
   const std::string& why() const { return why_; }
 
@@ -36,7 +38,10 @@ class ClusterFixture {
   void Register(const std::string& id, const std::string& address);
 
   // A Cluster of it whose clients use the test transport (TestTransport(): tcp, or UCX).
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> ConnectOverTestTransport() const;
+  // refresh_interval as Cluster::Options has it (zero: the map is read again only when a server
+  // redirects, so it is stale after a move until then).
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> ConnectOverTestTransport(
+      absl::Duration refresh_interval = absl::Milliseconds(500)) const;
   // A client of each server on its own, to see where things are.
   std::vector<std::unique_ptr<Client>> ClientOfEachServer();
 
