@@ -120,10 +120,11 @@ absl::StatusOr<uint64_t> PurgeSlots(Client& server, const std::string& table,
   return removed;
 }
 
-absl::StatusOr<std::vector<std::string>> KeysOf(Client& server, const std::string& table) {
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> EntriesOf(
+    Client& server, const std::string& table) {
   std::vector<uint32_t> all(slots::kSlots);
   for (uint32_t s = 0; s < slots::kSlots; ++s) all[s] = s;
-  std::vector<std::string> keys;
+  std::vector<std::pair<std::string, std::string>> entries;
   ARDMA_RETURN_IF_ERROR(SweepAll(server, "dht.export", table, SlotBitmap(all), [&](const Page& page) {
     wire::ByteReader r(page.entries);
     uint32_t count = 0;
@@ -131,10 +132,18 @@ absl::StatusOr<std::vector<std::string>> KeysOf(Client& server, const std::strin
     for (uint32_t i = 0; i < count; ++i) {
       std::string_view key, value;
       if (!r.Bytes32(&key) || !r.Bytes32(&value)) return absl::DataLossError("dht.export: bad entry");
-      keys.emplace_back(key);
+      entries.emplace_back(key, value);
     }
     return absl::OkStatus();
   }));
+  return entries;
+}
+
+absl::StatusOr<std::vector<std::string>> KeysOf(Client& server, const std::string& table) {
+  ARDMA_ASSIGN_OR_RETURN(auto entries, EntriesOf(server, table));
+  std::vector<std::string> keys;
+  keys.reserve(entries.size());
+  for (auto& [key, value] : entries) keys.push_back(std::move(key));
   return keys;
 }
 

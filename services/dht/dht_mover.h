@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,7 +28,10 @@ absl::StatusOr<uint64_t> CopySlots(Client& from, Client& to, const std::string& 
 // Removes every key of `table` in the bitmap's slots from `server`; returns how many.
 absl::StatusOr<uint64_t> PurgeSlots(Client& server, const std::string& table,
                                     const std::string& bitmap);
-// The keys of `table` on `server` (all of them; for small tables, e.g. the lock service's names).
+// Every key of `table` on `server` with its value (for small tables, checks and tools).
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> EntriesOf(Client& server,
+                                                                          const std::string& table);
+// The keys alone (e.g. the lock service's names).
 absl::StatusOr<std::vector<std::string>> KeysOf(Client& server, const std::string& table);
 
 }  // namespace ardma::dht

@@ -1,0 +1,373 @@
+// Resharding under load (docs/cluster.md, "Moving slots"): eight clients put, get and remove over
+// 100,000 keys while `ardma cluster add` moves half the slots of two servers to a third. Every
+// acknowledged write is read back afterwards, no key is held by two servers, and no client sees
+// an error. The clients' maps are deliberately stale (never re-read on a timer): they learn of
+// each move only from the fence of the server the slots left — in RDMA mode from its memory.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/cluster/admin.h"
+#include "core/cluster/router.h"
+#include "core/testing/cluster_fixture.h"
+#include "core/testing/run_command.h"
+#include "core/testing/server_process.h"
+#include "core/testing/wait_until.h"
+#include "core/wire/byte_io.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "services/lock/lock_client.h"
+#include "services/lock/lock_format.h"
+#include "services/dht/dht_client.h"
+#include "services/dht/dht_mover.h"
+
+namespace ardma {
+namespace {
+
+using dht::DhtClient;
+using dht::EntriesOf;
+
+constexpr int kClients = 8;
+constexpr int kKeys = 100000;
+
+std::string Key(int i) { return absl::StrCat("key", i); }
+
+class DhtReshardTest : public ::testing::TestWithParam<Mode> {};
+
+// One client's share of the keys (i % kClients == c) and what it knows was acknowledged.
+struct Worker {
+  std::map<int, std::string> model;  // key index -> value; absent: removed (or never put)
+  int errors = 0;
+  std::string first_error;
+  uint64_t ops = 0;
+};
+
+void RunWorker(cluster::Cluster& routed, Mode mode, int c, std::atomic<bool>& stop, Worker& w) {
+  DhtClient dht(&routed, mode);
+  std::mt19937_64 rng(c);
+  auto fail = [&](const absl::Status& s, const std::string& what) {
+    if (w.errors++ == 0) w.first_error = absl::StrCat(what, ": ", s.ToString());
+  };
+  while (!stop) {
+    int i = static_cast<int>(rng() % (kKeys / kClients)) * kClients + c;
+    int op = static_cast<int>(rng() % 10);
+    if (op < 4) {
+      std::string value = absl::StrCat("v", c, "-", w.ops);
+      absl::Status s = dht.Put("t", Key(i), value).status();
+      if (s.ok()) {
+        w.model[i] = value;
+      } else {
+        fail(s, "put " + Key(i));
+      }
+    } else if (op < 5) {
+      absl::StatusOr<bool> removed = dht.Remove("t", Key(i));
+      if (removed.ok()) {
+        if (*removed != w.model.contains(i)) fail(absl::InternalError("wrong answer"), "remove");
+        w.model.erase(i);
+      } else {
+        fail(removed.status(), "remove " + Key(i));
+      }
+    } else {
+      absl::StatusOr<std::string> got = dht.Get("t", Key(i));
+      auto it = w.model.find(i);
+      if (got.ok() ? (it == w.model.end() || *got != it->second)
+                   : !(absl::IsNotFound(got.status()) && it == w.model.end())) {
+        fail(got.status(), absl::StrCat("get ", Key(i), " (expected ",
+                                        it == w.model.end() ? "absent" : it->second, ")"));
+      }
+    }
+    ++w.ops;
+  }
+}
+
+TEST_P(DhtReshardTest, AddingAServerUnderLoadLosesNothingAndNeverSplitsAKey) {
+  testing::ClusterFixture fixture(3, 64u << 20, /*owners=*/2);
+  ASSERT_TRUE(fixture.ok()) << fixture.why();
+  // Two connections to the cluster, four client threads on each (eight UCX workers polling on a
+  // 2-core machine starve the servers).
+  std::vector<std::unique_ptr<cluster::Cluster>> connections;
+  for (int c = 0; c < 2; ++c) {
+    absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed =
+        fixture.ConnectOverTestTransport(/*refresh_interval=*/absl::ZeroDuration());
+    ASSERT_TRUE(routed.ok()) << routed.status();
+    connections.push_back(*std::move(routed));
+  }
+  std::vector<cluster::Cluster*> clients;
+  for (int c = 0; c < kClients; ++c) clients.push_back(connections[c % 2].get());
+  std::vector<Worker> workers(kClients);
+  {  // Every key there at the start, put in bulk on its owner (dht.import, as a move does).
+    std::vector<std::unique_ptr<Client>> owners = fixture.ClientOfEachServer();
+    std::shared_ptr<const cluster::SlotMap> map = connections[0]->map();
+    std::vector<std::string> batches(2);
+    std::vector<uint32_t> counts(2);
+    for (int i = 0; i < kKeys; ++i) {
+      std::string value = absl::StrCat("first", i);
+      int s = testing::ClusterFixture::IndexOf(map->Owner(slots::SlotOf("t", Key(i))));
+      wire::ByteWriter w(&batches[s]);
+      w.Bytes32(Key(i));
+      w.Bytes32(value);
+      ++counts[s];
+      workers[i % kClients].model[i] = value;
+    }
+    for (int s = 0; s < 2; ++s) {
+      std::string args;
+      wire::ByteWriter w(&args);
+      w.Str16("t");
+      w.U32(counts[s]);
+      args.append(batches[s]);
+      ASSERT_TRUE(
+          Invoke(*owners[s], Mode::kActive, ardma::active_libraries::dht(), "dht.import", args).ok());
+    }
+  }
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> load;
+  for (int c = 0; c < kClients; ++c) {
+    load.emplace_back([&, c] { RunWorker(*clients[c], GetParam(), c, stop, workers[c]); });
+  }
+  uint64_t ops_before = 0;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        ops_before = 0;
+        for (const Worker& w : workers) ops_before += w.ops;
+        return ops_before > 2000;
+      },
+      absl::Seconds(30)));
+  std::string out;
+  int status = testing::RunCommand(
+      absl::StrCat(testing::BinDir(), "/ardma --server ", fixture.address(), " cluster add s2"),
+      &out);
+  EXPECT_EQ(status, 0) << out;
+  RecordProperty("rebalance", out);
+  // Load goes on a while on the new map (and the stale one, until redirected).
+  uint64_t ops_after = ops_before;
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        uint64_t ops = 0;
+        for (const Worker& w : workers) ops += w.ops;
+        ops_after = ops;
+        return ops > ops_before * 2 + 2000;
+      },
+      absl::Seconds(60)));
+  stop = true;
+  for (std::thread& t : load) t.join();
+  connections.clear();  // (their UCX workers poll)
+  for (int c = 0; c < kClients; ++c) {
+    EXPECT_EQ(workers[c].errors, 0) << "client " << c << ": " << workers[c].first_error;
+  }
+
+  // The map: s2 has a third of the slots, at a later epoch.
+  cluster::StoredMap stored = *cluster::ReadMap(fixture.etcd(), "c1");
+  EXPECT_GT(stored.map.epoch(), 1u);
+  EXPECT_EQ(stored.map.SlotCount("s2"), 5461u);
+  // Each key on exactly one server, the one the map names, with the last acknowledged value (read
+  // from every server's memory in bulk).
+  std::vector<std::unique_ptr<Client>> direct = fixture.ClientOfEachServer();
+  std::map<std::string, std::vector<std::string>> stored_values;  // key -> its copies' values
+  for (int s = 0; s < 3; ++s) {
+    auto entries = EntriesOf(*direct[s], "t");
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    for (const auto& [key, value] : *entries) {
+      stored_values[key].push_back(value);
+      EXPECT_EQ(stored.map.Owner(slots::SlotOf("t", key)), absl::StrCat("s", s)) << key;
+    }
+  }
+  size_t expected = 0;
+  for (int c = 0; c < kClients; ++c) {
+    expected += workers[c].model.size();
+    for (const auto& [i, value] : workers[c].model) {
+      ASSERT_EQ(stored_values[Key(i)], std::vector<std::string>{value}) << Key(i);
+    }
+  }
+  EXPECT_EQ(stored_values.size(), expected) << "keys nobody acknowledged, or removed ones, are there";
+  // And through a client: a sample of keys, and the size.
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> fresh = fixture.ConnectOverTestTransport();
+  ASSERT_TRUE(fresh.ok());
+  DhtClient check(fresh->get(), GetParam());
+  for (int i = 0; i < kKeys; i += 97) {
+    auto it = workers[i % kClients].model.find(i);
+    absl::StatusOr<std::string> got = check.Get("t", Key(i));
+    if (it == workers[i % kClients].model.end()) {
+      EXPECT_TRUE(absl::IsNotFound(got.status())) << Key(i) << ": " << got.status();
+    } else {
+      ASSERT_TRUE(got.ok()) << Key(i) << ": " << got.status();
+      EXPECT_EQ(*got, it->second) << Key(i);
+    }
+  }
+  EXPECT_EQ(*check.Size("t"), expected);
+}
+
+// Puts keys "k0".."k<n-1>" (value "v<i>") through `routed`.
+void PutKeys(cluster::Cluster& routed, int n) {
+  DhtClient dht(&routed, Mode::kActive);
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(dht.Put("t", absl::StrCat("k", i), absl::StrCat("v", i)).ok()) << i;
+  }
+}
+
+// Every key back, each on the one server the map names.
+void ExpectKeysWhereTheMapSays(testing::ClusterFixture& fixture, int n) {
+  absl::StatusOr<cluster::StoredMap> stored = cluster::ReadMap(fixture.etcd(), "c1");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  std::vector<std::unique_ptr<Client>> direct = fixture.ClientOfEachServer();
+  std::map<std::string, std::vector<std::string>> copies;
+  for (int s = 0; s < 3; ++s) {
+    auto entries = EntriesOf(*direct[s], "t");
+    if (absl::IsNotFound(entries.status())) continue;  // a server that never had a key
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    for (const auto& [key, value] : *entries) {
+      copies[key].push_back(value);
+      EXPECT_EQ(stored->map.Owner(slots::SlotOf("t", key)), absl::StrCat("s", s)) << key;
+    }
+  }
+  ASSERT_EQ(copies.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(copies[absl::StrCat("k", i)], std::vector<std::string>{absl::StrCat("v", i)});
+  }
+}
+
+std::string Ardma(const testing::ClusterFixture& fixture, const std::string& command) {
+  return absl::StrCat(testing::BinDir(), "/ardma --server ", fixture.address(), " ", command);
+}
+
+// The admin lock: a rebalance while another administrator holds the cluster fails and changes
+// nothing; two started at once: the map ends even and consistent, every key where it says.
+TEST(ReshardAdminTest, TwoAdministratorsAtOnceOneWinsAndTheMapStaysConsistent) {
+  testing::ClusterFixture fixture(3, 32u << 20, /*owners=*/2);
+  ASSERT_TRUE(fixture.ok()) << fixture.why();
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = fixture.ConnectOverTestTransport();
+  ASSERT_TRUE(routed.ok());
+  PutKeys(**routed, 3000);
+  std::string out;
+  {
+    absl::StatusOr<std::unique_ptr<cluster::AdminLock>> held =
+        cluster::AdminLock::Acquire(fixture.etcd(), "c1", "the test");
+    ASSERT_TRUE(held.ok()) << held.status();
+    EXPECT_EQ(testing::RunCommand(Ardma(fixture, "cluster rebalance"), &out), 1);
+    EXPECT_THAT(out, ::testing::HasSubstr("another administrator is changing cluster c1 (the test)"));
+    EXPECT_EQ(cluster::ReadMap(fixture.etcd(), "c1")->map.epoch(), 1u);  // nothing moved
+  }
+  const std::string rebalance = Ardma(fixture, "cluster rebalance");
+  EXPECT_EQ(testing::RunCommand("(" + rebalance + " 2>&1; echo status $?) > /tmp/reshard_a.$$ & (" +
+                                    rebalance + " 2>&1; echo status $?) > /tmp/reshard_b.$$ & " +
+                                    "wait; cat /tmp/reshard_a.$$ /tmp/reshard_b.$$; " +
+                                    "rm -f /tmp/reshard_a.$$ /tmp/reshard_b.$$",
+                                &out),
+            0);
+  RecordProperty("admins", out);
+  // One moved the slots; the other was refused, or (if it started after) found them even.
+  size_t moves = 0;
+  for (size_t at = out.find("-> s2"); at != std::string::npos; at = out.find("-> s2", at + 1)) {
+    ++moves;
+  }
+  EXPECT_EQ(moves, 2u) << out;
+  EXPECT_TRUE(absl::StrContains(out, "status 1") ? absl::StrContains(out, "another administrator")
+                                                 : absl::StrContains(out, "even already"))
+      << out;
+  absl::StatusOr<cluster::StoredMap> stored = cluster::ReadMap(fixture.etcd(), "c1");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->map.epoch(), 3u);
+  EXPECT_EQ(stored->map.SlotCount("s2"), 5461u);
+  ExpectKeysWhereTheMapSays(fixture, 3000);
+}
+
+// etcd away: running clients go on with their cached map, without an error; admin commands say
+// etcd is unreachable and change nothing.
+TEST(ReshardAdminTest, WithEtcdStoppedClientsKeepWorkingAndAdminCommandsFailClearly) {
+  testing::ClusterFixture fixture(3, 32u << 20, /*owners=*/2);
+  ASSERT_TRUE(fixture.ok()) << fixture.why();
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = fixture.ConnectOverTestTransport();
+  ASSERT_TRUE(routed.ok());
+  PutKeys(**routed, 1000);
+  fixture.etcd_process().Kill(SIGKILL);
+  DhtClient dht(routed->get(), Mode::kActive);
+  for (int i = 0; i < 1000; ++i) {
+    absl::StatusOr<std::string> got = dht.Get("t", absl::StrCat("k", i));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, absl::StrCat("v", i));
+    ASSERT_TRUE(dht.Put("t", absl::StrCat("k", i), absl::StrCat("v", i)).ok());
+  }
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(Ardma(fixture, "cluster add s2"), &out), 1);
+  EXPECT_THAT(out, ::testing::HasSubstr("is unreachable"));
+  ASSERT_TRUE(fixture.etcd_process().Restart());
+  ExpectKeysWhereTheMapSays(fixture, 1000);
+  EXPECT_EQ(cluster::ReadMap(fixture.etcd(), "c1")->map.epoch(), 1u);
+}
+
+// A lock contended by eight clients while the slots move: grants stay first come first served,
+// holders never overlap. (Slots that hold a lock do not move: the lock stays with its server.)
+TEST(ReshardLockTest, AContendedLockStaysFairAndExclusiveWhileSlotsMove) {
+  testing::ClusterFixture fixture(3, 32u << 20, /*owners=*/2);
+  ASSERT_TRUE(fixture.ok()) << fixture.why();
+  std::vector<std::unique_ptr<cluster::Cluster>> connections;
+  for (int c = 0; c < 2; ++c) connections.push_back(*fixture.ConnectOverTestTransport());
+  // A lock whose slot the move would give away.
+  std::shared_ptr<const cluster::SlotMap> map = connections[0]->map();
+  std::set<uint32_t> moving;
+  absl::StatusOr<std::vector<cluster::Move>> plan = cluster::PlanRebalance(*map, {"s0", "s1", "s2"});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const cluster::Move& move : *plan) moving.insert(move.slots.begin(), move.slots.end());
+  std::string name = "contended";
+  for (int i = 0; !moving.contains(slots::SlotOf(lock::kLockSpace, name)); ++i) {
+    name = absl::StrCat("contended", i);
+  }
+  const std::string owner_before = map->Owner(slots::SlotOf(lock::kLockSpace, name));
+  std::atomic<bool> stop{false}, inside{false};
+  std::atomic<int> overlaps{0}, errors{0}, grants_made{0};
+  absl::Mutex mu;
+  std::vector<std::pair<uint64_t, uint64_t>> grants;  // token, ticket
+  std::vector<std::thread> threads;
+  for (int c = 0; c < 8; ++c) {
+    threads.emplace_back([&, c] {
+      lock::LockClient locks(connections[c % 2].get(), c % 2 ? Mode::kRdma : Mode::kActive);
+      while (!stop) {
+        absl::StatusOr<lock::Grant> g =
+            locks.Acquire(name, lock::LockMode::kExclusive, absl::Seconds(30));
+        if (!g.ok()) {
+          ++errors;
+          continue;
+        }
+        if (inside.exchange(true)) ++overlaps;
+        {
+          absl::MutexLock hold(&mu);
+          grants.push_back({g->token, g->ticket});
+        }
+        ++grants_made;
+        inside = false;
+        if (!locks.Release(*g).ok()) ++errors;
+      }
+    });
+  }
+  ASSERT_TRUE(testing::WaitUntil([&] { return grants_made > 200; }, absl::Seconds(30)));
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(Ardma(fixture, "cluster add s2"), &out), 0) << out;
+  const int after_move = grants_made;
+  EXPECT_TRUE(testing::WaitUntil([&] { return grants_made > after_move + 200; }, absl::Seconds(30)));
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors, 0);
+  EXPECT_EQ(overlaps, 0);
+  std::sort(grants.begin(), grants.end());
+  for (size_t i = 1; i < grants.size(); ++i) {
+    EXPECT_EQ(grants[i].first, grants[i - 1].first + 1) << "a token given twice or skipped";
+    EXPECT_GT(grants[i].second, grants[i - 1].second) << "granted out of ticket order";
+  }
+  absl::StatusOr<cluster::StoredMap> stored = cluster::ReadMap(fixture.etcd(), "c1");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->map.Owner(slots::SlotOf(lock::kLockSpace, name)), owner_before);
+  EXPECT_THAT(out, ::testing::HasSubstr("kept: they hold locks or lists"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, DhtReshardTest, ::testing::Values(Mode::kActive, Mode::kRdma),
+                         [](const auto& info) { return std::string(ModeName(info.param)); });
+
+}  // namespace
+}  // namespace ardma
