@@ -1,5 +1,5 @@
 // `ardma cluster create|status`: a cluster's membership and slot map in etcd (docs/cluster.md),
-// for people at a shell. --server names the cluster: etcd://HOST:PORT[,...]/NAME.
+// for people at a shell (the moves, add|remove|rebalance, are in ardma_rebalance.cc). --server names the cluster: etcd://HOST:PORT[,...]/NAME.
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "core/cluster/admin.h"
 #include "core/status_macros.h"
+#include "services/dht/dht_mover.h"
+#include "services/lock/lock_format.h"
 #include "tools/ardma_cli.h"
 
 namespace ardma::cli {
@@ -29,6 +31,28 @@ std::string Ranges(const cluster::SlotMap& map, const std::string& id) {
                                                    map.SlotCount(id), " slots)");
 }
 
+// "1234 keys" (the DHT's, over its tables), or why the server could not say.
+std::string KeyCount(const cluster::MemberInfo& m) {
+  auto address = m.addresses.find("tcp");
+  if (address == m.addresses.end()) address = m.addresses.find("tls");
+  if (address == m.addresses.end()) return "keys: no tcp address";
+  ClientOptions options;
+  options.connect_attempts = 1;
+  options.timeout = absl::Seconds(5);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address->second, options);
+  absl::StatusOr<std::vector<std::string>> tables =
+      client.ok() ? dht::TablesOn(**client) : client.status();
+  if (!tables.ok()) return absl::StrCat("keys: ", tables.status().message());
+  uint64_t keys = 0;
+  for (const std::string& table : *tables) {
+    if (table == lock::kTable) continue;  // the lock service's names
+    absl::StatusOr<uint64_t> n = dht::TableSize(**client, table);
+    if (!n.ok()) return absl::StrCat("keys: ", n.status().message());
+    keys += *n;
+  }
+  return absl::StrCat(keys, keys == 1 ? " key" : " keys");
+}
+
 absl::Status Status(cluster::EtcdClient& etcd, const cluster::ClusterAddress& where) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<cluster::MemberInfo> members,
                          cluster::ListMembers(etcd, where.name));
@@ -41,8 +65,9 @@ absl::Status Status(cluster::EtcdClient& etcd, const cluster::ClusterAddress& wh
             << "\n";
   std::vector<std::string> listed;
   for (const cluster::MemberInfo& m : members) {
-    std::cout << absl::StrFormat("%-16s  up    %s", m.id,
-                                 stored.ok() ? Ranges(stored->map, m.id) : std::string("-"))
+    std::cout << absl::StrFormat("%-16s  up    %s  %s", m.id,
+                                 stored.ok() ? Ranges(stored->map, m.id) : std::string("-"),
+                                 KeyCount(m))
               << "\n  " << Addresses(m) << "\n";
     listed.push_back(m.id);
   }

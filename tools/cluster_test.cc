@@ -153,6 +153,14 @@ TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
   }
   EXPECT_EQ(RunCommand(dht + "dht size t", &out), 0);
   EXPECT_EQ(out, "12\n");
+  // status counts each server's keys: 12 in all.
+  EXPECT_EQ(RunCommand(ardma + "status", &out), 0) << out;
+  int counted = 0;
+  for (size_t at = out.find(" key"); at != std::string::npos; at = out.find(" key", at + 1)) {
+    size_t start = out.rfind(' ', at - 1) + 1;
+    counted += std::stoi(out.substr(start, at - start));
+  }
+  EXPECT_EQ(counted, 12) << out;
   // A list, whole on its name's server; a lock on its name's server.
   EXPECT_EQ(RunCommand(dht + "list push q a b c", &out), 0) << out;
   EXPECT_EQ(out, "3\n");

@@ -93,6 +93,14 @@ absl::StatusOr<std::vector<std::string>> TablesOn(Client& server) {
   return tables;
 }
 
+absl::StatusOr<uint64_t> TableSize(Client& server, const std::string& table) {
+  std::string args;
+  EncodeTarget(Target{.name = table, .unfenced = true}, &args);
+  ARDMA_ASSIGN_OR_RETURN(std::string result, Call(server, "dht.size", args));
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, DecodeReply(result, ReplyKind::kCount));
+  return reply.count;
+}
+
 absl::StatusOr<uint64_t> CopySlots(Client& from, Client& to, const std::string& table,
                                    const std::string& bitmap) {
   uint64_t copied = 0;

@@ -20,6 +20,9 @@ std::string SlotBitmap(const std::vector<uint32_t>& slots);
 // The tables `server` holds (by name; including services' own tables, e.g. the lock service's).
 absl::StatusOr<std::vector<std::string>> TablesOn(Client& server);
 
+// How many keys `table` holds on `server` alone.
+absl::StatusOr<uint64_t> TableSize(Client& server, const std::string& table);
+
 // Copies every key of `table` in the bitmap's slots from `from` to `to` (replacing what `to` has),
 // sweeping `from`'s buckets under their locks; returns how many it copied. The slots must be
 // frozen on `from` first, so that no write is missed.
