@@ -1,5 +1,6 @@
 #include "core/slots.h"
 
+#include <array>
 #include <cstring>
 
 #include "absl/strings/cord.h"
@@ -7,16 +8,29 @@
 
 namespace ardma::slots {
 namespace {
-constexpr char kRedirectPayload[] = "ardma.redirect";
-}  // namespace
 
-uint16_t Crc16(std::string_view bytes, uint16_t crc) {
-  for (unsigned char byte : bytes) {
-    crc ^= static_cast<uint16_t>(byte) << 8;
+constexpr char kRedirectPayload[] = "ardma.redirect";
+
+// CRC-16/XMODEM a byte at a time: the table of each byte's contribution.
+constexpr std::array<uint16_t, 256> MakeCrcTable() {
+  std::array<uint16_t, 256> table{};
+  for (int byte = 0; byte < 256; ++byte) {
+    uint16_t crc = static_cast<uint16_t>(byte << 8);
     for (int bit = 0; bit < 8; ++bit) {
       crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
                                 : static_cast<uint16_t>(crc << 1);
     }
+    table[byte] = crc;
+  }
+  return table;
+}
+constexpr std::array<uint16_t, 256> kCrcTable = MakeCrcTable();
+
+}  // namespace
+
+uint16_t Crc16(std::string_view bytes, uint16_t crc) {
+  for (unsigned char byte : bytes) {
+    crc = static_cast<uint16_t>((crc << 8) ^ kCrcTable[((crc >> 8) ^ byte) & 0xff]);
   }
   return crc;
 }

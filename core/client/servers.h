@@ -20,6 +20,8 @@ class Servers {
   virtual ~Servers() = default;
   // The client of the server that holds `key` of namespace `space` (a DHT table, "lock", ...).
   virtual absl::StatusOr<Client*> For(std::string_view space, std::string_view key) = 0;
+  // The same for a key whose slot (slots::SlotOf) the caller has computed already.
+  virtual absl::StatusOr<Client*> ForSlot(uint32_t slot) = 0;
   // Every server, each once: for what spans a whole namespace (a table's size).
   virtual absl::StatusOr<std::vector<Client*>> All() = 0;
   // A server answered that the key's slot is not served there (it moved, or is moving): learn
@@ -35,6 +37,7 @@ class OneServer final : public Servers {
   explicit OneServer(std::unique_ptr<Client> client)
       : owned_(std::move(client)), client_(owned_.get()) {}
   absl::StatusOr<Client*> For(std::string_view, std::string_view) override { return client_; }
+  absl::StatusOr<Client*> ForSlot(uint32_t) override { return client_; }
   absl::StatusOr<std::vector<Client*>> All() override { return std::vector<Client*>{client_}; }
   absl::Status Redirected(const slots::Redirect& redirect) override {
     if (redirect.frozen) return absl::OkStatus();  // back shortly

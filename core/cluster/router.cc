@@ -46,12 +46,20 @@ Cluster::~Cluster() {
 absl::Status Cluster::Refresh() {
   ARDMA_ASSIGN_OR_RETURN(std::vector<MemberInfo> members, ListMembers(*etcd_, where_.name));
   ARDMA_ASSIGN_OR_RETURN(StoredMap stored, ReadMap(*etcd_, where_.name));
+  std::map<std::string, MemberInfo> by_id;
+  for (MemberInfo& m : members) by_id[m.id] = std::move(m);
   absl::MutexLock lock(&mu_);
-  members_.clear();
-  for (MemberInfo& m : members) members_[m.id] = std::move(m);
-  if (map_ == nullptr || stored.map.epoch() >= map_->epoch()) {
-    map_ = std::make_shared<const SlotMap>(std::move(stored.map));
+  bool changed = by_id.size() != members_.size();
+  for (const auto& [id, member] : by_id) {
+    auto it = members_.find(id);
+    changed = changed || it == members_.end() || it->second.addresses != member.addresses;
   }
+  members_ = std::move(by_id);
+  if (map_ == nullptr || stored.map.epoch() > map_->epoch()) {
+    map_ = std::make_shared<const SlotMap>(std::move(stored.map));
+    changed = true;
+  }
+  if (changed) routes_.assign(kSlots, nullptr);
   return absl::OkStatus();
 }
 
@@ -67,6 +75,10 @@ std::string Cluster::AddressOf(const std::string& id) const {
 
 absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
   if (slot >= kSlots) return absl::InvalidArgumentError(absl::StrCat("no slot ", slot));
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (Client* known = routes_[slot]; known != nullptr) return known;
+  }
   std::string owner, address;
   {
     absl::MutexLock lock(&mu_);
@@ -77,7 +89,10 @@ absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
                                                  ", which is not a live member of cluster ",
                                                  where_.name));
     }
-    if (auto it = clients_.find(address); it != clients_.end()) return it->second.get();
+    if (auto it = clients_.find(address); it != clients_.end()) {
+      routes_[slot] = it->second.get();
+      return it->second.get();
+    }
   }
   // Connected outside the lock: a slow server does not hold up calls to the others.
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options_.client);
@@ -88,6 +103,8 @@ absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
   }
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = clients_.try_emplace(address, *std::move(client));
+  // (Remembered only if the map still names that server: a Refresh may have come between.)
+  if (map_->Owner(slot) == owner && AddressOf(owner) == address) routes_[slot] = it->second.get();
   return it->second.get();  // another thread's if it connected first
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -50,7 +51,7 @@ class Cluster final : public Servers {
   // The client of the server that owns `slot` (< kSlots) by the cached map, connected on first
   // use. UNAVAILABLE naming the server if it is not a live member (as last read) or cannot be
   // reached.
-  absl::StatusOr<Client*> ForSlot(uint32_t slot);
+  absl::StatusOr<Client*> ForSlot(uint32_t slot) override;
   absl::StatusOr<Client*> ForKey(std::string_view space, std::string_view key) {
     return ForSlot(SlotOf(space, key));
   }
@@ -88,6 +89,9 @@ class Cluster final : public Servers {
   // By address. A server's Client stays while the Cluster lives (callers may hold it), also after
   // the server moved to another address.
   std::map<std::string, std::unique_ptr<Client>> clients_ ABSL_GUARDED_BY(mu_);
+  // The client of each slot once looked up (null: not yet), forgotten when the map or the
+  // members change: the fast path of ForSlot.
+  std::vector<Client*> routes_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::thread follower_;
 };

@@ -53,9 +53,10 @@ absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view f
   const absl::Time deadline =
       absl::Now() + (options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30));
   absl::Status last;
+  const uint32_t slot = slots::SlotOf(table, key);
   for (int attempt = 0;; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(table, key));
-    absl::StatusOr<Reply> reply = Run(*client, function, table, &key, rest, kind, create);
+    ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->ForSlot(slot));
+    absl::StatusOr<Reply> reply = Run(*client, function, table, &slot, rest, kind, create);
     if (absl::IsNotFound(reply.status())) return AbsentHere(*client, table, reply.status());
     if (!reply.ok() || !reply->redirect.has_value()) return reply;
     // Not served there: the slot moved (learn where) or is moving (wait for the move to end).
@@ -88,7 +89,7 @@ absl::StatusOr<Reply> DhtClient::AbsentHere(Client& client, std::string_view tab
 }
 
 absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
-                                     std::string_view table, const std::string_view* key,
+                                     std::string_view table, const uint32_t* slot,
                                      std::string_view rest, ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
   const std::string cache_key = ServerScopedName(client, table);
@@ -102,8 +103,8 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
       target.header = cached->header;
       target.id = cached->id;
       target.geometry = cached->geometry;
-      if (cached->fence != 0 && key != nullptr) {
-        target.slot = slots::SlotOf(table, *key);
+      if (cached->fence != 0 && slot != nullptr) {
+        target.slot = *slot;
         target.fence = slots::FenceEntry(cached->fence, target.slot);
       }
     }

@@ -77,9 +77,9 @@ class DhtClient {
   };
   // Runs `function` on `client` with args = target + `rest`. In RDMA mode the target is the table
   // as cached for that server (resolved once per server and name, and created when `create`),
-  // with the fence entry of `key`'s slot (if there is a key, and the server a fence).
+  // with the fence entry of the key's `slot` (if there is a key, and the server a fence).
   absl::StatusOr<Reply> Run(Client& client, std::string_view function, std::string_view table,
-                            const std::string_view* key, std::string_view rest, ReplyKind kind,
+                            const uint32_t* slot, std::string_view rest, ReplyKind kind,
                             bool create);
   // The same on the server that holds `key`, following redirects (a slot that moved, or is
   // moving) until the call's timeout.

@@ -1,0 +1,118 @@
+// What routing through a cluster costs (docs/cluster.md): a DHT GET through cluster::Cluster, on a
+// cluster of one member, against the same GET through a plain Client of that member, in one run.
+//
+//   BM_DhtGetRouting/<path>/<mode>/<ucx>
+//     path 0: a plain Client of the server; 1: a Cluster (etcd://...) whose one member it is
+//     mode 0: active (one EXECUTE); 1: RDMA (the table's code here, one-sided reads)
+//     ucx  0: TCP; 1: UCX (shared memory unless UCX_TLS says otherwise)
+//
+// The server is the binary's shared ardmad, registered in a real etcd (started on free ports) as
+// the one member of cluster "bench" with every slot; it adopts its slots in its fence, so both
+// paths pay the same fence checks and the difference is the routing alone. Counters:
+// round_trips/op and bytes/op.
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_support.h"
+#include "benchmark/benchmark.h"
+#include "core/cluster/fence.h"
+#include "core/cluster/member.h"
+#include "core/cluster/router.h"
+#include "core/testing/etcd_process.h"
+#include "services/dht/dht_client.h"
+
+namespace ardma {
+namespace {
+
+constexpr int kKeys = 10000;
+
+std::string Key(int i) { return absl::StrCat("key:", i); }
+
+// The shared server as the one member of cluster "bench", with kKeys keys in table "routed";
+// the etcd:// address (empty if etcd did not start).
+const std::string& ClusterOfOne() {
+  static const std::string* address = [] {
+    static testing::EtcdProcess etcd;
+    if (etcd.endpoint().empty()) return new std::string();
+    Server& server = bench::SharedServer();
+    absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> client =
+        cluster::EtcdClient::Connect(etcd.endpoint());
+    cluster::SlotMap map = cluster::SlotMap::AllTo("s0");
+    cluster::MemberInfo self{"s0", {{"tcp", server.address()}, {"ucx", "ucx://" + server.address()}}};
+    bool ok = client.ok() &&
+              (*client)->Put(cluster::MembersPrefix("bench") + "s0", self.ToJson()).ok() &&
+              (*client)->Put(cluster::MapKey("bench"), map.ToJson()).ok() &&
+              server.RunLocally([&](Context& ctx) {
+                return cluster::AdoptSlots(ctx, map, "s0");
+              }).ok();
+    return new std::string(ok ? absl::StrCat("etcd://", etcd.endpoint(), "/bench") : "");
+  }();
+  return *address;
+}
+
+void BM_DhtGetRouting(benchmark::State& state) {
+  const bool routed = state.range(0) == 1;
+  const Mode mode = state.range(1) == 0 ? Mode::kActive : Mode::kRdma;
+  const bool ucx = state.range(2) == 1;
+  const std::string& cluster_address = ClusterOfOne();
+  if (cluster_address.empty()) {
+    state.SkipWithError("etcd did not start");
+    return;
+  }
+  std::unique_ptr<Client> plain =
+      bench::NewClient(state, ucx ? bench::Transport::kUcx : bench::Transport::kTcp);
+  if (plain == nullptr) return;
+  std::unique_ptr<cluster::Cluster> cluster;
+  if (routed) {
+    cluster::Cluster::Options options;
+    options.transport = ucx ? "ucx" : "tcp";
+    absl::StatusOr<std::unique_ptr<cluster::Cluster>> connected =
+        cluster::Cluster::Connect(cluster_address, options);
+    if (!connected.ok()) {
+      state.SkipWithError(std::string(connected.status().message()).c_str());
+      return;
+    }
+    cluster = *std::move(connected);
+  }
+  static bool filled = [&] {
+    dht::DhtClient loader(plain.get(), Mode::kActive);  // (once: the first run is plain)
+    for (int i = 0; i < kKeys; ++i) {
+      if (!loader.Put("routed", Key(i), "val").ok()) return false;
+    }
+    return true;
+  }();
+  if (!filled) {
+    state.SkipWithError("fill failed");
+    return;
+  }
+  // The client the calls go through, whose counters count them.
+  Client* counted = plain.get();
+  std::unique_ptr<dht::DhtClient> dht;
+  if (routed) {
+    counted = *cluster->ForKey("routed", Key(0));  // the one member
+    dht = std::make_unique<dht::DhtClient>(cluster.get(), mode);
+    plain.reset();  // one connection polling, as on the plain path
+  } else {
+    dht = std::make_unique<dht::DhtClient>(plain.get(), mode);
+  }
+  dht->Get("routed", Key(0)).IgnoreError();  // ship the code, cache the table
+  uint64_t rt0 = counted->counters().round_trips;
+  uint64_t bytes0 = counted->counters().bytes_sent + counted->counters().bytes_received;
+  int i = 0;
+  for (auto _ : state) {
+    if (!dht->Get("routed", Key(i++ % kKeys)).ok()) {
+      state.SkipWithError("get failed");
+      break;
+    }
+  }
+  bench::ReportCounters(state, *counted, rt0, bytes0);
+}
+BENCHMARK(BM_DhtGetRouting)
+    ->ArgNames({"routed", "rdma", "ucx"})
+    ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace ardma
+
+BENCHMARK_MAIN();
