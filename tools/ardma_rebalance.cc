@@ -102,45 +102,12 @@ class SlotMove {
     ARDMA_ASSIGN_OR_RETURN(std::set<uint32_t> pinned, PinnedSlots(*giver_));
     report.kept = std::erase_if(slots, [&](uint32_t s) { return pinned.contains(s); });
     if (slots.empty()) return report;
-    ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> words,
-                           cluster::ReadFence(gctx, giver_fence_, slots));
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (stored.map.Owner(slots[i]) != from_.id ||
-          slots::StateOf(words[i]) != slots::SlotState::kOwned) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "slot ", slots[i], " is not served by ", from_.id, " as the map says (run ardma "
-            "cluster status)"));
-      }
-    }
-    const uint64_t epoch = stored.map.epoch() + 1;
+    ARDMA_RETURN_IF_ERROR(CheckGiverServes(gctx, stored.map, slots));
     const std::string bitmap = dht::SlotBitmap(slots);
-    // 1-3, undone on failure.
-    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
-        gctx, giver_fence_, slots, slots::FenceWord(slots::SlotState::kFrozen, epoch), 0));
-    absl::StatusOr<uint64_t> copied = ForEachTable(*giver_, [&](const std::string& table) {
-      return dht::CopySlots(*giver_, *receiver_, table, bitmap);
-    });
-    absl::Status handed = copied.status();
-    if (handed.ok()) {
-      handed = cluster::WriteFence(rctx, receiver_fence_, slots,
-                                   slots::FenceWord(slots::SlotState::kOwned, epoch), 0);
-    }
-    if (handed.ok()) {
-      handed = cluster::WriteFence(gctx, giver_fence_, slots,
-                                   slots::FenceWord(slots::SlotState::kMoved, epoch),
-                                   cluster::IdWord(to_.id));
-    }
-    // 4.
-    if (handed.ok()) {
-      absl::StatusOr<bool> published = etcd_.PutIf(
-          cluster::MapKey(where_.name), stored.revision, stored.map.WithSlots(slots, to_.id).ToJson());
-      handed = !published.ok() ? published.status()
-               : *published    ? absl::OkStatus()
-                               : absl::AbortedError("the slot map changed during the move");
-    }
-    if (!handed.ok()) {
+    absl::StatusOr<uint64_t> copied = HandOver(gctx, rctx, stored, slots, bitmap);
+    if (!copied.ok()) {
       Undo(gctx, rctx, slots, stored.map.epoch(), bitmap);
-      return handed;
+      return copied.status();
     }
     report.moved = slots.size();
     report.keys = *copied;
@@ -153,6 +120,45 @@ class SlotMove {
   }
 
  private:
+  // The map and the giver's fence agree that the giver serves every one of `slots`.
+  absl::Status CheckGiverServes(RemoteContext& gctx, const cluster::SlotMap& map,
+                                const std::vector<uint32_t>& slots) {
+    ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> words,
+                           cluster::ReadFence(gctx, giver_fence_, slots));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (map.Owner(slots[i]) != from_.id ||
+          slots::StateOf(words[i]) != slots::SlotState::kOwned) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "slot ", slots[i], " is not served by ", from_.id,
+            " as the map says (run ardma cluster status)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Steps 1-4; returns the keys copied. On error the caller undoes them.
+  absl::StatusOr<uint64_t> HandOver(RemoteContext& gctx, RemoteContext& rctx,
+                                    const cluster::StoredMap& stored,
+                                    const std::vector<uint32_t>& slots, const std::string& bitmap) {
+    const uint64_t epoch = stored.map.epoch() + 1;
+    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
+        gctx, giver_fence_, slots, slots::FenceWord(slots::SlotState::kFrozen, epoch), 0));
+    ARDMA_ASSIGN_OR_RETURN(uint64_t copied,
+                           ForEachTable(*giver_, [&](const std::string& table) {
+                             return dht::CopySlots(*giver_, *receiver_, table, bitmap);
+                           }));
+    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
+        rctx, receiver_fence_, slots, slots::FenceWord(slots::SlotState::kOwned, epoch), 0));
+    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(gctx, giver_fence_, slots,
+                                              slots::FenceWord(slots::SlotState::kMoved, epoch),
+                                              cluster::IdWord(to_.id)));
+    ARDMA_ASSIGN_OR_RETURN(bool published,
+                           etcd_.PutIf(cluster::MapKey(where_.name), stored.revision,
+                                       stored.map.WithSlots(slots, to_.id).ToJson()));
+    if (!published) return absl::AbortedError("the slot map changed during the move");
+    return copied;
+  }
+
   // The giver serves the slots again; the receiver drops what it was given.
   void Undo(RemoteContext& gctx, RemoteContext& rctx, const std::vector<uint32_t>& slots,
             uint64_t epoch, const std::string& bitmap) {
