@@ -6,10 +6,17 @@
 //     mode 0: active (one EXECUTE); 1: RDMA (the table's code here, one-sided reads)
 //     ucx  0: TCP; 1: UCX (shared memory unless UCX_TLS says otherwise)
 //
+//   BM_ReshardAdd: `ardma cluster add` on three in-process members, the map over the first two,
+//     ARDMA_BENCH_RESHARD_KEYS keys (default 1,000,000; 3-byte values) put beforehand: the time to
+//     move a third of the slots with their keys to the third (bench/reshard_compare.sh runs it
+//     beside redis-cli --cluster reshard).
+//
 // The server is the binary's shared ardmad, registered in a real etcd (started on free ports) as
 // the one member of cluster "bench" with every slot; it adopts its slots in its fence, so both
 // paths pay the same fence checks and the difference is the routing alone. Counters:
 // round_trips/op and bytes/op.
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +25,12 @@
 #include "core/cluster/fence.h"
 #include "core/cluster/member.h"
 #include "core/cluster/router.h"
+#include "core/testing/cluster_fixture.h"
 #include "core/testing/etcd_process.h"
+#include "core/testing/run_command.h"
+#include "core/testing/server_process.h"
+#include "core/wire/byte_io.h"
+#include "services/dht/dht_mover.h"
 #include "services/dht/dht_client.h"
 
 namespace ardma {
@@ -111,6 +123,68 @@ BENCHMARK(BM_DhtGetRouting)
     ->ArgNames({"routed", "rdma", "ucx"})
     ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
+
+// N keys "key:<i>" -> "xxx" put in bulk on their owners (dht.import, as a move does).
+bool LoadInBulk(testing::ClusterFixture& fixture, int keys) {
+  std::vector<std::unique_ptr<Client>> owners = fixture.ClientOfEachServer();
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = fixture.ConnectOverTestTransport();
+  if (!routed.ok()) return false;
+  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
+  constexpr int kBatch = 20000;
+  for (int first = 0; first < keys; first += kBatch) {
+    std::vector<std::string> batch(owners.size());
+    std::vector<uint32_t> count(owners.size());
+    for (int i = first; i < std::min(keys, first + kBatch); ++i) {
+      int s = testing::ClusterFixture::IndexOf(map->Owner(slots::SlotOf("bench", Key(i))));
+      wire::ByteWriter w(&batch[s]);
+      w.Bytes32(Key(i));
+      w.Bytes32("xxx");
+      ++count[s];
+    }
+    for (size_t s = 0; s < owners.size(); ++s) {
+      if (count[s] == 0) continue;
+      std::string args;
+      wire::ByteWriter w(&args);
+      w.Str16("bench");
+      w.U32(count[s]);
+      args.append(batch[s]);
+      if (!Invoke(*owners[s], Mode::kActive, active_libraries::dht(), "dht.import", args).ok()) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void BM_ReshardAdd(benchmark::State& state) {
+  const char* env = std::getenv("ARDMA_BENCH_RESHARD_KEYS");
+  const int keys = env != nullptr ? std::atoi(env) : 1000000;
+  ServerOptions options = testing::TestServerOptions();
+  options.memory_size = 1ull << 30;
+  testing::ClusterFixture fixture(3, options, /*owners=*/2);
+  if (!fixture.ok() || !LoadInBulk(fixture, keys)) {
+    state.SkipWithError("cluster or load failed");
+    return;
+  }
+  const std::string add = absl::StrCat(testing::BinDir(), "/ardma --server ", fixture.address(),
+                                       " cluster add s2");
+  for (auto _ : state) {
+    const absl::Time start = absl::Now();
+    std::string out;
+    if (testing::RunCommand(add, &out) != 0) {
+      state.SkipWithError(out.c_str());
+      break;
+    }
+    state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  absl::StatusOr<std::unique_ptr<Client>> third = fixture.server(2).NewClient();
+  absl::StatusOr<uint64_t> moved =
+      third.ok() ? dht::TableSize(**third, "bench") : third.status();
+  state.counters["keys"] = keys;
+  state.counters["keys_moved"] = moved.ok() ? static_cast<double>(*moved) : -1;
+  state.counters["slots_moved"] = 5461;
+}
+BENCHMARK(BM_ReshardAdd)->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
 
 }  // namespace
 }  // namespace ardma
