@@ -5,6 +5,7 @@
 #define ARDMA_TOOLS_ARDMA_CLI_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/cli/client_flags.h"
+#include "core/client/servers.h"
 #include "core/cluster/etcd_client.h"
 #include "core/cluster/member.h"
 #include "services/lock/lock_format.h"
@@ -73,6 +75,9 @@ absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& a
 // servers of the cluster at `where` while clients run.
 absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddress& where,
                           const std::vector<std::string>& args);
+// The service clients' Servers for --server: one server, or (etcd://...) a cluster; with
+// --timeout as the calls' timeout.
+absl::StatusOr<std::unique_ptr<Servers>> ConnectServices(const Options& opt);
 // `ardma list push|pop|len|range ...` (ardma_list.cc), on a server or a cluster.
 absl::Status RunListCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma cluster create|status` (ardma_cluster.cc), with --server etcd://HOST:PORT/NAME.

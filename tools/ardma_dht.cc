@@ -11,6 +11,13 @@
 
 namespace ardma::cli {
 
+absl::StatusOr<std::unique_ptr<Servers>> ConnectServices(const Options& opt) {
+  ClientOptions client_options;
+  client_options.connect_attempts = 2;
+  if (opt.timeout > absl::ZeroDuration()) client_options.timeout = opt.timeout;
+  return cluster::ConnectServers(opt.server, client_options);
+}
+
 absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& args) {
   const std::string cmd = args.size() > 1 ? args[1] : "";
   size_t want = cmd == "put" || cmd == "insert" ? 5 : cmd == "size" ? 3 : 4;
@@ -20,12 +27,7 @@ absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& a
         "usage: ardma dht get TABLE KEY | put TABLE KEY VALUE | insert TABLE KEY VALUE | "
         "del TABLE KEY | size TABLE");
   }
-  ClientOptions client_options;
-  client_options.connect_attempts = 2;
-  if (opt.timeout > absl::ZeroDuration()) client_options.timeout = opt.timeout;
-  // One server, or the server that owns each key.
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Servers> servers,
-                         cluster::ConnectServers(opt.server, client_options));
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Servers> servers, ConnectServices(opt));
   dht::DhtClient dht(servers.get(), opt.mode);
   const std::string& table = args[2];
   if (cmd == "size") {

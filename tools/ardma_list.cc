@@ -6,7 +6,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/cluster/router.h"
 #include "core/status_macros.h"
 #include "services/list/list_client.h"
 #include "tools/ardma_cli.h"
@@ -56,11 +55,7 @@ absl::Status RunListCommand(const Options& opt, const std::vector<std::string>& 
                          (args.size() > 4 && (!absl::SimpleAtoi(args[4], &stop) || stop < -1)))) {
     return Usage("ardma list range: START is an index from 0, STOP an index or -1 (the end)");
   }
-  ClientOptions client_options;
-  client_options.connect_attempts = 2;
-  if (opt.timeout > absl::ZeroDuration()) client_options.timeout = opt.timeout;
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Servers> servers,
-                         cluster::ConnectServers(opt.server, client_options));
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Servers> servers, ConnectServices(opt));
   list::ListClient lists(servers.get(), opt.mode);
   const std::string& name = args[2];
   if (cmd == "push") {  // each VALUE at the tail, in order; prints the new length

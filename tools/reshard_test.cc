@@ -237,13 +237,21 @@ std::string Ardma(const testing::ClusterFixture& fixture, const std::string& com
   return absl::StrCat(testing::BinDir(), "/ardma --server ", fixture.address(), " ", command);
 }
 
+// Three servers, the slots over the first two, and a client of the cluster.
+class ReshardAdminTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fixture.ok()) << fixture.why();
+    routed = fixture.ConnectOverTestTransport();
+    ASSERT_TRUE(routed.ok()) << routed.status();
+  }
+  testing::ClusterFixture fixture{3, 32u << 20, /*owners=*/2};
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed;
+};
+
 // The admin lock: a rebalance while another administrator holds the cluster fails and changes
 // nothing; two started at once: the map ends even and consistent, every key where it says.
-TEST(ReshardAdminTest, TwoAdministratorsAtOnceOneWinsAndTheMapStaysConsistent) {
-  testing::ClusterFixture fixture(3, 32u << 20, /*owners=*/2);
-  ASSERT_TRUE(fixture.ok()) << fixture.why();
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = fixture.ConnectOverTestTransport();
-  ASSERT_TRUE(routed.ok());
+TEST_F(ReshardAdminTest, TwoAdministratorsAtOnceOneWinsAndTheMapStaysConsistent) {
   PutKeys(**routed, 3000);
   std::string out;
   {
@@ -280,11 +288,7 @@ TEST(ReshardAdminTest, TwoAdministratorsAtOnceOneWinsAndTheMapStaysConsistent) {
 
 // etcd away: running clients go on with their cached map, without an error; admin commands say
 // etcd is unreachable and change nothing.
-TEST(ReshardAdminTest, WithEtcdStoppedClientsKeepWorkingAndAdminCommandsFailClearly) {
-  testing::ClusterFixture fixture(3, 32u << 20, /*owners=*/2);
-  ASSERT_TRUE(fixture.ok()) << fixture.why();
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = fixture.ConnectOverTestTransport();
-  ASSERT_TRUE(routed.ok());
+TEST_F(ReshardAdminTest, WithEtcdStoppedClientsKeepWorkingAndAdminCommandsFailClearly) {
   PutKeys(**routed, 1000);
   fixture.etcd_process().Kill(SIGKILL);
   DhtClient dht(routed->get(), Mode::kActive);
