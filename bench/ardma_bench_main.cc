@@ -1,4 +1,5 @@
 // ardma-bench: a load generator for ardmad in the style of redis-benchmark.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -12,7 +13,10 @@
 #include "core/cli/client_flags.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
+#include "core/cluster/member.h"
+#include "core/cluster/router.h"
 #include "core/host_port.h"
+#include "core/status_macros.h"
 
 namespace {
 
@@ -31,13 +35,35 @@ constexpr char kUsage[] =
     "lock ardma-bench-KEY), dfs.read (DATA-SIZE bytes of a 16 MiB file by handle), dfs.stat.\n"
     "dht.* use table TABLE (created if missing); keys are key:NNNNNNNNNNNN drawn from KEYSPACE\n"
     "keys by a fixed-seed hash. lock.acquire runs a blocking client per connection in both modes.\n"
-    "The server defaults to $ARDMA_SERVER, then 127.0.0.1:15712.\n"
+    "The server defaults to $ARDMA_SERVER, then 127.0.0.1:15712. With --server\n"
+    "etcd://HOST:PORT/NAME the dht.* tests run on that cluster: connection i goes to member\n"
+    "i mod N (over UCX with --ucx) and draws only keys that member holds (as redis-benchmark\n"
+    "--cluster does).\n"
     "\n"
     "  ardma-bench -t dht.put,dht.get -c 50 -n 200000 -d 3 -r 10000\n"
     "  ardma-bench -t dht.get --mode rdma -c 8 -n 20000 --json\n"
     "\n"
     "Exit status: 0 when every operation succeeded, 1 when some failed (the first error is\n"
     "printed), 2 for bad flags.";
+
+// With --server etcd://...: the members' addresses (over UCX with `ucx`) for the connections, and
+// the keys each holds for the connections that go to it. Returns a client of each member, to
+// prepare the tests on.
+absl::StatusOr<std::vector<ardma::Client*>> UseCluster(ardma::cluster::Cluster& cluster,
+                                                       ardma::bench::LoadOptions& load,
+                                                       ardma::bench::WorkloadOptions& w) {
+  ARDMA_ASSIGN_OR_RETURN(std::vector<ardma::Client*> members, cluster.All());
+  load.addresses.clear();
+  for (ardma::Client* member : members) load.addresses.push_back(member->address());
+  w.key_sets.assign(members.size(), {});
+  for (uint64_t n = 0; n < std::max<uint64_t>(w.keyspace, 1); ++n) {
+    ARDMA_ASSIGN_OR_RETURN(ardma::Client * owner,
+                           cluster.ForKey(w.table, ardma::bench::NumberedKey(n)));
+    size_t index = std::find(members.begin(), members.end(), owner) - members.begin();
+    w.key_sets[index].push_back(n);
+  }
+  return members;
+}
 
 struct Row {
   std::string test;
@@ -102,7 +128,7 @@ int main(int argc, char** argv) {
   int64_t pipeline = load.pipeline;
   int64_t keyspace = static_cast<int64_t>(w.keyspace);
   int64_t seed = static_cast<int64_t>(w.seed);
-  bool csv = false, json = false;
+  bool csv = false, json = false, ucx = false;
 
   ardma::FlagSet flags("ardma-bench", kUsage);
   ardma::ClientFlags client;
@@ -118,6 +144,7 @@ int main(int argc, char** argv) {
   flags.String("table", &w.table, "NAME", "DHT table the dht.* tests use");
   flags.Int("seed", &seed, "N", "seed of the key sequence");
   flags.Bool("csv", &csv, "print one CSV line per test (with a header)");
+  flags.Bool("ucx", &ucx, "on a cluster (--server etcd://...), reach its members over UCX");
   ardma::JsonFlag(flags, &json, "the results as a JSON array, one object per test");
   flags.Short('t', "tests");
   flags.Short('c', "clients");
@@ -166,10 +193,33 @@ int main(int argc, char** argv) {
     if (!known) return usage_error("unknown test '" + t + "' (see --help)");
   }
 
-  absl::StatusOr<std::unique_ptr<ardma::Client>> setup = ardma::Client::Connect(load.address);
-  if (!setup.ok()) {
-    std::cerr << "ardma-bench: " << setup.status() << "\n";
-    return 1;
+  std::unique_ptr<ardma::cluster::Cluster> cluster;
+  std::vector<ardma::Client*> setups;  // what the tests are prepared on: the server, or each member
+  std::unique_ptr<ardma::Client> single;
+  if (ardma::cluster::IsClusterAddress(load.address)) {
+    for (const std::string& t : test_list) {
+      if (!t.starts_with("dht.")) return usage_error("on a cluster only the dht.* tests run");
+    }
+    ardma::cluster::Cluster::Options cluster_options;
+    cluster_options.transport = ucx ? "ucx" : "tcp";
+    absl::StatusOr<std::unique_ptr<ardma::cluster::Cluster>> connected =
+        ardma::cluster::Cluster::Connect(load.address, cluster_options);
+    absl::StatusOr<std::vector<ardma::Client*>> members =
+        connected.ok() ? UseCluster(**connected, load, w) : connected.status();
+    if (!members.ok()) {
+      std::cerr << "ardma-bench: " << members.status() << "\n";
+      return 1;
+    }
+    cluster = *std::move(connected);
+    setups = *members;
+  } else {
+    absl::StatusOr<std::unique_ptr<ardma::Client>> setup = ardma::Client::Connect(load.address);
+    if (!setup.ok()) {
+      std::cerr << "ardma-bench: " << setup.status() << "\n";
+      return 1;
+    }
+    single = *std::move(setup);
+    setups = {single.get()};
   }
   if (csv) {
     std::printf(
@@ -179,8 +229,13 @@ int main(int argc, char** argv) {
   if (json) std::printf("[");
   bool failed = false;
   for (size_t i = 0; i < test_list.size(); ++i) {
+    absl::Status prepared;
+    for (size_t m = 1; m < setups.size() && prepared.ok(); ++m) {  // RunTest prepares the first
+      prepared = ardma::bench::PrepareTest(test_list[i], w, *setups[m]);
+    }
     absl::StatusOr<ardma::bench::LoadResult> r =
-        ardma::bench::RunTest(test_list[i], load, w, **setup);
+        prepared.ok() ? ardma::bench::RunTest(test_list[i], load, w, *setups[0])
+                      : absl::StatusOr<ardma::bench::LoadResult>(prepared);
     if (!r.ok()) {
       std::cerr << "ardma-bench: " << test_list[i] << ": " << r.status() << "\n";
       failed = true;

@@ -87,8 +87,9 @@ class EventLoop {
     if (epoll_ < 0) return ErrnoUnavailable("epoll_create1", errno);
     socks_.resize(static_cast<size_t>(options_.connections));
     for (size_t i = 0; i < socks_.size(); ++i) {
-      ARDMA_ASSIGN_OR_RETURN(socks_[i].fd,
-                             ConnectSocket(options_.address, options_.connect_timeout));
+      ARDMA_ASSIGN_OR_RETURN(
+          socks_[i].fd,
+          ConnectSocket(options_.AddressOf(static_cast<int>(i)), options_.connect_timeout));
       if (options_.credentials.has_value()) {
         timeval limit = absl::ToTimeval(options_.connect_timeout);
         ::setsockopt(socks_[i].fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
@@ -131,7 +132,7 @@ class EventLoop {
  private:
   void Issue(Sock& s) {
     size_t start = wire::BeginFrame(&s.out);
-    wire::Op op = make_frame_(issued_++, &s.out);
+    wire::Op op = make_frame_(issued_++, static_cast<int>(&s - socks_.data()), &s.out);
     uint64_t id = ++next_request_id_;
     wire::FinishFrame({.op = op, .request_id = id, .client_id = s.client_id}, start, &s.out);
     result_.bytes += s.out.size() - start;
@@ -247,8 +248,6 @@ class UcxEventLoop {
     if (options_.connections < 1 || options_.pipeline < 1) {
       return absl::InvalidArgumentError("connections and pipeline must be at least 1");
     }
-    std::string_view bootstrap_address = options_.address;
-    bootstrap_address.remove_prefix(kUcxPrefix.size());
     // With the features every client's worker has: the server's endpoints to this worker are
     // configured for them (UCX 1.13 aborts on an endpoint it would have to reconfigure).
     ARDMA_ASSIGN_OR_RETURN(ucx_, UcxContext::Create({}));
@@ -256,6 +255,8 @@ class UcxEventLoop {
     ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmResponse, &UcxEventLoop::OnResponse, this));
     for (int i = 0; i < options_.connections; ++i) {
       sessions_.push_back(std::make_unique<Session>());
+      std::string_view bootstrap_address = options_.AddressOf(i);
+      bootstrap_address.remove_prefix(kUcxPrefix.size());
       ARDMA_RETURN_IF_ERROR(Open(bootstrap_address, worker_address, *sessions_.back()));
     }
     result_.latency_ns.reserve(options_.requests);
@@ -321,7 +322,7 @@ class UcxEventLoop {
     Session& s = *sessions_[index];
     std::string frame;
     size_t start = wire::BeginFrame(&frame);
-    wire::Op op = make_frame_(issued_++, &frame);
+    wire::Op op = make_frame_(issued_++, static_cast<int>(index), &frame);
     uint64_t id = ++next_request_id_;
     wire::FinishFrame({.op = op, .request_id = id, .client_id = s.client_id}, start, &frame);
     result_.bytes += frame.size();
@@ -418,7 +419,7 @@ double LoadResult::BytesPerOp() const {
 }
 
 absl::StatusOr<LoadResult> RunEventLoop(const LoadOptions& options, const FrameMaker& make_frame) {
-  if (std::string_view(options.address).starts_with(kUcxPrefix)) {
+  if (std::string_view(options.AddressOf(0)).starts_with(kUcxPrefix)) {
     UcxEventLoop loop(options, make_frame);
     return loop.Run();
   }
@@ -434,8 +435,8 @@ absl::StatusOr<LoadResult> RunThreads(const LoadOptions& options, const ThreadOp
   client_options.connect_timeout = options.connect_timeout;
   for (int i = 0; i < options.connections; ++i) {
     ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
-                           Client::Connect(options.address, client_options));
-    ARDMA_ASSIGN_OR_RETURN(ThreadOp op, factory(*client));
+                           Client::Connect(options.AddressOf(i), client_options));
+    ARDMA_ASSIGN_OR_RETURN(ThreadOp op, factory(*client, i));
     clients.push_back(std::move(client));
     ops.push_back(std::move(op));
   }

@@ -11,7 +11,7 @@
 // connection gets a thread that runs operations back to back with a blocking Client.
 //
 //   LoadOptions options{.address = "127.0.0.1:15712", .connections = 50, .requests = 100000};
-//   ARDMA_ASSIGN_OR_RETURN(LoadResult r, RunEventLoop(options, [](uint64_t, std::string* out) {
+//   ARDMA_ASSIGN_OR_RETURN(LoadResult r, RunEventLoop(options, [](uint64_t, int, std::string* out) {
 //     out->append("hello");
 //     return wire::Op::kPing;
 //   }));
@@ -36,6 +36,12 @@ namespace ardma::bench {
 
 struct LoadOptions {
   std::string address;
+  // Several servers (a cluster's members): connection c goes to addresses[c % size]; empty: all
+  // to `address`.
+  std::vector<std::string> addresses;
+  const std::string& AddressOf(int connection) const {
+    return addresses.empty() ? address : addresses[connection % addresses.size()];
+  }
   int connections = 50;
   uint64_t requests = 100000;  // operations in all, over every connection
   int pipeline = 1;            // requests in flight per connection (event loop only)
@@ -62,9 +68,9 @@ struct LoadResult {
   double BytesPerOp() const;
 };
 
-// Appends the request payload of operation `i` to *payload and returns the request's op; the
-// generator frames it (header, request and client ids).
-using FrameMaker = std::function<wire::Op(uint64_t i, std::string* payload)>;
+// Appends the request payload of operation `i`, to be sent on connection `connection`, to
+// *payload and returns the request's op; the generator frames it (header, request and client ids).
+using FrameMaker = std::function<wire::Op(uint64_t i, int connection, std::string* payload)>;
 
 // Active mode: one thread, `connections` sockets. Every response must be a well-formed response
 // frame to a request in flight; a broken connection or a malformed frame ends the run with
@@ -75,7 +81,7 @@ absl::StatusOr<LoadResult> RunEventLoop(const LoadOptions& options, const FrameM
 using ThreadOp = std::function<absl::Status(uint64_t i)>;
 // Makes a thread's operation over its own Client (which outlives it); may warm up (resolve names,
 // ship code) before the clock starts.
-using ThreadOpFactory = std::function<absl::StatusOr<ThreadOp>(Client& client)>;
+using ThreadOpFactory = std::function<absl::StatusOr<ThreadOp>(Client& client, int connection)>;
 
 // RDMA mode: `connections` threads, each with its own Client, sharing out `requests` operations.
 // Round trips and bytes count from after the factories ran.

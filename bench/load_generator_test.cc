@@ -5,6 +5,8 @@
 #include <set>
 
 #include "bench/workloads.h"
+#include "core/cluster/router.h"
+#include "core/testing/cluster_fixture.h"
 #include "core/testing/run_command.h"
 #include "core/testing/test_server.h"
 #include "core/wire/frame.h"
@@ -12,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/dht/dht_client.h"
+#include "services/dht/dht_mover.h"
 #include "services/list/list_client.h"
 
 namespace ardma::bench {
@@ -57,7 +60,7 @@ TEST_F(LoadGeneratorTest, EventLoopSendsAndCompletesEveryRequestOnce) {
   uint64_t pings = Stat("requests.ping");
   std::set<uint64_t> made;
   absl::StatusOr<LoadResult> r =
-      RunEventLoop(Load(4, 1000, 3), [&made](uint64_t i, std::string* out) {
+      RunEventLoop(Load(4, 1000, 3), [&made](uint64_t i, int, std::string* out) {
         made.insert(i);
         out->append(std::string(i % 7, 'p'));
         return wire::Op::kPing;
@@ -79,7 +82,7 @@ TEST_F(LoadGeneratorTest, EventLoopSendsAndCompletesEveryRequestOnce) {
 }
 
 TEST_F(LoadGeneratorTest, ServerErrorsAreCountedNotFatal) {
-  absl::StatusOr<LoadResult> r = RunEventLoop(Load(2, 50), [](uint64_t, std::string* out) {
+  absl::StatusOr<LoadResult> r = RunEventLoop(Load(2, 50), [](uint64_t, int, std::string* out) {
     wire::EncodeExecuteRequest({.function = "no.such_function"}, out);
     return wire::Op::kExecute;
   });
@@ -90,7 +93,7 @@ TEST_F(LoadGeneratorTest, ServerErrorsAreCountedNotFatal) {
 }
 
 TEST_F(LoadGeneratorTest, AServerThatGoesAwayEndsTheRunWithUnavailable) {
-  absl::StatusOr<LoadResult> r = RunEventLoop(Load(3, 100000), [this](uint64_t i, std::string*) {
+  absl::StatusOr<LoadResult> r = RunEventLoop(Load(3, 100000), [this](uint64_t i, int, std::string*) {
     if (i == 300) server_->server().Stop();
     return wire::Op::kPing;
   });
@@ -99,7 +102,7 @@ TEST_F(LoadGeneratorTest, AServerThatGoesAwayEndsTheRunWithUnavailable) {
 
 TEST_F(LoadGeneratorTest, BadOptionsAndUnreachableServers) {
   LoadOptions none = Load(0, 10);
-  auto ping = [](uint64_t, std::string*) { return wire::Op::kPing; };
+  auto ping = [](uint64_t, int, std::string*) { return wire::Op::kPing; };
   EXPECT_EQ(RunEventLoop(none, ping).status().code(), absl::StatusCode::kInvalidArgument);
   LoadOptions nowhere = Load(1, 10);
   nowhere.address = "unix:/nonexistent/ardmad.sock";
@@ -225,6 +228,38 @@ TEST_F(LoadGeneratorTest, CommandLineRunsTestsAndRejectsBadFlags) {
   EXPECT_THAT(out, HasSubstr("INVALID_ARGUMENT"));
   EXPECT_EQ(testing::RunCommand(testing::BinDir() + "/ardma-bench --help", &out), 0);
   EXPECT_THAT(out, HasSubstr("-P, --pipeline N"));
+}
+
+// On a cluster each connection sends only the keys its member holds: every put lands, with no
+// redirect, on the server the map names; both modes; other tests are refused.
+TEST(LoadGeneratorClusterTest, DhtTestsRunOnAClusterEachKeyToItsServer) {
+  testing::ClusterFixture fixture(3);
+  ASSERT_TRUE(fixture.ok()) << fixture.why();
+  std::string bench = testing::BinDir() + "/ardma-bench --server " + fixture.address() +
+                      (testing::TestTransport().rfind("ucx", 0) == 0 ? " --ucx " : " ");
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(bench + "-t dht.put,dht.get -c 6 -n 3000 -r 600 --csv", &out), 0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("dht.put,active,6,1,3,3000,"));
+  EXPECT_THAT(out, ::testing::EndsWith(",0\n"));  // no errors
+  EXPECT_EQ(testing::RunCommand(bench + "-t dht.get --mode rdma -c 3 -n 600 -r 600 --csv", &out),
+            0)
+      << out;
+  EXPECT_EQ(testing::RunCommand(bench + "-t ping", &out), 2);
+  EXPECT_THAT(out, HasSubstr("only the dht.* tests"));
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = fixture.ConnectOverTestTransport();
+  ASSERT_TRUE(routed.ok());
+  std::vector<std::unique_ptr<Client>> direct = fixture.ClientOfEachServer();
+  size_t keys = 0;
+  for (int s = 0; s < 3; ++s) {
+    absl::StatusOr<std::vector<std::string>> held = dht::KeysOf(*direct[s], "ardma-bench");
+    ASSERT_TRUE(held.ok()) << held.status();
+    keys += held->size();
+    for (const std::string& key : *held) {
+      EXPECT_EQ((*routed)->map()->Owner(slots::SlotOf("ardma-bench", key)), absl::StrCat("s", s));
+    }
+  }
+  EXPECT_GT(keys, 500u);  // most of the 600 were drawn
 }
 
 }  // namespace

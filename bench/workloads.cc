@@ -64,8 +64,8 @@ absl::StatusOr<LoadResult> RunDht(DhtOp op, const LoadOptions& load,
     std::string target;
     dht::EncodeTarget(dht::Target{options.table}, &target);
     const wire::CodeHash hash = active_libraries::dht().hash();
-    return RunEventLoop(load, [&, op](uint64_t i, std::string* out) {
-      std::string key = BenchKey(options, i);
+    return RunEventLoop(load, [&, op](uint64_t i, int connection, std::string* out) {
+      std::string key = BenchKey(options, i, connection);
       std::string args = target;
       args += op == DhtOp::kPut ? dht::EncodePutArgs(key, value) : dht::EncodeKeyArgs(key);
       wire::EncodeExecuteRequest(
@@ -73,11 +73,11 @@ absl::StatusOr<LoadResult> RunDht(DhtOp op, const LoadOptions& load,
       return wire::Op::kExecute;
     });
   }
-  return RunThreads(load, [&, op](Client& client) -> absl::StatusOr<ThreadOp> {
+  return RunThreads(load, [&, op](Client& client, int connection) -> absl::StatusOr<ThreadOp> {
     auto table = std::make_shared<dht::DhtClient>(&client, Mode::kRdma);
     ARDMA_RETURN_IF_ERROR(table->Size(options.table).status());  // caches the table's geometry
-    return ThreadOp([&, op, table](uint64_t i) -> absl::Status {
-      std::string key = BenchKey(options, i);
+    return ThreadOp([&, op, table, connection](uint64_t i) -> absl::Status {
+      std::string key = BenchKey(options, i, connection);
       switch (op) {
         case DhtOp::kPut:
           return table->Put(options.table, key, value).status();
@@ -98,7 +98,7 @@ absl::StatusOr<LoadResult> RunDht(DhtOp op, const LoadOptions& load,
 // lock.acquire: acquire + release of lock "ardma-bench-<key>" (exclusive, 10 s lease), a blocking
 // LockClient per connection in both modes (an acquire may wait, so it is not an event-loop op).
 absl::StatusOr<LoadResult> RunLock(const LoadOptions& load, const WorkloadOptions& options) {
-  return RunThreads(load, [&](Client& client) -> absl::StatusOr<ThreadOp> {
+  return RunThreads(load, [&](Client& client, int) -> absl::StatusOr<ThreadOp> {
     auto locks = std::make_shared<lock::LockClient>(&client, options.mode);
     ARDMA_ASSIGN_OR_RETURN(lock::Grant g, locks->Acquire("ardma-bench-warm", lock::LockMode::kExclusive,
                                                          absl::Seconds(30)));
@@ -124,7 +124,7 @@ absl::StatusOr<LoadResult> RunList(const LoadOptions& load, const WorkloadOption
   if (options.mode == Mode::kActive) {
     ARDMA_RETURN_IF_ERROR(EnsureLoaded(setup, active_libraries::list()));
     const wire::CodeHash hash = active_libraries::list().hash();
-    return RunEventLoop(load, [&](uint64_t i, std::string* out) {
+    return RunEventLoop(load, [&](uint64_t i, int, std::string* out) {
       std::string list = name(i), args;
       list::EncodeTarget(list::Target{list}, &args);
       list::EncodeValue(list::ListValue(value), &args);
@@ -133,7 +133,7 @@ absl::StatusOr<LoadResult> RunList(const LoadOptions& load, const WorkloadOption
       return wire::Op::kExecute;
     });
   }
-  return RunThreads(load, [&](Client& client) -> absl::StatusOr<ThreadOp> {
+  return RunThreads(load, [&](Client& client, int) -> absl::StatusOr<ThreadOp> {
     auto lists = std::make_shared<list::ListClient>(&client, Mode::kRdma);
     return ThreadOp([&, lists](uint64_t i) -> absl::Status {
       return lists->Append(name(i), list::ListValue(value));
@@ -162,7 +162,7 @@ absl::StatusOr<LoadResult> RunDfs(std::string_view test, const LoadOptions& load
   if (options.mode == Mode::kActive) {
     ARDMA_RETURN_IF_ERROR(EnsureLoaded(setup, active_libraries::dfs()));
     const wire::CodeHash hash = active_libraries::dfs().hash();
-    return RunEventLoop(load, [&, read](uint64_t i, std::string* out) {
+    return RunEventLoop(load, [&, read](uint64_t i, int, std::string* out) {
       std::string args;
       wire::ByteWriter w(&args);
       if (read) {
@@ -182,7 +182,7 @@ absl::StatusOr<LoadResult> RunDfs(std::string_view test, const LoadOptions& load
       return wire::Op::kExecute;
     });
   }
-  return RunThreads(load, [&, read](Client& client) -> absl::StatusOr<ThreadOp> {
+  return RunThreads(load, [&, read](Client& client, int) -> absl::StatusOr<ThreadOp> {
     auto rfs = std::make_shared<dfs::DfsClient>(&client, Mode::kRdma);
     return ThreadOp([&, read, rfs](uint64_t i) -> absl::Status {
       if (read) return rfs->ReadAt(file, offset(i), size).status();
@@ -200,18 +200,31 @@ const std::vector<std::string>& KnownTests() {
   return tests;
 }
 
-std::string BenchKey(const WorkloadOptions& options, uint64_t i) {
+std::string BenchKey(const WorkloadOptions& options, uint64_t i, int connection) {
   uint64_t n = options.keyspace == 0 ? 0 : MixBits(i ^ MixBits(options.seed)) % options.keyspace;
+  if (!options.key_sets.empty()) {
+    const std::vector<uint64_t>& keys = options.key_sets[connection % options.key_sets.size()];
+    n = keys.empty() ? 0 : keys[MixBits(i ^ MixBits(options.seed)) % keys.size()];
+  }
+  return NumberedKey(n);
+}
+
+std::string NumberedKey(uint64_t n) {
   char key[32];
   std::snprintf(key, sizeof(key), "key:%012" PRIu64, n);
   return key;
+}
+
+absl::Status PrepareTest(std::string_view test, const WorkloadOptions& options, Client& server) {
+  ARDMA_RETURN_IF_ERROR(ParseDhtOp(test).status());
+  return PrepareDht(options, server);
 }
 
 absl::StatusOr<LoadResult> RunTest(std::string_view test, const LoadOptions& load,
                                    const WorkloadOptions& options, Client& setup) {
   if (test == "ping") {
     const std::string payload(options.value_size, 'x');
-    return RunEventLoop(load, [&payload](uint64_t, std::string* out) {
+    return RunEventLoop(load, [&payload](uint64_t, int, std::string* out) {
       out->append(payload);
       return wire::Op::kPing;
     });

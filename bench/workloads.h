@@ -37,12 +37,22 @@ struct WorkloadOptions {
   uint64_t value_size = 3;
   uint64_t keyspace = 10000;  // 0: every operation uses key 0
   uint64_t seed = 1;
+  // On a cluster (LoadOptions::addresses): the key numbers each server holds; connection c draws
+  // its keys from key_sets[c % size], so every request goes to the key's server (as
+  // redis-benchmark --cluster does). Empty: any key on any connection.
+  std::vector<std::vector<uint64_t>> key_sets;
 };
 
 const std::vector<std::string>& KnownTests();
 
-// The key operation `i` uses.
-std::string BenchKey(const WorkloadOptions& options, uint64_t i);
+// The key operation `i` on connection `connection` uses: "key:" and 12 digits.
+std::string BenchKey(const WorkloadOptions& options, uint64_t i, int connection = 0);
+// The key numbered n.
+std::string NumberedKey(uint64_t n);
+
+// Prepares `test` on `server` (code shipped, table made), as RunTest does on its `setup`: for the
+// other members of a cluster.
+absl::Status PrepareTest(std::string_view test, const WorkloadOptions& options, Client& server);
 
 // Prepares `test` through `setup` (a client of the same server) and runs it.
 // INVALID_ARGUMENT for an unknown test.
