@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# A 3-server ardma cluster's DHT PUT/GET against a 3-master Redis Cluster's SET/GET, on this
+# machine, in one run (docs/BENCHMARKS.md, "Cluster").
+#
+#   bench/cluster_compare.sh [ROUNDS]      (default 3)
+#
+# Redis: three redis-server with cluster-enabled yes (no replicas, no persistence), created with
+# redis-cli --cluster create, driven by redis-benchmark --cluster. ardma: etcd and three ardmad
+# with --cluster, the map made by `ardma cluster create`, driven by ardma-bench --server
+# etcd://... (each connection bound to one member and drawing that member's keys, as
+# redis-benchmark --cluster does), over TCP and over UCX shared memory (--ucx). Both drivers: one
+# event-loop thread, 50 connections, one request in flight each, 200,000 operations, 3-byte
+# values, keys from 10,000. Rounds alternate. Prints ops/s per round, medians and the ratios
+# ardma / Redis Cluster. Installs redis-server and redis-tools if missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${BUILD_DIR:-build}/bin
+rounds=${1:-3}
+
+if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
+./scripts/build.sh ardmad ardma ardma_bench >/dev/null
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+work=$(mktemp -d)
+pids=()
+rows=$work/rows
+trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+export UCX_TLS=${UCX_TLS:-shm,self}
+
+# Redis Cluster.
+redis_nodes=()
+for i in 1 2 3; do
+  port=$(free_port)
+  mkdir -p "$work/redis$i"
+  (cd "$work/redis$i" && exec redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
+    --cluster-config-file nodes.conf --save "" --appendonly no >/dev/null 2>&1) &
+  pids+=($!)
+  redis_nodes+=("127.0.0.1:$port")
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+redis-cli --cluster create "${redis_nodes[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
+redis_port=${redis_nodes[0]#127.0.0.1:}
+for _ in $(seq 100); do
+  [ "$(redis-cli -p "$redis_port" cluster info | tr -d '\r' | grep cluster_state)" = \
+    "cluster_state:ok" ] && break
+  sleep 0.1
+done
+
+# The ardma cluster.
+etcd_port=$(free_port)
+etcd_peer=$(free_port)
+/usr/bin/etcd --name bench --data-dir "$work/etcd" \
+  --listen-client-urls "http://127.0.0.1:$etcd_port" \
+  --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+  --initial-cluster "bench=http://127.0.0.1:$etcd_peer" >"$work/etcd.log" 2>&1 &
+pids+=($!)
+cluster="etcd://127.0.0.1:$etcd_port/bench"
+for _ in $(seq 100); do
+  "$bin"/ardma --server "$cluster" cluster status >/dev/null 2>&1 && break
+  sleep 0.1
+done
+for i in 1 2 3; do
+  "$bin"/ardmad --listen 127.0.0.1:0 --port-file "$work/ardmad$i.port" --quiet \
+    --cluster "$cluster" &
+  pids+=($!)
+  for _ in $(seq 100); do [ -s "$work/ardmad$i.port" ] && break; sleep 0.1; done
+done
+"$bin"/ardma --server "$cluster" cluster create >/dev/null
+
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+shape=(-c 50 -n 200000 -d 3 -r 10000)
+: >"$rows"
+for r in $(seq "$rounds"); do
+  redis-benchmark --cluster -h 127.0.0.1 -p "$redis_port" -t set,get "${shape[@]}" --csv \
+    2>/dev/null | tr -d '"' |
+    awk -F, -v r="$r" '$1=="SET"||$1=="GET" {print r, "redis-cluster", $1, $2}' >>"$rows"
+  for transport in tcp ucx; do
+    flag=""
+    [ "$transport" = ucx ] && flag=--ucx
+    # shellcheck disable=SC2086  # an empty flag is no argument
+    "$bin"/ardma-bench --server "$cluster" $flag -t dht.put,dht.get "${shape[@]}" --csv |
+      awk -F, -v r="$r" -v s="ardma-$transport" '$1=="dht.put" || $1=="dht.get" {
+          print r, s, ($1 == "dht.get") ? "GET" : "SET", $8
+        }' >>"$rows"
+  done
+done
+printf '%-6s %-14s %-4s %12s\n' round system op ops/s
+sort -k3,3 -k2,2 -k1,1n "$rows" | awk '{printf "%-6s %-14s %-4s %12.0f\n", $1, $2, $3, $4}'
+med() { awk -v s="$1" -v op="$2" '$2==s && $3==op {print $4}' "$rows" | median; }
+for op in GET SET; do
+  t=$(med ardma-tcp $op) u=$(med ardma-ucx $op) c=$(med redis-cluster $op)
+  awk -v op=$op -v t="$t" -v u="$u" -v c="$c" 'BEGIN {
+    printf "median %s: Redis Cluster %.0f/s; ardma over TCP %.0f/s (ratio %.2f), over UCX %.0f/s (ratio %.2f)\n",
+           op, c, t, t / c, u, u / c }'
+done
