@@ -75,6 +75,8 @@ const char kUsage[] =
     "  cluster rebalance             move slots (and their keys) so that every live member has\n"
     "                                an even share, while clients run (also: add ID, remove ID:\n"
     "                                even over the owners and ID, or all but ID)\n"
+    "  cluster fix                   make every member's slot fence agree with the map and drop\n"
+    "                                keys it holds for slots it does not own (after a mover died)\n"
     "\n"
     "Exit status: 0 on success, 1 when the server answers with an error or cannot be reached\n"
     "(lock: not acquired), 2 for bad usage (also a malformed number or hex, or a --server that\n"

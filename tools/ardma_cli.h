@@ -71,8 +71,8 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
 absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma dht get|put|insert|del|size ...` (ardma_dht.cc), on a server or a cluster.
 absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& args);
-// `ardma cluster add ID | remove ID | rebalance` (ardma_rebalance.cc): slots moved between the
-// servers of the cluster at `where` while clients run.
+// `ardma cluster add ID | remove ID | rebalance | fix` (ardma_rebalance.cc): slots moved between
+// the servers of the cluster at `where` while clients run, or the fences repaired.
 absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddress& where,
                           const std::vector<std::string>& args);
 // The service clients' Servers for --server: one server, or (etcd://...) a cluster; with

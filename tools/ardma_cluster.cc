@@ -89,9 +89,10 @@ absl::Status Status(cluster::EtcdClient& etcd, const cluster::ClusterAddress& wh
 absl::Status RunClusterCommand(const Options& opt, const std::vector<std::string>& args) {
   constexpr char kUsageText[] =
       "usage: ardma --server etcd://HOST:PORT/NAME cluster create [ID...] | status | add ID | "
-      "remove ID | rebalance";
+      "remove ID | rebalance | fix";
   const std::string sub = args.size() > 1 ? args[1] : "";
-  const bool shape_ok = sub == "create" || ((sub == "status" || sub == "rebalance") && args.size() == 2) ||
+  const bool shape_ok = sub == "create" ||
+                        ((sub == "status" || sub == "rebalance" || sub == "fix") && args.size() == 2) ||
                         ((sub == "add" || sub == "remove") && args.size() == 3);
   if (!shape_ok) return Usage(kUsageText);
   absl::StatusOr<cluster::ClusterAddress> where = cluster::ParseClusterAddress(opt.server);

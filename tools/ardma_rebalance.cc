@@ -1,5 +1,6 @@
 // `ardma cluster add ID | remove ID | rebalance`: moves slots between a cluster's servers while
-// clients run (docs/cluster.md, "Moving slots"). One move gives a set of slots from one server
+// clients run (docs/cluster.md, "Moving slots"); `ardma cluster fix` repairs what a mover that
+// died mid-move left behind. One move gives a set of slots from one server
 // to another:
 //
 //   1. freeze the slots in the giver's fence (reads go on, writes wait);
@@ -9,8 +10,8 @@
 //   4. publish the map at the next epoch, compared on the map's etcd revision;
 //   5. purge the giver's copies.
 //
-// A failure before 4 puts both fences back; the admin lock keeps other administrators out
-// throughout. Slots that hold a lock or a list do not move (their services do not yet check the
+// A failure before 4 puts both fences back; a mover that dies leaves them for `cluster fix`. The
+// admin lock keeps other administrators out throughout. Slots that hold a lock or a list do not move (their services do not yet check the
 // fence): they stay with the giver and are reported.
 #include <unistd.h>
 
@@ -205,6 +206,48 @@ absl::StatusOr<std::vector<std::string>> Targets(const std::vector<std::string>&
 
 }  // namespace
 
+// `cluster fix` on one member: its fence made to agree with the map — owned where the map names
+// it, moved (naming the map's owner) where it says owned or frozen but the map names another —
+// and the keys of slots it does not own purged from its tables.
+absl::Status FixMember(const MemberInfo& member, const cluster::SlotMap& map) {
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectMember(member));
+  RemoteContext ctx(client.get(), {});
+  ARDMA_ASSIGN_OR_RETURN(uint64_t fence, cluster::OpenFence(ctx));
+  std::vector<uint32_t> all(slots::kSlots);
+  for (uint32_t s = 0; s < slots::kSlots; ++s) all[s] = s;
+  ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> words, cluster::ReadFence(ctx, fence, all));
+  std::vector<uint32_t> to_own, others;
+  std::map<std::string, std::vector<uint32_t>> to_move;  // by the map's owner
+  for (uint32_t s = 0; s < slots::kSlots; ++s) {
+    slots::SlotState state = slots::StateOf(words[s]);
+    const std::string& owner = map.Owner(s);
+    if (owner == member.id) {
+      if (state != slots::SlotState::kOwned) to_own.push_back(s);
+      continue;
+    }
+    others.push_back(s);
+    if (state == slots::SlotState::kOwned || state == slots::SlotState::kFrozen) {
+      to_move[owner].push_back(s);
+    }
+  }
+  ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
+      ctx, fence, to_own, slots::FenceWord(slots::SlotState::kOwned, map.epoch()), 0));
+  size_t moved = 0;
+  for (const auto& [owner, moving] : to_move) {
+    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(ctx, fence, moving,
+                                              slots::FenceWord(slots::SlotState::kMoved, map.epoch()),
+                                              cluster::IdWord(owner)));
+    moved += moving.size();
+  }
+  const std::string bitmap = dht::SlotBitmap(others);
+  ARDMA_ASSIGN_OR_RETURN(uint64_t purged, ForEachTable(*client, [&](const std::string& table) {
+                           return dht::PurgeSlots(*client, table, bitmap);
+                         }));
+  std::cout << absl::StrFormat("%s: %d slots served again, %d marked moved, %d stray keys removed\n",
+                               member.id, to_own.size(), moved, purged);
+  return absl::OkStatus();
+}
+
 absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddress& where,
                           const std::vector<std::string>& args) {
   char host[256] = "?";
@@ -218,6 +261,10 @@ absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddre
   ARDMA_ASSIGN_OR_RETURN(std::vector<MemberInfo> members, cluster::ListMembers(etcd, where.name));
   std::map<std::string, MemberInfo> live;
   for (MemberInfo& m : members) live[m.id] = std::move(m);
+  if (args[1] == "fix") {
+    for (const auto& [id, member] : live) ARDMA_RETURN_IF_ERROR(FixMember(member, stored.map));
+    return absl::OkStatus();
+  }
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> targets, Targets(args, stored.map, live));
   ARDMA_ASSIGN_OR_RETURN(std::vector<cluster::Move> moves,
                          cluster::PlanRebalance(stored.map, targets));

@@ -15,7 +15,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/client/remote_context.h"
 #include "core/cluster/admin.h"
+#include "core/cluster/fence.h"
+#include "core/memory/heap.h"
 #include "core/cluster/router.h"
 #include "core/testing/cluster_fixture.h"
 #include "core/testing/run_command.h"
@@ -304,6 +307,42 @@ TEST_F(ReshardAdminTest, WithEtcdStoppedClientsKeepWorkingAndAdminCommandsFailCl
   ASSERT_TRUE(fixture.etcd_process().Restart());
   ExpectKeysWhereTheMapSays(fixture, 1000);
   EXPECT_EQ(cluster::ReadMap(fixture.etcd(), "c1")->map.epoch(), 1u);
+}
+
+// What a mover that died mid-move leaves: slots frozen on their owner (writes wait) and copies on
+// a server that does not own them. `cluster fix` makes writes go through again and drops the
+// stray copies; every key is intact.
+TEST_F(ReshardAdminTest, FixRepairsWhatADeadMoverLeft) {
+  PutKeys(**routed, 1000);
+  std::vector<std::unique_ptr<Client>> direct = fixture.ClientOfEachServer();
+  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
+  const std::string key = "k7";
+  const uint32_t slot = slots::SlotOf("t", key);
+  const int owner = testing::ClusterFixture::IndexOf(map->Owner(slot));
+  {  // The dead mover's work: the slot frozen on its owner, the key copied to s2.
+    RemoteContext ctx(direct[owner].get(), {});
+    absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
+    ASSERT_TRUE(fence.ok());
+    ASSERT_TRUE(cluster::WriteFence(ctx, *fence, {slot},
+                                    slots::FenceWord(slots::SlotState::kFrozen, 2), 0)
+                    .ok());
+    std::string args;
+    wire::ByteWriter w(&args);
+    w.Str16("t");
+    w.U32(1);
+    w.Bytes32(key);
+    w.Bytes32("v7");
+    ASSERT_TRUE(Invoke(*direct[2], Mode::kActive, ardma::active_libraries::dht(), "dht.import", args)
+                    .ok());
+  }
+  DhtClient impatient(routed->get(), Mode::kActive, {.timeout = absl::Milliseconds(300)});
+  EXPECT_EQ(impatient.Put("t", key, "new").status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(*impatient.Get("t", key), "v7");  // reads go on
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(Ardma(fixture, "cluster fix"), &out), 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("s2: 0 slots served again, 0 marked moved, 1 stray keys"));
+  ASSERT_TRUE(impatient.Put("t", key, "v7").ok());
+  ExpectKeysWhereTheMapSays(fixture, 1000);
 }
 
 // A lock contended by eight clients while the slots move: grants stay first come first served,
