@@ -2,7 +2,8 @@
 # A 3-server ardma cluster's DHT PUT/GET against a 3-master Redis Cluster's SET/GET, on this
 # machine, in one run (docs/BENCHMARKS.md, "Cluster").
 #
-#   bench/cluster_compare.sh [ROUNDS]      (default 3)
+#   bench/cluster_compare.sh [ROUNDS]      (default 3; ARDMAD_FLAGS adds flags to every ardmad,
+#                                           e.g. ARDMAD_FLAGS="--io-threads 1")
 #
 # Redis: three redis-server with cluster-enabled yes (no replicas, no persistence), created with
 # redis-cli --cluster create, driven by redis-benchmark --cluster. ardma: etcd and three ardmad
@@ -23,8 +24,12 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
 fi
 ./scripts/build.sh ardmad ardma ardma_bench >/dev/null
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+free_port() {  # below 55536: a Redis Cluster node also listens on its port + 10000
+  python3 -c '
+import socket
+while True:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    if port < 55536: print(port); break'
 }
 work=$(mktemp -d)
 pids=()
@@ -67,8 +72,9 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 for i in 1 2 3; do
+  # shellcheck disable=SC2086  # ARDMAD_FLAGS is a list of flags
   "$bin"/ardmad --listen 127.0.0.1:0 --port-file "$work/ardmad$i.port" --quiet \
-    --cluster "$cluster" &
+    --cluster "$cluster" ${ARDMAD_FLAGS:-} &
   pids+=($!)
   for _ in $(seq 100); do [ -s "$work/ardmad$i.port" ] && break; sleep 0.1; done
 done

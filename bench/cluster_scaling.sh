@@ -11,7 +11,8 @@
 # the per-request costs: s = server CPU per request, c = client CPU per request. The model: with
 # N servers and K cores, throughput = min(N / s, 1 / c, K / (s + c)) — each server is one event
 # loop of its own, the client one thread, and all share the machine's cores. Printed: measured
-# and modelled GET/s for N = 1..3 (the model from the N = 1 run's costs) and their ratio.
+# and modelled GET/s for N = 1..3 — the model from the N = 1 run's costs, and from each run's
+# own — and their ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BUILD_DIR:-build}/bin
@@ -78,11 +79,14 @@ awk -v k="$cores" '
   { measured[$1] = $2; sc[$1] = $3; cc[$1] = $4 }
   END {
     printf "cores %d; per GET (N = 1): server %.2f us CPU, client %.2f us CPU\n", k, s * 1e6, c * 1e6
-    printf "%-3s %12s %12s %8s %16s %16s\n", "N", "measured/s", "model/s", "ratio", "server us/GET", "client us/GET"
+    printf "%-3s %12s %12s %8s %14s %8s %16s %16s\n", "N", "measured/s", "model/s", "ratio", "model(own)/s", "ratio", "server us/GET", "client us/GET"
     for (n = 1; n <= 3; n++) {
       model = n / s
       if (1 / c < model) model = 1 / c
       if (k / (s + c) < model) model = k / (s + c)
-      printf "%-3d %12.0f %12.0f %8.2f %16.2f %16.2f\n", n, measured[n], model, measured[n] / model, sc[n] * 1e6, cc[n] * 1e6
+      own = n / sc[n]
+      if (1 / cc[n] < own) own = 1 / cc[n]
+      if (k / (sc[n] + cc[n]) < own) own = k / (sc[n] + cc[n])
+      printf "%-3d %12.0f %12.0f %8.2f %14.0f %8.2f %16.2f %16.2f\n", n, measured[n], model, measured[n] / model, own, measured[n] / own, sc[n] * 1e6, cc[n] * 1e6
     }
   }' "$results"
