@@ -50,8 +50,7 @@ absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view f
                                         std::string_view table, std::string_view rest,
                                         ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
-  const absl::Time deadline =
-      absl::Now() + (options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30));
+  absl::Time deadline = absl::InfinitePast();  // set at the first redirect
   absl::Status last;
   const uint32_t slot = slots::SlotOf(table, key);
   for (int attempt = 0;; ++attempt) {
@@ -62,7 +61,10 @@ absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view f
     // Not served there: the slot moved (learn where) or is moving (wait for the move to end).
     last = servers_->Redirected(*reply->redirect);
     if (absl::IsFailedPrecondition(last)) return last;
-    if (absl::Now() >= deadline) {
+    if (deadline == absl::InfinitePast()) {
+      deadline = absl::Now() +
+                 (options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30));
+    } else if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "slot ", reply->redirect->slot, " of table ", ToAbsl(table),
           " did not settle on a server within the call's timeout",

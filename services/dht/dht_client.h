@@ -82,7 +82,7 @@ class DhtClient {
                             const uint32_t* slot, std::string_view rest, ReplyKind kind,
                             bool create);
   // The same on the server that holds `key`, following redirects (a slot that moved, or is
-  // moving) until the call's timeout.
+  // moving) for up to the call's timeout from the first one.
   absl::StatusOr<Reply> RunFor(std::string_view key, std::string_view function,
                                std::string_view table, std::string_view rest, ReplyKind kind,
                                bool create);
