@@ -18,6 +18,12 @@ absl::StatusOr<HostPort> ParseHostPort(std::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("bad address '", ToAbsl(text),
                                                    "' (expected HOST:PORT, e.g. 127.0.0.1:15712)"));
   };
+  if (text.starts_with("etcd://")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", ToAbsl(text),
+        "' names a cluster, not one server: this takes one server's HOST:PORT (the DHT, lock and "
+        "list clients and commands take a cluster; docs/cluster.md)"));
+  }
   size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return bad();
   std::string_view host = text.substr(0, colon);

@@ -25,6 +25,10 @@ TEST(HostPortTest, RejectsMalformedAddresses) {
                           "[::1:80", "host:12ab"}) {
     EXPECT_EQ(ParseHostPort(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
+  // A cluster's address where one server's is wanted says so.
+  absl::Status cluster = ParseHostPort("etcd://127.0.0.1:2379/c1").status();
+  EXPECT_EQ(cluster.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cluster.message().find("names a cluster, not one server"), std::string_view::npos);
 }
 
 TEST(HostPortTest, DefaultServerComesFromTheEnvironment) {
