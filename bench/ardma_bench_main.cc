@@ -65,6 +65,28 @@ absl::StatusOr<std::vector<ardma::Client*>> UseCluster(ardma::cluster::Cluster& 
   return members;
 }
 
+// What the tests run against: one server, or a cluster's members.
+struct Targets {
+  std::unique_ptr<ardma::cluster::Cluster> cluster;
+  std::unique_ptr<ardma::Client> single;
+  std::vector<ardma::Client*> setups;  // what the tests are prepared on: the server, or each member
+};
+
+absl::Status Connect(bool ucx, ardma::bench::LoadOptions& load, ardma::bench::WorkloadOptions& w,
+                     Targets* targets) {
+  if (!ardma::cluster::IsClusterAddress(load.address)) {
+    ARDMA_ASSIGN_OR_RETURN(targets->single, ardma::Client::Connect(load.address));
+    targets->setups = {targets->single.get()};
+    return absl::OkStatus();
+  }
+  ardma::cluster::Cluster::Options cluster_options;
+  cluster_options.transport = ucx ? "ucx" : "tcp";
+  ARDMA_ASSIGN_OR_RETURN(targets->cluster,
+                         ardma::cluster::Cluster::Connect(load.address, cluster_options));
+  ARDMA_ASSIGN_OR_RETURN(targets->setups, UseCluster(*targets->cluster, load, w));
+  return absl::OkStatus();
+}
+
 struct Row {
   std::string test;
   ardma::bench::LoadResult result;
@@ -193,34 +215,18 @@ int main(int argc, char** argv) {
     if (!known) return usage_error("unknown test '" + t + "' (see --help)");
   }
 
-  std::unique_ptr<ardma::cluster::Cluster> cluster;
-  std::vector<ardma::Client*> setups;  // what the tests are prepared on: the server, or each member
-  std::unique_ptr<ardma::Client> single;
-  if (ardma::cluster::IsClusterAddress(load.address)) {
-    for (const std::string& t : test_list) {
-      if (!t.starts_with("dht.")) return usage_error("on a cluster only the dht.* tests run");
+  const bool on_cluster = ardma::cluster::IsClusterAddress(load.address);
+  for (const std::string& t : test_list) {
+    if (on_cluster && !t.starts_with("dht.")) {
+      return usage_error("on a cluster only the dht.* tests run");
     }
-    ardma::cluster::Cluster::Options cluster_options;
-    cluster_options.transport = ucx ? "ucx" : "tcp";
-    absl::StatusOr<std::unique_ptr<ardma::cluster::Cluster>> connected =
-        ardma::cluster::Cluster::Connect(load.address, cluster_options);
-    absl::StatusOr<std::vector<ardma::Client*>> members =
-        connected.ok() ? UseCluster(**connected, load, w) : connected.status();
-    if (!members.ok()) {
-      std::cerr << "ardma-bench: " << members.status() << "\n";
-      return 1;
-    }
-    cluster = *std::move(connected);
-    setups = *members;
-  } else {
-    absl::StatusOr<std::unique_ptr<ardma::Client>> setup = ardma::Client::Connect(load.address);
-    if (!setup.ok()) {
-      std::cerr << "ardma-bench: " << setup.status() << "\n";
-      return 1;
-    }
-    single = *std::move(setup);
-    setups = {single.get()};
   }
+  Targets targets;
+  if (absl::Status s = Connect(ucx, load, w, &targets); !s.ok()) {
+    std::cerr << "ardma-bench: " << s << "\n";
+    return 1;
+  }
+  const std::vector<ardma::Client*>& setups = targets.setups;
   if (csv) {
     std::printf(
         "test,mode,connections,pipeline,value_size,operations,seconds,ops_per_sec,avg_ms,p50_ms,"
