@@ -250,16 +250,15 @@ TEST(LoadGeneratorClusterTest, DhtTestsRunOnAClusterEachKeyToItsServer) {
   absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = fixture.ConnectOverTestTransport();
   ASSERT_TRUE(routed.ok());
   std::vector<std::unique_ptr<Client>> direct = fixture.ClientOfEachServer();
-  size_t keys = 0;
   for (int s = 0; s < 3; ++s) {
     absl::StatusOr<std::vector<std::string>> held = dht::KeysOf(*direct[s], "ardma-bench");
     ASSERT_TRUE(held.ok()) << held.status();
-    keys += held->size();
+    // Every member got puts (2 of the 6 connections each), and only keys of its own slots.
+    EXPECT_FALSE(held->empty()) << "s" << s;
     for (const std::string& key : *held) {
       EXPECT_EQ((*routed)->map()->Owner(slots::SlotOf("ardma-bench", key)), absl::StrCat("s", s));
     }
   }
-  EXPECT_GT(keys, 500u);  // most of the 600 were drawn
 }
 
 }  // namespace
