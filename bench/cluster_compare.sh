@@ -15,22 +15,14 @@
 # ardma / Redis Cluster. Installs redis-server and redis-tools if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/cluster_lib.sh
+source bench/cluster_lib.sh
 bin=${BUILD_DIR:-build}/bin
 rounds=${1:-3}
 
-if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
-fi
+ensure_redis
 ./scripts/build.sh ardmad ardma ardma_bench >/dev/null
 
-free_port() {  # below 55536: a Redis Cluster node also listens on its port + 10000
-  python3 -c '
-import socket
-while True:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-    if port < 55536: print(port); break'
-}
 work=$(mktemp -d)
 pids=()
 rows=$work/rows
@@ -57,15 +49,8 @@ for _ in $(seq 100); do
 done
 
 # The ardma cluster.
-etcd_port=$(free_port)
-etcd_peer=$(free_port)
-/usr/bin/etcd --name bench --data-dir "$work/etcd" \
-  --listen-client-urls "http://127.0.0.1:$etcd_port" \
-  --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-  --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
-  --initial-cluster "bench=http://127.0.0.1:$etcd_peer" >"$work/etcd.log" 2>&1 &
-pids+=($!)
+start_etcd "$work/etcd"
+pids+=("$etcd_pid")
 cluster="etcd://127.0.0.1:$etcd_port/bench"
 for _ in $(seq 100); do
   "$bin"/ardma --server "$cluster" cluster status >/dev/null 2>&1 && break

@@ -15,14 +15,13 @@
 # own — and their ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/cluster_lib.sh
+source bench/cluster_lib.sh
 bin=${BUILD_DIR:-build}/bin
 requests=${1:-200000}
 cores=$(nproc)
 ./scripts/build.sh ardmad ardma ardma_bench >/dev/null
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 cpu_seconds() {  # cpu_seconds PID...: utime + stime of the processes, in seconds
   local ticks=0 pid
   for pid in "$@"; do
@@ -37,15 +36,7 @@ trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$
 results=$work/results
 : >"$results"
 for n in 1 2 3; do
-  etcd_port=$(free_port)
-  etcd_peer=$(free_port)
-  /usr/bin/etcd --name s --data-dir "$work/etcd$n" \
-    --listen-client-urls "http://127.0.0.1:$etcd_port" \
-    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
-    --initial-cluster "s=http://127.0.0.1:$etcd_peer" >"$work/etcd$n.log" 2>&1 &
-  etcd_pid=$!
+  start_etcd "$work/etcd$n"
   pids+=("$etcd_pid")
   cluster="etcd://127.0.0.1:$etcd_port/scale"
   for _ in $(seq 100); do

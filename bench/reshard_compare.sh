@@ -15,22 +15,14 @@
 # redis-tools if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/cluster_lib.sh
+source bench/cluster_lib.sh
 keys=${1:-1000000}
 bin=${BUILD_DIR:-build}/bin
 
-if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
-fi
+ensure_redis
 ./scripts/build.sh ardmad ardma cluster_bench >/dev/null
 
-free_port() {  # below 55536: a Redis Cluster node also listens on its port + 10000
-  python3 -c '
-import socket
-while True:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-    if port < 55536: print(port); break'
-}
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -84,9 +76,20 @@ for port, f in files.items():
 EOF
 loaded=$(( $(redis-cli -p "${ports[0]}" dbsize) + $(redis-cli -p "${ports[1]}" dbsize) +
   $(redis-cli -p "${ports[2]}" dbsize) ))
+for _ in $(seq 100); do  # every node knows the added one and says the cluster is ok
+  known=0
+  for port in "${ports[@]}"; do
+    if [ "$(redis-cli -p "$port" cluster nodes | wc -l)" -eq 4 ] &&
+      redis-cli -p "$port" cluster info | tr -d '\r' | grep -qx cluster_state:ok; then
+      known=$((known + 1))
+    fi
+  done
+  [ "$known" -eq 4 ] && break
+  sleep 0.2
+done
 start=$(date +%s.%N)
 redis-cli --cluster reshard "127.0.0.1:${ports[0]}" --cluster-from "$id1,$id2,$id3" \
-  --cluster-to "$id4" --cluster-slots 4096 --cluster-yes >/dev/null
+  --cluster-to "$id4" --cluster-slots 4096 --cluster-yes >"$work/reshard.log" || { tail -5 "$work/reshard.log"; exit 1; }
 end=$(date +%s.%N)
 redis_s=$(echo "$end - $start" | bc -l)
 redis_moved=$(redis-cli -p "${ports[3]}" dbsize)
