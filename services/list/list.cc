@@ -30,6 +30,10 @@ constexpr int kMaxRestarts = 100000;
 uint64_t LinkAddr(uint64_t link) { return link & kAddrMask; }
 uint64_t LinkIncarnation(uint64_t link) { return link >> 48; }
 uint64_t MakeLink(uint64_t addr, uint64_t incarnation) { return addr | (incarnation << 48); }
+// The next word of the last node reached through `link`: no address, the node's own incarnation
+// (0 for the header's head word). A node freed and reused carries another, so a CAS that expects
+// it cannot link behind, or mark, a block that is no longer this node.
+uint64_t EndOf(uint64_t link) { return MakeLink(0, LinkIncarnation(link)); }
 
 uint64_t NewIncarnation() {
   uint64_t v;
@@ -45,6 +49,7 @@ absl::Status TooManyRestarts() {
 struct Header {
   uint64_t head = 0;
   uint64_t count = 0;
+  bool v1 = false;  // made before EndOf: its tails' next words may be plain 0
 };
 
 absl::StatusOr<Header> ReadHeader(Context& ctx, uint64_t header) {
@@ -55,7 +60,8 @@ absl::StatusOr<Header> ReadHeader(Context& ctx, uint64_t header) {
   std::memcpy(&magic, bytes, 8);
   std::memcpy(&h.head, bytes + 8, 8);
   std::memcpy(&h.count, bytes + 16, 8);
-  if (magic != kHeaderMagic) {
+  h.v1 = magic == kHeaderMagicV1;
+  if (magic != kHeaderMagic && !h.v1) {
     return StaleRootError(
         absl::InvalidArgumentError(absl::StrCat("no list header at address ", header)));
   }
@@ -122,39 +128,47 @@ absl::StatusOr<std::optional<ListValue>> ReadValue(Context& ctx, uint64_t header
   return ListValue(std::move(bytes));
 }
 
+// The word that links to the node after `prev_link` (0: the header's head word).
+uint64_t LinkWordOf(uint64_t header, uint64_t prev_link) {
+  return prev_link == 0 ? header + kHeadOffset : LinkAddr(prev_link);
+}
+
 // Unlinks a removed node from its predecessor's link word. The one whose CAS succeeds poisons the
 // node's tag and frees it. Returns whether this call unlinked it.
-absl::StatusOr<bool> Unlink(Context& ctx, uint64_t prev_word, const Node& node) {
-  ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(prev_word, node.link, node.successor()));
+absl::StatusOr<bool> Unlink(Context& ctx, uint64_t header, uint64_t prev_link, const Node& node) {
+  uint64_t successor = node.successor();
+  if (LinkAddr(successor) == 0) successor = EndOf(prev_link);  // the predecessor becomes the tail
+  ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(LinkWordOf(header, prev_link),
+                                                           node.link, successor));
   if (!cas.swapped) return false;
   ARDMA_RETURN_IF_ERROR(ctx.WriteU64(LinkAddr(node.link) + 8, 0));
   ARDMA_RETURN_IF_ERROR(heap::Free(ctx, LinkAddr(node.link)));
   return true;
 }
 
-// Walks live nodes in order, helping to unlink removed ones. `visit(prev_word, node, index)`
-// returns true to stop. Returns false if the walk must restart (a node was freed under it), true
+// Walks live nodes in order, helping to unlink removed ones. `visit(prev_link, node, index)`
+// returns true to stop; prev_link is 0 for the first node. Returns false if the walk must restart (a node was freed under it), true
 // when it stopped or reached the end.
 template <typename Visit>
 absl::StatusOr<bool> Walk(Context& ctx, uint64_t header, uint64_t head, uint64_t* index_out,
                           Visit visit) {
-  uint64_t prev_word = header + kHeadOffset;
+  uint64_t prev_link = 0;
   uint64_t link = head, index = 0;
   while (LinkAddr(link) != 0) {
     ARDMA_ASSIGN_OR_RETURN(std::optional<Node> node, ReadNode(ctx, header, link));
     if (!node) return false;
     if (node->removed()) {
-      ARDMA_ASSIGN_OR_RETURN(bool unlinked, Unlink(ctx, prev_word, *node));
+      ARDMA_ASSIGN_OR_RETURN(bool unlinked, Unlink(ctx, header, prev_link, *node));
       if (!unlinked) return false;
       link = node->successor();
       continue;
     }
-    ARDMA_ASSIGN_OR_RETURN(bool stop, visit(prev_word, *node, index));
+    ARDMA_ASSIGN_OR_RETURN(bool stop, visit(prev_link, *node, index));
     if (stop) {
       *index_out = index;
       return true;
     }
-    prev_word = LinkAddr(link);
+    prev_link = link;
     link = node->next;
     ++index;
   }
@@ -162,7 +176,7 @@ absl::StatusOr<bool> Walk(Context& ctx, uint64_t header, uint64_t head, uint64_t
   return true;
 }
 
-// Allocates and fills a node holding `value` with next = 0. Returns its link.
+// Allocates and fills a node holding `value`, the end of a list. Returns its link.
 absl::StatusOr<uint64_t> NewNode(Context& ctx, uint64_t header, const ListValue& value) {
   std::string encoded;
   EncodeValue(value, &encoded);
@@ -174,7 +188,7 @@ absl::StatusOr<uint64_t> NewNode(Context& ctx, uint64_t header, const ListValue&
   std::string node;
   node.reserve(kNodeHeaderBytes + bytes.size());
   ByteWriter w(&node);
-  w.U64(0);
+  w.U64(EndOf(link));
   w.U64(MakeLink(header, LinkIncarnation(link)));
   w.U64(static_cast<uint64_t>(type) << 56 | bytes.size());
   w.Bytes(bytes);
@@ -198,7 +212,7 @@ absl::StatusOr<uint64_t> OpenByName(Context& ctx, std::string_view name, bool cr
   if (!create) return absl::NotFoundError(absl::StrCat("no list named '", ToAbsl(name), "'"));
   ARDMA_ASSIGN_OR_RETURN(uint64_t header, heap::Allocate(ctx, kHeaderBytes));
   char bytes[kHeaderBytes] = {};
-  std::memcpy(bytes, &kHeaderMagic, 8);
+  std::memcpy(bytes, &kHeaderMagic, 8);  // head 0: EndOf the header
   absl::Status written = ctx.Write(header, std::string_view(bytes, kHeaderBytes));
   absl::StatusOr<uint64_t> published =
       written.ok() ? heap::GetOrCreateRoot(ctx, root, header) : absl::StatusOr<uint64_t>(written);
@@ -224,24 +238,29 @@ absl::Status Append(Context& ctx, uint64_t header, const ListValue& value) {
       ARDMA_ASSIGN_OR_RETURN(h, ReadHeader(ctx, header));
     }
     // Find the last live node: a walk that never stops early.
-    uint64_t tail_word = header + kHeadOffset, ignored;
+    uint64_t tail = 0, ignored;
     ARDMA_ASSIGN_OR_RETURN(
         bool walked, Walk(ctx, header, h.head, &ignored, [&](uint64_t, const Node& node, uint64_t) {
-          tail_word = LinkAddr(node.link);
+          tail = node.link;
           return absl::StatusOr<bool>(false);
         }));
     if (!walked) continue;
     // Publish behind the tail. If someone got there first, walk on from what they linked.
     for (;;) {
-      ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(tail_word, 0, link));
+      ARDMA_ASSIGN_OR_RETURN(CasResult cas,
+                             ctx.CompareAndSwap(LinkWordOf(header, tail), EndOf(tail), link));
+      if (!cas.swapped && cas.observed == 0 && h.v1 && tail != 0) {
+        ARDMA_ASSIGN_OR_RETURN(cas, ctx.CompareAndSwap(LinkAddr(tail), 0, link));
+      }
       if (cas.swapped) {
         return ctx.FetchAdd(header + kCountOffset, 1).status();
       }
-      if (cas.observed & kRemovedBit) break;  // the tail itself was removed: start over
+      // The tail was removed (marked), or freed and reused (another end): start over.
+      if (cas.observed & kRemovedBit || LinkAddr(cas.observed) == 0) break;
       ARDMA_ASSIGN_OR_RETURN(std::optional<Node> node, ReadNode(ctx, header, cas.observed));
       if (!node) break;
-      tail_word = LinkAddr(cas.observed);
-      if (node->next != 0) break;  // more than one node arrived: walk again
+      tail = cas.observed;
+      if (node->next != EndOf(tail)) break;  // more than one node arrived: walk again
     }
   }
   heap::Free(ctx, LinkAddr(link)).IgnoreError();
@@ -251,9 +270,13 @@ absl::Status Append(Context& ctx, uint64_t header, const ListValue& value) {
 absl::Status Prepend(Context& ctx, uint64_t header, const ListValue& value) {
   ARDMA_ASSIGN_OR_RETURN(Header h, ReadHeader(ctx, header));
   ARDMA_ASSIGN_OR_RETURN(uint64_t link, NewNode(ctx, header, value));
-  uint64_t head = h.head;
+  uint64_t head = h.head, next = EndOf(link);
   for (int attempt = 0; attempt < kMaxRestarts; ++attempt) {
-    if (head != 0) ARDMA_RETURN_IF_ERROR(ctx.WriteU64(LinkAddr(link), head));
+    // The node's next word is the head it replaces, or its own end if the list is empty now
+    // (perhaps again, after a failed CAS wrote an older head there).
+    uint64_t want = LinkAddr(head) != 0 ? head : EndOf(link);
+    if (want != next) ARDMA_RETURN_IF_ERROR(ctx.WriteU64(LinkAddr(link), want));
+    next = want;
     ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(header + kHeadOffset, head, link));
     if (cas.swapped) return ctx.FetchAdd(header + kCountOffset, 1).status();
     head = cas.observed;
@@ -274,7 +297,7 @@ absl::StatusOr<ListValue> GetOrRemove(Context& ctx, uint64_t header, uint64_t in
     ARDMA_ASSIGN_OR_RETURN(
         bool walked,
         Walk(ctx, header, h.head, &reached,
-             [&](uint64_t prev_word, const Node& node, uint64_t i) -> absl::StatusOr<bool> {
+             [&](uint64_t prev_link, const Node& node, uint64_t i) -> absl::StatusOr<bool> {
                if (i < index) return false;
                ARDMA_ASSIGN_OR_RETURN(std::optional<ListValue> value, ReadValue(ctx, header, node));
                if (!value) {
@@ -293,7 +316,7 @@ absl::StatusOr<ListValue> GetOrRemove(Context& ctx, uint64_t header, uint64_t in
                  ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(header + kCountOffset, ~0ull).status());
                  Node marked = node;
                  marked.next |= kRemovedBit;
-                 ARDMA_RETURN_IF_ERROR(Unlink(ctx, prev_word, marked).status());
+                 ARDMA_RETURN_IF_ERROR(Unlink(ctx, header, prev_link, marked).status());
                }
                result = std::move(*value);
                return true;

@@ -5,13 +5,15 @@
 //
 //   root "list:<name>"  -> header address
 //   header (a heap block, 32 bytes):
-//     0   magic "ARDMALS1"
+//     0   magic "ARDMALS2" ("ARDMALS1": a list made before ends carried an incarnation)
 //     8   head   : link to the first node (0 when empty)
 //     16  count  : live elements (FETCH_ADD +1 after an append/prepend is linked, -1 when an
 //                  element is marked removed)
 //     24  reserved
 //   node (a heap block, at least 64 bytes so one 64-byte READ fetches a node and a short value):
-//     0   next   : link to the next node; bit 0 set = THIS node is removed (Harris mark)
+//     0   next   : link to the next node; bit 0 set = THIS node is removed (Harris mark). The
+//                  last node's is its end: address 0 and its own incarnation << 48, so that a
+//                  CAS expecting it fails once the node is freed and its block reused.
 //     8   tag    : header address | incarnation << 48   (0 once the node is freed)
 //     16  meta   : value type << 56 | value length      (type 1 = int64, 2 = bytes)
 //     24  value bytes
@@ -60,7 +62,8 @@ inline constexpr std::string_view kRootPrefix = "list:";
 inline constexpr std::string_view kListSpace = "list";
 inline constexpr size_t kMaxNameBytes = 42;            // heap root names are at most 47 bytes
 inline constexpr uint64_t kMaxValueBytes = 16u << 20;  // one element
-inline constexpr uint64_t kHeaderMagic = 0x31534C414d445241ull;  // "ARDMALS1"
+inline constexpr uint64_t kHeaderMagic = 0x32534C414d445241ull;    // "ARDMALS2"
+inline constexpr uint64_t kHeaderMagicV1 = 0x31534C414d445241ull;  // "ARDMALS1"
 inline constexpr uint64_t kNodeHeaderBytes = 24;
 inline constexpr uint64_t kNodeReadBytes = 64;  // one READ per node walked
 inline constexpr uint8_t kTypeInt64 = 1;
