@@ -59,6 +59,25 @@ absl::Status CheckFence(uint32_t slot, uint64_t word, uint64_t owner_word, bool 
                          .owner = state == SlotState::kMoved ? owner_word : 0});
 }
 
+std::string RedirectBytes(const Redirect& r) {
+  std::string bytes(kRedirectBytes, '\0');
+  bytes[0] = r.frozen ? 1 : 0;
+  std::memcpy(bytes.data() + 1, &r.slot, 4);
+  std::memcpy(bytes.data() + 5, &r.epoch, 8);
+  std::memcpy(bytes.data() + 13, &r.owner, 8);
+  return bytes;
+}
+
+std::optional<Redirect> RedirectFromBytes(std::string_view bytes) {
+  if (bytes.size() != kRedirectBytes) return std::nullopt;
+  Redirect r;
+  r.frozen = bytes[0] != 0;
+  std::memcpy(&r.slot, bytes.data() + 1, 4);
+  std::memcpy(&r.epoch, bytes.data() + 5, 8);
+  std::memcpy(&r.owner, bytes.data() + 13, 8);
+  return r;
+}
+
 absl::Status RedirectStatus(const Redirect& r) {
   absl::Status status = absl::FailedPreconditionError(
       r.frozen ? absl::StrCat("slot ", r.slot, " is moving to another server (epoch ", r.epoch, ")")
@@ -66,26 +85,15 @@ absl::Status RedirectStatus(const Redirect& r) {
                               r.owner != 0 ? absl::StrCat(" to ", absl::Hex(r.owner, absl::kZeroPad16))
                                            : std::string(),
                               ")"));
-  char bytes[21];
-  bytes[0] = r.frozen ? 1 : 0;
-  std::memcpy(bytes + 1, &r.slot, 4);
-  std::memcpy(bytes + 5, &r.epoch, 8);
-  std::memcpy(bytes + 13, &r.owner, 8);
-  status.SetPayload(kRedirectPayload, absl::Cord(absl::string_view(bytes, sizeof(bytes))));
+  status.SetPayload(kRedirectPayload, absl::Cord(RedirectBytes(r)));
   return status;
 }
 
 std::optional<Redirect> RedirectOf(const absl::Status& status) {
   if (status.ok()) return std::nullopt;
   auto payload = status.GetPayload(kRedirectPayload);
-  if (!payload.has_value() || payload->size() != 21) return std::nullopt;
-  std::string bytes(*payload);
-  Redirect r;
-  r.frozen = bytes[0] != 0;
-  std::memcpy(&r.slot, bytes.data() + 1, 4);
-  std::memcpy(&r.epoch, bytes.data() + 5, 8);
-  std::memcpy(&r.owner, bytes.data() + 13, 8);
-  return r;
+  if (!payload.has_value()) return std::nullopt;
+  return RedirectFromBytes(std::string(*payload));
 }
 
 }  // namespace ardma::slots

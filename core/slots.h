@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -64,6 +65,12 @@ struct Redirect {
 absl::Status CheckFence(uint32_t slot, uint64_t word, uint64_t owner_word, bool write);
 absl::Status RedirectStatus(const Redirect& redirect);
 std::optional<Redirect> RedirectOf(const absl::Status& status);
+
+// A Redirect on the wire, as services answer it: frozen:u8 slot:u32 epoch:u64 owner:u64.
+inline constexpr size_t kRedirectBytes = 21;
+std::string RedirectBytes(const Redirect& redirect);
+// nullopt unless `bytes` is kRedirectBytes long.
+std::optional<Redirect> RedirectFromBytes(std::string_view bytes);
 
 }  // namespace ardma::slots
 

@@ -376,6 +376,9 @@ int Main(int argc, char** argv) {
                  "per-call timeout, 0 meaning 30s; for lock, how long to wait, 0 meaning for ever");
   flags.Bool("shared", &opt.shared, "lock: take the lock shared (default exclusive)");
   flags.Duration("lease", &opt.lease, "lock: lease, renewed at a third of it while COMMAND runs");
+  flags.Duration("lock-wait", &opt.lock_wait,
+                 "cluster add/remove/rebalance: how long to wait for a busy lock in a slot to move "
+                 "before keeping the slot (default 5s)");
   flags.Bool("long", &opt.long_list, "fs ls: long listing");
   flags.Bool("parents", &opt.parents, "fs mkdir: make missing parents, accept existing");
   flags.Bool("recursive", &opt.recursive, "fs rm: remove directories and everything below");

@@ -35,6 +35,9 @@ struct Options : DfsFlags {
   absl::Duration timeout = absl::ZeroDuration();  // unset: 30 s per call; lock: wait for ever
   bool shared = false;
   absl::Duration lease = lock::kDefaultLease;
+  // cluster add/remove/rebalance: how long a lock in a slot to move may stay busy before the slot
+  // is kept where it is.
+  absl::Duration lock_wait = absl::Seconds(5);
   bool long_list = false;
   bool parents = false;
   bool recursive = false;
@@ -72,9 +75,10 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
 // `ardma dht get|put|insert|del|size ...` (ardma_dht.cc), on a server or a cluster.
 absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& args);
 // `ardma cluster add ID | remove ID | rebalance | fix` (ardma_rebalance.cc): slots moved between
-// the servers of the cluster at `where` while clients run, or the fences repaired.
+// the servers of the cluster at `where` while clients run, or the fences repaired. A slot holding
+// a lock that stays busy for `lock_wait` is kept.
 absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddress& where,
-                          const std::vector<std::string>& args);
+                          const std::vector<std::string>& args, absl::Duration lock_wait);
 // The service clients' Servers for --server: one server, or (etcd://...) a cluster; with
 // --timeout as the calls' timeout.
 absl::StatusOr<std::unique_ptr<Servers>> ConnectServices(const Options& opt);

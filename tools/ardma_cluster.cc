@@ -100,7 +100,7 @@ absl::Status RunClusterCommand(const Options& opt, const std::vector<std::string
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<cluster::EtcdClient> etcd,
                          cluster::EtcdClient::Connect(where->endpoints));
   if (args[1] == "status") return Status(*etcd, *where);
-  if (args[1] != "create") return RunRebalance(*etcd, *where, args);
+  if (args[1] != "create") return RunRebalance(*etcd, *where, args, opt.lock_wait);
   ARDMA_ASSIGN_OR_RETURN(
       cluster::SlotMap map,
       cluster::CreateMap(*etcd, where->name, std::vector<std::string>(args.begin() + 2, args.end())));

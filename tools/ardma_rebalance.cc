@@ -1,18 +1,21 @@
 // `ardma cluster add ID | remove ID | rebalance`: moves slots between a cluster's servers while
 // clients run (docs/cluster.md, "Moving slots"); `ardma cluster fix` repairs what a mover that
-// died mid-move left behind. One move gives a set of slots from one server
-// to another:
+// died mid-move left behind. One move gives a set of slots from one server to another:
 //
-//   1. freeze the slots in the giver's fence (reads go on, writes wait);
+//   1. freeze the slots in the giver's fence (reads go on, writes wait), then seal their locks
+//      and wait for each to be free (a slot whose lock stays busy is given back and kept);
 //   2. copy their keys, table by table, sweeping the giver's buckets under their locks (so a
-//      write that checked the fence before the freeze is in the copy);
+//      write that checked the fence before the freeze is in the copy), and adopt their locks on
+//      the receiver, sealed;
 //   3. mark them owned in the receiver's fence, then moved (naming the receiver) in the giver's;
-//   4. publish the map at the next epoch, compared on the map's etcd revision;
-//   5. purge the giver's copies.
+//   4. publish the map at the next epoch, compared on the map's etcd revision, and unseal the
+//      receiver's locks;
+//   5. purge the giver's copies (its sealed locks stay, for clients that cached their address).
 //
-// A failure before 4 puts both fences back; a mover that dies leaves them for `cluster fix`. The
-// admin lock keeps other administrators out throughout. Slots that hold a lock or a list do not move (their services do not yet check the
-// fence): they stay with the giver and are reported.
+// A failure before 4 puts both fences back and unseals the giver's locks; a mover that dies
+// leaves them for `cluster fix`. The admin lock keeps other administrators out throughout. Slots
+// that hold a list do not move (the list service does not check the fence yet): they stay with the
+// giver and are reported.
 #include <unistd.h>
 
 #include <iostream>
@@ -28,7 +31,7 @@
 #include "core/status_macros.h"
 #include "services/dht/dht_mover.h"
 #include "services/list/list_format.h"
-#include "services/lock/lock_format.h"
+#include "services/lock/lock_mover.h"
 #include "tools/ardma_cli.h"
 
 namespace ardma::cli {
@@ -37,7 +40,7 @@ namespace {
 using cluster::MemberInfo;
 
 struct MoveReport {
-  size_t moved = 0, kept = 0;
+  size_t moved = 0, kept = 0, busy = 0;
   uint64_t keys = 0;
   absl::Duration took;
 };
@@ -54,19 +57,13 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectMember(const MemberInfo& member) 
   return absl::FailedPreconditionError(absl::StrCat("member ", member.id, " has no tcp address"));
 }
 
-// The slots that hold a lock or a list on `server`: they do not move.
+// The slots that hold a list on `server`: they do not move.
 absl::StatusOr<std::set<uint32_t>> PinnedSlots(Client& server) {
   std::set<uint32_t> pinned;
   RemoteContext ctx(&server, {});
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> lists, heap::ListRoots(ctx, list::kRootPrefix));
   for (const std::string& root : lists) {
     pinned.insert(slots::SlotOf(list::kListSpace, root.substr(list::kRootPrefix.size())));
-  }
-  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> tables, dht::TablesOn(server));
-  if (std::find(tables.begin(), tables.end(), lock::kTable) != tables.end()) {
-    ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> locks,
-                           dht::KeysOf(server, std::string(lock::kTable)));
-    for (const std::string& name : locks) pinned.insert(slots::SlotOf(lock::kLockSpace, name));
   }
   return pinned;
 }
@@ -88,8 +85,8 @@ absl::StatusOr<uint64_t> ForEachTable(Client& giver,
 class SlotMove {
  public:
   SlotMove(cluster::EtcdClient& etcd, const cluster::ClusterAddress& where, const MemberInfo& from,
-           const MemberInfo& to)
-      : etcd_(etcd), where_(where), from_(from), to_(to) {}
+           const MemberInfo& to, absl::Duration lock_wait)
+      : etcd_(etcd), where_(where), from_(from), to_(to), lock_wait_(lock_wait) {}
 
   absl::StatusOr<MoveReport> Run(std::vector<uint32_t> slots) {
     const absl::Time start = absl::Now();
@@ -104,12 +101,33 @@ class SlotMove {
     report.kept = std::erase_if(slots, [&](uint32_t s) { return pinned.contains(s); });
     if (slots.empty()) return report;
     ARDMA_RETURN_IF_ERROR(CheckGiverServes(gctx, stored.map, slots));
+    // 1.
+    const uint64_t epoch = stored.map.epoch();
+    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
+        gctx, giver_fence_, slots, slots::FenceWord(slots::SlotState::kFrozen, epoch + 1), 0));
+    std::set<uint32_t> busy;
+    absl::StatusOr<std::vector<lock::SealedLock>> locks = lock::SealWhenFree(
+        *giver_, std::set<uint32_t>(slots.begin(), slots.end()), absl::Now() + lock_wait_, &busy);
+    if (!locks.ok()) {
+      Undo(gctx, rctx, slots, epoch, dht::SlotBitmap(slots));
+      return locks.status();
+    }
+    if (!busy.empty()) {
+      std::vector<uint32_t> kept(busy.begin(), busy.end());
+      ARDMA_RETURN_IF_ERROR(cluster::WriteFence(gctx, giver_fence_, kept,
+                                                slots::FenceWord(slots::SlotState::kOwned, epoch), 0));
+      report.busy = std::erase_if(slots, [&](uint32_t s) { return busy.contains(s); });
+      if (slots.empty()) return report;
+    }
     const std::string bitmap = dht::SlotBitmap(slots);
-    absl::StatusOr<uint64_t> copied = HandOver(gctx, rctx, stored, slots, bitmap);
+    absl::StatusOr<uint64_t> copied = HandOver(gctx, rctx, stored, slots, bitmap, *locks);
     if (!copied.ok()) {
-      Undo(gctx, rctx, slots, stored.map.epoch(), bitmap);
+      Undo(gctx, rctx, slots, epoch, bitmap);
       return copied.status();
     }
+    // The map names the receiver now: its locks are served there. (A mover that dies here leaves
+    // them sealed, for `cluster fix`.)
+    ARDMA_RETURN_IF_ERROR(lock::UnsealIn(*receiver_, std::set<uint32_t>(slots.begin(), slots.end())));
     report.moved = slots.size();
     report.keys = *copied;
     // 5.
@@ -137,17 +155,18 @@ class SlotMove {
     return absl::OkStatus();
   }
 
-  // Steps 1-4; returns the keys copied. On error the caller undoes them.
+  // Steps 2-4 (but the receiver's locks stay sealed); returns the keys copied. On error the caller
+  // undoes them.
   absl::StatusOr<uint64_t> HandOver(RemoteContext& gctx, RemoteContext& rctx,
                                     const cluster::StoredMap& stored,
-                                    const std::vector<uint32_t>& slots, const std::string& bitmap) {
+                                    const std::vector<uint32_t>& slots, const std::string& bitmap,
+                                    const std::vector<lock::SealedLock>& locks) {
     const uint64_t epoch = stored.map.epoch() + 1;
-    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
-        gctx, giver_fence_, slots, slots::FenceWord(slots::SlotState::kFrozen, epoch), 0));
     ARDMA_ASSIGN_OR_RETURN(uint64_t copied,
                            ForEachTable(*giver_, [&](const std::string& table) {
                              return dht::CopySlots(*giver_, *receiver_, table, bitmap);
                            }));
+    ARDMA_RETURN_IF_ERROR(lock::AdoptAll(*receiver_, locks));
     ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
         rctx, receiver_fence_, slots, slots::FenceWord(slots::SlotState::kOwned, epoch), 0));
     ARDMA_RETURN_IF_ERROR(cluster::WriteFence(gctx, giver_fence_, slots,
@@ -160,7 +179,8 @@ class SlotMove {
     return copied;
   }
 
-  // The giver serves the slots again; the receiver drops what it was given.
+  // The giver serves the slots again; the receiver drops what it was given (its adopted locks
+  // stay sealed: a sealed lock is never served).
   void Undo(RemoteContext& gctx, RemoteContext& rctx, const std::vector<uint32_t>& slots,
             uint64_t epoch, const std::string& bitmap) {
     (void)cluster::WriteFence(rctx, receiver_fence_, slots, 0, 0);
@@ -169,12 +189,14 @@ class SlotMove {
     });
     (void)cluster::WriteFence(gctx, giver_fence_, slots,
                               slots::FenceWord(slots::SlotState::kOwned, epoch), 0);
+    (void)lock::UnsealIn(*giver_, std::set<uint32_t>(slots.begin(), slots.end()));
   }
 
   cluster::EtcdClient& etcd_;
   const cluster::ClusterAddress& where_;
   const MemberInfo& from_;
   const MemberInfo& to_;
+  const absl::Duration lock_wait_;
   std::unique_ptr<Client> giver_, receiver_;
   uint64_t giver_fence_ = 0, receiver_fence_ = 0;
 };
@@ -207,8 +229,9 @@ absl::StatusOr<std::vector<std::string>> Targets(const std::vector<std::string>&
 }  // namespace
 
 // `cluster fix` on one member: its fence made to agree with the map — owned where the map names
-// it, moved (naming the map's owner) where it says owned or frozen but the map names another —
-// and the keys of slots it does not own purged from its tables.
+// it, moved (naming the map's owner) where it says owned or frozen but the map names another —,
+// its locks served in the slots it owns and sealed in the others, and the keys of slots it does
+// not own purged from its tables.
 absl::Status FixMember(const MemberInfo& member, const cluster::SlotMap& map) {
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectMember(member));
   RemoteContext ctx(client.get(), {});
@@ -239,6 +262,12 @@ absl::Status FixMember(const MemberInfo& member, const cluster::SlotMap& map) {
                                               cluster::IdWord(owner)));
     moved += moving.size();
   }
+  std::set<uint32_t> owned;
+  for (uint32_t s = 0; s < slots::kSlots; ++s) {
+    if (map.Owner(s) == member.id) owned.insert(s);
+  }
+  ARDMA_RETURN_IF_ERROR(lock::UnsealIn(*client, owned));
+  ARDMA_RETURN_IF_ERROR(lock::SealIn(*client, std::set<uint32_t>(others.begin(), others.end())));
   const std::string bitmap = dht::SlotBitmap(others);
   ARDMA_ASSIGN_OR_RETURN(uint64_t purged, ForEachTable(*client, [&](const std::string& table) {
                            return dht::PurgeSlots(*client, table, bitmap);
@@ -249,7 +278,7 @@ absl::Status FixMember(const MemberInfo& member, const cluster::SlotMap& map) {
 }
 
 absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddress& where,
-                          const std::vector<std::string>& args) {
+                          const std::vector<std::string>& args, absl::Duration lock_wait) {
   char host[256] = "?";
   ::gethostname(host, sizeof(host) - 1);
   ARDMA_ASSIGN_OR_RETURN(
@@ -278,11 +307,16 @@ absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddre
   }
   if (moves.empty()) std::cout << "cluster " << where.name << ": the slots are even already\n";
   for (const cluster::Move& move : moves) {
-    ARDMA_ASSIGN_OR_RETURN(MoveReport r, SlotMove(etcd, where, live[move.from], live[move.to])
-                                             .Run(move.slots));
+    ARDMA_ASSIGN_OR_RETURN(
+        MoveReport r,
+        SlotMove(etcd, where, live[move.from], live[move.to], lock_wait).Run(move.slots));
     std::cout << absl::StrFormat("%s -> %s: %d slots, %d keys in %.2f s", move.from, move.to,
                                  r.moved, r.keys, absl::ToDoubleSeconds(r.took));
-    if (r.kept > 0) std::cout << absl::StrFormat(" (%d slots kept: they hold locks or lists)", r.kept);
+    if (r.kept > 0) std::cout << absl::StrFormat(" (%d slots kept: they hold lists)", r.kept);
+    if (r.busy > 0) {
+      std::cout << absl::StrFormat(" (%d slots kept: a lock in them stayed busy for %s)", r.busy,
+                                   absl::FormatDuration(lock_wait));
+    }
     std::cout << "\n";
   }
   return absl::OkStatus();

@@ -289,6 +289,27 @@ TEST_F(ReshardAdminTest, TwoAdministratorsAtOnceOneWinsAndTheMapStaysConsistent)
   ExpectKeysWhereTheMapSays(fixture, 3000);
 }
 
+// A server serves a lock only if it owns the lock's slot: asked directly for another's, it
+// answers the redirect (OneServer reports it), in both modes, and grants nothing there.
+TEST_F(ReshardAdminTest, AServerServesNoLockOfASlotItDoesNotOwn) {
+  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
+  std::string name = "elsewhere";
+  for (int i = 0; map->Owner(slots::SlotOf(lock::kLockSpace, name)) != "s0"; ++i) {
+    name = absl::StrCat("elsewhere", i);
+  }
+  std::vector<std::unique_ptr<Client>> members = fixture.ClientOfEachServer();
+  for (Mode mode : {Mode::kActive, Mode::kRdma}) {
+    lock::LockClient wrong(members[1].get(), mode);
+    absl::StatusOr<lock::Grant> g = wrong.Acquire(name, lock::LockMode::kExclusive, absl::Seconds(5));
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition) << g.status();
+    EXPECT_THAT(g.status().message(), ::testing::HasSubstr("connect with the cluster's etcd://"));
+  }
+  lock::LockClient right(routed->get(), Mode::kRdma);
+  absl::StatusOr<lock::Grant> g = right.Acquire(name, lock::LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->token, 1u);
+}
+
 // etcd away: running clients go on with their cached map, without an error; admin commands say
 // etcd is unreachable and change nothing.
 TEST_F(ReshardAdminTest, WithEtcdStoppedClientsKeepWorkingAndAdminCommandsFailClearly) {
@@ -345,24 +366,36 @@ TEST_F(ReshardAdminTest, FixRepairsWhatADeadMoverLeft) {
   ExpectKeysWhereTheMapSays(fixture, 1000);
 }
 
-// A lock contended by eight clients while the slots move: grants stay first come first served,
-// holders never overlap. (Slots that hold a lock do not move: the lock stays with its server.)
-TEST(ReshardLockTest, AContendedLockStaysFairAndExclusiveWhileSlotsMove) {
+// A lock whose slot `cluster add s2` gives to s2.
+std::string LockNameThatMoves(const cluster::SlotMap& map, std::string name) {
+  std::set<uint32_t> moving;
+  absl::StatusOr<std::vector<cluster::Move>> plan = cluster::PlanRebalance(map, {"s0", "s1", "s2"});
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  for (const cluster::Move& move : plan.value_or(std::vector<cluster::Move>{})) {
+    moving.insert(move.slots.begin(), move.slots.end());
+  }
+  const std::string base = name;
+  for (int i = 0; !moving.empty() && !moving.contains(slots::SlotOf(lock::kLockSpace, name)); ++i) {
+    name = absl::StrCat(base, i);
+  }
+  return name;
+}
+
+std::string OwnerOf(testing::ClusterFixture& fixture, const std::string& lock_name) {
+  absl::StatusOr<cluster::StoredMap> stored = cluster::ReadMap(fixture.etcd(), "c1");
+  EXPECT_TRUE(stored.ok()) << stored.status();
+  return stored.ok() ? stored->map.Owner(slots::SlotOf(lock::kLockSpace, lock_name)) : "";
+}
+
+// A lock contended by eight clients while its slot moves: the mover seals it, the tickets taken
+// before drain on the old server, and the rest go on on the new one. Grants stay first come first
+// served, holders never overlap, and the tokens and tickets go on counting across the move.
+TEST(ReshardLockTest, AContendedLockStaysFairAndExclusiveWhileItsSlotMoves) {
   testing::ClusterFixture fixture(3, 32u << 20, /*owners=*/2);
   ASSERT_TRUE(fixture.ok()) << fixture.why();
   std::vector<std::unique_ptr<cluster::Cluster>> connections;
   for (int c = 0; c < 2; ++c) connections.push_back(*fixture.ConnectOverTestTransport());
-  // A lock whose slot the move would give away.
-  std::shared_ptr<const cluster::SlotMap> map = connections[0]->map();
-  std::set<uint32_t> moving;
-  absl::StatusOr<std::vector<cluster::Move>> plan = cluster::PlanRebalance(*map, {"s0", "s1", "s2"});
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  for (const cluster::Move& move : *plan) moving.insert(move.slots.begin(), move.slots.end());
-  std::string name = "contended";
-  for (int i = 0; !moving.contains(slots::SlotOf(lock::kLockSpace, name)); ++i) {
-    name = absl::StrCat("contended", i);
-  }
-  const std::string owner_before = map->Owner(slots::SlotOf(lock::kLockSpace, name));
+  const std::string name = LockNameThatMoves(*connections[0]->map(), "contended");
   std::atomic<bool> stop{false}, inside{false};
   std::atomic<int> overlaps{0}, errors{0}, grants_made{0};
   absl::Mutex mu;
@@ -403,10 +436,41 @@ TEST(ReshardLockTest, AContendedLockStaysFairAndExclusiveWhileSlotsMove) {
     EXPECT_EQ(grants[i].first, grants[i - 1].first + 1) << "a token given twice or skipped";
     EXPECT_GT(grants[i].second, grants[i - 1].second) << "granted out of ticket order";
   }
-  absl::StatusOr<cluster::StoredMap> stored = cluster::ReadMap(fixture.etcd(), "c1");
-  ASSERT_TRUE(stored.ok());
-  EXPECT_EQ(stored->map.Owner(slots::SlotOf(lock::kLockSpace, name)), owner_before);
-  EXPECT_THAT(out, ::testing::HasSubstr("kept: they hold locks or lists"));
+  EXPECT_EQ(OwnerOf(fixture, name), "s2");
+  EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr("kept")));
+}
+
+// A lock held for longer than --lock-wait keeps its slot where it is (and its holder keeps it);
+// freed, it moves with the next rebalance, and clients whose map is stale follow it there, in both
+// modes, with its tokens still counting up.
+TEST(ReshardLockTest, ALockHeldThroughTheWaitKeepsItsSlotAndMovesOnceFree) {
+  testing::ClusterFixture fixture(3, 32u << 20, /*owners=*/2);
+  ASSERT_TRUE(fixture.ok()) << fixture.why();
+  std::unique_ptr<cluster::Cluster> routed = *fixture.ConnectOverTestTransport();
+  std::unique_ptr<cluster::Cluster> stale =
+      *fixture.ConnectOverTestTransport(/*refresh_interval=*/absl::ZeroDuration());
+  const std::string name = LockNameThatMoves(*routed->map(), "held");
+  const std::string owner_before = OwnerOf(fixture, name);
+  lock::LockClient holder(routed.get(), Mode::kActive);
+  absl::StatusOr<lock::Grant> held = holder.Acquire(name, lock::LockMode::kExclusive,
+                                                    absl::Seconds(5), absl::Seconds(60));
+  ASSERT_TRUE(held.ok()) << held.status();
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(Ardma(fixture, "--lock-wait 300ms cluster add s2"), &out), 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("1 slots kept: a lock in them stayed busy for 300ms"));
+  EXPECT_EQ(OwnerOf(fixture, name), owner_before);
+  ASSERT_TRUE(holder.Release(*held).ok());
+  EXPECT_EQ(testing::RunCommand(Ardma(fixture, "cluster rebalance"), &out), 0) << out;
+  EXPECT_EQ(OwnerOf(fixture, name), "s2");
+  uint64_t token = held->token;
+  for (Mode mode : {Mode::kActive, Mode::kRdma, Mode::kActive}) {
+    lock::LockClient locks(stale.get(), mode);
+    absl::StatusOr<lock::Grant> g =
+        locks.Acquire(name, lock::LockMode::kExclusive, absl::Seconds(5));
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(g->token, ++token);
+    ASSERT_TRUE(locks.Release(*g).ok());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, DhtReshardTest, ::testing::Values(Mode::kActive, Mode::kRdma),

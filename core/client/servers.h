@@ -4,12 +4,16 @@
 #ifndef ARDMA_CORE_CLIENT_SERVERS_H_
 #define ARDMA_CORE_CLIENT_SERVERS_H_
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/client/client.h"
 #include "core/slots.h"
 
@@ -51,6 +55,34 @@ class OneServer final : public Servers {
   std::unique_ptr<Client> owned_;
   Client* const client_;
 };
+
+// Runs `call(Client&) -> StatusOr<T>` on the server that holds `slot`, following redirects:
+// `redirect_of(const T&) -> const std::optional<slots::Redirect>&` says when the answer is one (the
+// slot moved: learn where; or is moving: try again shortly). A slot still moving `timeout` after
+// the first redirect fails with DEADLINE_EXCEEDED naming `what`.
+template <typename T, typename Call, typename RedirectOf>
+absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration timeout,
+                              std::string_view what, Call call, RedirectOf redirect_of) {
+  absl::Time deadline = absl::InfinitePast();  // set at the first redirect
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<Client*> client = servers.ForSlot(slot);
+    if (!client.ok()) return client.status();
+    absl::StatusOr<T> result = call(**client);
+    if (!result.ok() || !redirect_of(*result).has_value()) return result;
+    absl::Status learned = servers.Redirected(*redirect_of(*result));
+    if (absl::IsFailedPrecondition(learned)) return learned;
+    if (deadline == absl::InfinitePast()) {
+      deadline = absl::Now() + timeout;
+    } else if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("slot ", slot, " of ", absl::string_view(what.data(), what.size()),
+                       " did not settle on a server within the call's timeout",
+                       learned.ok() ? "" : absl::StrCat(": ", learned.message())));
+    }
+    absl::SleepFor(std::min(absl::Microseconds(100) * (1 << std::min(attempt, 8)),
+                            absl::Milliseconds(20)));
+  }
+}
 
 }  // namespace ardma
 

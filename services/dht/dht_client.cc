@@ -50,29 +50,17 @@ absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view f
                                         std::string_view table, std::string_view rest,
                                         ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
-  absl::Time deadline = absl::InfinitePast();  // set at the first redirect
-  absl::Status last;
   const uint32_t slot = slots::SlotOf(table, key);
-  for (int attempt = 0;; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->ForSlot(slot));
-    absl::StatusOr<Reply> reply = Run(*client, function, table, &slot, rest, kind, create);
-    if (absl::IsNotFound(reply.status())) return AbsentHere(*client, table, reply.status());
-    if (!reply.ok() || !reply->redirect.has_value()) return reply;
-    // Not served there: the slot moved (learn where) or is moving (wait for the move to end).
-    last = servers_->Redirected(*reply->redirect);
-    if (absl::IsFailedPrecondition(last)) return last;
-    if (deadline == absl::InfinitePast()) {
-      deadline = absl::Now() +
-                 (options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30));
-    } else if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "slot ", reply->redirect->slot, " of table ", ToAbsl(table),
-          " did not settle on a server within the call's timeout",
-          last.ok() ? "" : absl::StrCat(": ", last.message())));
-    }
-    absl::SleepFor(std::min(absl::Microseconds(100) * (1 << std::min(attempt, 8)),
-                            absl::Milliseconds(20)));
-  }
+  return RouteToSlot<Reply>(
+      *servers_, slot,
+      options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
+      absl::StrCat("table ", ToAbsl(table)),
+      [&](Client& client) -> absl::StatusOr<Reply> {
+        absl::StatusOr<Reply> reply = Run(client, function, table, &slot, rest, kind, create);
+        if (absl::IsNotFound(reply.status())) return AbsentHere(client, table, reply.status());
+        return reply;
+      },
+      [](const Reply& reply) -> const std::optional<slots::Redirect>& { return reply.redirect; });
 }
 
 absl::StatusOr<Reply> DhtClient::AbsentHere(Client& client, std::string_view table,

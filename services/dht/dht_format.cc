@@ -50,14 +50,8 @@ absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind) {
   Reply reply;
   bool ok = r.U64(&reply.geometry);
   if (ok && reply.geometry == kRedirectGeometry) {
-    slots::Redirect redirect;
-    uint8_t frozen = 0;
-    if (!r.U8(&frozen) || !r.U32(&redirect.slot) || !r.U64(&redirect.epoch) ||
-        !r.U64(&redirect.owner) || !r.AtEnd()) {
-      return absl::DataLossError("malformed dht redirect");
-    }
-    redirect.frozen = frozen != 0;
-    reply.redirect = redirect;
+    reply.redirect = slots::RedirectFromBytes(bytes.substr(8));
+    if (!reply.redirect) return absl::DataLossError("malformed dht redirect");
     return reply;
   }
   if (kind == ReplyKind::kCount) {
@@ -78,13 +72,8 @@ absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind) {
 
 std::string EncodeRedirect(const slots::Redirect& redirect) {
   std::string out;
-  ByteWriter w(&out);
-  w.U64(kRedirectGeometry);
-  w.U8(redirect.frozen ? 1 : 0);
-  w.U32(redirect.slot);
-  w.U64(redirect.epoch);
-  w.U64(redirect.owner);
-  return out;
+  ByteWriter(&out).U64(kRedirectGeometry);
+  return out + slots::RedirectBytes(redirect);
 }
 
 }  // namespace ardma::dht

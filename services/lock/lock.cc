@@ -8,6 +8,7 @@
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
+#include "core/slots.h"
 #include "services/dht/dht_format.h"
 #include "services/root_cache.h"
 #include "services/stable_hash.h"
@@ -32,6 +33,7 @@ constexpr absl::Duration kClaimGrace = absl::Seconds(1);
 struct Block {
   uint64_t addr = 0;
   uint64_t name_hash = 0, tail = 0, head = 0, fence = 0;
+  bool sealed = false;  // then tail is the tail it had when sealed
   std::array<Slot, kRingSlots> ring{};
 
   Slot SlotOf(uint64_t t) const { return ring[t % kRingSlots]; }
@@ -59,7 +61,56 @@ absl::StatusOr<Block> ReadBlock(Context& ctx, uint64_t addr) {
   std::memcpy(&b.head, bytes + kHeadOffset, 8);
   std::memcpy(&b.fence, bytes + kFenceOffset, 8);
   std::memcpy(b.ring.data(), bytes + kRingOffset, 8 * kRingSlots);
+  if (b.tail & kSealed) {
+    b.sealed = true;
+    std::memcpy(&b.tail, bytes + kSealedTailOffset, 8);
+  }
   return b;
+}
+
+// A lock block's bytes: no ticket live, `tail` the next ticket, `fence` tokens issued; sealed at
+// `tail` if `sealed`.
+std::string BlockImage(std::string_view name, uint64_t tail, uint64_t fence, bool sealed) {
+  std::string block;
+  block.reserve(kBlockBytes);
+  ByteWriter w(&block);
+  w.U64(kMagic);
+  w.U64(StableHash(name));
+  w.U64(sealed ? kSealed | tail : tail);
+  w.U64(tail);  // head
+  w.U64(fence);
+  w.U64(tail);  // sealed tail
+  block.resize(kRingOffset, '\0');
+  // Ticket t may claim its slot once t - kRingSlots is released: say so for the next kRingSlots.
+  std::array<uint64_t, kRingSlots> ring{};
+  for (uint64_t t = tail; t < tail + kRingSlots; ++t) {
+    if (t < kRingSlots) continue;
+    uint64_t before = t - kRingSlots;
+    ring[t % kRingSlots] =
+        Slot::Make(before, SlotState::kReleased, false, false, 0, absl::ZeroDuration()).word;
+  }
+  for (uint64_t word : ring) w.U64(word);
+  return block;
+}
+
+// Whether this server serves the lock `name`: OK outside a cluster or when the fence says its slot
+// is owned here; else the redirect.
+absl::Status CheckServed(Context& ctx, std::string_view name) {
+  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
+  if (absl::IsNotFound(fence.status())) return absl::OkStatus();
+  ARDMA_RETURN_IF_ERROR(fence.status());
+  uint32_t slot = slots::SlotOf(kLockSpace, name);
+  uint64_t words[2];
+  ARDMA_RETURN_IF_ERROR(ctx.Read(slots::FenceEntry(*fence, slot),
+                                 std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));
+  return slots::CheckFence(slot, words[0], words[1], /*write=*/true);
+}
+
+// The answer to a taker of a sealed lock: go where the fence says, or, while the slot is still
+// owned here (a move is starting or was undone), come back shortly.
+absl::Status NotServedHere(Context& ctx, std::string_view name) {
+  ARDMA_RETURN_IF_ERROR(CheckServed(ctx, name));
+  return slots::RedirectStatus({.frozen = true, .slot = slots::SlotOf(kLockSpace, name)});
 }
 
 struct Evaluation {
@@ -145,9 +196,7 @@ struct Waiter {
   bool claimed = false;  // its slot says waiting
   absl::Duration lease;
   absl::Time give_up_at;
-  // The first live ticket, as last seen, and since when (on this runner's clock).
-  uint64_t watch_ticket = ~0ull, watch_word = 0;
-  absl::Time watch_since;
+  LeaseWatch watch;
 };
 
 int64_t Micros(absl::Time t) { return absl::ToUnixMicros(t); }
@@ -162,9 +211,9 @@ std::string EncodeContinuation(const Waiter& w) {
   b.U8(w.claimed ? 1 : 0);
   b.U64(static_cast<uint64_t>(absl::ToInt64Microseconds(w.lease)));
   b.U64(static_cast<uint64_t>(Micros(w.give_up_at)));
-  b.U64(w.watch_ticket);
-  b.U64(w.watch_word);
-  b.U64(static_cast<uint64_t>(Micros(w.watch_since)));
+  b.U64(w.watch.ticket);
+  b.U64(w.watch.word);
+  b.U64(static_cast<uint64_t>(Micros(w.watch.since)));
   return out;
 }
 
@@ -173,15 +222,15 @@ absl::StatusOr<Waiter> DecodeContinuation(ByteReader& r) {
   uint8_t exclusive, claimed;
   uint64_t lease_us, give_up_us, since_us;
   if (!r.U64(&w.addr) || !r.U64(&w.t) || !r.U8(&exclusive) || !r.U8(&claimed) ||
-      !r.U64(&lease_us) || !r.U64(&give_up_us) || !r.U64(&w.watch_ticket) ||
-      !r.U64(&w.watch_word) || !r.U64(&since_us) || !r.AtEnd()) {
+      !r.U64(&lease_us) || !r.U64(&give_up_us) || !r.U64(&w.watch.ticket) ||
+      !r.U64(&w.watch.word) || !r.U64(&since_us) || !r.AtEnd()) {
     return absl::InvalidArgumentError("lock.acquire: bad continuation");
   }
   w.exclusive = exclusive != 0;
   w.claimed = claimed != 0;
   w.lease = absl::Microseconds(static_cast<int64_t>(lease_us));
   w.give_up_at = absl::FromUnixMicros(static_cast<int64_t>(give_up_us));
-  w.watch_since = absl::FromUnixMicros(static_cast<int64_t>(since_us));
+  w.watch.since = absl::FromUnixMicros(static_cast<int64_t>(since_us));
   return w;
 }
 
@@ -228,23 +277,23 @@ absl::StatusOr<bool> Abandon(Context& ctx, const Waiter& w, const Block& b) {
 }
 
 // Releases the first live ticket f if its slot word has not changed for its lease (as watched by
-// `w`). Returns true if it released it.
-absl::StatusOr<bool> ExpireIfStale(Context& ctx, Waiter& w, const Block& b, uint64_t f) {
+// `watch`). Returns true if it released it.
+absl::StatusOr<bool> ExpireIfStale(Context& ctx, LeaseWatch& watch, const Block& b, uint64_t f) {
   Slot s = b.SlotOf(f);
   absl::Time now = absl::Now();
-  if (w.watch_ticket != f || w.watch_word != s.word) {
-    w.watch_ticket = f;
-    w.watch_word = s.word;
-    w.watch_since = now;
+  if (watch.ticket != f || watch.word != s.word) {
+    watch.ticket = f;
+    watch.word = s.word;
+    watch.since = now;
     return false;
   }
   bool claimed = ViewTicket(s, f) == TicketView::kLive;
   absl::Duration lease = claimed ? s.lease() : kClaimGrace;
-  if (now - w.watch_since < lease) return false;
+  if (now - watch.since < lease) return false;
   Slot released =
       Slot::Make(f, SlotState::kReleased, claimed && s.exclusive(), false, 0, absl::ZeroDuration());
   ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(b.SlotAddr(f), s.word, released.word));
-  w.watch_ticket = ~0ull;
+  watch.ticket = ~0ull;
   return cas.swapped;
 }
 
@@ -252,10 +301,10 @@ absl::StatusOr<bool> ExpireIfStale(Context& ctx, Waiter& w, const Block& b, uint
 absl::Time NextLook(const Waiter& w, const Block& b, uint64_t first_live) {
   if (!w.claimed) return absl::Now() + kSlotPoll;  // waiting for the slot itself
   absl::Time at = w.give_up_at;
-  if (first_live < w.t && w.watch_ticket == first_live) {
+  if (first_live < w.t && w.watch.ticket == first_live) {
     Slot s = b.SlotOf(first_live);
     absl::Duration lease = ViewTicket(s, first_live) == TicketView::kLive ? s.lease() : kClaimGrace;
-    at = std::min(at, w.watch_since + lease + absl::Milliseconds(1));
+    at = std::min(at, w.watch.since + lease + absl::Milliseconds(1));
   }
   return at;
 }
@@ -264,22 +313,22 @@ absl::StatusOr<Acquired> Proceed(Context& ctx, Waiter w);
 
 }  // namespace
 
-absl::StatusOr<uint64_t> Resolve(Context& ctx, std::string_view name) {
-  ARDMA_RETURN_IF_ERROR(CheckLockName(name));
+absl::StatusOr<std::optional<uint64_t>> Find(Context& ctx, std::string_view name) {
   absl::StatusOr<std::string> got = ctx.Call("dht.get", TargetArgs() + dht::EncodeKeyArgs(name));
-  if (got.ok()) {
-    ARDMA_ASSIGN_OR_RETURN(dht::Reply reply, dht::DecodeReply(*got, dht::ReplyKind::kFlagAndValue));
-    if (reply.flag) return AddressIn(reply);
-  } else if (!absl::IsNotFound(got.status())) {
-    return got.status();
-  }
-  // Create it, then publish it with insert: of racing creators, one wins and the rest use its.
+  if (absl::IsNotFound(got.status())) return std::nullopt;
+  ARDMA_RETURN_IF_ERROR(got.status());
+  ARDMA_ASSIGN_OR_RETURN(dht::Reply reply, dht::DecodeReply(*got, dht::ReplyKind::kFlagAndValue));
+  if (!reply.flag) return std::nullopt;
+  return AddressIn(reply);
+}
+
+namespace {
+
+// Publishes a new block holding `image` as the lock `name`, with dht.insert: of racing creators
+// one wins, and each returns the winner's block.
+absl::StatusOr<uint64_t> Publish(Context& ctx, std::string_view name, std::string_view image) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t addr, heap::Allocate(ctx, kBlockBytes));
-  std::string block(kBlockBytes, '\0');
-  uint64_t magic = kMagic, hash = StableHash(name);
-  std::memcpy(block.data(), &magic, 8);
-  std::memcpy(block.data() + kNameHashOffset, &hash, 8);
-  absl::Status written = ctx.Write(addr, block);
+  absl::Status written = ctx.Write(addr, image);
   std::string value(8, '\0');
   std::memcpy(value.data(), &addr, 8);
   absl::StatusOr<std::string> inserted =
@@ -291,6 +340,24 @@ absl::StatusOr<uint64_t> Resolve(Context& ctx, std::string_view name) {
   if (!reply.ok() || reply->flag) heap::Free(ctx, addr).IgnoreError();
   if (!reply.ok()) return reply.status();
   if (reply->flag) return AddressIn(*reply);  // someone else created it first
+  return addr;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> Resolve(Context& ctx, std::string_view name) {
+  ARDMA_RETURN_IF_ERROR(CheckLockName(name));
+  ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> found, Find(ctx, name));
+  uint64_t addr = 0;
+  if (found) {
+    addr = *found;
+  } else {
+    ARDMA_ASSIGN_OR_RETURN(addr, Publish(ctx, name, BlockImage(name, 0, 0, /*sealed=*/false)));
+  }
+  // Checked once the block exists: a mover freezes the slot before it lists the locks to seal,
+  // so either it seals this block or this sees the freeze. (A block made where the slot is not
+  // served is never used.)
+  ARDMA_RETURN_IF_ERROR(CheckServed(ctx, name));
   return addr;
 }
 
@@ -316,7 +383,9 @@ absl::StatusOr<Acquired> Acquire(Context& ctx, const AcquireArgs& args) {
     return StaleRootError(absl::DataLossError(
         absl::StrCat("the lock at ", addr, " is not '", ToAbsl(args.name), "'")));
   }
+  if (before.sealed) return NotServedHere(ctx, args.name);
   ARDMA_ASSIGN_OR_RETURN(w.t, ctx.FetchAdd(addr + kTailOffset, 1));
+  if (w.t & kSealed) return NotServedHere(ctx, args.name);  // no ticket: nothing to give back
   if (before.tail == w.t) {
     // Nobody took a ticket since the read, so it describes every ticket before ours.
     Evaluation e = Evaluate(before, w.t, w.exclusive);
@@ -366,7 +435,7 @@ absl::StatusOr<Acquired> Proceed(Context& ctx, Waiter w) {
       continue;  // look again with the slot claimed
     }
     if (e.first_live < w.t) {
-      ARDMA_ASSIGN_OR_RETURN(bool expired, ExpireIfStale(ctx, w, b, e.first_live));
+      ARDMA_ASSIGN_OR_RETURN(bool expired, ExpireIfStale(ctx, w.watch, b, e.first_live));
       if (expired) {
         ARDMA_ASSIGN_OR_RETURN(Block after, ReadBlock(ctx, w.addr));
         ARDMA_RETURN_IF_ERROR(WakeScan(ctx, after).status());
@@ -471,6 +540,7 @@ absl::StatusOr<Inspection> Inspect(Context& ctx, std::string_view name) {
   Inspection out;
   ARDMA_ASSIGN_OR_RETURN(out.addr, Resolve(ctx, name));
   ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, out.addr));
+  if (b.sealed) return NotServedHere(ctx, name);
   out.next_ticket = b.tail;
   out.fence = b.fence;
   for (uint64_t u = Evaluate(b, b.tail, true).first_live; u < b.tail; ++u) {
@@ -484,6 +554,69 @@ absl::StatusOr<Inspection> Inspect(Context& ctx, std::string_view name) {
     }
   }
   return out;
+}
+
+// ---- Moving ----
+
+absl::StatusOr<SealedLock> Seal(Context& ctx, std::string_view name) {
+  ARDMA_RETURN_IF_ERROR(CheckLockName(name));
+  ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> found, Find(ctx, name));
+  if (!found) return absl::NotFoundError(absl::StrCat("no lock '", ToAbsl(name), "' here"));
+  for (int attempt = 0; attempt < kMaxRestarts; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, *found));
+    if (!b.sealed) {
+      // The tail to keep first, then the seal; a ticket taken in between fails the CAS.
+      ARDMA_RETURN_IF_ERROR(ctx.WriteU64(b.addr + kSealedTailOffset, b.tail));
+      ARDMA_ASSIGN_OR_RETURN(CasResult cas,
+                             ctx.CompareAndSwap(b.addr + kTailOffset, b.tail, kSealed | b.tail));
+      if (!cas.swapped) continue;
+    }
+    return SealedLock{std::string(name), b.addr, b.tail, b.fence};
+  }
+  return absl::AbortedError("lock: tickets came too fast to seal the lock");
+}
+
+absl::StatusOr<bool> Drained(Context& ctx, SealedLock& lock, LeaseWatch& watch) {
+  ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, lock.addr));
+  if (!b.sealed) return absl::FailedPreconditionError("lock: not sealed");
+  lock.fence = b.fence;
+  uint64_t first_live = Evaluate(b, b.tail, /*exclusive=*/true).first_live;
+  if (first_live == b.tail) return true;
+  ARDMA_ASSIGN_OR_RETURN(bool expired, ExpireIfStale(ctx, watch, b, first_live));
+  if (expired) {
+    ARDMA_ASSIGN_OR_RETURN(Block after, ReadBlock(ctx, lock.addr));
+    ARDMA_RETURN_IF_ERROR(WakeScan(ctx, after).status());
+  }
+  return false;
+}
+
+absl::Status Unseal(Context& ctx, uint64_t addr) {
+  for (int attempt = 0; attempt < kMaxRestarts; ++attempt) {
+    ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, addr));
+    if (!b.sealed) return absl::OkStatus();
+    // Tickets taken while sealed were never tickets: the tail goes back to the sealed one.
+    ARDMA_ASSIGN_OR_RETURN(uint64_t tail, ctx.ReadU64(addr + kTailOffset));
+    if (!(tail & kSealed)) return absl::OkStatus();
+    ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(addr + kTailOffset, tail, b.tail));
+    if (cas.swapped) return absl::OkStatus();
+  }
+  return absl::AbortedError("lock: tickets came too fast to unseal the lock");
+}
+
+absl::StatusOr<uint64_t> Adopt(Context& ctx, const SealedLock& from) {
+  ARDMA_RETURN_IF_ERROR(CheckLockName(from.name));
+  std::string image = BlockImage(from.name, from.tail, from.fence, /*sealed=*/true);
+  ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> found, Find(ctx, from.name));
+  if (!found) return Publish(ctx, from.name, image);
+  // A block left here: sealed, if the lock moved away from here before, or never used, if made
+  // by a taker while the slot was not served here. Either way no ticket of it is live.
+  ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, *found));
+  if (!b.sealed && b.tail != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lock '", ToAbsl(from.name), "' is already served by the receiving server"));
+  }
+  ARDMA_RETURN_IF_ERROR(ctx.Write(*found, image));
+  return *found;
 }
 
 }  // namespace ardma::lock

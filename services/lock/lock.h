@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -24,8 +25,18 @@
 
 namespace ardma::lock {
 
-// The block of the lock `name`, created on first use (through the DHT table "locks").
+// The block of the lock `name`, created on first use (through the DHT table "locks"). On a
+// cluster member that does not serve the name's slot, the redirect (slots::RedirectOf).
 absl::StatusOr<uint64_t> Resolve(Context& ctx, std::string_view name);
+// The block of the lock `name` on this server, if it has one; never creates one.
+absl::StatusOr<std::optional<uint64_t>> Find(Context& ctx, std::string_view name);
+
+// What an observer remembers of a lock's first live ticket between looks, to release it once its
+// slot word stayed unchanged for the ticket's lease (on the observer's clock).
+struct LeaseWatch {
+  uint64_t ticket = ~0ull, word = 0;
+  absl::Time since;
+};
 
 // An acquire's outcome: a result (granted, or not granted for a try or a timeout), or nullopt when
 // the request parked on the server — its answer comes later from a Wake or a resumed run.
@@ -54,6 +65,32 @@ struct Inspection {
   uint64_t addr = 0, next_ticket = 0, fence = 0, holders = 0, waiters = 0;
 };
 absl::StatusOr<Inspection> Inspect(Context& ctx, std::string_view name);
+
+// ---- Moving a lock to another server (a cluster's slot moves: docs/cluster.md) ----
+//
+// Only a free lock moves: the giver seals it (tickets taken from then on are redirected), waits
+// until every ticket taken before is released, and the receiver adopts it with the same next
+// ticket and fencing-token count, so tokens keep growing across the move. Waiters parked on one
+// server cannot be carried to another, hence "free".
+
+struct SealedLock {
+  std::string name;
+  uint64_t addr = 0;
+  uint64_t tail = 0;   // the first ticket not taken before the seal
+  uint64_t fence = 0;  // tokens issued (final once drained)
+};
+// Seals the lock `name` of this server (sealing a sealed lock changes nothing). NotFound if this
+// server has none. Run by one mover at a time.
+absl::StatusOr<SealedLock> Seal(Context& ctx, std::string_view name);
+// Whether every ticket below the seal was released; updates lock.fence. Like a waiter, it
+// releases a first ticket whose lease ran out unchanged (watched across calls through `watch`).
+absl::StatusOr<bool> Drained(Context& ctx, SealedLock& lock, LeaseWatch& watch);
+// Serves the lock at `addr` again from where it was sealed (nothing if it is not sealed).
+absl::Status Unseal(Context& ctx, uint64_t addr);
+// On the receiving server: the lock as `from` left the giver, sealed (Unseal it once the slot is
+// served here). Reuses the block a lock of that name left here when it moved away before.
+// Returns the block's address.
+absl::StatusOr<uint64_t> Adopt(Context& ctx, const SealedLock& from);
 
 }  // namespace ardma::lock
 

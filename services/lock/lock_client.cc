@@ -49,45 +49,54 @@ absl::StatusOr<std::optional<Grant>> LockClient::Run(std::string_view name, Lock
                                                      absl::Duration wait, absl::Duration lease) {
   ARDMA_RETURN_IF_ERROR(CheckLockName(name));
   ARDMA_RETURN_IF_ERROR(CheckLease(lease));
-  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(kLockSpace, name));
   AcquireArgs args{
       .name = name, .exclusive = mode == LockMode::kExclusive, .wait = wait, .lease = lease};
-  // One attempt: with the cached block address (RDMA mode), or letting the name be resolved.
+  // One attempt on one server: with the cached block address (RDMA mode), or letting the name be
+  // resolved.
   struct Sent {
-    std::string result;
+    Client* client = nullptr;
+    AcquireResult result;
     uint64_t addr = 0;
     absl::Time at;
   };
-  auto attempt = [&](std::optional<uint64_t> cached) -> absl::StatusOr<Sent> {
+  auto attempt = [&](Client& client, std::optional<uint64_t> cached) -> absl::StatusOr<Sent> {
     args.addr = cached.value_or(0);
-    Sent sent{.addr = args.addr, .at = absl::Now()};
+    Sent sent{.client = &client, .addr = args.addr, .at = absl::Now()};
     absl::StatusOr<std::string> result =
-        Call(*client, mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
+        Call(client, mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
     if (!result.ok()) {
       if (mode_ == Mode::kRdma && absl::IsDeadlineExceeded(result.status()) && args.addr != 0) {
-        Kick(*client, args.addr).IgnoreError();  // our ticket went back: an active waiter may be next
+        Kick(client, args.addr).IgnoreError();  // our ticket went back: an active waiter may be next
       }
       return result.status();
     }
-    sent.result = *std::move(result);
+    ARDMA_ASSIGN_OR_RETURN(sent.result, DecodeAcquireResult(*result));
     return sent;
   };
-  const std::string cache_key = ServerScopedName(*client, name);
-  absl::StatusOr<Sent> sent =
-      mode_ == Mode::kRdma ? addrs_.Run<Sent>(cache_key, attempt) : attempt(std::nullopt);
-  if (!sent.ok()) return sent.status();
-  ARDMA_ASSIGN_OR_RETURN(AcquireResult r, DecodeAcquireResult(sent->result));
+  auto on = [&](Client& client) -> absl::StatusOr<Sent> {
+    if (mode_ == Mode::kActive) return attempt(client, std::nullopt);
+    return addrs_.Run<Sent>(ServerScopedName(client, name),
+                            [&](std::optional<uint64_t> cached) { return attempt(client, cached); });
+  };
+  ARDMA_ASSIGN_OR_RETURN(
+      Sent sent,
+      RouteToSlot<Sent>(
+          *servers_, slots::SlotOf(kLockSpace, name),
+          options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
+          absl::StrCat("lock ", ToAbsl(name)), on,
+          [](const Sent& s) -> const std::optional<slots::Redirect>& { return s.result.redirect; }));
+  const AcquireResult& r = sent.result;
   if (!r.granted) {
-    if (r.kick && sent->addr != 0) ARDMA_RETURN_IF_ERROR(Kick(*client, sent->addr));
+    if (r.kick && sent.addr != 0) ARDMA_RETURN_IF_ERROR(Kick(*sent.client, sent.addr));
     return std::nullopt;
   }
-  if (mode_ == Mode::kRdma) addrs_.Store(cache_key, r.addr);
+  if (mode_ == Mode::kRdma) addrs_.Store(ServerScopedName(*sent.client, name), r.addr);
   Grant g;
   g.name = std::string(name);
   g.mode = mode;
   g.token = r.token;
   g.lease = lease;
-  g.lease_deadline = sent->at + lease;
+  g.lease_deadline = sent.at + lease;
   g.addr = r.addr;
   g.ticket = r.ticket;
   g.word = r.word;
@@ -134,16 +143,37 @@ absl::StatusOr<LockState> LockClient::Inspect(std::string_view name) {
   ARDMA_RETURN_IF_ERROR(CheckLockName(name));
   std::string args;
   wire::ByteWriter(&args).Str16(name);
-  absl::StatusOr<std::string> bytes = Call(name, mode_, "lock.inspect", args);
-  if (!bytes.ok()) return bytes.status();
-  wire::ByteReader r(*bytes);
-  uint64_t addr;
-  LockState s;
-  if (!r.U64(&addr) || !r.U64(&s.tickets_taken) || !r.U64(&s.tokens_issued) || !r.U64(&s.holders) ||
-      !r.U64(&s.waiters) || !r.AtEnd()) {
-    return absl::DataLossError("lock.inspect: bad result");
-  }
-  return s;
+  struct Answer {
+    LockState state;
+    std::optional<slots::Redirect> redirect;
+  };
+  auto on = [&](Client& client) -> absl::StatusOr<Answer> {
+    absl::StatusOr<std::string> bytes = Call(client, mode_, "lock.inspect", args);
+    if (!bytes.ok()) return bytes.status();
+    wire::ByteReader r(*bytes);
+    uint64_t addr;
+    Answer a;
+    if (!r.U64(&addr)) return absl::DataLossError("lock.inspect: bad result");
+    if (addr == ~0ull) {
+      a.redirect = slots::RedirectFromBytes(bytes->substr(8));
+      if (!a.redirect) return absl::DataLossError("lock.inspect: bad redirect");
+      return a;
+    }
+    LockState& s = a.state;
+    if (!r.U64(&s.tickets_taken) || !r.U64(&s.tokens_issued) || !r.U64(&s.holders) ||
+        !r.U64(&s.waiters) || !r.AtEnd()) {
+      return absl::DataLossError("lock.inspect: bad result");
+    }
+    return a;
+  };
+  ARDMA_ASSIGN_OR_RETURN(
+      Answer answer,
+      RouteToSlot<Answer>(
+          *servers_, slots::SlotOf(kLockSpace, name),
+          options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
+          absl::StrCat("lock ", ToAbsl(name)), on,
+          [](const Answer& a) -> const std::optional<slots::Redirect>& { return a.redirect; }));
+  return answer.state;
 }
 
 absl::StatusOr<LockGuard> LockGuard::Acquire(LockClient& locks, std::string_view name,

@@ -10,7 +10,8 @@
 //   +16   tail: the next ticket             FETCH_ADD 1 takes a ticket (64-bit, never wraps)
 //   +24   head: no ticket below it is live  a hint, only ever raised (CAS)
 //   +32   fence: fencing tokens issued      FETCH_ADD 1 before every grant
-//   +40   reserved (24 bytes)
+//   +40   sealed tail                       while tail has kSealed set: the tail it had then
+//   +48   reserved (16 bytes)
 //   +64   ring: kRingSlots 8-byte slots; ticket t uses slot t % kRingSlots
 //
 // A slot word describes one ticket:
@@ -30,16 +31,25 @@
 // clocks: a waiter that sees the first live ticket's slot word unchanged for longer than that
 // ticket's lease (1 s if it was never described: its taker died before its CAS) releases it (CAS),
 // so a dead or paused holder loses the lock to the next ticket.
+//
+// Sealing (a cluster moving the lock's slot to another server, docs/cluster.md): the mover writes
+// the tail T at +40, then CASes tail from T to kSealed | T. Tickets below T go on as before; a
+// taker whose FETCH_ADD returns a value with kSealed set holds no ticket (it never touches the
+// ring) and is redirected to wherever the slot's fence says. Unsealing CASes tail back to T, so
+// tickets taken while sealed leave no trace. A lock whose slot moved away stays sealed, its block
+// kept, so that clients holding its address in RDMA mode keep bouncing off it.
 #ifndef ARDMA_SERVICES_LOCK_LOCK_FORMAT_H_
 #define ARDMA_SERVICES_LOCK_LOCK_FORMAT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/slots.h"
 
 namespace ardma::lock {
 
@@ -51,6 +61,8 @@ inline constexpr uint64_t kNameHashOffset = 8;
 inline constexpr uint64_t kTailOffset = 16;
 inline constexpr uint64_t kHeadOffset = 24;
 inline constexpr uint64_t kFenceOffset = 32;
+inline constexpr uint64_t kSealedTailOffset = 40;
+inline constexpr uint64_t kSealed = 1ull << 62;
 inline constexpr uint64_t kRingOffset = 64;
 inline constexpr uint64_t kRingSlots = 120;
 inline constexpr uint64_t kBlockBytes = kRingOffset + 8 * kRingSlots;  // 1024
@@ -100,13 +112,15 @@ absl::Status CheckLease(absl::Duration lease);
 // The key a waiter for ticket `t` of the lock at `addr` parks under, and its close-hook key.
 std::string WaiterKey(uint64_t addr, uint64_t t);
 
-// lock.acquire results: granted:u8, then if granted addr:u64 ticket:u64 token:u64 word:u64 (the
-// held slot word, which release and renew present), else kick:u8 (over RemoteContext: an active
-// waiter's turn came when this try gave its ticket back; send lock.kick).
+// lock.acquire results: granted:u8, then if granted (1) addr:u64 ticket:u64 token:u64 word:u64
+// (the held slot word, which release and renew present), if not (0) kick:u8 (over RemoteContext:
+// an active waiter's turn came when this try gave its ticket back; send lock.kick), and for a lock
+// that is not served here (2) the redirect (slots::RedirectBytes).
 struct AcquireResult {
   bool granted = false;
   uint64_t addr = 0, ticket = 0, token = 0, word = 0;
   bool kick = false;
+  std::optional<slots::Redirect> redirect;
 };
 std::string EncodeAcquireResult(const AcquireResult& r);
 absl::StatusOr<AcquireResult> DecodeAcquireResult(std::string_view bytes);

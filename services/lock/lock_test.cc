@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "services/dht/dht_client.h"
 #include "services/lock/lock_client.h"
+#include "services/lock/lock.h"
 #include "services/lock/lock_format.h"
 
 namespace ardma::lock {
@@ -308,6 +309,66 @@ TEST_P(LockTest, RoundTrips) {
   absl::StatusOr<Grant> wg = w.get();
   ASSERT_TRUE(wg.ok()) << wg.status();
   EXPECT_EQ(testing::RoundTrips(*waiter_client) - w0, 1u);
+}
+
+// Sealing, as a cluster's mover does before a lock's slot leaves the server: takers are turned
+// away (here, with no other server to go to, until their timeout), tickets from before the seal
+// go on, and once unsealed the lock goes on from where it stopped, as if nobody had come by.
+TEST_P(LockTest, ASealedLockTurnsTakersAwayAndServesAgainWhereItStopped) {
+  ARDMA_SKIP_ON_CLUSTER("seals the lock on one server directly");
+  absl::StatusOr<Grant> held = locks_->Acquire("s", LockMode::kExclusive, absl::Seconds(5));
+  ASSERT_TRUE(held.ok()) << held.status();
+  RemoteContext ctx(client_.get(), {&active_libraries::lock()});
+  absl::StatusOr<SealedLock> sealed = Seal(ctx, "s");
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  EXPECT_EQ(sealed->tail, 1u);
+  EXPECT_EQ(Seal(ctx, "never-made").status().code(), absl::StatusCode::kNotFound);
+  LeaseWatch watch;
+  EXPECT_FALSE(*Drained(ctx, *sealed, watch));
+  LockClient impatient(servers(), GetParam(), CallOptions{.timeout = absl::Milliseconds(300)});
+  EXPECT_EQ(impatient.TryAcquire("s", LockMode::kExclusive).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(impatient.Inspect("s").status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(locks_->Release(*held).ok());  // a ticket from before the seal goes on
+  EXPECT_TRUE(*Drained(ctx, *sealed, watch));
+  EXPECT_EQ(sealed->fence, 1u);
+  ASSERT_TRUE(Unseal(ctx, sealed->addr).ok());
+  absl::StatusOr<std::optional<Grant>> again = impatient.TryAcquire("s", LockMode::kExclusive);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(again->has_value());
+  EXPECT_EQ((*again)->ticket, 1u);  // the takers turned away left no ticket behind
+  EXPECT_EQ((*again)->token, 2u);
+  EXPECT_EQ(State("s").tickets_taken, 2u);
+}
+
+// A lock adopted from another server goes on from the next ticket and the token count it came
+// with (onto a fresh block, or onto the block it left here when it moved away before).
+TEST_P(LockTest, AnAdoptedLockGoesOnFromTheTicketAndTokenItCameWith) {
+  ARDMA_SKIP_ON_CLUSTER("adopts the lock on one server directly");
+  RemoteContext ctx(client_.get(), {&active_libraries::lock()});
+  absl::StatusOr<uint64_t> addr = Adopt(ctx, {.name = "adopted", .tail = 1000, .fence = 77});
+  ASSERT_TRUE(addr.ok()) << addr.status();
+  LockClient impatient(servers(), GetParam(), CallOptions{.timeout = absl::Milliseconds(300)});
+  EXPECT_EQ(impatient.TryAcquire("adopted", LockMode::kExclusive).status().code(),
+            absl::StatusCode::kDeadlineExceeded);  // sealed until the slot is served here
+  ASSERT_TRUE(Unseal(ctx, *addr).ok());
+  auto take = [&](uint64_t ticket, uint64_t token) {
+    absl::StatusOr<Grant> g = locks_->Acquire("adopted", LockMode::kExclusive, absl::Seconds(5));
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(g->ticket, ticket);
+    EXPECT_EQ(g->token, token);
+    ASSERT_TRUE(locks_->Release(*g).ok());
+  };
+  for (uint64_t i = 0; i < 3; ++i) take(1000 + i, 78 + i);
+  ASSERT_TRUE(Seal(ctx, "adopted").ok());  // it moves away ...
+  absl::StatusOr<uint64_t> back = Adopt(ctx, {.name = "adopted", .tail = 5000, .fence = 900});
+  ASSERT_TRUE(back.ok()) << back.status();  // ... and comes back, onto its old block
+  EXPECT_EQ(*back, *addr);
+  ASSERT_TRUE(Unseal(ctx, *back).ok());
+  take(5000, 901);
+  // A lock served here is not adopted over.
+  EXPECT_EQ(Adopt(ctx, {.name = "adopted", .tail = 1, .fence = 1}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // Every combination at once: active and RDMA mode, over TCP and over UCX.
