@@ -2,20 +2,22 @@
 // clients run (docs/cluster.md, "Moving slots"); `ardma cluster fix` repairs what a mover that
 // died mid-move left behind. One move gives a set of slots from one server to another:
 //
-//   1. freeze the slots in the giver's fence (reads go on, writes wait), then seal their locks
-//      and wait for each to be free (a slot whose lock stays busy is given back and kept);
+//   1. freeze the slots in the giver's fence (reads go on, writes wait); seal their locks and wait
+//      for each to be free (a slot whose lock stays busy is given back and kept); seal their
+//      lists and read them;
 //   2. copy their keys, table by table, sweeping the giver's buckets under their locks (so a
-//      write that checked the fence before the freeze is in the copy), and adopt their locks on
-//      the receiver, sealed;
-//   3. mark them owned in the receiver's fence, then moved (naming the receiver) in the giver's;
-//   4. publish the map at the next epoch, compared on the map's etcd revision, and unseal the
-//      receiver's locks;
-//   5. purge the giver's copies (its sealed locks stay, for clients that cached their address).
+//      write that checked the fence before the freeze is in the copy); the receiver adopts the
+//      locks and lists, not served yet;
+//   3. mark them owned in the receiver's fence, then moved (naming the receiver) in the giver's,
+//      whose lists stop answering;
+//   4. publish the map at the next epoch, compared on the map's etcd revision, and serve the
+//      receiver's locks and lists;
+//   5. purge the giver's keys (its sealed locks and lists stay, for clients that cached their
+//      addresses).
 //
-// A failure before 4 puts both fences back and unseals the giver's locks; a mover that dies
-// leaves them for `cluster fix`. The admin lock keeps other administrators out throughout. Slots
-// that hold a list do not move (the list service does not check the fence yet): they stay with the
-// giver and are reported.
+// A failure before 4 puts both fences back and serves the giver's locks and lists again; a mover
+// that dies leaves them for `cluster fix`. The admin lock keeps other administrators out
+// throughout.
 #include <unistd.h>
 
 #include <iostream>
@@ -30,7 +32,7 @@
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "services/dht/dht_mover.h"
-#include "services/list/list_format.h"
+#include "services/list/list_mover.h"
 #include "services/lock/lock_mover.h"
 #include "tools/ardma_cli.h"
 
@@ -40,7 +42,7 @@ namespace {
 using cluster::MemberInfo;
 
 struct MoveReport {
-  size_t moved = 0, kept = 0, busy = 0;
+  size_t moved = 0, busy = 0;
   uint64_t keys = 0;
   absl::Duration took;
 };
@@ -55,17 +57,6 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectMember(const MemberInfo& member) 
     }
   }
   return absl::FailedPreconditionError(absl::StrCat("member ", member.id, " has no tcp address"));
-}
-
-// The slots that hold a list on `server`: they do not move.
-absl::StatusOr<std::set<uint32_t>> PinnedSlots(Client& server) {
-  std::set<uint32_t> pinned;
-  RemoteContext ctx(&server, {});
-  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> lists, heap::ListRoots(ctx, list::kRootPrefix));
-  for (const std::string& root : lists) {
-    pinned.insert(slots::SlotOf(list::kListSpace, root.substr(list::kRootPrefix.size())));
-  }
-  return pinned;
 }
 
 // Steps 2 and 5 over every table of the giver (not the lock service's own).
@@ -92,104 +83,117 @@ class SlotMove {
     const absl::Time start = absl::Now();
     ARDMA_ASSIGN_OR_RETURN(giver_, ConnectMember(from_));
     ARDMA_ASSIGN_OR_RETURN(receiver_, ConnectMember(to_));
-    RemoteContext gctx(giver_.get(), {}), rctx(receiver_.get(), {});
-    ARDMA_ASSIGN_OR_RETURN(giver_fence_, heap::GetRoot(gctx, slots::kFenceRoot));
-    ARDMA_ASSIGN_OR_RETURN(receiver_fence_, cluster::OpenFence(rctx));
-    ARDMA_ASSIGN_OR_RETURN(cluster::StoredMap stored, cluster::ReadMap(etcd_, where_.name));
+    gctx_.emplace(giver_.get(), std::vector<const ActiveLibrary*>{});
+    rctx_.emplace(receiver_.get(), std::vector<const ActiveLibrary*>{});
+    ARDMA_ASSIGN_OR_RETURN(giver_fence_, heap::GetRoot(*gctx_, slots::kFenceRoot));
+    ARDMA_ASSIGN_OR_RETURN(receiver_fence_, cluster::OpenFence(*rctx_));
+    ARDMA_ASSIGN_OR_RETURN(stored_, cluster::ReadMap(etcd_, where_.name));
+    slots_ = std::move(slots);
+    ARDMA_RETURN_IF_ERROR(CheckGiverServes());
     MoveReport report;
-    ARDMA_ASSIGN_OR_RETURN(std::set<uint32_t> pinned, PinnedSlots(*giver_));
-    report.kept = std::erase_if(slots, [&](uint32_t s) { return pinned.contains(s); });
-    if (slots.empty()) return report;
-    ARDMA_RETURN_IF_ERROR(CheckGiverServes(gctx, stored.map, slots));
-    // 1.
-    const uint64_t epoch = stored.map.epoch();
-    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
-        gctx, giver_fence_, slots, slots::FenceWord(slots::SlotState::kFrozen, epoch + 1), 0));
-    std::set<uint32_t> busy;
-    absl::StatusOr<std::vector<lock::SealedLock>> locks = lock::SealWhenFree(
-        *giver_, std::set<uint32_t>(slots.begin(), slots.end()), absl::Now() + lock_wait_, &busy);
-    if (!locks.ok()) {
-      Undo(gctx, rctx, slots, epoch, dht::SlotBitmap(slots));
-      return locks.status();
-    }
-    if (!busy.empty()) {
-      std::vector<uint32_t> kept(busy.begin(), busy.end());
-      ARDMA_RETURN_IF_ERROR(cluster::WriteFence(gctx, giver_fence_, kept,
-                                                slots::FenceWord(slots::SlotState::kOwned, epoch), 0));
-      report.busy = std::erase_if(slots, [&](uint32_t s) { return busy.contains(s); });
-      if (slots.empty()) return report;
-    }
-    const std::string bitmap = dht::SlotBitmap(slots);
-    absl::StatusOr<uint64_t> copied = HandOver(gctx, rctx, stored, slots, bitmap, *locks);
+    ARDMA_ASSIGN_OR_RETURN(report.busy, Freeze());
+    if (slots_.empty()) return report;
+    absl::StatusOr<uint64_t> copied = HandOver();
     if (!copied.ok()) {
-      Undo(gctx, rctx, slots, epoch, bitmap);
+      Undo();
       return copied.status();
     }
-    // The map names the receiver now: its locks are served there. (A mover that dies here leaves
-    // them sealed, for `cluster fix`.)
-    ARDMA_RETURN_IF_ERROR(lock::UnsealIn(*receiver_, std::set<uint32_t>(slots.begin(), slots.end())));
-    report.moved = slots.size();
+    // The map names the receiver now: its locks and lists are served there. (A mover that dies
+    // here leaves them sealed, for `cluster fix`.)
+    ARDMA_RETURN_IF_ERROR(lock::UnsealIn(*receiver_, SlotSet()));
+    ARDMA_RETURN_IF_ERROR(list::ServeListsIn(*receiver_, SlotSet(), /*served=*/true));
+    report.moved = slots_.size();
     report.keys = *copied;
     // 5.
     ARDMA_RETURN_IF_ERROR(ForEachTable(*giver_, [&](const std::string& table) {
-                            return dht::PurgeSlots(*giver_, table, bitmap);
+                            return dht::PurgeSlots(*giver_, table, dht::SlotBitmap(slots_));
                           }).status());
     report.took = absl::Now() - start;
     return report;
   }
 
  private:
-  // The map and the giver's fence agree that the giver serves every one of `slots`.
-  absl::Status CheckGiverServes(RemoteContext& gctx, const cluster::SlotMap& map,
-                                const std::vector<uint32_t>& slots) {
+  std::set<uint32_t> SlotSet() const { return std::set<uint32_t>(slots_.begin(), slots_.end()); }
+
+  // The map and the giver's fence agree that the giver serves every slot to move.
+  absl::Status CheckGiverServes() {
     ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> words,
-                           cluster::ReadFence(gctx, giver_fence_, slots));
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (map.Owner(slots[i]) != from_.id ||
+                           cluster::ReadFence(*gctx_, giver_fence_, slots_));
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (stored_.map.Owner(slots_[i]) != from_.id ||
           slots::StateOf(words[i]) != slots::SlotState::kOwned) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "slot ", slots[i], " is not served by ", from_.id,
+            "slot ", slots_[i], " is not served by ", from_.id,
             " as the map says (run ardma cluster status)"));
       }
     }
     return absl::OkStatus();
   }
 
-  // Steps 2-4 (but the receiver's locks stay sealed); returns the keys copied. On error the caller
-  // undoes them.
-  absl::StatusOr<uint64_t> HandOver(RemoteContext& gctx, RemoteContext& rctx,
-                                    const cluster::StoredMap& stored,
-                                    const std::vector<uint32_t>& slots, const std::string& bitmap,
-                                    const std::vector<lock::SealedLock>& locks) {
-    const uint64_t epoch = stored.map.epoch() + 1;
-    ARDMA_ASSIGN_OR_RETURN(uint64_t copied,
-                           ForEachTable(*giver_, [&](const std::string& table) {
-                             return dht::CopySlots(*giver_, *receiver_, table, bitmap);
-                           }));
-    ARDMA_RETURN_IF_ERROR(lock::AdoptAll(*receiver_, locks));
+  // Step 1: freezes the slots, seals their locks once free and their lists. The slots of locks
+  // that stayed busy are served again and dropped from the move; returns how many.
+  absl::StatusOr<size_t> Freeze() {
+    const uint64_t epoch = stored_.map.epoch();
     ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
-        rctx, receiver_fence_, slots, slots::FenceWord(slots::SlotState::kOwned, epoch), 0));
-    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(gctx, giver_fence_, slots,
+        *gctx_, giver_fence_, slots_, slots::FenceWord(slots::SlotState::kFrozen, epoch + 1), 0));
+    std::set<uint32_t> busy;
+    absl::StatusOr<std::vector<lock::SealedLock>> locks =
+        lock::SealWhenFree(*giver_, SlotSet(), absl::Now() + lock_wait_, &busy);
+    if (!locks.ok()) {
+      Undo();
+      return locks.status();
+    }
+    locks_ = *std::move(locks);
+    if (!busy.empty()) {
+      std::vector<uint32_t> kept(busy.begin(), busy.end());
+      ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
+          *gctx_, giver_fence_, kept, slots::FenceWord(slots::SlotState::kOwned, epoch), 0));
+    }
+    size_t dropped = std::erase_if(slots_, [&](uint32_t s) { return busy.contains(s); });
+    absl::StatusOr<std::vector<list::SealedList>> lists = list::SealListsIn(*giver_, SlotSet());
+    if (!lists.ok()) {
+      Undo();
+      return lists.status();
+    }
+    lists_ = *std::move(lists);
+    return dropped;
+  }
+
+  // Steps 2-4 (the receiver's locks and lists not served yet); returns the keys copied. On error
+  // the caller undoes them.
+  absl::StatusOr<uint64_t> HandOver() {
+    const uint64_t epoch = stored_.map.epoch() + 1;
+    ARDMA_ASSIGN_OR_RETURN(uint64_t copied, ForEachTable(*giver_, [&](const std::string& table) {
+                             return dht::CopySlots(*giver_, *receiver_, table,
+                                                   dht::SlotBitmap(slots_));
+                           }));
+    ARDMA_RETURN_IF_ERROR(lock::AdoptAll(*receiver_, locks_));
+    ARDMA_RETURN_IF_ERROR(list::AdoptLists(*receiver_, lists_));
+    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
+        *rctx_, receiver_fence_, slots_, slots::FenceWord(slots::SlotState::kOwned, epoch), 0));
+    ARDMA_RETURN_IF_ERROR(cluster::WriteFence(*gctx_, giver_fence_, slots_,
                                               slots::FenceWord(slots::SlotState::kMoved, epoch),
                                               cluster::IdWord(to_.id)));
+    // Before anyone may change them on the receiver, the giver's lists stop answering reads.
+    ARDMA_RETURN_IF_ERROR(list::ServeListsIn(*giver_, SlotSet(), /*served=*/false));
     ARDMA_ASSIGN_OR_RETURN(bool published,
-                           etcd_.PutIf(cluster::MapKey(where_.name), stored.revision,
-                                       stored.map.WithSlots(slots, to_.id).ToJson()));
+                           etcd_.PutIf(cluster::MapKey(where_.name), stored_.revision,
+                                       stored_.map.WithSlots(slots_, to_.id).ToJson()));
     if (!published) return absl::AbortedError("the slot map changed during the move");
     return copied;
   }
 
   // The giver serves the slots again; the receiver drops what it was given (its adopted locks
-  // stay sealed: a sealed lock is never served).
-  void Undo(RemoteContext& gctx, RemoteContext& rctx, const std::vector<uint32_t>& slots,
-            uint64_t epoch, const std::string& bitmap) {
-    (void)cluster::WriteFence(rctx, receiver_fence_, slots, 0, 0);
+  // and lists are never served).
+  void Undo() {
+    (void)cluster::WriteFence(*rctx_, receiver_fence_, slots_, 0, 0);
     (void)ForEachTable(*receiver_, [&](const std::string& table) {
-      return dht::PurgeSlots(*receiver_, table, bitmap);
+      return dht::PurgeSlots(*receiver_, table, dht::SlotBitmap(slots_));
     });
-    (void)cluster::WriteFence(gctx, giver_fence_, slots,
-                              slots::FenceWord(slots::SlotState::kOwned, epoch), 0);
-    (void)lock::UnsealIn(*giver_, std::set<uint32_t>(slots.begin(), slots.end()));
+    (void)cluster::WriteFence(*gctx_, giver_fence_, slots_,
+                              slots::FenceWord(slots::SlotState::kOwned, stored_.map.epoch()), 0);
+    (void)lock::UnsealIn(*giver_, SlotSet());
+    (void)list::ServeListsIn(*giver_, SlotSet(), /*served=*/true);
   }
 
   cluster::EtcdClient& etcd_;
@@ -198,7 +202,12 @@ class SlotMove {
   const MemberInfo& to_;
   const absl::Duration lock_wait_;
   std::unique_ptr<Client> giver_, receiver_;
+  std::optional<RemoteContext> gctx_, rctx_;
   uint64_t giver_fence_ = 0, receiver_fence_ = 0;
+  cluster::StoredMap stored_;
+  std::vector<uint32_t> slots_;
+  std::vector<lock::SealedLock> locks_;
+  std::vector<list::SealedList> lists_;
 };
 
 // The servers the slots should end up even over, for `add ID`, `remove ID` or `rebalance`.
@@ -230,8 +239,8 @@ absl::StatusOr<std::vector<std::string>> Targets(const std::vector<std::string>&
 
 // `cluster fix` on one member: its fence made to agree with the map — owned where the map names
 // it, moved (naming the map's owner) where it says owned or frozen but the map names another —,
-// its locks served in the slots it owns and sealed in the others, and the keys of slots it does
-// not own purged from its tables.
+// its locks and lists served in the slots it owns and sealed in the others, and the keys of slots
+// it does not own purged from its tables.
 absl::Status FixMember(const MemberInfo& member, const cluster::SlotMap& map) {
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, ConnectMember(member));
   RemoteContext ctx(client.get(), {});
@@ -266,8 +275,11 @@ absl::Status FixMember(const MemberInfo& member, const cluster::SlotMap& map) {
   for (uint32_t s = 0; s < slots::kSlots; ++s) {
     if (map.Owner(s) == member.id) owned.insert(s);
   }
+  const std::set<uint32_t> not_owned(others.begin(), others.end());
   ARDMA_RETURN_IF_ERROR(lock::UnsealIn(*client, owned));
-  ARDMA_RETURN_IF_ERROR(lock::SealIn(*client, std::set<uint32_t>(others.begin(), others.end())));
+  ARDMA_RETURN_IF_ERROR(lock::SealIn(*client, not_owned));
+  ARDMA_RETURN_IF_ERROR(list::ServeListsIn(*client, owned, /*served=*/true));
+  ARDMA_RETURN_IF_ERROR(list::ServeListsIn(*client, not_owned, /*served=*/false));
   const std::string bitmap = dht::SlotBitmap(others);
   ARDMA_ASSIGN_OR_RETURN(uint64_t purged, ForEachTable(*client, [&](const std::string& table) {
                            return dht::PurgeSlots(*client, table, bitmap);
@@ -312,7 +324,6 @@ absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddre
         SlotMove(etcd, where, live[move.from], live[move.to], lock_wait).Run(move.slots));
     std::cout << absl::StrFormat("%s -> %s: %d slots, %d keys in %.2f s", move.from, move.to,
                                  r.moved, r.keys, absl::ToDoubleSeconds(r.took));
-    if (r.kept > 0) std::cout << absl::StrFormat(" (%d slots kept: they hold lists)", r.kept);
     if (r.busy > 0) {
       std::cout << absl::StrFormat(" (%d slots kept: a lock in them stayed busy for %s)", r.busy,
                                    absl::FormatDuration(lock_wait));

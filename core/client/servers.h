@@ -56,10 +56,11 @@ class OneServer final : public Servers {
   Client* const client_;
 };
 
-// Runs `call(Client&) -> StatusOr<T>` on the server that holds `slot`, following redirects:
-// `redirect_of(const T&) -> const std::optional<slots::Redirect>&` says when the answer is one (the
-// slot moved: learn where; or is moving: try again shortly). A slot still moving `timeout` after
-// the first redirect fails with DEADLINE_EXCEEDED naming `what`.
+// Runs `call(Client&) -> StatusOr<T>` on the server that holds `slot`, following redirects (the
+// slot moved: learn where; or is moving: try again shortly): an error status that carries one
+// (slots::RedirectOf; it crosses the wire whole), or an answer for which
+// `redirect_of(const T&) -> std::optional<slots::Redirect>` has one. A slot still moving `timeout`
+// after the first redirect fails with DEADLINE_EXCEEDED naming `what`.
 template <typename T, typename Call, typename RedirectOf>
 absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration timeout,
                               std::string_view what, Call call, RedirectOf redirect_of) {
@@ -68,8 +69,10 @@ absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration ti
     absl::StatusOr<Client*> client = servers.ForSlot(slot);
     if (!client.ok()) return client.status();
     absl::StatusOr<T> result = call(**client);
-    if (!result.ok() || !redirect_of(*result).has_value()) return result;
-    absl::Status learned = servers.Redirected(*redirect_of(*result));
+    std::optional<slots::Redirect> redirect =
+        result.ok() ? redirect_of(*result) : slots::RedirectOf(result.status());
+    if (!redirect) return result;
+    absl::Status learned = servers.Redirected(*redirect);
     if (absl::IsFailedPrecondition(learned)) return learned;
     if (deadline == absl::InfinitePast()) {
       deadline = absl::Now() + timeout;
@@ -82,6 +85,13 @@ absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration ti
     absl::SleepFor(std::min(absl::Microseconds(100) * (1 << std::min(attempt, 8)),
                             absl::Milliseconds(20)));
   }
+}
+
+template <typename T, typename Call>
+absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration timeout,
+                              std::string_view what, Call call) {
+  return RouteToSlot<T>(servers, slot, timeout, what, call,
+                        [](const T&) { return std::optional<slots::Redirect>(); });
 }
 
 }  // namespace ardma

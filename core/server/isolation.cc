@@ -86,12 +86,8 @@ bool ReceiveMessage(int fd, Type* type, std::string* payload) {
 std::string StatusPayload(const absl::Status& status, std::string_view ok_payload) {
   std::string out;
   ByteWriter w(&out);
-  w.U16(wire::StatusToWire(status.code()));
-  if (status.ok()) {
-    w.Bytes(ok_payload);
-  } else {
-    w.Bytes(std::string_view(status.message().data(), status.message().size()));
-  }
+  w.U16(wire::StatusToWire(status));
+  w.Bytes(status.ok() ? std::string(ok_payload) : wire::StatusPayload(status));
   return out;
 }
 
@@ -229,17 +225,13 @@ class WorkerLink : public ServerLink {
         fn.ok() ? LocalContext::Run(&ex, *fn, args) : absl::StatusOr<std::string>(fn.status());
     std::string done;
     ByteWriter w(&done);
-    w.U16(wire::StatusToWire(result.status().code()));
+    w.U16(wire::StatusToWire(result.status()));
     const ActiveOpCounts& c = ex.counts;
     for (uint64_t v :
          {c.reads, c.writes, c.cas, c.fetch_adds, c.bytes_read, c.bytes_written, c.calls}) {
       w.U64(v);
     }
-    if (result.ok()) {
-      w.Bytes(*result);
-    } else {
-      w.Bytes(std::string_view(result.status().message().data(), result.status().message().size()));
-    }
+    w.Bytes(result.ok() ? *result : wire::StatusPayload(result.status()));
     if (!SendMessage(kChannelFd, kDone, done)) break;
   }
   std::_Exit(0);

@@ -1,8 +1,10 @@
 #include "core/wire/frame.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/slots.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 
@@ -111,11 +113,10 @@ void FinishFrame(FrameHeader header, size_t start, std::string* out) {
 std::string EncodeErrorResponse(const FrameHeader& request, const absl::Status& status) {
   std::string out;
   size_t start = BeginFrame(&out);
-  absl::string_view message = status.message();
-  out.append(message.data(), message.size());
+  out.append(StatusPayload(status));
   FrameHeader h = request;
   h.flags = kFlagResponse;
-  h.status = StatusToWire(status.code());
+  h.status = StatusToWire(status);
   FinishFrame(h, start, &out);
   return out;
 }
@@ -134,7 +135,27 @@ std::string ErrorResponseForHeader(std::string_view raw, const absl::Status& sta
 
 uint16_t StatusToWire(absl::StatusCode code) { return static_cast<uint16_t>(code); }
 
+uint16_t StatusToWire(const absl::Status& status) {
+  return slots::RedirectOf(status) ? kWireRedirect : StatusToWire(status.code());
+}
+
+std::string StatusPayload(const absl::Status& status) {
+  std::string out;
+  if (std::optional<slots::Redirect> redirect = slots::RedirectOf(status)) {
+    out = slots::RedirectBytes(*redirect);
+  }
+  absl::string_view message = status.message();
+  out.append(message.data(), message.size());
+  return out;
+}
+
 absl::Status StatusFromWire(uint16_t status, std::string_view message) {
+  if (status == kWireRedirect) {
+    std::optional<slots::Redirect> redirect =
+        slots::RedirectFromBytes(message.substr(0, std::min(message.size(), slots::kRedirectBytes)));
+    if (redirect) return slots::RedirectStatus(*redirect);
+    return absl::DataLossError("a malformed redirect");
+  }
   absl::StatusCode code = status <= static_cast<uint16_t>(absl::StatusCode::kUnauthenticated)
                               ? static_cast<absl::StatusCode>(status)
                               : absl::StatusCode::kUnknown;

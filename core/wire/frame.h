@@ -108,9 +108,15 @@ std::string EncodeErrorResponse(const FrameHeader& request, const absl::Status& 
 // answers such a frame with it and then closes the connection, over every transport.
 std::string ErrorResponseForHeader(std::string_view raw, const absl::Status& status);
 
-// Status <-> wire. The wire carries absl::StatusCode values; unknown ones decode as kUnknown.
+// Status <-> wire. The wire carries absl::StatusCode values (unknown ones decode as kUnknown) and
+// the message as the payload; a redirect (slots::RedirectOf: the key's slot is served elsewhere)
+// travels as kWireRedirect with the redirect's bytes (slots::RedirectBytes) before the message, so
+// that every service's client can follow it.
+inline constexpr uint16_t kWireRedirect = 100;
 uint16_t StatusToWire(absl::StatusCode code);
-absl::Status StatusFromWire(uint16_t status, std::string_view message);
+uint16_t StatusToWire(const absl::Status& status);
+std::string StatusPayload(const absl::Status& status);
+absl::Status StatusFromWire(uint16_t status, std::string_view payload);
 
 }  // namespace ardma::wire
 

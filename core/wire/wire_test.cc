@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/wire/byte_io.h"
+#include "core/slots.h"
 #include "core/wire/frame.h"
 #include "core/wire/messages.h"
 #include "gmock/gmock.h"
@@ -102,6 +103,24 @@ TEST(FrameTest, ErrorResponseCarriesCodeAndMessage) {
   EXPECT_EQ(s.message(), "too far");
   EXPECT_EQ(StatusFromWire(999, "x").code(), absl::StatusCode::kUnknown);
   EXPECT_TRUE(StatusFromWire(0, "").ok());
+}
+
+TEST(FrameTest, ARedirectCrossesTheWireWhole) {
+  FrameHeader request{.op = Op::kExecute, .request_id = 4};
+  slots::Redirect sent{.frozen = false, .slot = 12345, .epoch = 7, .owner = 0xabcdef};
+  std::string frame = EncodeErrorResponse(request, slots::RedirectStatus(sent));
+  absl::StatusOr<FrameHeader> h = DecodeHeader(frame, {});
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->status, kWireRedirect);
+  absl::Status s = StatusFromWire(h->status, std::string_view(frame).substr(kHeaderSize));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  std::optional<slots::Redirect> got = slots::RedirectOf(s);
+  ASSERT_TRUE(got.has_value()) << s;
+  EXPECT_EQ(got->slot, 12345u);
+  EXPECT_EQ(got->epoch, 7u);
+  EXPECT_EQ(got->owner, 0xabcdefu);
+  EXPECT_FALSE(got->frozen);
+  EXPECT_EQ(StatusFromWire(kWireRedirect, "short").code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(MessagesTest, ReadRoundTrip) {

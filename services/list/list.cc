@@ -6,10 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/memory/heap.h"
+#include "core/slots.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "services/random64.h"
 #include "services/root_cache.h"
+#include "services/slot_check.h"
 
 namespace ardma::list {
 namespace {
@@ -18,9 +20,12 @@ using wire::ByteWriter;
 
 constexpr uint64_t kAddrMask = ((1ull << 48) - 1) & ~15ull;
 constexpr uint64_t kRemovedBit = 1;
+constexpr uint64_t kSealedBit = 2;
 constexpr uint64_t kHeaderBytes = 32;
 constexpr uint64_t kHeadOffset = 8;
 constexpr uint64_t kCountOffset = 16;
+constexpr uint64_t kStateOffset = 24;
+constexpr uint64_t kNotServed = 1;
 constexpr uint64_t kInlineValueBytes = kNodeReadBytes - kNodeHeaderBytes;
 constexpr uint32_t kMaxPageBytes = 8u << 20;
 // A walk restarts when a node it reached was freed under it; that needs a concurrent remove each
@@ -49,23 +54,42 @@ absl::Status TooManyRestarts() {
 struct Header {
   uint64_t head = 0;
   uint64_t count = 0;
+  uint64_t state = 0;
   bool v1 = false;  // made before EndOf: its tails' next words may be plain 0
 };
 
-absl::StatusOr<Header> ReadHeader(Context& ctx, uint64_t header) {
-  char bytes[24];
-  ARDMA_RETURN_IF_ERROR(ctx.Read(header, std::span<char>(bytes, 24)));
+uint32_t SlotOfState(uint64_t state) { return static_cast<uint32_t>(state >> 1); }
+
+// The list's header, served here or not.
+absl::StatusOr<Header> ReadAnyHeader(Context& ctx, uint64_t header) {
+  char bytes[kHeaderBytes];
+  ARDMA_RETURN_IF_ERROR(ctx.Read(header, std::span<char>(bytes, kHeaderBytes)));
   uint64_t magic;
   Header h;
   std::memcpy(&magic, bytes, 8);
-  std::memcpy(&h.head, bytes + 8, 8);
-  std::memcpy(&h.count, bytes + 16, 8);
+  std::memcpy(&h.head, bytes + kHeadOffset, 8);
+  std::memcpy(&h.count, bytes + kCountOffset, 8);
+  std::memcpy(&h.state, bytes + kStateOffset, 8);
   h.v1 = magic == kHeaderMagicV1;
   if (magic != kHeaderMagic && !h.v1) {
     return StaleRootError(
         absl::InvalidArgumentError(absl::StrCat("no list header at address ", header)));
   }
   return h;
+}
+
+// The list's header; the redirect if the list is not served here (it moved away, or was adopted
+// and is not served yet).
+absl::StatusOr<Header> ReadHeader(Context& ctx, uint64_t header) {
+  ARDMA_ASSIGN_OR_RETURN(Header h, ReadAnyHeader(ctx, header));
+  if (h.state & kNotServed) return NotServedHere(ctx, SlotOfState(h.state));
+  return h;
+}
+
+// The answer to a change that met a sealed word: the list is being moved (docs/cluster.md).
+absl::Status Sealed(Context& ctx, uint64_t header) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t state, ctx.ReadU64(header + kStateOffset));
+  return NotServedHere(ctx, SlotOfState(state));
 }
 
 // ---- Nodes ----
@@ -136,6 +160,8 @@ uint64_t LinkWordOf(uint64_t header, uint64_t prev_link) {
 // Unlinks a removed node from its predecessor's link word. The one whose CAS succeeds poisons the
 // node's tag and frees it. Returns whether this call unlinked it.
 absl::StatusOr<bool> Unlink(Context& ctx, uint64_t header, uint64_t prev_link, const Node& node) {
+  // Reached through a sealed word (a move is sealing the list): that word never changes.
+  if (node.link & kSealedBit) return false;
   uint64_t successor = node.successor();
   if (LinkAddr(successor) == 0) successor = EndOf(prev_link);  // the predecessor becomes the tail
   ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(LinkWordOf(header, prev_link),
@@ -158,8 +184,11 @@ absl::StatusOr<bool> Walk(Context& ctx, uint64_t header, uint64_t head, uint64_t
     ARDMA_ASSIGN_OR_RETURN(std::optional<Node> node, ReadNode(ctx, header, link));
     if (!node) return false;
     if (node->removed()) {
-      ARDMA_ASSIGN_OR_RETURN(bool unlinked, Unlink(ctx, header, prev_link, *node));
-      if (!unlinked) return false;
+      // Sealed words never change: pass a removed node that can no longer be unlinked.
+      if (!(link & kSealedBit)) {
+        ARDMA_ASSIGN_OR_RETURN(bool unlinked, Unlink(ctx, header, prev_link, *node));
+        if (!unlinked) return false;
+      }
       link = node->successor();
       continue;
     }
@@ -176,8 +205,10 @@ absl::StatusOr<bool> Walk(Context& ctx, uint64_t header, uint64_t head, uint64_t
   return true;
 }
 
-// Allocates and fills a node holding `value`, the end of a list. Returns its link.
-absl::StatusOr<uint64_t> NewNode(Context& ctx, uint64_t header, const ListValue& value) {
+// Allocates and fills a node holding `value`, linked to `next` (0: the end of a list). Returns its
+// link.
+absl::StatusOr<uint64_t> NewNode(Context& ctx, uint64_t header, const ListValue& value,
+                                 uint64_t next = 0) {
   std::string encoded;
   EncodeValue(value, &encoded);
   std::string_view bytes = std::string_view(encoded).substr(5);  // type:u8 length:u32 bytes
@@ -188,7 +219,7 @@ absl::StatusOr<uint64_t> NewNode(Context& ctx, uint64_t header, const ListValue&
   std::string node;
   node.reserve(kNodeHeaderBytes + bytes.size());
   ByteWriter w(&node);
-  w.U64(EndOf(link));
+  w.U64(next != 0 ? next : EndOf(link));
   w.U64(MakeLink(header, LinkIncarnation(link)));
   w.U64(static_cast<uint64_t>(type) << 56 | bytes.size());
   w.Bytes(bytes);
@@ -204,12 +235,11 @@ absl::StatusOr<uint64_t> NewNode(Context& ctx, uint64_t header, const ListValue&
 
 // ---- Lists by name ----
 
-absl::StatusOr<uint64_t> OpenByName(Context& ctx, std::string_view name, bool create) {
-  ARDMA_RETURN_IF_ERROR(CheckName(name));
-  std::string root = absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(name));
-  absl::StatusOr<uint64_t> found = heap::GetRoot(ctx, root);
-  if (found.ok() || !absl::IsNotFound(found.status())) return found;
-  if (!create) return absl::NotFoundError(absl::StrCat("no list named '", ToAbsl(name), "'"));
+namespace {
+
+// A new empty list published as root `root`; of racing creators one wins, and each returns the
+// winner's header.
+absl::StatusOr<uint64_t> Create(Context& ctx, const std::string& root) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t header, heap::Allocate(ctx, kHeaderBytes));
   char bytes[kHeaderBytes] = {};
   std::memcpy(bytes, &kHeaderMagic, 8);  // head 0: EndOf the header
@@ -223,9 +253,26 @@ absl::StatusOr<uint64_t> OpenByName(Context& ctx, std::string_view name, bool cr
   return published;
 }
 
-absl::StatusOr<uint64_t> Resolve(Context& ctx, const Target& target, bool create) {
+}  // namespace
+
+absl::StatusOr<uint64_t> OpenByName(Context& ctx, std::string_view name, Use use) {
+  ARDMA_RETURN_IF_ERROR(CheckName(name));
+  std::string root = absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(name));
+  absl::StatusOr<uint64_t> header = heap::GetRoot(ctx, root);
+  if (absl::IsNotFound(header.status()) && use == Use::kCreate) header = Create(ctx, root);
+  if (!header.ok() && !absl::IsNotFound(header.status())) return header;
+  // Checked once the list exists (or is known not to): a mover freezes the slot before it lists
+  // the lists to seal, so either it seals this one or this sees the freeze. (A list made where
+  // the slot is not served is never used.)
+  ARDMA_RETURN_IF_ERROR(
+      CheckSlotServed(ctx, slots::SlotOf(kListSpace, name), /*write=*/use != Use::kRead));
+  if (!header.ok()) return absl::NotFoundError(absl::StrCat("no list named '", ToAbsl(name), "'"));
+  return header;
+}
+
+absl::StatusOr<uint64_t> Resolve(Context& ctx, const Target& target, Use use) {
   if (target.header != 0) return target.header;
-  return OpenByName(ctx, target.name, create);
+  return OpenByName(ctx, target.name, use);
 }
 
 // ---- Operations ----
@@ -255,6 +302,10 @@ absl::Status Append(Context& ctx, uint64_t header, const ListValue& value) {
       if (cas.swapped) {
         return ctx.FetchAdd(header + kCountOffset, 1).status();
       }
+      if (cas.observed & kSealedBit) {
+        heap::Free(ctx, LinkAddr(link)).IgnoreError();
+        return Sealed(ctx, header);
+      }
       // The tail was removed (marked), or freed and reused (another end): start over.
       if (cas.observed & kRemovedBit || LinkAddr(cas.observed) == 0) break;
       ARDMA_ASSIGN_OR_RETURN(std::optional<Node> node, ReadNode(ctx, header, cas.observed));
@@ -272,6 +323,10 @@ absl::Status Prepend(Context& ctx, uint64_t header, const ListValue& value) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t link, NewNode(ctx, header, value));
   uint64_t head = h.head, next = EndOf(link);
   for (int attempt = 0; attempt < kMaxRestarts; ++attempt) {
+    if (head & kSealedBit) {
+      heap::Free(ctx, LinkAddr(link)).IgnoreError();
+      return Sealed(ctx, header);
+    }
     // The node's next word is the head it replaces, or its own end if the list is empty now
     // (perhaps again, after a failed CAS wrote an older head there).
     uint64_t want = LinkAddr(head) != 0 ? head : EndOf(link);
@@ -305,10 +360,12 @@ absl::StatusOr<ListValue> GetOrRemove(Context& ctx, uint64_t header, uint64_t in
                  return true;
                }
                if (remove) {
+                 if (node.next & kSealedBit) return Sealed(ctx, header);
                  // The linearization point: mark the node's own link word.
                  ARDMA_ASSIGN_OR_RETURN(
                      CasResult mark,
                      ctx.CompareAndSwap(LinkAddr(node.link), node.next, node.next | kRemovedBit));
+                 if (mark.observed & kSealedBit) return Sealed(ctx, header);
                  if (!mark.swapped) {
                    stale = true;  // appended behind or removed by someone else: look again
                    return true;
@@ -400,6 +457,124 @@ absl::StatusOr<std::string> Scan(Context& ctx, uint64_t header, const ScanCursor
     return out;
   }
   return TooManyRestarts();
+}
+
+// ---- Moving ----
+
+namespace {
+
+// The list's sealed link words in list order: the header's head word, then each node's next
+// word, up to the first that is not sealed (a seal cut short) or the end. Sealed words never
+// change, and a node that hangs from one is never freed, so nothing moves under this walk.
+absl::StatusOr<std::vector<uint64_t>> SealedWords(Context& ctx, uint64_t header) {
+  std::vector<uint64_t> words;
+  for (uint64_t word = header + kHeadOffset;;) {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t link, ctx.ReadU64(word));
+    if (!(link & kSealedBit)) return words;
+    words.push_back(word);
+    if (LinkAddr(link) == 0) return words;
+    word = LinkAddr(link);
+  }
+}
+
+}  // namespace
+
+absl::Status Seal(Context& ctx, uint64_t header, uint32_t slot) {
+  ARDMA_ASSIGN_OR_RETURN(Header h, ReadAnyHeader(ctx, header));
+  ARDMA_RETURN_IF_ERROR(
+      ctx.WriteU64(header + kStateOffset, uint64_t{slot} << 1 | (h.state & kNotServed)));
+  // In list order, so every node reached hangs from a sealed word: nobody can unlink (and free) it.
+  uint64_t word = header + kHeadOffset;
+  for (uint64_t step = 0;; ++step) {
+    if (step > kMaxRestarts + 4 * h.count) return TooManyRestarts();
+    ARDMA_ASSIGN_OR_RETURN(uint64_t link, ctx.ReadU64(word));
+    if (!(link & kSealedBit)) {
+      ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(word, link, link | kSealedBit));
+      if (!cas.swapped) continue;  // it changed (an append, a remove): seal what it says now
+    }
+    if (LinkAddr(link) == 0) return absl::OkStatus();
+    word = LinkAddr(link);
+  }
+}
+
+absl::StatusOr<std::vector<ListValue>> Values(Context& ctx, uint64_t header) {
+  ARDMA_ASSIGN_OR_RETURN(Header h, ReadAnyHeader(ctx, header));
+  if (!(h.head & kSealedBit)) return absl::FailedPreconditionError("list: not sealed");
+  std::vector<ListValue> values;
+  for (uint64_t link = h.head; LinkAddr(link) != 0;) {
+    ARDMA_ASSIGN_OR_RETURN(std::optional<Node> node, ReadNode(ctx, header, link));
+    if (!node) return absl::DataLossError("list: a node of a sealed list is gone");
+    if (!node->removed()) {
+      ARDMA_ASSIGN_OR_RETURN(std::optional<ListValue> value, ReadValue(ctx, header, *node));
+      if (!value) return absl::DataLossError("list: a node of a sealed list is gone");
+      values.push_back(*std::move(value));
+    }
+    link = node->next;
+  }
+  return values;
+}
+
+absl::Status Unseal(Context& ctx, uint64_t header) {
+  ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> words, SealedWords(ctx, header));
+  // From the end: a node's predecessor is unsealed last, so no node is unlinked (and freed) while
+  // the walk still has to pass it.
+  for (auto it = words.rbegin(); it != words.rend(); ++it) {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t link, ctx.ReadU64(*it));
+    if (link & kSealedBit) {
+      ARDMA_RETURN_IF_ERROR(ctx.CompareAndSwap(*it, link, link & ~kSealedBit).status());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetServed(Context& ctx, uint64_t header, bool served) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t state, ctx.ReadU64(header + kStateOffset));
+  return ctx.WriteU64(header + kStateOffset, served ? state & ~kNotServed : state | kNotServed);
+}
+
+absl::StatusOr<uint64_t> Adopt(Context& ctx, std::string_view name, uint32_t slot,
+                               const std::vector<ListValue>& values) {
+  ARDMA_RETURN_IF_ERROR(CheckName(name));
+  const uint64_t not_served = uint64_t{slot} << 1 | kNotServed;
+  std::string root = absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(name));
+  absl::StatusOr<uint64_t> header = heap::GetRoot(ctx, root);
+  std::vector<uint64_t> old_nodes;
+  if (header.ok()) {
+    // A list of that name left here: one that moved away before (sealed), or one made while the
+    // slot was not served here (never changed). Not served from now until SetServed.
+    ARDMA_RETURN_IF_ERROR(ctx.WriteU64(*header + kStateOffset, not_served));
+    // Its nodes (sealed ones; one never used has none) go once the new ones are in.
+    ARDMA_ASSIGN_OR_RETURN(old_nodes, SealedWords(ctx, *header));
+    if (!old_nodes.empty()) old_nodes.erase(old_nodes.begin());
+  } else if (absl::IsNotFound(header.status())) {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t made, heap::Allocate(ctx, kHeaderBytes));
+    std::string bytes;
+    ByteWriter w(&bytes);
+    for (uint64_t word : {kHeaderMagic, uint64_t{0}, uint64_t{0}, not_served}) w.U64(word);
+    ARDMA_RETURN_IF_ERROR(ctx.Write(made, bytes));
+    ARDMA_ASSIGN_OR_RETURN(header, heap::GetOrCreateRoot(ctx, root, made));
+    if (*header != made) {  // someone made one meanwhile: adopt into theirs
+      ARDMA_RETURN_IF_ERROR(heap::Free(ctx, made));
+      return Adopt(ctx, name, slot, values);
+    }
+  } else {
+    return header.status();
+  }
+  // The nodes from the last, each linked to the one after it; then the header names the first.
+  uint64_t next = 0;
+  for (auto it = values.rbegin(); it != values.rend(); ++it) {
+    ARDMA_ASSIGN_OR_RETURN(next, NewNode(ctx, *header, *it, next));
+  }
+  char counts[16];
+  uint64_t n = values.size();
+  std::memcpy(counts, &next, 8);
+  std::memcpy(counts + 8, &n, 8);
+  ARDMA_RETURN_IF_ERROR(ctx.Write(*header + kHeadOffset, std::string_view(counts, 16)));
+  for (uint64_t node : old_nodes) {
+    ARDMA_RETURN_IF_ERROR(ctx.WriteU64(node + 8, 0));  // poison its tag, as an unlink does
+    ARDMA_RETURN_IF_ERROR(heap::Free(ctx, node));
+  }
+  return *header;
 }
 
 }  // namespace ardma::list

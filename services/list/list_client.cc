@@ -5,60 +5,54 @@
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
+#include "services/list/list.h"
 
 namespace ardma::list {
 
 absl::StatusOr<uint64_t> ListClient::ResolveHeader(Client& client, std::string_view list,
-                                                   bool create) {
+                                                   Use use) {
   RemoteContext ctx(&client, {&active_libraries::list()}, options_);
-  absl::StatusOr<uint64_t> header =
-      heap::GetRoot(ctx, absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(list)));
-  if (!absl::IsNotFound(header.status())) return header;
-  if (!create) return absl::NotFoundError(absl::StrCat("no list named '", ToAbsl(list), "'"));
-  std::string args;
-  wire::ByteWriter(&args).Str16(list);
-  ARDMA_ASSIGN_OR_RETURN(std::string result, Invoke(client, Mode::kRdma, active_libraries::list(),
-                                                    "list.open", args, options_));
-  wire::ByteReader r(result);
-  uint64_t addr;
-  if (!r.U64(&addr)) return absl::DataLossError("list.open: bad result");
-  return addr;
+  return OpenByName(ctx, list, use);
 }
 
 absl::StatusOr<std::string> ListClient::Run(std::string_view function, std::string_view list,
-                                            std::string_view rest, bool create) {
+                                            std::string_view rest, Use use) {
   ARDMA_RETURN_IF_ERROR(CheckName(list));
-  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(kListSpace, list));
-  const std::string cache_key = ServerScopedName(*client, list);
-  auto attempt = [&](std::optional<uint64_t> cached) -> absl::StatusOr<std::string> {
-    Target target{list, 0};
-    if (mode_ == Mode::kRdma) {
-      if (cached.has_value()) {
-        target.header = *cached;
-      } else {
-        ARDMA_ASSIGN_OR_RETURN(target.header, ResolveHeader(*client, list, create));
-        headers_.Store(cache_key, target.header);
+  auto on = [&](Client& client) -> absl::StatusOr<std::string> {
+    auto attempt = [&](std::optional<uint64_t> cached) -> absl::StatusOr<std::string> {
+      Target target{list, 0};
+      if (mode_ == Mode::kRdma) {
+        if (cached.has_value()) {
+          target.header = *cached;
+        } else {
+          ARDMA_ASSIGN_OR_RETURN(target.header, ResolveHeader(client, list, use));
+          headers_.Store(ServerScopedName(client, list), target.header);
+        }
       }
-    }
-    std::string args;
-    EncodeTarget(target, &args);
-    args.append(rest);
-    return Invoke(*client, mode_, active_libraries::list(), function, args, options_);
+      std::string args;
+      EncodeTarget(target, &args);
+      args.append(rest);
+      return Invoke(client, mode_, active_libraries::list(), function, args, options_);
+    };
+    if (mode_ == Mode::kActive) return attempt(std::nullopt);
+    return headers_.Run<std::string>(ServerScopedName(client, list), attempt);
   };
-  if (mode_ == Mode::kActive) return attempt(std::nullopt);
-  return headers_.Run<std::string>(cache_key, attempt);
+  return RouteToSlot<std::string>(
+      *servers_, slots::SlotOf(kListSpace, list),
+      options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
+      absl::StrCat("list ", ToAbsl(list)), on);
 }
 
 absl::Status ListClient::Append(std::string_view list, const ListValue& value) {
   std::string rest;
   EncodeValue(value, &rest);
-  return Run("list.append", list, rest, /*create=*/true).status();
+  return Run("list.append", list, rest, Use::kCreate).status();
 }
 
 absl::Status ListClient::Prepend(std::string_view list, const ListValue& value) {
   std::string rest;
   EncodeValue(value, &rest);
-  return Run("list.prepend", list, rest, /*create=*/true).status();
+  return Run("list.prepend", list, rest, Use::kCreate).status();
 }
 
 namespace {
@@ -71,18 +65,18 @@ std::string IndexArg(uint64_t index) {
 
 absl::StatusOr<ListValue> ListClient::Get(std::string_view list, uint64_t index) {
   ARDMA_ASSIGN_OR_RETURN(std::string result,
-                         Run("list.get", list, IndexArg(index), /*create=*/false));
+                         Run("list.get", list, IndexArg(index), Use::kRead));
   return DecodeValueResult(result);
 }
 
 absl::StatusOr<ListValue> ListClient::Remove(std::string_view list, uint64_t index) {
   ARDMA_ASSIGN_OR_RETURN(std::string result,
-                         Run("list.remove", list, IndexArg(index), /*create=*/false));
+                         Run("list.remove", list, IndexArg(index), Use::kWrite));
   return DecodeValueResult(result);
 }
 
 absl::StatusOr<uint64_t> ListClient::Size(std::string_view list) {
-  ARDMA_ASSIGN_OR_RETURN(std::string result, Run("list.size", list, "", /*create=*/false));
+  ARDMA_ASSIGN_OR_RETURN(std::string result, Run("list.size", list, "", Use::kRead));
   wire::ByteReader r(result);
   uint64_t n;
   if (!r.U64(&n) || !r.AtEnd()) return absl::DataLossError("list.size: bad result");
@@ -93,7 +87,7 @@ absl::StatusOr<ScanPage> ListClient::Scan(std::string_view list, const ScanCurso
                                           uint32_t max_items, uint32_t max_bytes) {
   ARDMA_ASSIGN_OR_RETURN(std::string result,
                          Run("list.scan", list, EncodeScanRest(cursor, max_items, max_bytes),
-                             /*create=*/false));
+                             Use::kRead));
   return DecodeScanResult(result);
 }
 

@@ -31,6 +31,7 @@
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "core/client/servers.h"
+#include "services/list/list.h"
 #include "services/list/list_format.h"
 #include "services/root_cache.h"
 
@@ -67,13 +68,13 @@ class ListClient {
   Mode mode() const { return mode_; }
 
  private:
-  // Runs `function` with args = target + `rest`. In RDMA mode the target is the list's header
-  // address, resolved once per name (and created when `create`).
+  // Runs `function` with args = target + `rest` on the server that holds `list`, following
+  // redirects. In RDMA mode the target is the list's header address, resolved once per name and
+  // server (and created for Use::kCreate).
   absl::StatusOr<std::string> Run(std::string_view function, std::string_view list,
-                                  std::string_view rest, bool create);
-  // The header address of `list` on `client`'s server, through the heap's roots (created when
-  // `create`).
-  absl::StatusOr<uint64_t> ResolveHeader(Client& client, std::string_view list, bool create);
+                                  std::string_view rest, Use use);
+  // The header address of `list` on `client`'s server, resolved here, one-sidedly.
+  absl::StatusOr<uint64_t> ResolveHeader(Client& client, std::string_view list, Use use);
 
   std::unique_ptr<OneServer> one_;  // when given one Client
   Servers* const servers_;

@@ -9,7 +9,9 @@
 //     8   head   : link to the first node (0 when empty)
 //     16  count  : live elements (FETCH_ADD +1 after an append/prepend is linked, -1 when an
 //                  element is marked removed)
-//     24  reserved
+//     24  state  : slot << 1 | not served. The slot is recorded when the list is sealed for a
+//                  move; not served (moved away, or adopted and not served yet) makes every call
+//                  on the list answer the redirect its slot's fence gives.
 //   node (a heap block, at least 64 bytes so one 64-byte READ fetches a node and a short value):
 //     0   next   : link to the next node; bit 0 set = THIS node is removed (Harris mark). The
 //                  last node's is its end: address 0 and its own incarnation << 48, so that a
@@ -17,7 +19,10 @@
 //     8   tag    : header address | incarnation << 48   (0 once the node is freed)
 //     16  meta   : value type << 56 | value length      (type 1 = int64, 2 = bytes)
 //     24  value bytes
-//   link := node address | incarnation << 48 | removed bit
+//   link := node address | incarnation << 48 | sealed bit (2) | removed bit (1)
+//   A link word with the sealed bit never changes again (until the move is undone): a cluster
+//   moving the list's slot seals every link word, head first, in list order, so every change
+//   (each a CAS expecting an unsealed word) fails and answers the redirect, while reads go on.
 //
 // Concurrency: links are published with CAS, so concurrent appenders and prependers lose
 // nothing. remove(i) marks the node's own next word (so no append can link behind it), then

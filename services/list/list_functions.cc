@@ -49,7 +49,7 @@ absl::StatusOr<std::string> Open(Context& ctx, std::string_view args) {
   ByteReader r(args);
   std::string_view name;
   if (!r.Str16(&name) || !r.AtEnd()) return absl::InvalidArgumentError("list.open takes a name");
-  ARDMA_ASSIGN_OR_RETURN(uint64_t header, OpenByName(ctx, name, /*create=*/true));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t header, OpenByName(ctx, name, Use::kCreate));
   std::string out;
   ByteWriter(&out).U64(header);
   return out;
@@ -64,7 +64,7 @@ absl::StatusOr<std::string> Insert(Context& ctx, std::string_view args, bool at_
     return absl::InvalidArgumentError(at_end ? "list.append: trailing bytes"
                                              : "list.prepend: trailing bytes");
   }
-  ARDMA_ASSIGN_OR_RETURN(uint64_t header, Resolve(ctx, target, /*create=*/true));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t header, Resolve(ctx, target, Use::kCreate));
   ARDMA_RETURN_IF_ERROR(at_end ? list::Append(ctx, header, value)
                                : list::Prepend(ctx, header, value));
   return std::string();
@@ -84,7 +84,8 @@ absl::StatusOr<std::string> GetOrRemove(Context& ctx, std::string_view args, boo
   ARDMA_ASSIGN_OR_RETURN(Target target, ParseTarget(r));
   uint64_t index;
   if (!r.U64(&index) || !r.AtEnd()) return absl::InvalidArgumentError("list: bad index argument");
-  ARDMA_ASSIGN_OR_RETURN(uint64_t header, Resolve(ctx, target, /*create=*/false));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t header,
+                         Resolve(ctx, target, remove ? Use::kWrite : Use::kRead));
   ARDMA_ASSIGN_OR_RETURN(ListValue value,
                          remove ? list::Remove(ctx, header, index) : list::Get(ctx, header, index));
   return EncodeResultValue(value);
@@ -102,7 +103,7 @@ absl::StatusOr<std::string> Size(Context& ctx, std::string_view args) {
   ByteReader r(args);
   ARDMA_ASSIGN_OR_RETURN(Target target, ParseTarget(r));
   if (!r.AtEnd()) return absl::InvalidArgumentError("list.size: trailing bytes");
-  ARDMA_ASSIGN_OR_RETURN(uint64_t header, Resolve(ctx, target, /*create=*/false));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t header, Resolve(ctx, target, Use::kRead));
   ARDMA_ASSIGN_OR_RETURN(uint64_t count, list::Size(ctx, header));
   std::string out;
   ByteWriter(&out).U64(count);
@@ -121,7 +122,7 @@ absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
   }
   cursor.done = done != 0;
   if (max_items == 0) return absl::InvalidArgumentError("list.scan: max_items must be positive");
-  ARDMA_ASSIGN_OR_RETURN(uint64_t header, Resolve(ctx, target, /*create=*/false));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t header, Resolve(ctx, target, Use::kRead));
   return list::Scan(ctx, header, cursor, max_items, max_bytes);
 }
 

@@ -11,6 +11,7 @@
 #include "core/slots.h"
 #include "services/dht/dht_format.h"
 #include "services/root_cache.h"
+#include "services/slot_check.h"
 #include "services/stable_hash.h"
 
 namespace ardma::lock {
@@ -93,25 +94,7 @@ std::string BlockImage(std::string_view name, uint64_t tail, uint64_t fence, boo
   return block;
 }
 
-// Whether this server serves the lock `name`: OK outside a cluster or when the fence says its slot
-// is owned here; else the redirect.
-absl::Status CheckServed(Context& ctx, std::string_view name) {
-  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
-  if (absl::IsNotFound(fence.status())) return absl::OkStatus();
-  ARDMA_RETURN_IF_ERROR(fence.status());
-  uint32_t slot = slots::SlotOf(kLockSpace, name);
-  uint64_t words[2];
-  ARDMA_RETURN_IF_ERROR(ctx.Read(slots::FenceEntry(*fence, slot),
-                                 std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));
-  return slots::CheckFence(slot, words[0], words[1], /*write=*/true);
-}
-
-// The answer to a taker of a sealed lock: go where the fence says, or, while the slot is still
-// owned here (a move is starting or was undone), come back shortly.
-absl::Status NotServedHere(Context& ctx, std::string_view name) {
-  ARDMA_RETURN_IF_ERROR(CheckServed(ctx, name));
-  return slots::RedirectStatus({.frozen = true, .slot = slots::SlotOf(kLockSpace, name)});
-}
+uint32_t SlotOfLock(std::string_view name) { return slots::SlotOf(kLockSpace, name); }
 
 struct Evaluation {
   uint64_t first_live = 0;  // the lowest ticket before t not released (t if none)
@@ -357,7 +340,7 @@ absl::StatusOr<uint64_t> Resolve(Context& ctx, std::string_view name) {
   // Checked once the block exists: a mover freezes the slot before it lists the locks to seal,
   // so either it seals this block or this sees the freeze. (A block made where the slot is not
   // served is never used.)
-  ARDMA_RETURN_IF_ERROR(CheckServed(ctx, name));
+  ARDMA_RETURN_IF_ERROR(CheckSlotServed(ctx, SlotOfLock(name), /*write=*/true));
   return addr;
 }
 
@@ -383,9 +366,10 @@ absl::StatusOr<Acquired> Acquire(Context& ctx, const AcquireArgs& args) {
     return StaleRootError(absl::DataLossError(
         absl::StrCat("the lock at ", addr, " is not '", ToAbsl(args.name), "'")));
   }
-  if (before.sealed) return NotServedHere(ctx, args.name);
+  if (before.sealed) return NotServedHere(ctx, SlotOfLock(args.name));
   ARDMA_ASSIGN_OR_RETURN(w.t, ctx.FetchAdd(addr + kTailOffset, 1));
-  if (w.t & kSealed) return NotServedHere(ctx, args.name);  // no ticket: nothing to give back
+  // Sealed since the read: no ticket was taken, so there is nothing to give back.
+  if (w.t & kSealed) return NotServedHere(ctx, SlotOfLock(args.name));
   if (before.tail == w.t) {
     // Nobody took a ticket since the read, so it describes every ticket before ours.
     Evaluation e = Evaluate(before, w.t, w.exclusive);
@@ -540,7 +524,7 @@ absl::StatusOr<Inspection> Inspect(Context& ctx, std::string_view name) {
   Inspection out;
   ARDMA_ASSIGN_OR_RETURN(out.addr, Resolve(ctx, name));
   ARDMA_ASSIGN_OR_RETURN(Block b, ReadBlock(ctx, out.addr));
-  if (b.sealed) return NotServedHere(ctx, name);
+  if (b.sealed) return NotServedHere(ctx, SlotOfLock(name));
   out.next_ticket = b.tail;
   out.fence = b.fence;
   for (uint64_t u = Evaluate(b, b.tail, true).first_live; u < b.tail; ++u) {

@@ -1,0 +1,26 @@
+#include "services/slot_check.h"
+
+#include <span>
+
+#include "core/memory/heap.h"
+#include "core/slots.h"
+#include "core/status_macros.h"
+
+namespace ardma {
+
+absl::Status CheckSlotServed(Context& ctx, uint32_t slot, bool write) {
+  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
+  if (absl::IsNotFound(fence.status())) return absl::OkStatus();
+  ARDMA_RETURN_IF_ERROR(fence.status());
+  uint64_t words[2];
+  ARDMA_RETURN_IF_ERROR(ctx.Read(slots::FenceEntry(*fence, slot),
+                                 std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));
+  return slots::CheckFence(slot, words[0], words[1], write);
+}
+
+absl::Status NotServedHere(Context& ctx, uint32_t slot) {
+  ARDMA_RETURN_IF_ERROR(CheckSlotServed(ctx, slot, /*write=*/true));
+  return slots::RedirectStatus({.frozen = true, .slot = slot});
+}
+
+}  // namespace ardma
