@@ -33,6 +33,10 @@ absl::StatusOr<std::string> LockClient::Call(Client& client, Mode mode, std::str
   return Invoke(client, mode, active_libraries::lock(), function, args, options);
 }
 
+absl::Duration LockClient::RedirectTimeout() const {
+  return options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30);
+}
+
 absl::StatusOr<std::string> LockClient::Call(std::string_view name, Mode mode,
                                              std::string_view function, std::string_view args) {
   ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->For(kLockSpace, name));
@@ -80,11 +84,8 @@ absl::StatusOr<std::optional<Grant>> LockClient::Run(std::string_view name, Lock
   };
   ARDMA_ASSIGN_OR_RETURN(
       Sent sent,
-      RouteToSlot<Sent>(
-          *servers_, slots::SlotOf(kLockSpace, name),
-          options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
-          absl::StrCat("lock ", ToAbsl(name)), on,
-          [](const Sent& s) -> const std::optional<slots::Redirect>& { return s.result.redirect; }));
+      RouteToSlot<Sent>(*servers_, slots::SlotOf(kLockSpace, name), RedirectTimeout(),
+                        absl::StrCat("lock ", ToAbsl(name)), on));
   const AcquireResult& r = sent.result;
   if (!r.granted) {
     if (r.kick && sent.addr != 0) ARDMA_RETURN_IF_ERROR(Kick(*sent.client, sent.addr));
@@ -143,37 +144,20 @@ absl::StatusOr<LockState> LockClient::Inspect(std::string_view name) {
   ARDMA_RETURN_IF_ERROR(CheckLockName(name));
   std::string args;
   wire::ByteWriter(&args).Str16(name);
-  struct Answer {
-    LockState state;
-    std::optional<slots::Redirect> redirect;
-  };
-  auto on = [&](Client& client) -> absl::StatusOr<Answer> {
-    absl::StatusOr<std::string> bytes = Call(client, mode_, "lock.inspect", args);
-    if (!bytes.ok()) return bytes.status();
-    wire::ByteReader r(*bytes);
-    uint64_t addr;
-    Answer a;
-    if (!r.U64(&addr)) return absl::DataLossError("lock.inspect: bad result");
-    if (addr == ~0ull) {
-      a.redirect = slots::RedirectFromBytes(bytes->substr(8));
-      if (!a.redirect) return absl::DataLossError("lock.inspect: bad redirect");
-      return a;
-    }
-    LockState& s = a.state;
-    if (!r.U64(&s.tickets_taken) || !r.U64(&s.tokens_issued) || !r.U64(&s.holders) ||
-        !r.U64(&s.waiters) || !r.AtEnd()) {
-      return absl::DataLossError("lock.inspect: bad result");
-    }
-    return a;
-  };
-  ARDMA_ASSIGN_OR_RETURN(
-      Answer answer,
-      RouteToSlot<Answer>(
-          *servers_, slots::SlotOf(kLockSpace, name),
-          options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
-          absl::StrCat("lock ", ToAbsl(name)), on,
-          [](const Answer& a) -> const std::optional<slots::Redirect>& { return a.redirect; }));
-  return answer.state;
+  absl::StatusOr<std::string> bytes =
+      RouteToSlot<std::string>(*servers_, slots::SlotOf(kLockSpace, name), RedirectTimeout(),
+                               absl::StrCat("lock ", ToAbsl(name)), [&](Client& client) {
+                                 return Call(client, mode_, "lock.inspect", args);
+                               });
+  if (!bytes.ok()) return bytes.status();
+  wire::ByteReader r(*bytes);
+  uint64_t addr;
+  LockState s;
+  if (!r.U64(&addr) || !r.U64(&s.tickets_taken) || !r.U64(&s.tokens_issued) || !r.U64(&s.holders) ||
+      !r.U64(&s.waiters) || !r.AtEnd()) {
+    return absl::DataLossError("lock.inspect: bad result");
+  }
+  return s;
 }
 
 absl::StatusOr<LockGuard> LockGuard::Acquire(LockClient& locks, std::string_view name,

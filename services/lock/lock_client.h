@@ -110,6 +110,8 @@ class LockClient {
   absl::StatusOr<std::string> Call(std::string_view name, Mode mode, std::string_view function,
                                    std::string_view args);
   absl::Status Kick(Client& client, uint64_t addr);
+  // How long a call follows the redirects of a slot that is moving.
+  absl::Duration RedirectTimeout() const;
 
   std::unique_ptr<OneServer> one_;  // when given one Client
   Servers* const servers_;

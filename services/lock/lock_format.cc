@@ -36,10 +36,6 @@ std::string WaiterKey(uint64_t addr, uint64_t t) { return absl::StrCat("lock:", 
 std::string EncodeAcquireResult(const AcquireResult& r) {
   std::string out;
   wire::ByteWriter w(&out);
-  if (r.redirect) {
-    w.U8(2);
-    return out + slots::RedirectBytes(*r.redirect);
-  }
   w.U8(r.granted ? 1 : 0);
   if (r.granted) {
     w.U64(r.addr);
@@ -57,11 +53,6 @@ absl::StatusOr<AcquireResult> DecodeAcquireResult(std::string_view bytes) {
   AcquireResult out;
   uint8_t granted = 0;
   if (!r.U8(&granted)) return absl::DataLossError("lock.acquire: empty result");
-  if (granted == 2) {
-    out.redirect = slots::RedirectFromBytes(bytes.substr(1));
-    if (!out.redirect) return absl::DataLossError("lock.acquire: bad redirect");
-    return out;
-  }
   out.granted = granted != 0;
   uint8_t kick = 0;
   if (!out.granted && !r.U8(&kick)) return absl::DataLossError("lock.acquire: short result");

@@ -42,14 +42,12 @@
 #define ARDMA_SERVICES_LOCK_LOCK_FORMAT_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/slots.h"
 
 namespace ardma::lock {
 
@@ -112,15 +110,13 @@ absl::Status CheckLease(absl::Duration lease);
 // The key a waiter for ticket `t` of the lock at `addr` parks under, and its close-hook key.
 std::string WaiterKey(uint64_t addr, uint64_t t);
 
-// lock.acquire results: granted:u8, then if granted (1) addr:u64 ticket:u64 token:u64 word:u64
-// (the held slot word, which release and renew present), if not (0) kick:u8 (over RemoteContext:
-// an active waiter's turn came when this try gave its ticket back; send lock.kick), and for a lock
-// that is not served here (2) the redirect (slots::RedirectBytes).
+// lock.acquire results: granted:u8, then if granted addr:u64 ticket:u64 token:u64 word:u64 (the
+// held slot word, which release and renew present), else kick:u8 (over RemoteContext: an active
+// waiter's turn came when this try gave its ticket back; send lock.kick).
 struct AcquireResult {
   bool granted = false;
   uint64_t addr = 0, ticket = 0, token = 0, word = 0;
   bool kick = false;
-  std::optional<slots::Redirect> redirect;
 };
 std::string EncodeAcquireResult(const AcquireResult& r);
 absl::StatusOr<AcquireResult> DecodeAcquireResult(std::string_view bytes);

@@ -2,14 +2,14 @@
 // (lock.h) and encodes the result (lock_format.h).
 //
 //   lock.acquire  phase 0: see EncodeAcquireArgs; phase 1: a parked waiter's continuation
-//                 -> AcquireResult (granted:u8 [addr ticket token word], or a redirect); ""
-//                 while parked
+//                 -> AcquireResult (granted:u8 [addr ticket token word]); "" while parked
 //   lock.release  addr, ticket, word            -> kick:u8 (an active waiter needs a Resume)
 //   lock.renew    addr, ticket, word, lease_us  -> word:u64
 //   lock.drop     addr, ticket                  (close hook: release whatever the ticket holds)
 //   lock.kick     addr                          (resume active waiters whose turn came)
 //   lock.inspect  Str16 name                    -> addr next_ticket fence holders waiters (u64s)
-//                                                  or ~0:u64 and a redirect (slots::RedirectBytes)
+// acquire and inspect answer a lock that is not served here with the redirect status
+// (slots::RedirectStatus; it crosses the wire whole).
 #include <algorithm>
 
 #include "core/active/function_table.h"
@@ -50,12 +50,8 @@ absl::StatusOr<std::string> Acquire(Context& ctx, std::string_view args) {
   a.exclusive = exclusive != 0;
   a.wait = wait_us >= (1ull << 62) ? absl::InfiniteDuration() : FromMicros(wait_us);
   a.lease = FromMicros(lease_us);
-  absl::StatusOr<Acquired> acquired = lock::Acquire(ctx, a);
-  if (std::optional<slots::Redirect> redirect = slots::RedirectOf(acquired.status())) {
-    return EncodeAcquireResult({.redirect = *redirect});
-  }
-  ARDMA_RETURN_IF_ERROR(acquired.status());
-  return Encode(*acquired);
+  ARDMA_ASSIGN_OR_RETURN(Acquired acquired, lock::Acquire(ctx, a));
+  return Encode(acquired);
 }
 
 absl::StatusOr<Held> ParseHeld(ByteReader& r, bool with_word) {
@@ -104,15 +100,9 @@ absl::StatusOr<std::string> Inspect(Context& ctx, std::string_view args) {
   ByteReader r(args);
   std::string_view name;
   if (!r.Str16(&name) || !r.AtEnd()) return absl::InvalidArgumentError("lock.inspect: bad name");
-  absl::StatusOr<Inspection> inspected = lock::Inspect(ctx, name);
+  ARDMA_ASSIGN_OR_RETURN(Inspection i, lock::Inspect(ctx, name));
   std::string out;
   ByteWriter w(&out);
-  if (std::optional<slots::Redirect> redirect = slots::RedirectOf(inspected.status())) {
-    w.U64(~0ull);
-    return out + slots::RedirectBytes(*redirect);
-  }
-  ARDMA_RETURN_IF_ERROR(inspected.status());
-  const Inspection& i = *inspected;
   w.U64(i.addr);
   w.U64(i.next_ticket);
   w.U64(i.fence);
