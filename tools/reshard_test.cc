@@ -442,15 +442,25 @@ TEST(ReshardLockTest, AContendedLockStaysFairAndExclusiveWhileItsSlotMoves) {
   EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr("kept")));
 }
 
+// Three servers, the slots over the first two, and two clients of the cluster: one that follows
+// the map, and one whose map stays as it was when it connected.
+class TwoClientsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fixture.ok()) << fixture.why();
+    routed = *fixture.ConnectOverTestTransport();
+    stale = *fixture.ConnectOverTestTransport(/*refresh_interval=*/absl::ZeroDuration());
+  }
+  testing::ClusterFixture fixture{3, 32u << 20, /*owners=*/2};
+  std::unique_ptr<cluster::Cluster> routed, stale;
+};
+class ReshardHeldLockTest : public TwoClientsTest {};
+class ReshardListTest : public TwoClientsTest {};
+
 // A lock held for longer than --lock-wait keeps its slot where it is (and its holder keeps it);
 // freed, it moves with the next rebalance, and clients whose map is stale follow it there, in both
 // modes, with its tokens still counting up.
-TEST(ReshardLockTest, ALockHeldThroughTheWaitKeepsItsSlotAndMovesOnceFree) {
-  testing::ClusterFixture fixture(3, 32u << 20, /*owners=*/2);
-  ASSERT_TRUE(fixture.ok()) << fixture.why();
-  std::unique_ptr<cluster::Cluster> routed = *fixture.ConnectOverTestTransport();
-  std::unique_ptr<cluster::Cluster> stale =
-      *fixture.ConnectOverTestTransport(/*refresh_interval=*/absl::ZeroDuration());
+TEST_F(ReshardHeldLockTest, ALockHeldThroughTheWaitKeepsItsSlotAndMovesOnceFree) {
   const std::string name = NameThatMoves(*routed->map(), lock::kLockSpace, "held");
   const std::string owner_before = OwnerOf(fixture, name);
   lock::LockClient holder(routed.get(), Mode::kActive);
@@ -478,12 +488,7 @@ TEST(ReshardLockTest, ALockHeldThroughTheWaitKeepsItsSlotAndMovesOnceFree) {
 // A list whose slot moves while four clients append (in both modes, two of them with a map that
 // goes stale) and one removes from the front: no acknowledged append is lost or doubled, each
 // writer's values keep their order, nobody sees an error, and the list ends on the new server.
-TEST(ReshardListTest, AListMovesWhileClientsAppendAndRemoveAndLosesNothing) {
-  testing::ClusterFixture fixture(3, 32u << 20, /*owners=*/2);
-  ASSERT_TRUE(fixture.ok()) << fixture.why();
-  std::unique_ptr<cluster::Cluster> routed = *fixture.ConnectOverTestTransport();
-  std::unique_ptr<cluster::Cluster> stale =
-      *fixture.ConnectOverTestTransport(/*refresh_interval=*/absl::ZeroDuration());
+TEST_F(ReshardListTest, AListMovesWhileClientsAppendAndRemoveAndLosesNothing) {
   const std::string name = NameThatMoves(*routed->map(), list::kListSpace, "queue");
   constexpr int kWriters = 4;
   std::atomic<bool> stop{false};
