@@ -18,8 +18,8 @@
 #include "core/client/remote_context.h"
 #include "core/cluster/admin.h"
 #include "core/cluster/fence.h"
-#include "core/memory/heap.h"
 #include "core/cluster/router.h"
+#include "core/memory/heap.h"
 #include "core/testing/cluster_fixture.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
@@ -456,6 +456,7 @@ class TwoClientsTest : public ::testing::Test {
 };
 class ReshardHeldLockTest : public TwoClientsTest {};
 class ReshardListTest : public TwoClientsTest {};
+class ReshardUndoTest : public TwoClientsTest {};
 
 // A lock held for longer than --lock-wait keeps its slot where it is (and its holder keeps it);
 // freed, it moves with the next rebalance, and clients whose map is stale follow it there, in both
@@ -551,6 +552,60 @@ TEST_F(ReshardListTest, AListMovesWhileClientsAppendAndRemoveAndLosesNothing) {
     ++next[w];
   }
   for (int w = 0; w < kWriters; ++w) EXPECT_EQ(next[w], appended[w]);
+}
+
+// A move that fails midway (the receiver's memory is full) is undone: the command says why, the
+// map does not change, and the giver serves the slots again — its keys, its sealed lock and its
+// sealed list take changes again, in both modes, with nothing lost.
+TEST_F(ReshardUndoTest, AMoveThatFailsMidwayLeavesEverythingServedWhereItWas) {
+  PutKeys(*routed, 2000);
+  absl::StatusOr<std::vector<cluster::Move>> plan =
+      cluster::PlanRebalance(*routed->map(), {"s0", "s1", "s2"});
+  ASSERT_TRUE(plan.ok() && !plan->empty()) << plan.status();
+  const std::set<uint32_t> first((*plan)[0].slots.begin(), (*plan)[0].slots.end());
+  auto name_in_first = [&](std::string_view space, std::string name) {
+    for (int i = 0; !first.contains(slots::SlotOf(space, name)); ++i) name = absl::StrCat("n", i);
+    return name;
+  };
+  const std::string lock_name = name_in_first(lock::kLockSpace, "l");
+  const std::string list_name = name_in_first(list::kListSpace, "q");
+  lock::LockClient locks(routed.get(), Mode::kRdma);
+  ASSERT_TRUE(locks.Release(*locks.Acquire(lock_name, lock::LockMode::kExclusive,
+                                           absl::Seconds(5))).ok());
+  list::ListClient lists(routed.get(), Mode::kActive);
+  for (int64_t v : {1, 2, 3}) ASSERT_TRUE(lists.Append(list_name, v).ok());
+  // Fill the receiver's memory.
+  std::unique_ptr<Client> receiver = std::move(fixture.ClientOfEachServer()[2]);
+  RemoteContext rctx(receiver.get(), {});
+  ASSERT_TRUE(cluster::OpenFence(rctx).ok());
+  for (uint64_t size = 64 << 10; size >= 16; size /= 4) {
+    while (heap::Allocate(rctx, size).ok()) {
+    }
+  }
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(Ardma(fixture, "cluster add s2"), &out), 1) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("RESOURCE_EXHAUSTED"));  // in step 2, after the seals
+  EXPECT_EQ(cluster::ReadMap(fixture.etcd(), "c1")->map.epoch(), 1u);
+  ExpectKeysWhereTheMapSays(fixture, 2000);
+  for (cluster::Cluster* c : {routed.get(), stale.get()}) {
+    for (Mode mode : {Mode::kActive, Mode::kRdma}) {
+      DhtClient dht(c, mode);
+      for (int i = 0; i < 2000; i += 41) {
+        EXPECT_TRUE(dht.Put("t", absl::StrCat("k", i), absl::StrCat("v", i)).ok()) << i;
+      }
+      lock::LockClient l(c, mode);
+      absl::StatusOr<lock::Grant> g = l.Acquire(lock_name, lock::LockMode::kExclusive,
+                                                absl::Seconds(5));
+      ASSERT_TRUE(g.ok()) << g.status();
+      ASSERT_TRUE(l.Release(*g).ok());
+      ASSERT_TRUE(list::ListClient(c, mode).Append(list_name, int64_t{4}).ok());
+    }
+  }
+  EXPECT_EQ(locks.Inspect(lock_name)->tokens_issued, 5u);
+  absl::StatusOr<std::vector<list::ListValue>> all = lists.ReadAll(list_name);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 7u);
+  ExpectKeysWhereTheMapSays(fixture, 2000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, DhtReshardTest, ::testing::Values(Mode::kActive, Mode::kRdma),
