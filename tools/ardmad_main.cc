@@ -2,6 +2,7 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +22,7 @@
 #include "core/cli/flag_set.h"
 #include "core/cluster/fence.h"
 #include "core/cluster/member.h"
+#include "core/host_port.h"
 #include "core/log.h"
 #include "core/metrics/prometheus.h"
 #include "core/security/auth.h"
@@ -58,6 +61,7 @@ struct Config {
   bool quiet = false;
   std::string cluster;  // --cluster etcd://HOST:PORT[,...]/NAME: join that cluster
   absl::Duration cluster_ttl = absl::Seconds(5);
+  std::string advertise;  // --advertise HOST: the host registered for clients to reach
 
   // Raw flag values.
   int64_t io_threads = options.io_threads;
@@ -340,11 +344,31 @@ void DeclareClusterFlags(ardma::FlagSet& flags, Config& c) {
   flags.Duration("cluster-ttl", &c.cluster_ttl,
                  "the membership lease: a server that stops renewing it (it died, or cannot "
                  "reach etcd) leaves the cluster this long after (at least 2s, etcd's minimum)");
+  flags.String("advertise", &c.advertise, "HOST",
+               "with --cluster: the host that clients reach this server at, registered with the "
+               "listening port (default: the --listen host; needed when that is 0.0.0.0 or ::)");
 }
 
 absl::Status ApplyCluster(Config& c) {
-  if (c.cluster.empty()) return absl::OkStatus();
+  if (c.cluster.empty()) {
+    return c.advertise.empty() ? absl::OkStatus() : Invalid("--advertise needs --cluster");
+  }
   ARDMA_RETURN_IF_ERROR(ardma::cluster::ParseClusterAddress(c.cluster).status());
+  absl::StatusOr<ardma::HostPort> listen = ardma::ParseHostPort(c.options.listen);
+  bool wildcard = listen.ok() && (listen->host == "0.0.0.0" || listen->host == "::" ||
+                                  listen->host.empty());
+  if (wildcard && c.advertise.empty()) {
+    return Invalid(absl::StrCat("--cluster with --listen ", c.options.listen,
+                                " needs --advertise HOST: the address other hosts reach this "
+                                "server at"));
+  }
+  bool host_chars = std::all_of(c.advertise.begin(), c.advertise.end(), [](char ch) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' ||
+           ch == ':' || ch == '_';
+  });
+  if (!c.advertise.empty() && !host_chars) {
+    return Invalid(absl::StrCat("--advertise: '", c.advertise, "' is not a host name or address"));
+  }
   if (c.cluster_ttl < absl::Seconds(2) || c.cluster_ttl > absl::Hours(1)) {
     return Invalid("--cluster-ttl must be 2s to 1h");
   }
@@ -360,9 +384,15 @@ absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(const Config
   ARDMA_ASSIGN_OR_RETURN(o.where, ardma::cluster::ParseClusterAddress(c.cluster));
   o.self.id = absl::StrCat(absl::Hex(id, absl::kZeroPad16));
   bool tls = !c.options.tls_cert.empty();
-  o.self.addresses[tls ? "tls" : "tcp"] = (tls ? "tls://" : "") + server.address();
+  std::string address = server.address();
+  if (!c.advertise.empty()) {
+    ARDMA_ASSIGN_OR_RETURN(ardma::HostPort listening, ardma::ParseHostPort(address));
+    listening.host = c.advertise;
+    address = listening.ToString();
+  }
+  o.self.addresses[tls ? "tls" : "tcp"] = (tls ? "tls://" : "") + address;
   if (!server.unix_socket().empty()) o.self.addresses["unix"] = "unix:" + server.unix_socket();
-  if (server.ucx() != nullptr) o.self.addresses["ucx"] = "ucx://" + server.address();
+  if (server.ucx() != nullptr) o.self.addresses["ucx"] = "ucx://" + address;
   // Slots the map gives this server are served from then on (its fence: core/cluster/fence.h).
   o.on_map = [&server, self = o.self.id](const ardma::cluster::SlotMap& map) {
     return server.RunLocally(

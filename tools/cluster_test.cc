@@ -89,6 +89,21 @@ TEST_F(ClusterMembershipTest, AServerKeepsItsIdAcrossARestartAndLeavesWhenItDies
   EXPECT_THAT(out, HasSubstr("is already registered in cluster c1"));
   EXPECT_EQ(Members().size(), 1u);
 
+  // --advertise: the host registered is the one given, with the port it listens on.
+  {
+    testing::ServerProcess advertised({"--memory", "16M", "--cluster", Cluster(), "--cluster-ttl",
+                                       "2s", "--advertise", "localhost"});
+    ASSERT_FALSE(advertised.address().empty());
+    const std::string port = advertised.address().substr(advertised.address().rfind(':'));
+    bool seen = false;
+    for (cluster::MemberInfo& m : Members()) {
+      if (m.id == id) continue;
+      seen = true;
+      EXPECT_EQ(m.addresses["tcp"], "localhost" + port);
+    }
+    EXPECT_TRUE(seen);
+    advertised.Kill(SIGTERM);  // leaves at once
+  }
   // A clean stop leaves at once.
   again.Kill(SIGTERM);
   EXPECT_TRUE(Members().empty());
@@ -292,6 +307,13 @@ TEST(ClusterFlagsTest, BadClusterSettingsAreClearErrors) {
   EXPECT_THAT(out, HasSubstr("letters, digits"));
   EXPECT_EQ(RunCommand(ardmad + "--cluster etcd://127.0.0.1:1/c1 --cluster-ttl 1s", &out), 2);
   EXPECT_THAT(out, HasSubstr("--cluster-ttl"));
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 0.0.0.0:0 --quiet --memory 16M "
+                       "--cluster etcd://127.0.0.1:1/c1", &out), 2);
+  EXPECT_THAT(out, HasSubstr("needs --advertise HOST"));
+  EXPECT_EQ(RunCommand(ardmad + "--advertise db1.example", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--advertise needs --cluster"));
+  EXPECT_EQ(RunCommand(ardmad + "--cluster etcd://127.0.0.1:1/c1 --advertise 'a b'", &out), 2);
+  EXPECT_THAT(out, HasSubstr("is not a host name or address"));
   // Nothing listens there: the server does not start half-joined.
   EXPECT_EQ(RunCommand("timeout 20 " + ardmad + "--cluster etcd://127.0.0.1:1/c1", &out), 1);
   EXPECT_THAT(out, HasSubstr("etcd at 127.0.0.1:1 is unreachable"));
