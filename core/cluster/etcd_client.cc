@@ -2,6 +2,9 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
+#include <atomic>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
@@ -249,6 +252,108 @@ absl::Status EtcdClient::RevokeLease(int64_t lease) {
       Call("/v3/lease/revoke", Json{{"ID", std::to_string(lease)}}.dump());
   if (absl::IsNotFound(answer.status())) return absl::OkStatus();  // expired already
   return answer.status();
+}
+
+// ---- Watch ----
+
+struct EtcdWatch::Handles {
+  CURLM* multi = curl_multi_init();
+  CURL* easy = curl_easy_init();
+  std::string body;
+  std::atomic<bool> woken{false};
+  ~Handles() {
+    if (multi != nullptr && easy != nullptr) curl_multi_remove_handle(multi, easy);
+    if (easy != nullptr) curl_easy_cleanup(easy);
+    if (multi != nullptr) curl_multi_cleanup(multi);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(std::string_view prefix,
+                                                             int64_t from) {
+  Json create{{"key", B64(prefix)}, {"range_end", B64(PrefixEnd(prefix))}};
+  if (from > 0) create["start_revision"] = std::to_string(from);
+  std::string endpoint;
+  {
+    absl::MutexLock lock(&mu_);
+    endpoint = endpoints_[preferred_];
+  }
+  std::unique_ptr<EtcdWatch> watch(
+      new EtcdWatch(endpoint, Json{{"create_request", create}}.dump(), timeout_));
+  if (watch->handles_->multi == nullptr || watch->handles_->easy == nullptr) {
+    return absl::InternalError("libcurl could not make a handle");
+  }
+  return watch;
+}
+
+EtcdWatch::EtcdWatch(std::string endpoint, const std::string& body,
+                     absl::Duration connect_timeout)
+    : endpoint_(std::move(endpoint)), handles_(std::make_unique<Handles>()) {
+  Handles& h = *handles_;
+  if (h.multi == nullptr || h.easy == nullptr) return;
+  h.body = body;
+  std::string url = absl::StrCat("http://", endpoint_, "/v3/watch");
+  curl_easy_setopt(h.easy, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h.easy, CURLOPT_POSTFIELDS, h.body.c_str());
+  curl_easy_setopt(h.easy, CURLOPT_POSTFIELDSIZE, static_cast<long>(h.body.size()));
+  curl_easy_setopt(h.easy, CURLOPT_WRITEFUNCTION, &Append);
+  curl_easy_setopt(h.easy, CURLOPT_WRITEDATA, &buffer_);
+  curl_easy_setopt(h.easy, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(connect_timeout)));
+  curl_easy_setopt(h.easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h.easy, CURLOPT_PROXY, "");
+  curl_multi_add_handle(h.multi, h.easy);
+}
+
+EtcdWatch::~EtcdWatch() = default;
+
+void EtcdWatch::Wake() {
+  handles_->woken = true;
+  curl_multi_wakeup(handles_->multi);
+}
+
+absl::StatusOr<int64_t> EtcdWatch::TakeMessages() {
+  int64_t revision = 0;
+  for (size_t end = buffer_.find('\n'); end != std::string::npos; end = buffer_.find('\n')) {
+    Json message = Json::parse(buffer_.substr(0, end), nullptr, /*allow_exceptions=*/false);
+    buffer_.erase(0, end + 1);
+    if (message.is_discarded() || !message.contains("result")) {
+      return absl::UnavailableError(
+          absl::StrCat("etcd at ", endpoint_, " ended the watch: ", message.dump()));
+    }
+    const Json& result = message["result"];
+    if (result.value("canceled", false)) {
+      return absl::UnavailableError(absl::StrCat("etcd at ", endpoint_, " canceled the watch"));
+    }
+    if (result.contains("events") && !result["events"].empty()) {
+      revision = std::max(revision, Int(result["header"], "revision"));
+    }
+  }
+  return revision;
+}
+
+absl::StatusOr<int64_t> EtcdWatch::Next(absl::Duration timeout) {
+  Handles& h = *handles_;
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    int running = 0;
+    curl_multi_perform(h.multi, &running);
+    ARDMA_ASSIGN_OR_RETURN(int64_t revision, TakeMessages());
+    if (revision != 0) return revision;
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(h.multi, &left)) {
+      if (msg->msg == CURLMSG_DONE) {
+        return absl::UnavailableError(absl::StrCat("the watch on etcd at ", endpoint_,
+                                                   " ended: ", curl_easy_strerror(msg->data.result)));
+      }
+    }
+    if (running == 0) {
+      return absl::UnavailableError(absl::StrCat("the watch on etcd at ", endpoint_, " ended"));
+    }
+    absl::Duration left_time = deadline - absl::Now();
+    if (h.woken.exchange(false) || left_time <= absl::ZeroDuration()) return 0;
+    int64_t ms = std::clamp<int64_t>(absl::ToInt64Milliseconds(left_time), 1, 1000);
+    curl_multi_poll(h.multi, nullptr, 0, static_cast<int>(ms), nullptr);
+  }
 }
 
 }  // namespace ardma::cluster

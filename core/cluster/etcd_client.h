@@ -2,7 +2,7 @@
 // transactions — over etcd's JSON gateway (HTTP/1.1 POST to /v3/..., libcurl; keys, values and
 // lease ids as etcd's JSON encodes them: bytes in base64, 64-bit numbers as strings). Chosen over
 // gRPC because Debian's etcd 3.4 serves the gateway on its client port and it needs no generated
-// code; watching is done by polling the revision (the gateway's watch is a stream).
+// code. A watch (EtcdWatch) is the gateway's stream of newline-separated JSON messages.
 //
 //   ARDMA_ASSIGN_OR_RETURN(auto etcd, EtcdClient::Connect("127.0.0.1:2379"));
 //   ARDMA_RETURN_IF_ERROR(etcd->Put("/ardma/c1/members/7", "..."));
@@ -33,6 +33,8 @@ struct KeyValue {
   int64_t mod_revision = 0;  // the store's revision when the key last changed
   int64_t lease = 0;         // 0: none
 };
+
+class EtcdWatch;
 
 class EtcdClient {
  public:
@@ -67,6 +69,10 @@ class EtcdClient {
   absl::StatusOr<absl::Duration> TimeToLive(int64_t lease);
   absl::Status RevokeLease(int64_t lease);
 
+  // Watches the keys that start with `prefix`, from store revision `from` on (so nothing after a
+  // read at revision from - 1 is missed), on the endpoint that answered last.
+  absl::StatusOr<std::unique_ptr<EtcdWatch>> Watch(std::string_view prefix, int64_t from);
+
   const std::string& endpoints() const { return endpoints_text_; }
 
  private:
@@ -82,6 +88,31 @@ class EtcdClient {
   absl::Mutex mu_;
   std::unique_ptr<Curl> curl_ ABSL_GUARDED_BY(mu_);  // keeps its connection between calls
   size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;        // the endpoint that answered last
+};
+
+// A watch's stream. One thread waits in Next; any thread may Wake it.
+class EtcdWatch {
+ public:
+  ~EtcdWatch();
+  EtcdWatch(const EtcdWatch&) = delete;
+  EtcdWatch& operator=(const EtcdWatch&) = delete;
+
+  // Waits up to `timeout` for changes: the store revision of the last change seen, or 0 if none
+  // came in that time (or Wake was called). UNAVAILABLE once the stream has ended (etcd went away,
+  // or compacted the revision watched from): start over from a fresh read.
+  absl::StatusOr<int64_t> Next(absl::Duration timeout);
+  void Wake();
+
+ private:
+  friend class EtcdClient;
+  struct Handles;
+  EtcdWatch(std::string endpoint, const std::string& body, absl::Duration connect_timeout);
+  // Takes the complete messages out of buffer_: the revision of the last change, 0 if none.
+  absl::StatusOr<int64_t> TakeMessages();
+
+  const std::string endpoint_;
+  std::unique_ptr<Handles> handles_;
+  std::string buffer_;
 };
 
 }  // namespace ardma::cluster

@@ -51,6 +51,33 @@ TEST_F(EtcdClientTest, KeysAreWrittenReadListedAndDeleted) {
   EXPECT_FALSE(client_->Get("/never/written")->has_value());
 }
 
+// A watch reports every change under its prefix from the revision it starts at (so a change
+// between a read and the watch is not missed), nothing outside it, wakes when asked, and ends
+// when etcd goes away.
+TEST_F(EtcdClientTest, AWatchReportsTheChangesUnderItsPrefixFromItsRevision) {
+  ASSERT_TRUE(client_->Put("/w/a", "1").ok());
+  int64_t revision = 0;
+  ASSERT_TRUE(client_->GetPrefix("/w/", &revision).ok());
+  ASSERT_TRUE(client_->Put("/w/b", "2").ok());  // after the read, before the watch
+  absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = client_->Watch("/w/", revision + 1);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  EXPECT_EQ(*(*watch)->Next(absl::Seconds(10)), revision + 1);
+  EXPECT_EQ(*(*watch)->Next(absl::Milliseconds(200)), 0);
+  ASSERT_TRUE(client_->Put("/x/outside", "3").ok());
+  EXPECT_EQ(*(*watch)->Next(absl::Milliseconds(300)), 0);
+  ASSERT_TRUE(client_->Delete("/w/a").ok());
+  EXPECT_EQ(*(*watch)->Next(absl::Seconds(10)), revision + 3);
+  // Woken from another thread, a wait without end returns (else this test would hang).
+  std::thread waker([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    (*watch)->Wake();
+  });
+  EXPECT_EQ(*(*watch)->Next(absl::InfiniteDuration()), 0);
+  waker.join();
+  etcd_.Kill(SIGKILL);
+  EXPECT_EQ((*watch)->Next(absl::Seconds(10)).status().code(), absl::StatusCode::kUnavailable);
+}
+
 // Two admins read the same revision and both try to change the key: exactly one wins.
 TEST_F(EtcdClientTest, PutIfLetsOneOfTwoConcurrentWritersWin) {
   absl::StatusOr<bool> created = client_->PutIf("/ardma/map", 0, "v1");

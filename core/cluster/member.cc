@@ -32,6 +32,8 @@ absl::StatusOr<ClusterAddress> ParseClusterAddress(std::string_view text) {
   return out;
 }
 
+std::string ClusterPrefix(std::string_view name) { return absl::StrCat("/ardma/", ToAbsl(name), "/"); }
+
 std::string MembersPrefix(std::string_view name) {
   return absl::StrCat("/ardma/", ToAbsl(name), "/members/");
 }
@@ -116,18 +118,51 @@ void Member::ReadMap() {
   }
 }
 
+std::unique_ptr<EtcdWatch> Member::WatchMap() {
+  int64_t revision = 0;
+  if (!etcd_->GetPrefix(MapKey(options_.where.name), &revision).ok()) return nullptr;
+  ReadMap();
+  absl::StatusOr<std::unique_ptr<EtcdWatch>> watch =
+      etcd_->Watch(MapKey(options_.where.name), revision + 1);
+  if (!watch.ok()) return nullptr;
+  absl::MutexLock lock(&mu_);
+  if (leaving_) return nullptr;  // Leave found no watch to wake
+  watch_ = watch->get();
+  return *std::move(watch);
+}
+
+void Member::ForgetWatch(std::unique_ptr<EtcdWatch>& watch) {
+  {
+    absl::MutexLock lock(&mu_);
+    watch_ = nullptr;
+  }
+  watch.reset();
+}
+
 void Member::Run() {
   absl::Time next_renewal = absl::Now() + options_.ttl / 3;
   bool warned = false;
+  std::unique_ptr<EtcdWatch> watch;
+  auto leaving = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return leaving_; };
   for (;;) {
+    if (watch == nullptr) watch = WatchMap();
+    if (watch != nullptr) {
+      absl::StatusOr<int64_t> changed =
+          watch->Next(std::max(absl::ZeroDuration(), next_renewal - absl::Now()));
+      if (!changed.ok()) {
+        ForgetWatch(watch);  // etcd went away: read and watch again
+      } else if (*changed != 0) {
+        ReadMap();
+      }
+    }
     {
       absl::MutexLock lock(&mu_);
-      auto leaving = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return leaving_; };
-      mu_.AwaitWithDeadline(absl::Condition(&leaving),
-                            std::min(next_renewal, absl::Now() + options_.map_poll));
-      if (leaving_) return;
+      if (watch == nullptr) {
+        mu_.AwaitWithDeadline(absl::Condition(&leaving),
+                              std::min(next_renewal, absl::Now() + options_.retry_interval));
+      }
+      if (leaving_) break;
     }
-    ReadMap();
     if (absl::Now() < next_renewal) continue;
     next_renewal = absl::Now() + options_.ttl / 3;
     absl::StatusOr<absl::Duration> ttl = etcd_->KeepAlive(lease_);
@@ -147,6 +182,7 @@ void Member::Run() {
       renewals_.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  ForgetWatch(watch);
 }
 
 std::shared_ptr<const SlotMap> Member::map() const {
@@ -159,6 +195,7 @@ void Member::Leave() {
     absl::MutexLock lock(&mu_);
     if (leaving_) return;
     leaving_ = true;
+    if (watch_ != nullptr) watch_->Wake();
   }
   if (thread_.joinable()) thread_.join();
   if (lease_ != 0) (void)etcd_->RevokeLease(lease_);

@@ -34,6 +34,7 @@ absl::StatusOr<ClusterAddress> ParseClusterAddress(std::string_view text);
 bool IsClusterAddress(std::string_view text);  // starts with "etcd://"
 
 // The keys of cluster `name` in etcd.
+std::string ClusterPrefix(std::string_view name);  // "/ardma/NAME/": every key of the cluster
 std::string MembersPrefix(std::string_view name);  // "/ardma/NAME/members/"
 std::string MapKey(std::string_view name);         // "/ardma/NAME/map"
 
@@ -49,7 +50,8 @@ struct MemberOptions {
   ClusterAddress where;
   MemberInfo self;
   absl::Duration ttl = absl::Seconds(5);            // of the membership lease
-  absl::Duration map_poll = absl::Milliseconds(200);  // how often the slot map is read
+  // The slot map is followed by a watch; while etcd is away, watching is tried again this often.
+  absl::Duration retry_interval = absl::Milliseconds(200);
   // Called with every newer valid map taken (first in Join, if the cluster has one), on the
   // member's thread: ardmad adopts its slots in its fence (fence.h). Its error is logged.
   std::function<absl::Status(const SlotMap&)> on_map;
@@ -78,8 +80,11 @@ class Member {
       : options_(std::move(options)), etcd_(std::move(etcd)) {}
   // Takes a lease and puts the member key on it, unless another live server holds the id.
   absl::Status Register();
-  void Run();            // keeps the lease alive and reads the map until Leave
+  void Run();            // keeps the lease alive and follows the map until Leave
   void ReadMap();
+  // Reads the map, then watches it from just after that read; null while etcd is away.
+  std::unique_ptr<EtcdWatch> WatchMap();
+  void ForgetWatch(std::unique_ptr<EtcdWatch>& watch);
 
   const MemberOptions options_;
   std::unique_ptr<EtcdClient> etcd_;
@@ -88,6 +93,7 @@ class Member {
   int64_t map_revision_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t lease_ = 0;  // the Run thread's, after Join
   bool leaving_ ABSL_GUARDED_BY(mu_) = false;
+  EtcdWatch* watch_ ABSL_GUARDED_BY(mu_) = nullptr;  // Run's, to wake it when leaving
   std::atomic<uint64_t> renewals_{0};
   std::thread thread_;
 };

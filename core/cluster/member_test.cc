@@ -36,7 +36,7 @@ class MemberTest : public ::testing::Test {
     o.where = {etcd_.endpoint(), "c1"};
     o.self = {std::move(id), {{"tcp", "127.0.0.1:7"}, {"ucx", "ucx://127.0.0.1:7"}}};
     o.ttl = absl::Seconds(2);
-    o.map_poll = absl::Milliseconds(20);
+    o.retry_interval = absl::Milliseconds(20);
     return o;
   }
   std::vector<MemberInfo> Members() {
@@ -75,8 +75,11 @@ TEST_F(MemberTest, RegistersOnceStaysWhileAliveAndLeavesAtOnce) {
   EXPECT_TRUE(Member::Join(Options("a1")).ok());  // the id is free again
 }
 
+// Through the watch: were the map polled, an hour would pass before it was read again.
 TEST_F(MemberTest, FollowsTheSlotMapAndKeepsTheLastValidOne) {
-  absl::StatusOr<std::unique_ptr<Member>> a = Member::Join(Options("a1"));
+  MemberOptions options = Options("a1");
+  options.retry_interval = absl::Hours(1);
+  absl::StatusOr<std::unique_ptr<Member>> a = Member::Join(options);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ((*a)->map(), nullptr);  // no map yet
   SlotMap one = SlotMap::AllTo("a1");

@@ -23,22 +23,44 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(std::string_view addre
   return cluster;
 }
 
+bool Cluster::WaitUnlessClosing(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto closing = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return closing_; };
+  mu_.AwaitWithTimeout(absl::Condition(&closing), timeout);
+  return closing_;
+}
+
 void Cluster::Follow() {
-  for (;;) {
+  const std::string prefix = ClusterPrefix(where_.name);
+  do {
+    // The revision first, then the read, then a watch from just after that revision: no change
+    // falls between the read and the watch. (etcd away: the cached members and map stay.)
+    int64_t revision = 0;
+    absl::Status read = etcd_->GetPrefix(MapKey(where_.name), &revision).status();
+    if (read.ok()) read = Refresh();
+    absl::StatusOr<std::unique_ptr<EtcdWatch>> watch =
+        read.ok() ? etcd_->Watch(prefix, revision + 1) : absl::StatusOr<std::unique_ptr<EtcdWatch>>(read);
+    if (!watch.ok()) continue;
     {
       absl::MutexLock lock(&mu_);
-      auto closing = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return closing_; };
-      mu_.AwaitWithTimeout(absl::Condition(&closing), options_.refresh_interval);
       if (closing_) return;
+      watch_ = watch->get();
     }
-    Refresh().IgnoreError();  // etcd away: the cached members and map stay
-  }
+    for (;;) {
+      absl::StatusOr<int64_t> changed = (*watch)->Next(absl::Seconds(60));
+      if (!changed.ok() || WaitUnlessClosing(absl::ZeroDuration())) break;  // start over
+      if (*changed != 0) Refresh().IgnoreError();
+    }
+    absl::MutexLock lock(&mu_);
+    watch_ = nullptr;
+  } while (!WaitUnlessClosing(options_.refresh_interval));
 }
 
 Cluster::~Cluster() {
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
+    if (watch_ != nullptr) watch_->Wake();
   }
   if (follower_.joinable()) follower_.join();
 }

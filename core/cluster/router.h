@@ -1,9 +1,9 @@
 // Cluster: a client of a whole cluster (docs/cluster.md). It reads the cluster's members and slot
 // map from etcd, keeps them (calls go on working on the cached map while etcd is away) and reads
-// them again every refresh_interval, keeps one Client per server it has needed, and hands out the
-// client of the server that owns a slot. A server that died is known as soon as etcd drops it
-// (its lease's TTL): its slots are then UNAVAILABLE at once, naming it; a server that comes back
-// (at its old address or a new one) is used again.
+// them again on every change a watch reports, keeps one Client per server it has needed, and
+// hands out the client of the server that owns a slot. A server that died is known as soon as
+// etcd drops it (its lease's TTL): its slots are then UNAVAILABLE at once, naming it; a server
+// that comes back (at its old address or a new one) is used again.
 //
 //   ARDMA_ASSIGN_OR_RETURN(auto cluster, Cluster::Connect("etcd://127.0.0.1:2379/c1"));
 //   ARDMA_ASSIGN_OR_RETURN(Client* owner, cluster->ForKey("sessions", "alice"));
@@ -37,7 +37,9 @@ class Cluster final : public Servers {
     // The members' address to use: "tcp", "unix", "ucx" or "tls"; a member without it is reached
     // over tls, else tcp.
     std::string transport = "tcp";
-    // How often the members and the map are read again (zero: only by Refresh()).
+    // Zero: the members and the map are read only by Refresh(). Else a follower thread reads them
+    // again on every change etcd reports (a watch on the cluster's keys), and waits this long
+    // before it tries again when etcd is away.
     absl::Duration refresh_interval = absl::Milliseconds(500);
   };
   // `address`: etcd://HOST:PORT[,...]/NAME. UNAVAILABLE if etcd cannot be reached,
@@ -77,7 +79,9 @@ class Cluster final : public Servers {
       : where_(std::move(where)), options_(std::move(options)), etcd_(std::move(etcd)) {}
   // The address of member `id` in the chosen transport; empty if it is not a live member.
   std::string AddressOf(const std::string& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void Follow();  // the refresh thread, until the destructor
+  void Follow();  // the follower thread, until the destructor
+  // Waits up to `timeout`; true once the Cluster is closing.
+  bool WaitUnlessClosing(absl::Duration timeout);
 
 
   const ClusterAddress where_;
@@ -93,6 +97,7 @@ class Cluster final : public Servers {
   // members change: the fast path of ForSlot.
   std::vector<Client*> routes_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  EtcdWatch* watch_ ABSL_GUARDED_BY(mu_) = nullptr;  // the follower's, to wake it when closing
   std::thread follower_;
 };
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/testing/etcd_process.h"
 #include "core/testing/cluster_fixture.h"
+#include "core/testing/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -62,6 +63,24 @@ TEST_F(ClusterRouterTest, ARefreshFollowsAMovedRangeAndTheCacheOutlivesEtcd) {
   EXPECT_EQ((*client)->address(), ServerAddress(2));
   EXPECT_TRUE((*client)->Ping().ok());
   EXPECT_EQ((*cluster)->map()->epoch(), 2u);
+}
+
+// The follower takes a new map as etcd reports it (were it polled, an hour would pass first), and
+// a Cluster closes at once while it waits.
+TEST_F(ClusterRouterTest, AClientFollowsTheMapAsEtcdReportsEachChange) {
+  Cluster::Options options;
+  options.refresh_interval = absl::Hours(1);
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Connect(Address(), options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  for (uint64_t epoch = 2; epoch <= 3; ++epoch) {
+    SlotMap moved = SlotMap::Even({"s0", "s1", "s2"}).WithRange(0, epoch, "s2");
+    while (moved.epoch() < epoch) moved = moved.WithRange(0, epoch, "s2");
+    ASSERT_TRUE(cluster_.etcd().Put(MapKey("c1"), moved.ToJson()).ok());
+    ASSERT_TRUE(testing::WaitUntil([&] { return (*cluster)->map()->epoch() == epoch; }))
+        << "the map of epoch " << epoch << " was not taken";
+    EXPECT_EQ((*(*cluster)->ForSlot(0))->address(), ServerAddress(2));
+  }
+  cluster->reset();  // the destructor wakes the follower from its watch
 }
 
 TEST_F(ClusterRouterTest, ASlotWhoseServerIsGoneIsUnavailableNamingIt) {
