@@ -301,7 +301,8 @@ TEST_F(ReshardAdminTest, AServerServesNoLockOfASlotItDoesNotOwn) {
   std::vector<std::unique_ptr<Client>> members = fixture.ClientOfEachServer();
   for (Mode mode : {Mode::kActive, Mode::kRdma}) {
     lock::LockClient wrong(members[1].get(), mode);
-    absl::StatusOr<lock::Grant> g = wrong.Acquire(name, lock::LockMode::kExclusive, absl::Seconds(5));
+    absl::StatusOr<lock::Grant> g =
+        wrong.Acquire(name, lock::LockMode::kExclusive, absl::Seconds(5));
     EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition) << g.status();
     EXPECT_THAT(g.status().message(), ::testing::HasSubstr("connect with the cluster's etcd://"));
   }
@@ -469,7 +470,8 @@ TEST_F(ReshardHeldLockTest, ALockHeldThroughTheWaitKeepsItsSlotAndMovesOnceFree)
                                                     absl::Seconds(5), absl::Seconds(60));
   ASSERT_TRUE(held.ok()) << held.status();
   std::string out;
-  EXPECT_EQ(testing::RunCommand(Ardma(fixture, "--lock-wait 300ms cluster add s2"), &out), 0) << out;
+  EXPECT_EQ(testing::RunCommand(Ardma(fixture, "--lock-wait 300ms cluster add s2"), &out), 0)
+      << out;
   EXPECT_THAT(out, ::testing::HasSubstr("1 slots kept: a lock in them stayed busy for 300ms"));
   EXPECT_EQ(OwnerOf(fixture, name), owner_before);
   ASSERT_TRUE(holder.Release(*held).ok());

@@ -342,8 +342,8 @@ absl::StatusOr<int64_t> EtcdWatch::Next(absl::Duration timeout) {
     int left = 0;
     while (CURLMsg* msg = curl_multi_info_read(h.multi, &left)) {
       if (msg->msg == CURLMSG_DONE) {
-        return absl::UnavailableError(absl::StrCat("the watch on etcd at ", endpoint_,
-                                                   " ended: ", curl_easy_strerror(msg->data.result)));
+        return absl::UnavailableError(absl::StrCat("the watch on etcd at ", endpoint_, " ended: ",
+                                                   curl_easy_strerror(msg->data.result)));
       }
     }
     if (running == 0) {

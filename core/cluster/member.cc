@@ -32,7 +32,9 @@ absl::StatusOr<ClusterAddress> ParseClusterAddress(std::string_view text) {
   return out;
 }
 
-std::string ClusterPrefix(std::string_view name) { return absl::StrCat("/ardma/", ToAbsl(name), "/"); }
+std::string ClusterPrefix(std::string_view name) {
+  return absl::StrCat("/ardma/", ToAbsl(name), "/");
+}
 
 std::string MembersPrefix(std::string_view name) {
   return absl::StrCat("/ardma/", ToAbsl(name), "/members/");

@@ -38,8 +38,8 @@ void Cluster::Follow() {
     int64_t revision = 0;
     absl::Status read = etcd_->GetPrefix(MapKey(where_.name), &revision).status();
     if (read.ok()) read = Refresh();
-    absl::StatusOr<std::unique_ptr<EtcdWatch>> watch =
-        read.ok() ? etcd_->Watch(prefix, revision + 1) : absl::StatusOr<std::unique_ptr<EtcdWatch>>(read);
+    if (!read.ok()) continue;
+    absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd_->Watch(prefix, revision + 1);
     if (!watch.ok()) continue;
     {
       absl::MutexLock lock(&mu_);

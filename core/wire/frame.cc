@@ -151,8 +151,8 @@ std::string StatusPayload(const absl::Status& status) {
 
 absl::Status StatusFromWire(uint16_t status, std::string_view message) {
   if (status == kWireRedirect) {
-    std::optional<slots::Redirect> redirect =
-        slots::RedirectFromBytes(message.substr(0, std::min(message.size(), slots::kRedirectBytes)));
+    std::optional<slots::Redirect> redirect = slots::RedirectFromBytes(
+        message.substr(0, std::min(message.size(), slots::kRedirectBytes)));
     if (redirect) return slots::RedirectStatus(*redirect);
     return absl::DataLossError("a malformed redirect");
   }

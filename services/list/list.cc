@@ -173,8 +173,8 @@ absl::StatusOr<bool> Unlink(Context& ctx, uint64_t header, uint64_t prev_link, c
 }
 
 // Walks live nodes in order, helping to unlink removed ones. `visit(prev_link, node, index)`
-// returns true to stop; prev_link is 0 for the first node. Returns false if the walk must restart (a node was freed under it), true
-// when it stopped or reached the end.
+// returns true to stop; prev_link is 0 for the first node. Returns false if the walk must restart
+// (a node was freed under it), true when it stopped or reached the end.
 template <typename Visit>
 absl::StatusOr<bool> Walk(Context& ctx, uint64_t header, uint64_t head, uint64_t* index_out,
                           Visit visit) {

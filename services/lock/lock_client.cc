@@ -70,7 +70,8 @@ absl::StatusOr<std::optional<Grant>> LockClient::Run(std::string_view name, Lock
         Call(client, mode_, "lock.acquire", EncodeAcquireArgs(args), wait);
     if (!result.ok()) {
       if (mode_ == Mode::kRdma && absl::IsDeadlineExceeded(result.status()) && args.addr != 0) {
-        Kick(client, args.addr).IgnoreError();  // our ticket went back: an active waiter may be next
+        // Our ticket went back: an active waiter may be next.
+        Kick(client, args.addr).IgnoreError();
       }
       return result.status();
     }
@@ -79,8 +80,9 @@ absl::StatusOr<std::optional<Grant>> LockClient::Run(std::string_view name, Lock
   };
   auto on = [&](Client& client) -> absl::StatusOr<Sent> {
     if (mode_ == Mode::kActive) return attempt(client, std::nullopt);
-    return addrs_.Run<Sent>(ServerScopedName(client, name),
-                            [&](std::optional<uint64_t> cached) { return attempt(client, cached); });
+    return addrs_.Run<Sent>(ServerScopedName(client, name), [&](std::optional<uint64_t> cached) {
+      return attempt(client, cached);
+    });
   };
   ARDMA_ASSIGN_OR_RETURN(
       Sent sent,
