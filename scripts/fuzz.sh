@@ -30,8 +30,8 @@ mkdir -p "$out"
 
 if [[ $which != handler ]]; then
   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. \
-    core/wire/wire_fuzz.cc core/wire/frame.cc core/wire/messages.cc \
-    $(pkg-config --cflags --libs absl_status absl_statusor absl_strings absl_str_format) \
+    core/wire/wire_fuzz.cc core/wire/frame.cc core/wire/messages.cc core/slots.cc \
+    $(pkg-config --cflags --libs absl_status absl_statusor absl_strings absl_str_format absl_cord) \
     -o "$out/wire_fuzz"
   mkdir -p "$out/wire-corpus"
   (cd "$out" && ./wire_fuzz "${limit[@]}" -max_len=4096 wire-corpus)
