@@ -378,7 +378,7 @@ int Main(int argc, char** argv) {
   flags.Duration("lease", &opt.lease, "lock: lease, renewed at a third of it while COMMAND runs");
   flags.Duration("lock-wait", &opt.lock_wait,
                  "cluster add/remove/rebalance: how long to wait for a busy lock in a slot to move "
-                 "before keeping the slot (default 5s)");
+                 "before keeping the slot");
   flags.Bool("long", &opt.long_list, "fs ls: long listing");
   flags.Bool("parents", &opt.parents, "fs mkdir: make missing parents, accept existing");
   flags.Bool("recursive", &opt.recursive, "fs rm: remove directories and everything below");
