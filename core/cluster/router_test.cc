@@ -44,8 +44,11 @@ TEST_F(ClusterRouterTest, EveryKeyGoesToTheServerTheMapNames) {
   EXPECT_EQ((*cluster)->ForSlot(kSlots).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Without a follower (refresh_interval 0): the map is read again only by Refresh.
 TEST_F(ClusterRouterTest, ARefreshFollowsAMovedRangeAndTheCacheOutlivesEtcd) {
-  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Connect(Address());
+  Cluster::Options no_follower;
+  no_follower.refresh_interval = absl::ZeroDuration();
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Connect(Address(), no_follower);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   EXPECT_EQ((*(*cluster)->ForSlot(0))->address(), ServerAddress(0));
   SlotMap moved = SlotMap::Even({"s0", "s1", "s2"}).WithRange(0, 99, "s2");
