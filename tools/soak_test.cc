@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/client/client.h"
+#include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/testing/server_process.h"
 #include "gtest/gtest.h"
@@ -63,7 +64,12 @@ TEST(ChaosTest, SixtyFourConnectionsOfMixedOperationsStayErrorFreeWithFlatMemory
       dht::DhtClient dht(client->get(), mode);
       dfs::DfsClient dfs(client->get(), mode);
       LockClient locks(client->get(), mode);
-      uint64_t mine = heap::kDataStart + (64u << 20) + static_cast<uint64_t>(t) * 4096;
+      // Its own 4 KiB for raw reads, writes and FETCH_ADDs: allocated, so that nothing else the
+      // server keeps can be placed there (a fixed address in the heap once was).
+      RemoteContext ctx(client->get(), {});
+      absl::StatusOr<uint64_t> scratch = heap::Allocate(ctx, 4096);
+      if (failed(scratch.status(), "allocate")) return;
+      const uint64_t mine = *scratch;
       std::string file = absl::StrCat("/soak-", t);
       if (failed(dfs.Create(file, 0644, false).status(), "create")) return;
       for (uint64_t i = 0; !stop.load(); ++i) {
