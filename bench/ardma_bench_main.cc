@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/load_generator.h"
 #include "bench/workloads.h"
@@ -38,7 +39,8 @@ constexpr char kUsage[] =
     "The server defaults to $ARDMA_SERVER, then 127.0.0.1:15712. With --server\n"
     "etcd://HOST:PORT/NAME the dht.* tests run on that cluster: connection i goes to member\n"
     "i mod N (over UCX with --ucx) and draws only keys that member holds (as redis-benchmark\n"
-    "--cluster does).\n"
+    "--cluster does); with --member HOST:PORT as well, every connection goes to that one member\n"
+    "and draws its keys (one load generator per member, e.g. each pinned beside its server).\n"
     "\n"
     "  ardma-bench -t dht.put,dht.get -c 50 -n 200000 -d 3 -r 10000\n"
     "  ardma-bench -t dht.get --mode rdma -c 8 -n 20000 --json\n"
@@ -48,8 +50,9 @@ constexpr char kUsage[] =
 
 // With --server etcd://...: the members' addresses (over UCX with `ucx`) for the connections, and
 // the keys each holds for the connections that go to it. Returns a client of each member, to
-// prepare the tests on.
+// prepare the tests on. With `only` (a member's address), the connections all go to that member.
 absl::StatusOr<std::vector<ardma::Client*>> UseCluster(ardma::cluster::Cluster& cluster,
+                                                       const std::string& only,
                                                        ardma::bench::LoadOptions& load,
                                                        ardma::bench::WorkloadOptions& w) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<ardma::Client*> members, cluster.All());
@@ -62,7 +65,16 @@ absl::StatusOr<std::vector<ardma::Client*>> UseCluster(ardma::cluster::Cluster& 
     size_t index = std::find(members.begin(), members.end(), owner) - members.begin();
     w.key_sets[index].push_back(n);
   }
-  return members;
+  if (only.empty()) return members;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i]->address() != only && load.addresses[i] != only) continue;
+    load.addresses = {load.addresses[i]};
+    w.key_sets = {w.key_sets[i]};
+    return members;
+  }
+  return absl::NotFoundError(absl::StrCat("--member ", only, " is not a server of cluster ",
+                                          load.address, " (its servers: ",
+                                          absl::StrJoin(load.addresses, ", "), ")"));
 }
 
 // What the tests run against: one server, or a cluster's members.
@@ -72,9 +84,10 @@ struct Targets {
   std::vector<ardma::Client*> setups;  // what the tests are prepared on: the server, or each member
 };
 
-absl::Status Connect(bool ucx, ardma::bench::LoadOptions& load, ardma::bench::WorkloadOptions& w,
+absl::Status Connect(bool ucx, const std::string& member, ardma::bench::LoadOptions& load, ardma::bench::WorkloadOptions& w,
                      Targets* targets) {
   if (!ardma::cluster::IsClusterAddress(load.address)) {
+    if (!member.empty()) return absl::InvalidArgumentError("--member needs --server etcd://...");
     ARDMA_ASSIGN_OR_RETURN(targets->single, ardma::Client::Connect(load.address));
     targets->setups = {targets->single.get()};
     return absl::OkStatus();
@@ -83,7 +96,7 @@ absl::Status Connect(bool ucx, ardma::bench::LoadOptions& load, ardma::bench::Wo
   cluster_options.transport = ucx ? "ucx" : "tcp";
   ARDMA_ASSIGN_OR_RETURN(targets->cluster,
                          ardma::cluster::Cluster::Connect(load.address, cluster_options));
-  ARDMA_ASSIGN_OR_RETURN(targets->setups, UseCluster(*targets->cluster, load, w));
+  ARDMA_ASSIGN_OR_RETURN(targets->setups, UseCluster(*targets->cluster, member, load, w));
   return absl::OkStatus();
 }
 
@@ -145,6 +158,7 @@ int main(int argc, char** argv) {
   ardma::bench::WorkloadOptions w;
   std::string tests = "ping,dht.put,dht.get";
   std::string mode = "active";
+  std::string member;
   int64_t connections = load.connections;
   int64_t requests = static_cast<int64_t>(load.requests);
   int64_t pipeline = load.pipeline;
@@ -167,6 +181,8 @@ int main(int argc, char** argv) {
   flags.Int("seed", &seed, "N", "seed of the key sequence");
   flags.Bool("csv", &csv, "print one CSV line per test (with a header)");
   flags.Bool("ucx", &ucx, "on a cluster (--server etcd://...), reach its members over UCX");
+  flags.String("member", &member, "HOST:PORT",
+               "on a cluster, drive only the member at this address (see `ardma cluster status`)");
   ardma::JsonFlag(flags, &json, "the results as a JSON array, one object per test");
   flags.Short('t', "tests");
   flags.Short('c', "clients");
@@ -222,7 +238,7 @@ int main(int argc, char** argv) {
     }
   }
   Targets targets;
-  if (absl::Status s = Connect(ucx, load, w, &targets); !s.ok()) {
+  if (absl::Status s = Connect(ucx, member, load, w, &targets); !s.ok()) {
     std::cerr << "ardma-bench: " << s << "\n";
     return 1;
   }
