@@ -55,10 +55,13 @@ struct FunctionStats {
   std::atomic<uint64_t> calls{0};
   std::atomic<uint64_t> average_ns{0};  // exponentially weighted, 1/8 per sample
   std::atomic<uint64_t> last_ns{0};     // the most recent run, so a sudden slow run counts at once
-  // Set for good once a run on an I/O thread overran (see RequestHandler): it never runs there
-  // again. `inline_since_ns` is when a run on an I/O thread began (steady clock), 0 when none is
-  // running, so a run that has not ended yet counts too.
+  // Set for good once runs on an I/O thread overran three times in a row (see RequestHandler): it
+  // never runs there again. `overruns` counts those runs since the last one on an I/O thread that
+  // did not overrun (a run preempted once on a loaded machine is forgiven by the next short one).
+  // `inline_since_ns` is when a run on an I/O thread began (steady clock), 0 when none is running,
+  // so a run that has not ended yet counts too.
   std::atomic<bool> never_inline{false};
+  std::atomic<uint32_t> overruns{0};
   std::atomic<int64_t> inline_since_ns{0};
   void Record(uint64_t ns) {
     last_ns.store(ns, std::memory_order_relaxed);

@@ -147,10 +147,16 @@ int64_t SteadyNanos() {
 
 thread_local std::atomic<int64_t>* io_busy_stamp = nullptr;
 
-void MarkOverran(const BoundFunction& fn, int64_t ns) {
+// A run on an I/O thread that overran: the `limit`th in a row sends the function to the pool for
+// good. (One overrun alone may be the machine's doing: a preempted thread.)
+void MarkOverran(const BoundFunction& fn, int64_t ns, int limit) {
+  uint32_t in_a_row = fn.stats().overruns.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (in_a_row < static_cast<uint32_t>(limit)) return;
   if (!fn.stats().never_inline.exchange(true, std::memory_order_relaxed)) {
-    ARDMA_LOG(kWarning, "%s ran %s on an I/O thread; from now on it runs on the worker pool",
-              std::string(fn.name()), absl::FormatDuration(absl::Nanoseconds(ns)));
+    ARDMA_LOG(kWarning,
+              "%s overran on an I/O thread %u times in a row (the last run took %s); from now on "
+              "it runs on the worker pool",
+              std::string(fn.name()), in_a_row, absl::FormatDuration(absl::Nanoseconds(ns)));
   }
 }
 
@@ -180,10 +186,7 @@ bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
   int64_t since = stats.inline_since_ns.load(std::memory_order_relaxed);
   if (since != 0) {
     int64_t running = SteadyNanos() - since;
-    if (absl::Nanoseconds(running) > options_.inline_overrun) {
-      MarkOverran(fn, running);
-      return false;
-    }
+    if (absl::Nanoseconds(running) > options_.inline_overrun) return false;
   }
   auto short_run = [this](const std::atomic<uint64_t>& ns) {
     return absl::Nanoseconds(ns.load(std::memory_order_relaxed)) < options_.inline_threshold;
@@ -275,7 +278,11 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
   if (io_busy_stamp != nullptr) io_busy_stamp->store(0, std::memory_order_relaxed);
   if (inlined) {
     if (stamped) fn.stats().inline_since_ns.store(0, std::memory_order_relaxed);
-    if (absl::Nanoseconds(ns) > options_.inline_overrun) MarkOverran(fn, ns);
+    if (absl::Nanoseconds(ns) > options_.inline_overrun) {
+      MarkOverran(fn, static_cast<int64_t>(ns), options_.overruns_to_pool);
+    } else if (fn.stats().overruns.load(std::memory_order_relaxed) != 0) {
+      fn.stats().overruns.store(0, std::memory_order_relaxed);
+    }
   }
   fn.stats().Record(ns);
   ServerCounters::Add(counters_.execute_ns, ns);

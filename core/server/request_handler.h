@@ -2,8 +2,8 @@
 //
 // One-sided ops (READ, WRITE, CAS, FETCH_ADD), PING, HAS_CODE and STATS are answered before Handle
 // returns, on the calling (I/O) thread. EXECUTE runs inline when its function is known to be short
-// (its running average and its last run are under `inline_threshold`, and it never overran
-// `inline_overrun` there), otherwise on the worker pool; LOAD of new code runs on the pool. An
+// (its running average and its last run are under `inline_threshold`, and it did not overrun
+// `inline_overrun` there three times in a row), otherwise on the worker pool; LOAD of new code runs on the pool. An
 // inline function that must wait (Context::Backoff) is run again from the start on the pool, so no
 // I/O thread ever sleeps. A parked EXECUTE is answered when woken. Retried EXECUTEs are
 // de-duplicated. Connections appear here only as ResponseSinks, so tests and other transports can
@@ -85,9 +85,11 @@ struct HandlerOptions {
   wire::WireLimits limits;
   absl::Duration default_deadline = absl::Seconds(30);  // EXECUTE without a timeout
   absl::Duration inline_threshold = absl::Microseconds(50);
-  // A run on an I/O thread that lasts longer than this (or is still running after it) marks its
-  // function as one that never runs on an I/O thread again: one overrun wedges one thread, once.
+  // A run on an I/O thread that lasts longer than this sends its function's next call to the pool;
+  // `overruns_to_pool` such runs in a row (no short run on an I/O thread between them) send it
+  // there for good. While a run on an I/O thread lasts longer, new calls go to the pool too.
   absl::Duration inline_overrun = absl::Milliseconds(10);
+  int overruns_to_pool = 3;
   // Modelled cost of each memory access by active code (busy-wait); see Execution::access_cost.
   absl::Duration access_cost;
   int workers = 2;  // 0: every EXECUTE and LOAD runs inline

@@ -312,6 +312,33 @@ TEST_F(ServerTest, ShortFunctionsRunInlineUntilARunIsSlow) {
   EXPECT_EQ(Stat(*client_, "execute.pooled"), pooled + 1);
 }
 
+// One run that overran on an I/O thread (a preempted thread on a loaded machine looks the same)
+// sends only the next call to the pool; three in a row, with no short run on an I/O thread
+// between them, send the function there for good. (Before: the first overrun did, and on a busy
+// machine every short function ended up on the pool.)
+TEST_F(ServerTest, AFunctionGoesToThePoolForGoodOnlyAfterThreeOverrunsInARow) {
+  server_.reset();
+  ServerOptions options = TestOptions();
+  // Far above a sleep(20ms), so the average and last run keep it inline; a 20 ms run overruns the
+  // 10 ms inline_overrun.
+  options.handler.inline_threshold = absl::Milliseconds(200);
+  StartServer(options);
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  auto inline_run = [&](uint64_t ms) {  // whether test.sleep(ms) ran on an I/O thread
+    uint64_t inlined = Stat(*client_, "execute.inline");
+    EXPECT_TRUE(client_->Execute("test.sleep", U64s({ms})).ok());
+    return Stat(*client_, "execute.inline") == inlined + 1;
+  };
+  ASSERT_FALSE(inline_run(0));  // unknown yet: pooled
+  ASSERT_TRUE(inline_run(0));
+  for (int round = 0; round < 3; ++round) {  // an overrun, then a short run: forgiven
+    EXPECT_TRUE(inline_run(20)) << "round " << round;
+    EXPECT_TRUE(inline_run(0)) << "round " << round;
+  }
+  for (int overrun = 1; overrun <= 3; ++overrun) EXPECT_TRUE(inline_run(20)) << overrun;
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(inline_run(0)) << i;
+}
+
 TEST_F(ServerTest, FunctionThatBacksOffLeavesTheIoThreadSoTheHolderCanRelease) {
   // One I/O thread serves both the waiter and the holder: if the waiter slept on it, the holder's
   // release could not be read until the waiter gave up.
