@@ -81,7 +81,11 @@ absl::Status Cluster::Refresh() {
     map_ = std::make_shared<const SlotMap>(std::move(stored.map));
     changed = true;
   }
-  if (changed) routes_.assign(kSlots, nullptr);
+  if (changed) {
+    for (uint32_t slot = 0; slot < kSlots; ++slot) {
+      routes_[slot].store(nullptr, std::memory_order_relaxed);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -97,9 +101,8 @@ std::string Cluster::AddressOf(const std::string& id) const {
 
 absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
   if (slot >= kSlots) return absl::InvalidArgumentError(absl::StrCat("no slot ", slot));
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    if (Client* known = routes_[slot]; known != nullptr) return known;
+  if (Client* known = routes_[slot].load(std::memory_order_acquire); known != nullptr) {
+    return known;
   }
   std::string owner, address;
   {
@@ -112,7 +115,7 @@ absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
                                                  where_.name));
     }
     if (auto it = clients_.find(address); it != clients_.end()) {
-      routes_[slot] = it->second.get();
+      routes_[slot].store(it->second.get(), std::memory_order_release);
       return it->second.get();
     }
   }
@@ -126,7 +129,9 @@ absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = clients_.try_emplace(address, *std::move(client));
   // (Remembered only if the map still names that server: a Refresh may have come between.)
-  if (map_->Owner(slot) == owner && AddressOf(owner) == address) routes_[slot] = it->second.get();
+  if (map_->Owner(slot) == owner && AddressOf(owner) == address) {
+    routes_[slot].store(it->second.get(), std::memory_order_release);
+  }
   return it->second.get();  // another thread's if it connected first
 }
 

@@ -12,6 +12,7 @@
 #ifndef ARDMA_CORE_CLUSTER_ROUTER_H_
 #define ARDMA_CORE_CLUSTER_ROUTER_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -94,8 +95,10 @@ class Cluster final : public Servers {
   // the server moved to another address.
   std::map<std::string, std::unique_ptr<Client>> clients_ ABSL_GUARDED_BY(mu_);
   // The client of each slot once looked up (null: not yet), forgotten when the map or the
-  // members change: the fast path of ForSlot.
-  std::vector<Client*> routes_ ABSL_GUARDED_BY(mu_);
+  // members change: the fast path of ForSlot, read without the lock (a Client outlives the
+  // Cluster's use of it, see clients_), written under it.
+  const std::unique_ptr<std::atomic<Client*>[]> routes_ =
+      std::make_unique<std::atomic<Client*>[]>(kSlots);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   EtcdWatch* watch_ ABSL_GUARDED_BY(mu_) = nullptr;  // the follower's, to wake it when closing
   std::thread follower_;
