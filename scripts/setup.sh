@@ -28,6 +28,7 @@ packages=(
   etcd-server etcd-client # the cluster's membership and slot map (the tests start a real etcd)
   libcurl4-openssl-dev    # HTTP to etcd's v3 JSON gateway
   nlohmann-json3-dev      # JSON for that gateway (header-only)
+  libseccomp-dev          # the system-call allow-list of isolated workers (--isolate)
 )
 
 missing=()

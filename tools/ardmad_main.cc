@@ -1,6 +1,7 @@
 // ardmad: the Active RDMA server. Parses flags, starts a Server, waits for SIGINT/SIGTERM, stops.
 #include <malloc.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -80,6 +81,7 @@ struct Config {
   absl::Duration idle_timeout;
   int64_t max_libraries = static_cast<int64_t>(options.code_limits.max_libraries);
   std::string isolate = "untrusted";
+  std::string isolate_user;
   std::string jvm_options;
   std::string sync = "interval";
   std::string auth_file;
@@ -168,9 +170,14 @@ void DeclarePlacementFlags(ardma::FlagSet& flags, Config& c) {
                "run shipped functions (native and Java) in worker processes (one per --workers) "
                "over a shared mapping of the heap, so a crash or a runaway costs its request and "
                "a worker restart, not the server: for connections without the admin permission "
-               "(untrusted, the default: only with --auth-file), for all, or for none; about "
+               "(untrusted, the default: only with --auth-file), for all, or for none; workers "
+               "(and trial loads of new native code) run in a sandbox: another user, no files, "
+               "no sockets, no programs, a system-call allow-list (docs/SECURITY.md); about "
                "30-120 us more per call (docs/BENCHMARKS.md); with workers one-sided atomics go "
                "through the server");
+  flags.String("isolate-user", &c.isolate_user, "USER",
+               "the user isolated workers run as (needs ardmad to run as root; default: nobody "
+               "when root, else ardmad's own user)");
   flags.Bool("realtime", &c.options.realtime,
              "run the I/O threads under SCHED_FIFO (needs root or CAP_SYS_NICE)");
   flags.Duration("monitor-interval", &c.monitor.interval,
@@ -283,6 +290,16 @@ absl::Status ApplyModes(Config& c) {
                                            : Isolation::kAll;
   } else {
     return Invalid(absl::StrCat("--isolate must be none, untrusted or all, not '", c.isolate, "'"));
+  }
+  if (!c.isolate_user.empty() && ::geteuid() != 0) {
+    return Invalid(absl::StrCat("--isolate-user needs ardmad to run as root (it runs as uid ",
+                                ::geteuid(), ")"));
+  }
+  if (o.isolate != Isolation::kNone && ::geteuid() == 0) {
+    std::string name = c.isolate_user.empty() ? "nobody" : c.isolate_user;
+    absl::StatusOr<ardma::sandbox::User> user = ardma::sandbox::LookupUser(name);
+    if (!user.ok()) return Invalid(absl::StrCat("--isolate-user: ", user.status().message()));
+    o.isolate_user = *user;
   }
   absl::StatusOr<ardma::SyncPolicy> policy = ardma::ParseSyncPolicy(c.sync);
   if (!policy.ok()) return Invalid(policy.status().message());

@@ -117,6 +117,11 @@ absl::Status CheckLoaded(void* handle) {
 // when all went well, 2 with the reason on stderr (a pipe to the server) when the library was
 // refused. A crash or a hang there costs the trial, not the server.
 constexpr char kTrialFdVariable[] = "ARDMA_NATIVE_TRIAL_FD";
+// The trial's sandbox::Policy (Encode), when it confines itself before loading.
+constexpr char kTrialSandboxVariable[] = "ARDMA_NATIVE_TRIAL_SANDBOX";
+// What the trial's SIGSYS handler writes on stderr before the forbidden call's number.
+constexpr char kForbiddenMark[] = "\0ardma-forbidden-call:";
+constexpr size_t kForbiddenMarkSize = sizeof(kForbiddenMark) - 1;
 constexpr int kTrialFd = 3;
 constexpr auto kTrialTimeout = std::chrono::seconds(10);
 constexpr size_t kTrialMessageMax = 4096;
@@ -127,6 +132,20 @@ constexpr size_t kTrialMessageMax = 4096;
   rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);  // a library that crashes leaves no core file
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (const char* s = std::getenv(kTrialSandboxVariable); s != nullptr && *s != '\0') {
+    absl::StatusOr<sandbox::Policy> policy = sandbox::Policy::Decode(s);
+    std::string notes;
+    absl::Status confined =
+        policy.ok() ? sandbox::Enter(*policy, {2, std::string(kForbiddenMark, kForbiddenMarkSize)},
+                                     &notes)
+                    : policy.status();
+    if (!confined.ok()) {
+      std::string why = absl::StrCat("the trial load could not confine itself: ",
+                                     confined.message());
+      [[maybe_unused]] ssize_t n = ::write(2, why.data(), why.size());
+      ::_exit(2);
+    }
+  }
   void* handle = ::dlopen(absl::StrCat("/proc/self/fd/", fd).c_str(), RTLD_NOW | RTLD_LOCAL);
   absl::Status checked = CheckLoaded(handle);
   if (checked.ok()) {
@@ -140,7 +159,7 @@ constexpr size_t kTrialMessageMax = 4096;
 
 // Loads the library in a trial process: InvalidArgument when it was refused there or crashed or
 // hung that process.
-absl::Status TrialLoad(int code_fd) {
+absl::Status TrialLoad(int code_fd, const std::optional<sandbox::Policy>& confine) {
   posix_spawn_file_actions_t actions;
   ::posix_spawn_file_actions_init(&actions);
   int fd = code_fd;
@@ -154,7 +173,14 @@ absl::Status TrialLoad(int code_fd) {
   }
   ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   ::posix_spawn_file_actions_adddup2(&actions, message[1], 2);
-  SpawnEnvironment env({{kTrialFdVariable, absl::StrCat(kTrialFd)}});
+  std::string policy;
+  if (confine) {
+    sandbox::Policy p = *confine;
+    p.keep_fds = {kTrialFd};
+    policy = p.Encode();
+  }
+  SpawnEnvironment env(
+      {{kTrialFdVariable, absl::StrCat(kTrialFd)}, {kTrialSandboxVariable, std::move(policy)}});
   char name[] = "ardma-trial-load";
   char* argv[] = {name, nullptr};
   pid_t pid = -1;
@@ -202,6 +228,18 @@ absl::Status TrialLoad(int code_fd) {
     pause = std::min(pause * 2, std::chrono::microseconds(20'000));
   }
   drain();
+  if ((WIFEXITED(status) && WEXITSTATUS(status) == sandbox::kForbiddenExit) ||
+      (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)) {
+    std::string call = "(unknown)";
+    if (size_t at = why.find(std::string(kForbiddenMark, kForbiddenMarkSize));
+        at != std::string::npos && why.size() >= at + kForbiddenMarkSize + 4) {
+      int nr;
+      std::memcpy(&nr, why.data() + at + kForbiddenMarkSize, 4);
+      call = sandbox::SyscallName(nr);
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot load shared object: loading it made a forbidden system call: ", call));
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
     return absl::InvalidArgumentError(why.substr(0, why.find('\0')));
   }
@@ -235,7 +273,8 @@ absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_vi
     ::close(fd);
     return absl::InternalError(absl::StrCat("writing code to memfd: ", std::strerror(errno)));
   }
-  if (absl::Status trial = trial_ ? TrialLoad(fd) : absl::OkStatus(); !trial.ok()) {
+  if (absl::Status trial = trial_ ? TrialLoad(fd, trial_sandbox_) : absl::OkStatus();
+      !trial.ok()) {
     ::close(fd);
     return trial;
   }

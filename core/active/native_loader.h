@@ -11,28 +11,37 @@
 // /proc/self/exe, stopped before main by a constructor in native_loader.cc): a library whose
 // loading, entry point or table crashes or hangs (10 s) is refused with INVALID_ARGUMENT there, at
 // the cost of that process (about 15 ms per new library). Its constructors therefore run twice.
-// Native code is trusted code: once loaded it runs inside the server process.
+// With isolation on (ardmad --isolate), the trial process is confined like an isolated worker
+// first (sandbox.h), so constructors that open files, make sockets or start programs are refused
+// with PERMISSION_DENIED. Otherwise native code is trusted code: once loaded it runs inside the
+// server process.
 // Thread-safe.
 #ifndef ARDMA_CORE_ACTIVE_NATIVE_LOADER_H_
 #define ARDMA_CORE_ACTIVE_NATIVE_LOADER_H_
 
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "core/active/code_registry.h"
+#include "core/active/sandbox.h"
 
 namespace ardma {
 
 class NativeLoader : public CodeLoader {
  public:
   // `trial`: load new code in a trial process first. Off only where the code already passed one
-  // (an isolated worker mirroring the server's libraries).
-  explicit NativeLoader(bool trial = true) : trial_(trial) {}
+  // (an isolated worker mirroring the server's libraries). `trial_sandbox`: the trial process
+  // confines itself so before it loads the code (sandbox.h): a library whose constructors make a
+  // forbidden system call is refused with PERMISSION_DENIED naming the call.
+  explicit NativeLoader(bool trial = true, std::optional<sandbox::Policy> trial_sandbox = {})
+      : trial_(trial), trial_sandbox_(std::move(trial_sandbox)) {}
   absl::StatusOr<std::unique_ptr<LoadedLibrary>> Load(std::string_view library_name,
                                                       std::string_view code) override;
 
  private:
   const bool trial_;
+  const std::optional<sandbox::Policy> trial_sandbox_;
 };
 
 }  // namespace ardma

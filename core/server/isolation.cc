@@ -9,16 +9,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "core/active/active_library.h"
 #include "core/active/native_loader.h"
 #include "core/log.h"
 #include "core/memory/region.h"
@@ -36,6 +40,8 @@ using wire::ByteWriter;
 
 // heap size:owner token:owner table:server pid
 constexpr char kWorkerVariable[] = "ARDMA_ISOLATED_WORKER";
+// The worker's sandbox::Policy (Encode); absent: it runs unconfined.
+constexpr char kSandboxVariable[] = "ARDMA_ISOLATED_SANDBOX";
 // The JVM's settings: libjvm, classpath, then each option, separated by kJvmSeparator.
 constexpr char kJvmVariable[] = "ARDMA_ISOLATED_JVM";
 constexpr char kJvmSeparator = '\x1f';
@@ -56,13 +62,15 @@ enum Type : uint8_t {
   kReply = 3,  // status:u16 payload (the answer to a worker's request)
   kReady = 4,  // (worker -> server, once at start)
   // worker -> server
-  kDone = 10,     // status:u16 counts:u64[7] payload (result, or the error's message)
+  kDone = 10,     // status:u16 counts:u64[7] flags:u8 payload (result, or the error's message)
   kPark = 11,     // resumable:u8 resume_at_unix_ns:u64 key:str16 resume_args
   kResume = 12,   // key
   kWake = 13,     // key:str16 result
   kOnClose = 14,  // key:str16 function:str16 args
   kCall = 15,     // function:str16 args
+  kForbidden = 16,  // nr:u32 (from the SIGSYS handler, as the worker ends: sandbox.h)
 };
+constexpr uint8_t kRetireFlag = 1;  // kDone's flags: the worker has used half its CPU time
 
 bool SendMessage(int fd, Type type, std::string_view payload) {
   std::string head(5, '\0');
@@ -164,7 +172,39 @@ class WorkerLink : public ServerLink {
   const int fd_;
 };
 
-[[noreturn]] void WorkerMain(uint64_t heap_size, LockOwner owner, const JvmOptions& jvm_options) {
+// Confines the worker (sandbox.h) once what it needs from files is loaded; ends it if it cannot.
+// (A JVM starts between Restrict and Filter: it reads its files, which Landlock's rules for the
+// kJvm profile allow, and starts threads, which inherit the restrictions.)
+void Confine(const sandbox::Policy& policy, const JvmOptions& jvm_options) {
+  Sha256("");  // OpenSSL reads its configuration file on first use
+  std::string report(5, '\0');
+  uint32_t len = 5;  // type and nr
+  std::memcpy(report.data(), &len, 4);
+  report[4] = static_cast<char>(kForbidden);
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "isolated worker: cannot confine itself: %s\n", s.ToString().c_str());
+    std::_Exit(2);
+  };
+  std::string notes;
+  absl::Status s = sandbox::Restrict(policy, &notes);
+  if (s.ok() && policy.profile == sandbox::Profile::kJvm) {
+    JvmOptions confined = jvm_options;  // no attach listener: it would want a socket
+    confined.options.push_back("-XX:+DisableAttachMechanism");
+    s = StartJvm(confined);
+  }
+  if (s.ok()) s = sandbox::Filter(policy, {kChannelFd, report});
+  if (!s.ok()) fail(s);
+}
+
+bool PastHalfCpu(uint64_t cpu_seconds) {
+  if (cpu_seconds == 0) return false;
+  timespec used{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+  return static_cast<uint64_t>(used.tv_sec) * 2 >= cpu_seconds;
+}
+
+[[noreturn]] void WorkerMain(uint64_t heap_size, LockOwner owner, const JvmOptions& jvm_options,
+                             const std::optional<sandbox::Policy>& policy) {
   ::signal(SIGPIPE, SIG_IGN);
   absl::StatusOr<std::unique_ptr<Region>> heap = Region::MapFile(kHeapFd, heap_size, false);
   if (!heap.ok()) {
@@ -179,6 +219,8 @@ class WorkerLink : public ServerLink {
     registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
   }
   WorkerLink link(kChannelFd);
+  if (policy) Confine(*policy, jvm_options);
+  const uint64_t cpu_seconds = policy ? policy->cpu_seconds : 0;
   if (!SendMessage(kChannelFd, kReady, "")) std::_Exit(3);
   Type type;
   std::string msg;
@@ -231,6 +273,7 @@ class WorkerLink : public ServerLink {
          {c.reads, c.writes, c.cas, c.fetch_adds, c.bytes_read, c.bytes_written, c.calls}) {
       w.U64(v);
     }
+    w.U8(PastHalfCpu(cpu_seconds) ? kRetireFlag : 0);
     w.Bytes(result.ok() ? *result : wire::StatusPayload(result.status()));
     if (!SendMessage(kChannelFd, kDone, done)) break;
   }
@@ -245,6 +288,21 @@ std::string Ending(int status) {
   }
   if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
   return "ended";
+}
+
+// The status of a call whose worker died while running it (`status` from waitpid).
+absl::Status Died(std::string_view function, int status, const std::string& how) {
+  std::string fn(function);
+  if ((WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS) ||
+      (WIFEXITED(status) && WEXITSTATUS(status) == sandbox::kForbiddenExit)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        fn, " made a forbidden system call; its isolated worker was ended (", how, ")"));
+  }
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(fn, " used up its isolated worker's CPU time limit (", how, ")"));
+  }
+  return absl::InternalError(absl::StrCat(fn, " crashed its isolated worker: ", how));
 }
 
 }  // namespace
@@ -267,6 +325,15 @@ void RunIsolatedWorkerIfAsked() {
   // never reads the socket again.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != server) std::_Exit(0);
+  std::optional<sandbox::Policy> policy;
+  if (const char* s = std::getenv(kSandboxVariable); s != nullptr && *s != '\0') {
+    absl::StatusOr<sandbox::Policy> decoded = sandbox::Policy::Decode(s);
+    if (!decoded.ok()) {
+      std::fprintf(stderr, "%s\n", decoded.status().ToString().c_str());
+      std::_Exit(2);
+    }
+    policy = *std::move(decoded);
+  }
   JvmOptions jvm;
   if (const char* j = std::getenv(kJvmVariable); j != nullptr) {
     std::vector<std::string> fields = absl::StrSplit(j, kJvmSeparator);
@@ -276,7 +343,7 @@ void RunIsolatedWorkerIfAsked() {
       jvm.options.assign(fields.begin() + 2, fields.end());
     }
   }
-  WorkerMain(size, owner, jvm);
+  WorkerMain(size, owner, jvm, policy);
 }
 
 // ---- The server's side ----
@@ -298,7 +365,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool>> IsolatedPool::Start(const Isolatio
   }
   std::unique_ptr<IsolatedPool> pool(new IsolatedPool(own, registry, owners));
   // One worker now, so a program that cannot start them fails at start, not at the first call.
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> first, pool->Spawn());
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> first, pool->Spawn(Kind::kNative));
   pool->Give(std::move(first));
   return pool;
 }
@@ -316,7 +383,41 @@ IsolatedPool::~IsolatedPool() {
   ::close(options_.heap_fd);
 }
 
-absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn() {
+sandbox::Policy IsolatedPool::PolicyFor(Kind kind) const {
+  sandbox::Policy p;
+  p.profile = kind;
+  p.user = options_.user;
+  p.cpu_seconds = options_.cpu_seconds;
+  p.keep_fds = {kChannelFd, kHeapFd};
+  if (kind == Kind::kNative) {
+    p.address_space = options_.heap_size + options_.address_space_slack;
+  } else {
+    // A JVM reserves far more address space than it uses; its heap is capped by -Xmx instead.
+    // It reads (and maps) its own files after it starts: the JDK and the system's libraries.
+    std::string libjvm = options_.jvm.libjvm.empty() ? JvmDefaultLibrary() : options_.jvm.libjvm;
+    std::string home = libjvm;
+    for (int up = 0; up < 3 && home.rfind('/') != std::string::npos; ++up) {
+      home.resize(home.rfind('/'));  // .../lib/server/libjvm.so -> the JDK's home
+    }
+    p.readable = {home, "/usr/lib", "/usr/share", "/lib", "/proc", "/sys"};
+    // Its configuration may live elsewhere (Debian: conf/security/java.security ->
+    // /etc/java-17-openjdk/security/java.security): the directories its links point into.
+    namespace fs = std::filesystem;
+    std::error_code error;
+    for (fs::recursive_directory_iterator it(home + "/conf", error), end; !error && it != end;
+         it.increment(error)) {
+      if (!it->is_symlink(error)) continue;
+      fs::path target = fs::canonical(it->path(), error);
+      std::string dir = target.parent_path().string();
+      if (!error && std::find(p.readable.begin(), p.readable.end(), dir) == p.readable.end()) {
+        p.readable.push_back(dir);
+      }
+    }
+  }
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind kind) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     return absl::ResourceExhaustedError(absl::StrCat("socketpair: ", std::strerror(errno)));
@@ -326,6 +427,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn() {
       heap = ::fcntl(options_.heap_fd, F_DUPFD_CLOEXEC, 16);
   ::close(pair[1]);
   auto w = std::make_unique<Worker>();
+  w->kind = kind;
   w->fd = pair[0];
   w->owner = owners_ != nullptr ? owners_->Join() : LockOwner{};
   posix_spawn_file_actions_t actions;
@@ -342,6 +444,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn() {
       {kJvmVariable, std::move(jvm)},
       {kWorkerVariable,
        absl::StrCat(options_.heap_size, ":", w->owner.token, ":", w->owner.table, ":", ::getpid())},
+      {kSandboxVariable, options_.confine ? PolicyFor(kind).Encode() : std::string()},
   });
   char name[] = "ardmad-isolated";
   char* argv[] = {name, nullptr};
@@ -366,7 +469,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn() {
   return w;
 }
 
-std::string IsolatedPool::End(std::unique_ptr<Worker> w, bool kill) {
+std::string IsolatedPool::End(std::unique_ptr<Worker> w, bool kill, int* status_out) {
   std::string how = "not started";
   if (w->pid > 0) {
     if (kill) ::kill(w->pid, SIGKILL);
@@ -376,13 +479,16 @@ std::string IsolatedPool::End(std::unique_ptr<Worker> w, bool kill) {
     while (::waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
     }
     how = Ending(status);
+    if (status_out != nullptr) *status_out = status;
   }
   if (w->fd >= 0) ::close(w->fd);
   if (owners_ != nullptr) owners_->Leave(w->owner.token);  // its lock words may be taken over now
   return how;
 }
 
-absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Take(absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Take(Kind kind,
+                                                                         absl::Time deadline) {
+  std::unique_ptr<Worker> other;  // an idle worker of the other kind, ended to make room
   {
     absl::MutexLock lock(&mu_);
     auto available = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -394,13 +500,19 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Take(absl::T
     }
     if (stopping_) return absl::CancelledError("server is shutting down");
     ++busy_;
-    if (!idle_.empty()) {
-      std::unique_ptr<Worker> w = std::move(idle_.back());
-      idle_.pop_back();
+    for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+      if ((*it)->kind != kind) continue;
+      std::unique_ptr<Worker> w = std::move(*it);
+      idle_.erase(std::next(it).base());
       return w;
     }
+    if (busy_ - 1 + static_cast<int>(idle_.size()) >= options_.workers) {
+      other = std::move(idle_.front());
+      idle_.erase(idle_.begin());
+    }
   }
-  absl::StatusOr<std::unique_ptr<Worker>> w = Spawn();
+  if (other != nullptr) End(std::move(other), /*kill=*/true);
+  absl::StatusOr<std::unique_ptr<Worker>> w = Spawn(kind);
   if (!w.ok()) {
     absl::MutexLock lock(&mu_);
     --busy_;
@@ -443,13 +555,16 @@ namespace {
 
 // A worker's kDone: the function's result (or error) in *result and its memory-access counts
 // added to *counts. False if the message is malformed.
-bool ReadDone(std::string_view msg, ActiveOpCounts* counts, absl::StatusOr<std::string>* result) {
+bool ReadDone(std::string_view msg, ActiveOpCounts* counts, absl::StatusOr<std::string>* result,
+              bool* retire) {
   ByteReader r(msg);
   uint16_t code = 0;
   uint64_t c[7];
+  uint8_t flags = 0;
   bool ok = r.U16(&code);
   for (uint64_t& v : c) ok = ok && r.U64(&v);
-  if (!ok) return false;
+  if (!ok || !r.U8(&flags)) return false;
+  *retire = (flags & kRetireFlag) != 0;
   counts->reads += c[0];
   counts->writes += c[1];
   counts->cas += c[2];
@@ -517,7 +632,11 @@ bool AnswerWorker(Type type, std::string_view msg, LocalContext& server,
 absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::string_view args,
                                               Execution& ex) {
   runs_.fetch_add(1, std::memory_order_relaxed);
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> w, Take(ex.deadline));
+  const CodeHash& hash = fn.scope()->front();
+  absl::StatusOr<CodeRegistry::Source> source = registry_->SourceOf(hash);
+  const Kind kind =
+      source.ok() && source->kind == wire::CodeKind::kJvm ? Kind::kJvm : Kind::kNative;
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> w, Take(kind, ex.deadline));
   // Every way out gives the worker back, or ends it and frees its place.
   auto finish = [this](std::unique_ptr<Worker> worker, bool healthy) {
     if (!healthy) {
@@ -528,7 +647,6 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
     --busy_;
     if (healthy) idle_.push_back(std::move(worker));
   };
-  const CodeHash& hash = fn.scope()->front();
   if (absl::Status loaded = EnsureLoaded(*w, hash); !loaded.ok()) {
     finish(std::move(w), false);
     return loaded;
@@ -566,17 +684,33 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
     std::string msg;
     if (ready < 0 || !ReceiveMessage(w->fd, &type, &msg)) {
       restarts_.fetch_add(1, std::memory_order_relaxed);
-      std::string how = End(std::move(w), false);
+      int status = 0;
+      std::string how = End(std::move(w), false, &status);
       {
         absl::MutexLock lock(&mu_);
         --busy_;
       }
-      return absl::InternalError(
-          absl::StrCat(ToAbsl(fn.name()), " crashed its isolated worker: ", how));
+      return Died(fn.name(), status, how);
+    }
+    if (type == kForbidden) {
+      uint32_t nr = 0;
+      if (msg.size() == 4) std::memcpy(&nr, msg.data(), 4);
+      forbidden_.fetch_add(1, std::memory_order_relaxed);
+      finish(std::move(w), false);
+      return absl::PermissionDeniedError(absl::StrCat(
+          ToAbsl(fn.name()), " made a forbidden system call: ",
+          sandbox::SyscallName(static_cast<int>(nr)), "; its isolated worker was ended"));
     }
     if (type == kDone) {
       absl::StatusOr<std::string> result;
-      bool well_formed = ReadDone(msg, &ex.counts, &result);
+      bool retire = false;
+      bool well_formed = ReadDone(msg, &ex.counts, &result, &retire);
+      if (well_formed && retire) {
+        End(std::move(w), /*kill=*/true);  // not a restart: it served its time
+        absl::MutexLock lock(&mu_);
+        --busy_;
+        return result;
+      }
       finish(std::move(w), well_formed);
       if (!well_formed) return absl::InternalError("malformed answer from an isolated worker");
       return result;

@@ -16,16 +16,25 @@
 // fault"); the deadline passing first kills it (DEADLINE_EXCEEDED). Either way a new worker is
 // started for the next call.
 //
-// Java code runs in the workers too, each worker with a JVM of its own: a Java loop that catches
+// Java code runs in workers of its own, each with a JVM of its own: a Java loop that catches
 // ThreadDeath (so the JVM's own deadline cannot stop it) is killed with its worker. What stays in
 // the server process: linked libraries (built into ardmad) and code a function calls by name
 // outside its own library and dependencies.
+//
+// Confinement (sandbox.h): a worker drops to an unprivileged user, closes every descriptor but its
+// channel and the heap's file, and installs a seccomp allow-list and a Landlock ruleset before it
+// reads its first call (a Java worker starts its JVM first, and has a wider list). A forbidden
+// system call ends the worker: the request gets PERMISSION_DENIED naming the call, and the next
+// call gets a new worker. RLIMIT_AS bounds a native worker's address space (the heap plus
+// `address_space_slack`), RLIMIT_CPU every worker's CPU time; a worker that has used half of it
+// asks to be retired after its answer, so a long-lived server's calls do not meet the limit.
 #ifndef ARDMA_CORE_SERVER_ISOLATION_H_
 #define ARDMA_CORE_SERVER_ISOLATION_H_
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -35,6 +44,7 @@
 #include "core/active/code_registry.h"
 #include "core/active/jvm/jvm_loader.h"
 #include "core/active/local_context.h"
+#include "core/active/sandbox.h"
 #include "core/server/owner_table.h"
 
 namespace ardma {
@@ -48,8 +58,11 @@ struct IsolationOptions {
   int workers = 2;   // processes (at most this many isolated calls at once)
   int heap_fd = -1;  // the heap's file: a memfd or the memory file (kept open by the pool)
   uint64_t heap_size = 0;
-  JvmOptions
-      jvm;  // for Java code in the workers (each worker starts its own JVM when it needs one)
+  JvmOptions jvm;  // for Java code in the workers (each Java worker starts its own JVM)
+  bool confine = true;                // the sandbox; false: workers run as the server does
+  std::optional<sandbox::User> user;  // the user workers run as (the server must be root)
+  uint64_t cpu_seconds = 3600;        // RLIMIT_CPU of each worker
+  uint64_t address_space_slack = uint64_t{4} << 30;  // a native worker's RLIMIT_AS beyond the heap
 };
 
 class IsolatedPool {
@@ -67,9 +80,12 @@ class IsolatedPool {
 
   uint64_t runs() const { return runs_.load(std::memory_order_relaxed); }
   uint64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
+  uint64_t forbidden() const { return forbidden_.load(std::memory_order_relaxed); }
 
  private:
+  using Kind = sandbox::Profile;  // what code a worker runs: native or Java
   struct Worker {
+    Kind kind = Kind::kNative;
     pid_t pid = -1;
     int fd = -1;
     LockOwner owner;
@@ -78,10 +94,15 @@ class IsolatedPool {
 
   IsolatedPool(const IsolationOptions& options, const CodeRegistry* registry, OwnerTable* owners)
       : options_(options), registry_(registry), owners_(owners) {}
-  absl::StatusOr<std::unique_ptr<Worker>> Spawn();
-  // Ends a worker (SIGKILL, reaped); returns how it ended, for people.
-  std::string End(std::unique_ptr<Worker> worker, bool kill);
-  absl::StatusOr<std::unique_ptr<Worker>> Take(absl::Time deadline);
+  absl::StatusOr<std::unique_ptr<Worker>> Spawn(Kind kind);
+  // The policy a worker of `kind` confines itself with.
+  sandbox::Policy PolicyFor(Kind kind) const;
+  // Ends a worker (SIGKILL, reaped); returns how it ended, for people (and its waitpid status in
+  // *status).
+  std::string End(std::unique_ptr<Worker> worker, bool kill, int* status = nullptr);
+  // An idle worker of `kind`, or a new one (ending an idle one of the other kind if the pool is
+  // full).
+  absl::StatusOr<std::unique_ptr<Worker>> Take(Kind kind, absl::Time deadline);
   void Give(std::unique_ptr<Worker> worker);
   // Sends the library `hash` (its dependencies first) unless the worker has it.
   absl::Status EnsureLoaded(Worker& w, const CodeHash& hash, int depth = 0);
@@ -89,7 +110,7 @@ class IsolatedPool {
   const IsolationOptions options_;
   const CodeRegistry* const registry_;
   OwnerTable* const owners_;
-  std::atomic<uint64_t> runs_{0}, restarts_{0};
+  std::atomic<uint64_t> runs_{0}, restarts_{0}, forbidden_{0};
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Worker>> idle_ ABSL_GUARDED_BY(mu_);
   int busy_ ABSL_GUARDED_BY(mu_) = 0;

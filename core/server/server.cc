@@ -248,13 +248,17 @@ struct Server::Impl {
     uint64_t size = 0;
     bool reopened = false;  // a memory file with a heap in it already
   };
+  // Whether isolated workers run any connection's code (isolation.h).
+  bool Isolating() const {
+    return options.isolate == ServerOptions::Isolation::kAll ||
+           (options.isolate == ServerOptions::Isolation::kUntrusted &&
+            options.handler.auth != nullptr);
+  }
+
   absl::StatusOr<HeapSetup> MakeHeap() {
     HeapSetup setup;
     std::unique_ptr<Region> heap;
-    // Isolated workers, if any connection's code will run in them (isolation.h).
-    bool isolate = options.isolate == ServerOptions::Isolation::kAll ||
-                   (options.isolate == ServerOptions::Isolation::kUntrusted &&
-                    options.handler.auth != nullptr);
+    const bool isolate = Isolating();
     int heap_fd = -1;  // for isolated workers
     if (isolate && options.memory_file.empty()) {
       heap_fd = ::memfd_create("ardma-heap", MFD_CLOEXEC);
@@ -324,7 +328,14 @@ struct Server::Impl {
 
   absl::Status SetUpCode() {
     registry.SetLimits(options.code_limits);
-    registry.SetLoader(wire::CodeKind::kNative, std::make_unique<NativeLoader>());
+    std::optional<sandbox::Policy> trial_sandbox;  // new code that may run isolated: confined
+    if (Isolating()) {
+      trial_sandbox = sandbox::Policy{.user = options.isolate_user,
+                                      .address_space = uint64_t{4} << 30,
+                                      .cpu_seconds = 20};
+    }
+    registry.SetLoader(wire::CodeKind::kNative,
+                       std::make_unique<NativeLoader>(/*trial=*/true, trial_sandbox));
     if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(options.jvm)) {
       registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
     }
@@ -347,7 +358,8 @@ struct Server::Impl {
           IsolatedPool::Start({.workers = std::max(1, options.handler.workers),
                                .heap_fd = heap.fd,
                                .heap_size = heap.size,
-                               .jvm = options.jvm},
+                               .jvm = options.jvm,
+                               .user = options.isolate_user},
                               &registry, owners.get());
       ::close(heap.fd);  // the pool has its own
       if (!pool.ok()) return pool.status();

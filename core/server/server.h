@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "core/active/active_library.h"
 #include "core/active/code_registry.h"
 #include "core/active/jvm/jvm_loader.h"
+#include "core/active/sandbox.h"
 #include "core/context/context.h"
 #include "core/memory/region.h"
 #include "core/server/request_handler.h"
@@ -60,6 +62,10 @@ struct ServerOptions {
   // server.
   enum class Isolation { kNone, kUntrusted, kAll };
   Isolation isolate = Isolation::kNone;
+  // The user isolated workers and trial loads of new native code run as (sandbox.h; the server
+  // must be root to switch); none: the server's own. Workers and trial loads are confined by the
+  // sandbox whenever isolation is on.
+  std::optional<sandbox::User> isolate_user;
   int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8
   std::string preload_dir;              // *.so files in it are loaded at start
   // The services this server comes with: the names they export are theirs (CodeRegistry::

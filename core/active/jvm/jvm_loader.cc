@@ -599,8 +599,12 @@ class JvmLoader : public CodeLoader {
 
 bool JvmBuiltIn() { return true; }
 
+std::string JvmDefaultLibrary() { return ARDMA_DEFAULT_LIBJVM; }
+
 std::unique_ptr<CodeLoader> NewJvmLoader(const JvmOptions& options) {
   return std::make_unique<JvmLoader>(options);
 }
+
+absl::Status StartJvm(const JvmOptions& options) { return Jvm::Get(options).status(); }
 
 }  // namespace ardma

@@ -35,8 +35,15 @@ struct JvmOptions {
 // Whether this build can run Java code at all (it found a JDK's JNI headers).
 bool JvmBuiltIn();
 
+// The libjvm.so used when JvmOptions::libjvm is empty (the JDK found at build time; "" without).
+std::string JvmDefaultLibrary();
+
 // The loader for CodeKind::kJvm; null if !JvmBuiltIn().
 std::unique_ptr<CodeLoader> NewJvmLoader(const JvmOptions& options);
+
+// Starts this process's JVM now rather than at the first LOAD (an isolated worker does, before it
+// confines itself: a JVM reads many files as it starts). FAILED_PRECONDITION without a JDK.
+absl::Status StartJvm(const JvmOptions& options);
 
 }  // namespace ardma
 

@@ -5,6 +5,12 @@ namespace ardma {
 
 bool JvmBuiltIn() { return false; }
 
+std::string JvmDefaultLibrary() { return ""; }
+
 std::unique_ptr<CodeLoader> NewJvmLoader(const JvmOptions&) { return nullptr; }
+
+absl::Status StartJvm(const JvmOptions&) {
+  return absl::FailedPreconditionError("this ardmad was built without Java support");
+}
 
 }  // namespace ardma
