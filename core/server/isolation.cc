@@ -38,7 +38,7 @@ namespace {
 using wire::ByteReader;
 using wire::ByteWriter;
 
-// heap size:owner token:owner table:server pid
+// heap size:owner token:owner table:server pid:rw|ro (the heap's mapping)
 constexpr char kWorkerVariable[] = "ARDMA_ISOLATED_WORKER";
 // The worker's sandbox::Policy (Encode); absent: it runs unconfined.
 constexpr char kSandboxVariable[] = "ARDMA_ISOLATED_SANDBOX";
@@ -203,10 +203,12 @@ bool PastHalfCpu(uint64_t cpu_seconds) {
   return static_cast<uint64_t>(used.tv_sec) * 2 >= cpu_seconds;
 }
 
-[[noreturn]] void WorkerMain(uint64_t heap_size, LockOwner owner, const JvmOptions& jvm_options,
+[[noreturn]] void WorkerMain(uint64_t heap_size, bool writable, LockOwner owner,
+                             const JvmOptions& jvm_options,
                              const std::optional<sandbox::Policy>& policy) {
   ::signal(SIGPIPE, SIG_IGN);
-  absl::StatusOr<std::unique_ptr<Region>> heap = Region::MapFile(kHeapFd, heap_size, false);
+  absl::StatusOr<std::unique_ptr<Region>> heap =
+      Region::MapFile(kHeapFd, heap_size, /*read_only=*/!writable);
   if (!heap.ok()) {
     std::fprintf(stderr, "isolated worker: %s\n", heap.status().ToString().c_str());
     std::_Exit(2);
@@ -315,9 +317,9 @@ void RunIsolatedWorkerIfAsked() {
   uint64_t size = 0;
   LockOwner owner;
   pid_t server = 0;
-  if (parts.size() != 4 || !absl::SimpleAtoi(parts[0], &size) ||
+  if (parts.size() != 5 || !absl::SimpleAtoi(parts[0], &size) ||
       !absl::SimpleAtoi(parts[1], &owner.token) || !absl::SimpleAtoi(parts[2], &owner.table) ||
-      !absl::SimpleAtoi(parts[3], &server)) {
+      !absl::SimpleAtoi(parts[3], &server) || (parts[4] != "rw" && parts[4] != "ro")) {
     std::fprintf(stderr, "%s is malformed\n", kWorkerVariable);
     std::_Exit(2);
   }
@@ -343,7 +345,7 @@ void RunIsolatedWorkerIfAsked() {
       jvm.options.assign(fields.begin() + 2, fields.end());
     }
   }
-  WorkerMain(size, owner, jvm, policy);
+  WorkerMain(size, parts[4] == "rw", owner, jvm, policy);
 }
 
 // ---- The server's side ----
@@ -365,7 +367,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool>> IsolatedPool::Start(const Isolatio
   }
   std::unique_ptr<IsolatedPool> pool(new IsolatedPool(own, registry, owners));
   // One worker now, so a program that cannot start them fails at start, not at the first call.
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> first, pool->Spawn(Kind::kNative));
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> first, pool->Spawn(Kind::kNative, true));
   pool->Give(std::move(first));
   return pool;
 }
@@ -417,7 +419,8 @@ sandbox::Policy IsolatedPool::PolicyFor(Kind kind) const {
   return p;
 }
 
-absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind kind) {
+absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind kind,
+                                                                          bool writable) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     return absl::ResourceExhaustedError(absl::StrCat("socketpair: ", std::strerror(errno)));
@@ -428,6 +431,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind k
   ::close(pair[1]);
   auto w = std::make_unique<Worker>();
   w->kind = kind;
+  w->writable = writable;
   w->fd = pair[0];
   w->owner = owners_ != nullptr ? owners_->Join() : LockOwner{};
   posix_spawn_file_actions_t actions;
@@ -443,7 +447,8 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind k
       {"UCX_HANDLE_ERRORS", "none"},
       {kJvmVariable, std::move(jvm)},
       {kWorkerVariable,
-       absl::StrCat(options_.heap_size, ":", w->owner.token, ":", w->owner.table, ":", ::getpid())},
+       absl::StrCat(options_.heap_size, ":", w->owner.token, ":", w->owner.table, ":", ::getpid(),
+                    writable ? ":rw" : ":ro")},
       {kSandboxVariable, options_.confine ? PolicyFor(kind).Encode() : std::string()},
   });
   char name[] = "ardmad-isolated";
@@ -486,9 +491,9 @@ std::string IsolatedPool::End(std::unique_ptr<Worker> w, bool kill, int* status_
   return how;
 }
 
-absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Take(Kind kind,
+absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Take(Kind kind, bool writable,
                                                                          absl::Time deadline) {
-  std::unique_ptr<Worker> other;  // an idle worker of the other kind, ended to make room
+  std::unique_ptr<Worker> other;  // an idle worker of another sort, ended to make room
   {
     absl::MutexLock lock(&mu_);
     auto available = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -501,7 +506,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Take(Kind ki
     if (stopping_) return absl::CancelledError("server is shutting down");
     ++busy_;
     for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
-      if ((*it)->kind != kind) continue;
+      if ((*it)->kind != kind || (*it)->writable != writable) continue;
       std::unique_ptr<Worker> w = std::move(*it);
       idle_.erase(std::next(it).base());
       return w;
@@ -512,7 +517,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Take(Kind ki
     }
   }
   if (other != nullptr) End(std::move(other), /*kill=*/true);
-  absl::StatusOr<std::unique_ptr<Worker>> w = Spawn(kind);
+  absl::StatusOr<std::unique_ptr<Worker>> w = Spawn(kind, writable);
   if (!w.ok()) {
     absl::MutexLock lock(&mu_);
     --busy_;
@@ -630,13 +635,13 @@ bool AnswerWorker(Type type, std::string_view msg, LocalContext& server,
 }  // namespace
 
 absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::string_view args,
-                                              Execution& ex) {
+                                              Execution& ex, bool writable) {
   runs_.fetch_add(1, std::memory_order_relaxed);
   const CodeHash& hash = fn.scope()->front();
   absl::StatusOr<CodeRegistry::Source> source = registry_->SourceOf(hash);
   const Kind kind =
       source.ok() && source->kind == wire::CodeKind::kJvm ? Kind::kJvm : Kind::kNative;
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> w, Take(kind, ex.deadline));
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> w, Take(kind, writable, ex.deadline));
   // Every way out gives the worker back, or ends it and frees its place.
   auto finish = [this](std::unique_ptr<Worker> worker, bool healthy) {
     if (!healthy) {
@@ -690,7 +695,9 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
         absl::MutexLock lock(&mu_);
         --busy_;
       }
-      return Died(fn.name(), status, how);
+      absl::Status died = Died(fn.name(), status, how);
+      if (absl::IsPermissionDenied(died)) forbidden_.fetch_add(1, std::memory_order_relaxed);
+      return died;
     }
     if (type == kForbidden) {
       uint32_t nr = 0;

@@ -75,8 +75,10 @@ class IsolatedPool {
   // Whether `fn` runs in a worker (loaded code whose bytes the registry kept).
   bool Isolates(const BoundFunction& fn) const;
   // Runs `fn(args)` in a worker, serving the worker's requests over `ex`; adds the worker's memory
-  // operations to ex.counts.
-  absl::StatusOr<std::string> Run(const BoundFunction& fn, std::string_view args, Execution& ex);
+  // operations to ex.counts. `writable`: whether the caller may write memory one-sidedly; if not,
+  // the worker maps the heap read-only, so not even a pointer from View writes it.
+  absl::StatusOr<std::string> Run(const BoundFunction& fn, std::string_view args, Execution& ex,
+                                  bool writable = true);
 
   uint64_t runs() const { return runs_.load(std::memory_order_relaxed); }
   uint64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
@@ -86,6 +88,7 @@ class IsolatedPool {
   using Kind = sandbox::Profile;  // what code a worker runs: native or Java
   struct Worker {
     Kind kind = Kind::kNative;
+    bool writable = true;  // maps the heap read-write
     pid_t pid = -1;
     int fd = -1;
     LockOwner owner;
@@ -94,15 +97,15 @@ class IsolatedPool {
 
   IsolatedPool(const IsolationOptions& options, const CodeRegistry* registry, OwnerTable* owners)
       : options_(options), registry_(registry), owners_(owners) {}
-  absl::StatusOr<std::unique_ptr<Worker>> Spawn(Kind kind);
+  absl::StatusOr<std::unique_ptr<Worker>> Spawn(Kind kind, bool writable);
   // The policy a worker of `kind` confines itself with.
   sandbox::Policy PolicyFor(Kind kind) const;
   // Ends a worker (SIGKILL, reaped); returns how it ended, for people (and its waitpid status in
   // *status).
   std::string End(std::unique_ptr<Worker> worker, bool kill, int* status = nullptr);
-  // An idle worker of `kind`, or a new one (ending an idle one of the other kind if the pool is
-  // full).
-  absl::StatusOr<std::unique_ptr<Worker>> Take(Kind kind, absl::Time deadline);
+  // An idle worker of `kind` and `writable`, or a new one (ending an idle one of another sort if
+  // the pool is full).
+  absl::StatusOr<std::unique_ptr<Worker>> Take(Kind kind, bool writable, absl::Time deadline);
   void Give(std::unique_ptr<Worker> worker);
   // Sends the library `hash` (its dependencies first) unless the worker has it.
   absl::Status EnsureLoaded(Worker& w, const CodeHash& hash, int depth = 0);

@@ -178,6 +178,14 @@ bool RequestHandler::Isolated(const BoundFunction& fn, const ResponseSink* sink)
   return grant == nullptr || !grant->Has(security::kAdmin);
 }
 
+// Whether code called on `sink`'s connection may write memory (as the caller may one-sidedly):
+// an isolated worker maps the heap read-only otherwise. A close hook (no connection) may.
+bool RequestHandler::MayWrite(const ResponseSink* sink) const {
+  const security::Grant* grant = sink != nullptr ? sink->auth().Granted() : nullptr;
+  return sink == nullptr || options_.auth == nullptr ||
+         (grant != nullptr && grant->Has(security::kWrite));
+}
+
 // Only a function known to be short: seen before, short on average and last time, never overran
 // on an I/O thread, and not running long there right now.
 bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
@@ -273,7 +281,8 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
   // so one that is stuck in a run gets no new connection (Server's PickIo, UcxServer's PickLane).
   if (io_busy_stamp != nullptr) io_busy_stamp->store(start, std::memory_order_relaxed);
   absl::StatusOr<std::string> result =
-      call.isolated ? isolated_->Run(fn, call.args, ex) : LocalContext::Run(&ex, fn, call.args);
+      call.isolated ? isolated_->Run(fn, call.args, ex, MayWrite(call.sink.get()))
+                    : LocalContext::Run(&ex, fn, call.args);
   uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
   if (io_busy_stamp != nullptr) io_busy_stamp->store(0, std::memory_order_relaxed);
   if (inlined) {

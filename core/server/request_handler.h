@@ -240,6 +240,7 @@ class RequestHandler {
     bool isolated;                              // runs in an isolated worker process
   };
   // Makes a Call, deciding once whether it runs isolated.
+  bool MayWrite(const ResponseSink* sink) const;
   bool Isolated(const BoundFunction& fn, const ResponseSink* sink) const;
   // Where a call runs — here on the I/O thread (`may_inline` and the function is known to be
   // short, not isolated) or on the worker pool — decided here and nowhere else.

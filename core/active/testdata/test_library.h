@@ -35,6 +35,10 @@
 ARDMA_DECLARE_ACTIVE_LIBRARY(test);
 ARDMA_DECLARE_ACTIVE_LIBRARY(test2);
 ARDMA_DECLARE_ACTIVE_LIBRARY(hijack);  // exports dht.put and friends, answering "hijacked"
+// What shipped code must not do in an isolated worker (hostile_functions.cc), and a library whose
+// constructor makes a socket (hostile_ctor_functions.cc).
+ARDMA_DECLARE_ACTIVE_LIBRARY(hostile);
+ARDMA_DECLARE_ACTIVE_LIBRARY(hostile_ctor);
 
 namespace ardma::testing {
 

@@ -1,0 +1,200 @@
+// ardmad --isolate's sandbox (core/active/sandbox.h, docs/SECURITY.md): shipped code that opens
+// files, makes sockets, starts programs, forks, traces or signals the server, or writes memory its
+// caller may only read, costs its request (and its worker), the request's status names what it
+// tried, and the server answers the next request; a thousand such requests leave no worker,
+// descriptor or memory behind.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/active/sandbox.h"
+#include "core/active/testdata/test_library.h"
+#include "core/client/client.h"
+#include "core/client/invoke.h"
+#include "core/client/remote_context.h"
+#include "core/memory/heap.h"
+#include "core/security/auth.h"
+#include "core/testing/run_command.h"
+#include "core/testing/server_process.h"
+#include "core/testing/wait_until.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ardma {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::StatOf;
+using testing::U64s;
+
+// The descriptors process `pid` has open.
+size_t OpenDescriptors(pid_t pid) {
+  std::error_code error;
+  size_t n = 0;
+  for (std::filesystem::directory_iterator it(absl::StrCat("/proc/", pid, "/fd"), error), end;
+       !error && it != end; it.increment(error)) {
+    ++n;
+  }
+  return n;
+}
+
+// Its children (isolated workers, trial loads).
+std::vector<std::string> Children(pid_t pid) {
+  std::string out;
+  testing::RunCommand(absl::StrCat("pgrep -P ", pid), &out);
+  return absl::StrSplit(out, '\n', absl::SkipEmpty());
+}
+
+// Its resident memory in KiB.
+int64_t ResidentKib(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+std::vector<std::string> IsolatedAll() {
+  return {"--memory", "16M", "--ucx", "off", "--isolate", "all", "--workers", "1"};
+}
+
+TEST(SandboxTest, EachForbiddenAttemptCostsOnlyItsWorkerAndItsStatusNamesIt) {
+  testing::ServerProcess daemon(IsolatedAll());
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::hostile()).ok());
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  struct Case {
+    const char* function;
+    const char* says;
+  };
+  // Killed by the seccomp allow-list: the status names the system call.
+  const std::vector<Case> killed = {
+      {"hostile.raw_open", "forbidden system call: open"},
+      {"hostile.socket", "forbidden system call: socket"},
+      {"hostile.connect", "forbidden system call: connect"},
+      {"hostile.execve", "forbidden system call: execve"},
+      {"hostile.fork", "forbidden system call: clone"},
+      {"hostile.ptrace", "forbidden system call: ptrace"},
+      {"hostile.kill_parent", "forbidden system call: kill"},
+  };
+  for (const Case& c : killed) {
+    absl::StatusOr<std::string> r = (*client)->Execute(c.function, "");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << c.function << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr(c.says)) << c.function;
+    // The server answers the next request, in a new worker.
+    absl::StatusOr<std::string> next = (*client)->Execute("test.echo", "still here");
+    ASSERT_TRUE(next.ok()) << "after " << c.function << ": " << next.status();
+    EXPECT_EQ(*next, "still here");
+  }
+  EXPECT_EQ(StatOf(**client, "isolated.forbidden"), killed.size());
+  EXPECT_EQ(StatOf(**client, "isolated.restarts"), killed.size());
+
+  // Refused by Landlock (and by the user, nobody): the call returns, the function reports it.
+  absl::StatusOr<std::string> shadow = (*client)->Execute("hostile.open_shadow", "");
+  EXPECT_EQ(shadow.status().code(), absl::StatusCode::kPermissionDenied) << shadow.status();
+  EXPECT_THAT(shadow.status().message(), HasSubstr("open /etc/shadow: Permission denied"));
+  EXPECT_EQ(StatOf(**client, "isolated.restarts"), killed.size());  // that worker lives on
+  EXPECT_EQ(::kill(daemon.pid(), 0), 0);
+}
+
+// A new library is loaded in a trial process first; with isolation that process is sandboxed
+// too, so a constructor that makes a socket gets the LOAD refused, naming the call. Without
+// isolation (trusted code) the same library loads.
+TEST(SandboxTest, ALibraryWhoseConstructorMakesASocketIsRefusedAtLoad) {
+  {
+    testing::ServerProcess daemon(IsolatedAll());
+    ASSERT_FALSE(daemon.address().empty());
+    auto client = Client::Connect(daemon.address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    absl::Status loaded = EnsureLoaded(**client, active_libraries::hostile_ctor());
+    EXPECT_EQ(loaded.code(), absl::StatusCode::kPermissionDenied) << loaded;
+    EXPECT_THAT(loaded.message(), HasSubstr("forbidden system call: socket"));
+    EXPECT_TRUE((*client)->Ping().ok());
+  }
+  testing::ServerProcess trusting({"--memory", "16M", "--ucx", "off", "--isolate", "none"});
+  ASSERT_FALSE(trusting.address().empty());
+  auto client = Client::Connect(trusting.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE(EnsureLoaded(**client, active_libraries::hostile_ctor()).ok());
+}
+
+// A caller without the write permission has its code run in a worker that maps the heap
+// read-only: writing through a pointer kills that worker, and the byte is unchanged. A caller
+// with it may write the same byte.
+TEST(SandboxTest, CodeOfAReadOnlyCallerCannotWriteTheHeapThroughAPointer) {
+  std::string auth = testing::TempPath("sandbox.auth");
+  std::ofstream(auth) << "writer " << std::string(32, 'w') << " read,write,exec,load\n"
+                      << "reader " << std::string(32, 'r') << " read,exec\n";
+  ::chmod(auth.c_str(), 0600);
+  std::vector<std::string> flags = IsolatedAll();
+  flags.insert(flags.end(), {"--auth-file", auth});
+  testing::ServerProcess daemon(flags);
+  ASSERT_FALSE(daemon.address().empty());
+  auto connect = [&](const std::string& name, char fill) {
+    ClientOptions options;
+    options.credentials = security::Credentials{name, std::string(32, fill)};
+    return Client::Connect(daemon.address(), options);
+  };
+  auto writer = connect("writer", 'w');
+  auto reader = connect("reader", 'r');
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_TRUE(EnsureLoaded(**writer, active_libraries::hostile()).ok());
+  RemoteContext ctx(writer->get(), {});
+  absl::StatusOr<uint64_t> byte = heap::Allocate(ctx, 8);
+  ASSERT_TRUE(byte.ok());
+  ASSERT_TRUE(ctx.WriteU64(*byte, 0x40).ok());
+
+  absl::StatusOr<std::string> denied = (*reader)->Execute("hostile.write_view", U64s({*byte}));
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kInternal) << denied.status();
+  EXPECT_THAT(denied.status().message(), HasSubstr("Segmentation fault"));
+  EXPECT_EQ(*ctx.ReadU64(*byte), 0x40u);
+
+  absl::StatusOr<std::string> allowed = (*writer)->Execute("hostile.write_view", U64s({*byte}));
+  EXPECT_TRUE(allowed.ok()) << allowed.status();
+  EXPECT_EQ(*ctx.ReadU64(*byte), 0x41u);
+}
+
+// A thousand forbidden calls in a row: each costs a worker, none is left behind, and the server's
+// descriptors and memory stay where they were.
+TEST(SandboxTest, AThousandForbiddenCallsLeaveNoWorkerDescriptorOrMemoryBehind) {
+  testing::ServerProcess daemon(IsolatedAll());
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::hostile()).ok());
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  // Warm: a worker has run both libraries' code and the server's allocations have settled.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_FALSE((*client)->Execute("hostile.socket", "").ok());
+    ASSERT_TRUE((*client)->Execute("hostile.leak", "").ok());  // a worker keeps its own leak
+  }
+  const size_t fds = OpenDescriptors(daemon.pid());
+  const int64_t rss = ResidentKib(daemon.pid());
+  const uint64_t forbidden = StatOf(**client, "isolated.forbidden");
+  constexpr int kCalls = 1000;
+  for (int i = 0; i < kCalls; ++i) {
+    absl::StatusOr<std::string> r = (*client)->Execute("hostile.socket", "");
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << i << ": " << r.status();
+  }
+  EXPECT_EQ(StatOf(**client, "isolated.forbidden"), forbidden + kCalls);
+  EXPECT_TRUE((*client)->Execute("test.echo", "x").ok());
+  EXPECT_LE(Children(daemon.pid()).size(), 1u);  // --workers 1
+  EXPECT_EQ(OpenDescriptors(daemon.pid()), fds);
+  // A respawn costs the server no memory that stays: allow allocator noise, not 1,000 of anything.
+  EXPECT_LT(ResidentKib(daemon.pid()) - rss, 8 * 1024) << "KiB before: " << rss;
+}
+
+}  // namespace
+}  // namespace ardma
