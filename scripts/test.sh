@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test (unit, integration, binaries) with ctest, then the 60 s
 # soak on its own, then the three fuzz targets (wire decoders, request handler, LOAD of native
-# code) with sanitizers for
-# FUZZ_SECONDS each (default 60; 0 skips them).
+# code) with sanitizers for FUZZ_SECONDS each (default 60; 0 skips them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
