@@ -366,6 +366,12 @@ absl::StatusOr<std::unique_ptr<IsolatedPool>> IsolatedPool::Start(const Isolatio
     return absl::InternalError(absl::StrCat("dup of the heap's file: ", std::strerror(errno)));
   }
   std::unique_ptr<IsolatedPool> pool(new IsolatedPool(own, registry, owners));
+  if (own.confine) {
+    ARDMA_LOG(kInfo, "isolated workers run in a sandbox as %s%s",
+              own.user ? own.user->name : std::string("ardmad's own user"),
+              sandbox::HaveLandlock() ? "" : "; this kernel has no Landlock, so files that user "
+                                             "may open stay open to shipped code");
+  }
   // One worker now, so a program that cannot start them fails at start, not at the first call.
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> first, pool->Spawn(Kind::kNative, true));
   pool->Give(std::move(first));
