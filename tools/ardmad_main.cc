@@ -82,6 +82,7 @@ struct Config {
   int64_t max_libraries = static_cast<int64_t>(options.code_limits.max_libraries);
   std::string isolate = "untrusted";
   std::string isolate_user;
+  int64_t isolate_cpu = 3600;
   std::string jvm_options;
   std::string sync = "interval";
   std::string auth_file;
@@ -178,6 +179,9 @@ void DeclarePlacementFlags(ardma::FlagSet& flags, Config& c) {
   flags.String("isolate-user", &c.isolate_user, "USER",
                "the user isolated workers run as (needs ardmad to run as root; default: nobody "
                "when root, else ardmad's own user)");
+  flags.Int("isolate-cpu", &c.isolate_cpu, "SECONDS",
+            "CPU time an isolated worker may use (RLIMIT_CPU); it is replaced after an answer "
+            "once it has used half, and a call that uses the rest is RESOURCE_EXHAUSTED");
   flags.Bool("realtime", &c.options.realtime,
              "run the I/O threads under SCHED_FIFO (needs root or CAP_SYS_NICE)");
   flags.Duration("monitor-interval", &c.monitor.interval,
@@ -291,6 +295,8 @@ absl::Status ApplyModes(Config& c) {
   } else {
     return Invalid(absl::StrCat("--isolate must be none, untrusted or all, not '", c.isolate, "'"));
   }
+  if (c.isolate_cpu < 1) return Invalid("--isolate-cpu must be at least 1 second");
+  o.isolate_cpu_seconds = static_cast<uint64_t>(c.isolate_cpu);
   if (!c.isolate_user.empty() && ::geteuid() != 0) {
     return Invalid(absl::StrCat("--isolate-user needs ardmad to run as root (it runs as uid ",
                                 ::geteuid(), ")"));

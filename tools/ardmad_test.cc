@@ -449,6 +449,15 @@ TEST(ArdmadTest, HelpAndBadFlags) {
   EXPECT_THAT(out, HasSubstr("--nic-cpu"));
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --nic-cpu 900", &out), 1);
   EXPECT_THAT(out, HasSubstr("CPU 900"));
+  if (::geteuid() == 0) {  // (as another user, --isolate-user itself is refused)
+    EXPECT_EQ(
+        RunCommand(BinDir() + "/ardmad --isolate all --isolate-user no-such-user-here", &out), 2);
+    EXPECT_THAT(out, HasSubstr("no user 'no-such-user-here'"));
+    EXPECT_EQ(RunCommand(BinDir() + "/ardmad --isolate all --isolate-user root", &out), 2);
+    EXPECT_THAT(out, HasSubstr("is root: not a sandbox"));
+  }
+  EXPECT_EQ(RunCommand(BinDir() + "/ardmad --isolate-cpu 0", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--isolate-cpu"));
 }
 
 // The security flags from the command line (docs/SECURITY.md): a readable auth file and a public

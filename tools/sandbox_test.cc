@@ -166,6 +166,45 @@ TEST(SandboxTest, CodeOfAReadOnlyCallerCannotWriteTheHeapThroughAPointer) {
   EXPECT_EQ(*ctx.ReadU64(*byte), 0x41u);
 }
 
+// RLIMIT_CPU: a worker that has used half its CPU time is replaced after its answer; a call that
+// uses the rest is RESOURCE_EXHAUSTED, and the next call gets a new worker.
+TEST(SandboxTest, AWorkerRetiresAtHalfItsCpuLimitAndACallThatUsesItAllIsRefused) {
+  std::vector<std::string> flags = IsolatedAll();
+  flags.insert(flags.end(), {"--isolate-cpu", "2"});
+  testing::ServerProcess daemon(flags);
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  CallOptions slow{.timeout = absl::Seconds(60), .server_deadline = absl::Seconds(30)};
+  // 0.3 s of wall time at a time: the worker retires after the call that takes it past 1 s of
+  // CPU (how many calls that takes depends on the machine's load).
+  int calls = 0;
+  while (StatOf(**client, "isolated.retired") == 0 && calls < 40) {
+    ASSERT_TRUE((*client)->Execute("test.busy", U64s({300}), slow).ok());
+    ++calls;
+  }
+  EXPECT_EQ(StatOf(**client, "isolated.retired"), 1u);
+  EXPECT_GE(calls, 4);  // not before a second of CPU
+  EXPECT_EQ(StatOf(**client, "isolated.restarts"), 0u);
+  absl::StatusOr<std::string> endless = (*client)->Execute("test.busy", U64s({UINT64_MAX}), slow);
+  EXPECT_EQ(endless.status().code(), absl::StatusCode::kResourceExhausted) << endless.status();
+  EXPECT_THAT(endless.status().message(), HasSubstr("CPU time limit"));
+  EXPECT_TRUE((*client)->Execute("test.echo", "x").ok());
+}
+
+// A native worker's address space is the heap plus 4 GiB: a larger allocation fails in it.
+TEST(SandboxTest, AnAllocationBeyondTheAddressSpaceLimitFails) {
+  testing::ServerProcess daemon(IsolatedAll());
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::hostile()).ok());
+  absl::StatusOr<std::string> big = (*client)->Execute("hostile.allocate", U64s({8ull << 30}));
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted) << big.status();
+  EXPECT_TRUE((*client)->Execute("hostile.allocate", U64s({64ull << 20})).ok());
+}
+
 // A thousand forbidden calls in a row: each costs a worker, none is left behind, and the server's
 // descriptors and memory stay where they were.
 TEST(SandboxTest, AThousandForbiddenCallsLeaveNoWorkerDescriptorOrMemoryBehind) {

@@ -720,6 +720,7 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
       bool well_formed = ReadDone(msg, &ex.counts, &result, &retire);
       if (well_formed && retire) {
         End(std::move(w), /*kill=*/true);  // not a restart: it served its time
+        retired_.fetch_add(1, std::memory_order_relaxed);
         absl::MutexLock lock(&mu_);
         --busy_;
         return result;

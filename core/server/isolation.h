@@ -83,6 +83,7 @@ class IsolatedPool {
   uint64_t runs() const { return runs_.load(std::memory_order_relaxed); }
   uint64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
   uint64_t forbidden() const { return forbidden_.load(std::memory_order_relaxed); }
+  uint64_t retired() const { return retired_.load(std::memory_order_relaxed); }
 
  private:
   using Kind = sandbox::Profile;  // what code a worker runs: native or Java
@@ -113,7 +114,7 @@ class IsolatedPool {
   const IsolationOptions options_;
   const CodeRegistry* const registry_;
   OwnerTable* const owners_;
-  std::atomic<uint64_t> runs_{0}, restarts_{0}, forbidden_{0};
+  std::atomic<uint64_t> runs_{0}, restarts_{0}, forbidden_{0}, retired_{0};
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Worker>> idle_ ABSL_GUARDED_BY(mu_);
   int busy_ ABSL_GUARDED_BY(mu_) = 0;

@@ -359,7 +359,8 @@ struct Server::Impl {
                                .heap_fd = heap.fd,
                                .heap_size = heap.size,
                                .jvm = options.jvm,
-                               .user = options.isolate_user},
+                               .user = options.isolate_user,
+                               .cpu_seconds = options.isolate_cpu_seconds},
                               &registry, owners.get());
       ::close(heap.fd);  // the pool has its own
       if (!pool.ok()) return pool.status();

@@ -82,6 +82,7 @@ std::vector<wire::StatsEntry> RequestHandler::Stats() const {
     out.emplace_back("isolated.runs", isolated_->runs());
     out.emplace_back("isolated.restarts", isolated_->restarts());  // crashed or killed workers
     out.emplace_back("isolated.forbidden", isolated_->forbidden());  // forbidden system calls
+    out.emplace_back("isolated.retired", isolated_->retired());  // used half their CPU limit
   }
   if (owners_ != nullptr) {
     out.emplace_back("owners.live", owners_->live());  // the server itself and each connection

@@ -12,6 +12,7 @@
 //   hostile.kill_parent  ()          kill(parent, SIGKILL)
 //   hostile.write_view   addr:u64    writes one byte at addr through a View of the heap
 //   hostile.leak         ()          memfd_create, then an answer: leaves a descriptor open
+//   hostile.allocate     bytes:u64   mallocs and touches them; RESOURCE_EXHAUSTED if malloc fails
 // Its module's constructor (hostile_ctor in the library name) is harmless here; the
 // "hostile_ctor" library's constructor makes a socket (hostile_ctor_functions.cc).
 #include <arpa/inet.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -115,10 +117,22 @@ absl::StatusOr<std::string> Leak(Context&, std::string_view) {
   return std::string();
 }
 
+absl::StatusOr<std::string> Allocate(Context&, std::string_view args) {
+  if (args.size() < 8) return absl::InvalidArgumentError("expected a size");
+  uint64_t bytes;
+  std::memcpy(&bytes, args.data(), 8);
+  char* p = static_cast<char*>(std::malloc(bytes));
+  if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("malloc of ", bytes));
+  for (uint64_t i = 0; i < bytes; i += 4096) p[i] = 1;
+  std::free(p);
+  return std::string();
+}
+
 }  // namespace
 
 ARDMA_ACTIVE_LIBRARY(hostile, {"hostile.open_shadow", &OpenShadow}, {"hostile.raw_open", &RawOpen},
                      {"hostile.socket", &Socket}, {"hostile.connect", &Connect},
                      {"hostile.execve", &Execve}, {"hostile.fork", &Fork},
                      {"hostile.ptrace", &Ptrace}, {"hostile.kill_parent", &KillParent},
-                     {"hostile.write_view", &WriteView}, {"hostile.leak", &Leak});
+                     {"hostile.write_view", &WriteView}, {"hostile.leak", &Leak},
+                     {"hostile.allocate", &Allocate});
