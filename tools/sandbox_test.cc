@@ -193,6 +193,24 @@ TEST(SandboxTest, AWorkerRetiresAtHalfItsCpuLimitAndACallThatUsesItAllIsRefused)
   EXPECT_TRUE((*client)->Execute("test.echo", "x").ok());
 }
 
+// A worker that closes its channel and runs on is killed at once, not waited for: the call is
+// answered and the pool thread freed. (Before: the server reaped it without killing it, and so
+// waited for ever.)
+TEST(SandboxTest, AWorkerThatHangsUpAndRunsOnIsKilled) {
+  testing::ServerProcess daemon(IsolatedAll());
+  ASSERT_FALSE(daemon.address().empty());
+  auto client = Client::Connect(daemon.address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::hostile()).ok());
+  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  absl::StatusOr<std::string> r = (*client)->Execute(
+      "hostile.hang_up", "", {.timeout = absl::Seconds(20), .server_deadline = absl::Seconds(10)});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("crashed its isolated worker: killed by signal 9"));
+  EXPECT_TRUE((*client)->Execute("test.echo", "x").ok());
+  EXPECT_LE(Children(daemon.pid()).size(), 1u);
+}
+
 // A native worker's address space is the heap plus 4 GiB: a larger allocation fails in it.
 TEST(SandboxTest, AnAllocationBeyondTheAddressSpaceLimitFails) {
   testing::ServerProcess daemon(IsolatedAll());

@@ -640,6 +640,29 @@ bool AnswerWorker(Type type, std::string_view msg, LocalContext& server,
 
 }  // namespace
 
+void IsolatedPool::Release(std::unique_ptr<Worker> worker, Outcome outcome, int* status) {
+  switch (outcome) {
+    case Outcome::kHealthy:
+      break;
+    case Outcome::kBroken:
+      restarts_.fetch_add(1, std::memory_order_relaxed);
+      End(std::move(worker), /*kill=*/true, status);
+      break;
+    case Outcome::kDied:  // its channel closed: it ended, or closed it and runs on (killed
+      // then; killing a dead one changes nothing, its own ending is what waitpid reports)
+      restarts_.fetch_add(1, std::memory_order_relaxed);
+      End(std::move(worker), /*kill=*/true, status);
+      break;
+    case Outcome::kRetired:  // not a restart: it served its time
+      retired_.fetch_add(1, std::memory_order_relaxed);
+      End(std::move(worker), /*kill=*/true, status);
+      break;
+  }
+  absl::MutexLock lock(&mu_);
+  --busy_;
+  if (worker != nullptr) idle_.push_back(std::move(worker));
+}
+
 absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::string_view args,
                                               Execution& ex, bool writable) {
   runs_.fetch_add(1, std::memory_order_relaxed);
@@ -648,18 +671,9 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
   const Kind kind =
       source.ok() && source->kind == wire::CodeKind::kJvm ? Kind::kJvm : Kind::kNative;
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> w, Take(kind, writable, ex.deadline));
-  // Every way out gives the worker back, or ends it and frees its place.
-  auto finish = [this](std::unique_ptr<Worker> worker, bool healthy) {
-    if (!healthy) {
-      restarts_.fetch_add(1, std::memory_order_relaxed);
-      End(std::move(worker), true);
-    }
-    absl::MutexLock lock(&mu_);
-    --busy_;
-    if (healthy) idle_.push_back(std::move(worker));
-  };
+  // Every way out releases the worker: given back, or ended and its place freed.
   if (absl::Status loaded = EnsureLoaded(*w, hash); !loaded.ok()) {
-    finish(std::move(w), false);
+    Release(std::move(w), Outcome::kBroken);
     return loaded;
   }
   std::string exec;
@@ -669,21 +683,26 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
   out.Str16(fn.name());
   out.Bytes(args);
   if (!SendMessage(w->fd, kExec, exec)) {
-    finish(std::move(w), false);
+    Release(std::move(w), Outcome::kBroken);
     return absl::InternalError("the isolated worker went away before the call");
   }
+  return Await(fn, std::move(w), ex);
+}
+
+absl::StatusOr<std::string> IsolatedPool::Await(const BoundFunction& fn,
+                                                std::unique_ptr<Worker> w, Execution& ex) {
   LocalContext server(&ex);  // runs what the worker asks of the server
   absl::Time kill_at =
       ex.deadline == absl::InfiniteFuture() ? ex.deadline : ex.deadline + kKillGrace;
   for (;;) {
     absl::Time now = absl::Now();
     if (now >= kill_at) {
-      finish(std::move(w), false);
+      Release(std::move(w), Outcome::kBroken);
       return absl::DeadlineExceededError(absl::StrCat(
           ToAbsl(fn.name()), " ran past its deadline: its isolated worker was killed"));
     }
     if (ex.cancelled != nullptr && ex.cancelled->load(std::memory_order_relaxed)) {
-      finish(std::move(w), false);
+      Release(std::move(w), Outcome::kBroken);
       return absl::CancelledError("server is shutting down");
     }
     int wait_ms =
@@ -694,14 +713,9 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
     Type type;
     std::string msg;
     if (ready < 0 || !ReceiveMessage(w->fd, &type, &msg)) {
-      restarts_.fetch_add(1, std::memory_order_relaxed);
       int status = 0;
-      std::string how = End(std::move(w), false, &status);
-      {
-        absl::MutexLock lock(&mu_);
-        --busy_;
-      }
-      absl::Status died = Died(fn.name(), status, how);
+      Release(std::move(w), Outcome::kDied, &status);
+      absl::Status died = Died(fn.name(), status, Ending(status));
       if (absl::IsPermissionDenied(died)) forbidden_.fetch_add(1, std::memory_order_relaxed);
       return died;
     }
@@ -709,7 +723,7 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
       uint32_t nr = 0;
       if (msg.size() == 4) std::memcpy(&nr, msg.data(), 4);
       forbidden_.fetch_add(1, std::memory_order_relaxed);
-      finish(std::move(w), false);
+      Release(std::move(w), Outcome::kBroken);
       return absl::PermissionDeniedError(absl::StrCat(
           ToAbsl(fn.name()), " made a forbidden system call: ",
           sandbox::SyscallName(static_cast<int>(nr)), "; its isolated worker was ended"));
@@ -718,20 +732,15 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
       absl::StatusOr<std::string> result;
       bool retire = false;
       bool well_formed = ReadDone(msg, &ex.counts, &result, &retire);
-      if (well_formed && retire) {
-        End(std::move(w), /*kill=*/true);  // not a restart: it served its time
-        retired_.fetch_add(1, std::memory_order_relaxed);
-        absl::MutexLock lock(&mu_);
-        --busy_;
-        return result;
-      }
-      finish(std::move(w), well_formed);
+      Release(std::move(w), !well_formed ? Outcome::kBroken
+                            : retire     ? Outcome::kRetired
+                                         : Outcome::kHealthy);
       if (!well_formed) return absl::InternalError("malformed answer from an isolated worker");
       return result;
     }
     absl::StatusOr<std::string> answer;
     if (!AnswerWorker(type, msg, server, &answer)) {
-      finish(std::move(w), false);
+      Release(std::move(w), Outcome::kBroken);
       return absl::InternalError("unexpected message from an isolated worker");
     }
     std::string reply = StatusPayload(answer.status(), answer.ok() ? *answer : "");

@@ -108,6 +108,13 @@ class IsolatedPool {
   // the pool is full).
   absl::StatusOr<std::unique_ptr<Worker>> Take(Kind kind, bool writable, absl::Time deadline);
   void Give(std::unique_ptr<Worker> worker);
+  // How a call left its worker: to be given back, or ended (killed; found dead; retired).
+  enum class Outcome { kHealthy, kBroken, kDied, kRetired };
+  // Gives `worker` back or ends it (its waitpid status in *status), and frees its place.
+  void Release(std::unique_ptr<Worker> worker, Outcome outcome, int* status = nullptr);
+  // Serves the worker's requests until its answer, its death or the deadline.
+  absl::StatusOr<std::string> Await(const BoundFunction& fn, std::unique_ptr<Worker> w,
+                                    Execution& ex);
   // Sends the library `hash` (its dependencies first) unless the worker has it.
   absl::Status EnsureLoaded(Worker& w, const CodeHash& hash, int depth = 0);
 

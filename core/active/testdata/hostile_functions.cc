@@ -13,6 +13,8 @@
 //   hostile.write_view   addr:u64    writes one byte at addr through a View of the heap
 //   hostile.leak         ()          memfd_create, then an answer: leaves a descriptor open
 //   hostile.allocate     bytes:u64   mallocs and touches them; RESOURCE_EXHAUSTED if malloc fails
+//   hostile.hang_up      ()          closes every descriptor from 3 up (a worker's channel to the
+//                                    server among them), then loops for ever
 // Its module's constructor (hostile_ctor in the library name) is harmless here; the
 // "hostile_ctor" library's constructor makes a socket (hostile_ctor_functions.cc).
 #include <arpa/inet.h>
@@ -128,6 +130,11 @@ absl::StatusOr<std::string> Allocate(Context&, std::string_view args) {
   return std::string();
 }
 
+absl::StatusOr<std::string> HangUp(Context&, std::string_view) {
+  for (int fd = 3; fd < 64; ++fd) ::close(fd);
+  for (;;) asm volatile("" ::: "memory");  // a loop the compiler keeps
+}
+
 }  // namespace
 
 ARDMA_ACTIVE_LIBRARY(hostile, {"hostile.open_shadow", &OpenShadow}, {"hostile.raw_open", &RawOpen},
@@ -135,4 +142,4 @@ ARDMA_ACTIVE_LIBRARY(hostile, {"hostile.open_shadow", &OpenShadow}, {"hostile.ra
                      {"hostile.execve", &Execve}, {"hostile.fork", &Fork},
                      {"hostile.ptrace", &Ptrace}, {"hostile.kill_parent", &KillParent},
                      {"hostile.write_view", &WriteView}, {"hostile.leak", &Leak},
-                     {"hostile.allocate", &Allocate});
+                     {"hostile.allocate", &Allocate}, {"hostile.hang_up", &HangUp});
