@@ -157,6 +157,37 @@ constexpr size_t kTrialMessageMax = 4096;
   ::_exit(2);
 }
 
+// What a trial process's end (`status` from waitpid, `why` what it wrote on stderr) says of the
+// library.
+absl::Status TrialVerdict(int status, const std::string& why) {
+  if ((WIFEXITED(status) && WEXITSTATUS(status) == sandbox::kForbiddenExit) ||
+      (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)) {
+    std::string call = "(unknown)";
+    if (size_t at = why.find(std::string(kForbiddenMark, kForbiddenMarkSize));
+        at != std::string::npos && why.size() >= at + kForbiddenMarkSize + 4) {
+      int nr;
+      std::memcpy(&nr, why.data() + at + kForbiddenMarkSize, 4);
+      call = sandbox::SyscallName(nr);
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot load shared object: loading it made a forbidden system call: ", call));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+    return absl::InvalidArgumentError(why.substr(0, why.find('\0')));
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load shared object: loading it killed a trial process (",
+                     ::strsignal(WTERMSIG(status)), ")"));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load shared object: its code ended the trial process (status ",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : status, ")"));
+  }
+  return absl::OkStatus();
+}
+
 // Loads the library in a trial process: InvalidArgument when it was refused there or crashed or
 // hung that process.
 absl::Status TrialLoad(int code_fd, const std::optional<sandbox::Policy>& confine) {
@@ -228,32 +259,7 @@ absl::Status TrialLoad(int code_fd, const std::optional<sandbox::Policy>& confin
     pause = std::min(pause * 2, std::chrono::microseconds(20'000));
   }
   drain();
-  if ((WIFEXITED(status) && WEXITSTATUS(status) == sandbox::kForbiddenExit) ||
-      (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS)) {
-    std::string call = "(unknown)";
-    if (size_t at = why.find(std::string(kForbiddenMark, kForbiddenMarkSize));
-        at != std::string::npos && why.size() >= at + kForbiddenMarkSize + 4) {
-      int nr;
-      std::memcpy(&nr, why.data() + at + kForbiddenMarkSize, 4);
-      call = sandbox::SyscallName(nr);
-    }
-    return absl::PermissionDeniedError(absl::StrCat(
-        "cannot load shared object: loading it made a forbidden system call: ", call));
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
-    return absl::InvalidArgumentError(why.substr(0, why.find('\0')));
-  }
-  if (WIFSIGNALED(status)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot load shared object: loading it killed a trial process (",
-                     ::strsignal(WTERMSIG(status)), ")"));
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot load shared object: its code ended the trial process (status ",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : status, ")"));
-  }
-  return absl::OkStatus();
+  return TrialVerdict(status, why);
 }
 
 }  // namespace

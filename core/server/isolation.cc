@@ -203,6 +203,45 @@ bool PastHalfCpu(uint64_t cpu_seconds) {
   return static_cast<uint64_t>(used.tv_sec) * 2 >= cpu_seconds;
 }
 
+// A kLoad (after its hash, read into `r`): the library into the worker's registry. False if the
+// message is malformed.
+bool LoadInWorker(CodeRegistry& registry, const CodeHash& hash, ByteReader& r) {
+  uint8_t kind;
+  std::string_view name;
+  uint16_t ndeps;
+  if (!r.U8(&kind) || !r.Str16(&name) || !r.U16(&ndeps)) return false;
+  LoadAuthority by;
+  for (uint16_t i = 0; i < ndeps; ++i) {
+    std::string_view d;
+    if (!r.Bytes(32, &d)) return false;
+    CodeHash dep;
+    std::memcpy(dep.data(), d.data(), 32);
+    by.deps.push_back(dep);
+  }
+  absl::StatusOr<CodeHash> loaded =
+      registry.Load(static_cast<wire::CodeKind>(kind), name, r.Rest(), by);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "isolated worker: loading %s (%s): %s\n", std::string(name).c_str(),
+                 wire::HashToHex(hash).c_str(), loaded.status().ToString().c_str());
+  }
+  return true;
+}
+
+// The kDone of a call's `result` and its memory-operation counts.
+std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveOpCounts& c,
+                        bool retire) {
+  std::string done;
+  ByteWriter w(&done);
+  w.U16(wire::StatusToWire(result.status()));
+  for (uint64_t v :
+       {c.reads, c.writes, c.cas, c.fetch_adds, c.bytes_read, c.bytes_written, c.calls}) {
+    w.U64(v);
+  }
+  w.U8(retire ? kRetireFlag : 0);
+  w.Bytes(result.ok() ? *result : wire::StatusPayload(result.status()));
+  return done;
+}
+
 [[noreturn]] void WorkerMain(uint64_t heap_size, bool writable, LockOwner owner,
                              const JvmOptions& jvm_options,
                              const std::optional<sandbox::Policy>& policy) {
@@ -233,31 +272,12 @@ bool PastHalfCpu(uint64_t cpu_seconds) {
     CodeHash hash;
     std::memcpy(hash.data(), hash_bytes.data(), 32);
     if (type == kLoad) {
-      uint8_t kind;
-      std::string_view name;
-      uint16_t ndeps;
-      if (!r.U8(&kind) || !r.Str16(&name) || !r.U16(&ndeps)) std::_Exit(4);
-      LoadAuthority by;
-      for (uint16_t i = 0; i < ndeps; ++i) {
-        std::string_view d;
-        if (!r.Bytes(32, &d)) std::_Exit(4);
-        CodeHash dep;
-        std::memcpy(dep.data(), d.data(), 32);
-        by.deps.push_back(dep);
-      }
-      absl::StatusOr<CodeHash> loaded =
-          registry.Load(static_cast<wire::CodeKind>(kind), name, r.Rest(), by);
-      if (!loaded.ok()) {
-        std::fprintf(stderr, "isolated worker: loading %s: %s\n", std::string(name).c_str(),
-                     loaded.status().ToString().c_str());
-      }
+      if (!LoadInWorker(registry, hash, r)) std::_Exit(4);
       continue;
     }
-    if (type != kExec) std::_Exit(4);
     uint64_t deadline_ns;
     std::string_view function;
-    if (!r.U64(&deadline_ns) || !r.Str16(&function)) std::_Exit(4);
-    std::string_view args = r.Rest();
+    if (type != kExec || !r.U64(&deadline_ns) || !r.Str16(&function)) std::_Exit(4);
     Execution ex;
     ex.regions = &regions;
     ex.registry = &registry;
@@ -265,19 +285,11 @@ bool PastHalfCpu(uint64_t cpu_seconds) {
     ex.link = &link;
     ex.owner = owner;
     absl::StatusOr<BoundFunction> fn = registry.Resolve(hash, function);
-    absl::StatusOr<std::string> result =
-        fn.ok() ? LocalContext::Run(&ex, *fn, args) : absl::StatusOr<std::string>(fn.status());
-    std::string done;
-    ByteWriter w(&done);
-    w.U16(wire::StatusToWire(result.status()));
-    const ActiveOpCounts& c = ex.counts;
-    for (uint64_t v :
-         {c.reads, c.writes, c.cas, c.fetch_adds, c.bytes_read, c.bytes_written, c.calls}) {
-      w.U64(v);
+    absl::StatusOr<std::string> result = fn.ok() ? LocalContext::Run(&ex, *fn, r.Rest())
+                                                 : absl::StatusOr<std::string>(fn.status());
+    if (!SendMessage(kChannelFd, kDone, DoneMessage(result, ex.counts, PastHalfCpu(cpu_seconds)))) {
+      break;
     }
-    w.U8(PastHalfCpu(cpu_seconds) ? kRetireFlag : 0);
-    w.Bytes(result.ok() ? *result : wire::StatusPayload(result.status()));
-    if (!SendMessage(kChannelFd, kDone, done)) break;
   }
   std::_Exit(0);
 }
