@@ -134,7 +134,9 @@ class EventLoop {
     size_t start = wire::BeginFrame(&s.out);
     wire::Op op = make_frame_(issued_++, static_cast<int>(&s - socks_.data()), &s.out);
     uint64_t id = ++next_request_id_;
-    wire::FinishFrame({.op = op, .request_id = id, .client_id = s.client_id}, start, &s.out);
+    wire::FinishFrame(
+        {.op = op, .request_id = id, .client_id = options_.idempotent ? 0 : s.client_id}, start,
+        &s.out);
     result_.bytes += s.out.size() - start;
     s.inflight.emplace_back(id, NowNs());
   }
@@ -324,7 +326,9 @@ class UcxEventLoop {
     size_t start = wire::BeginFrame(&frame);
     wire::Op op = make_frame_(issued_++, static_cast<int>(index), &frame);
     uint64_t id = ++next_request_id_;
-    wire::FinishFrame({.op = op, .request_id = id, .client_id = s.client_id}, start, &frame);
+    wire::FinishFrame(
+        {.op = op, .request_id = id, .client_id = options_.idempotent ? 0 : s.client_id}, start,
+        &frame);
     result_.bytes += frame.size();
     inflight_[id] = {index, NowNs()};
     return SendActiveMessage(s.ep, kAmRequest, s.id, std::move(frame));

@@ -50,6 +50,9 @@ struct LoadOptions {
   absl::Duration response_timeout = absl::Seconds(60);
   // Authenticate every connection as this (docs/SECURITY.md); unset: no authentication.
   std::optional<security::Credentials> credentials;
+  // Requests that may run twice (reads): sent with client id 0, so the server keeps no record of
+  // them for retries (CallOptions::idempotent, as DhtClient sends its reads).
+  bool idempotent = false;
 };
 
 struct LoadResult {

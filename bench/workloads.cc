@@ -64,7 +64,9 @@ absl::StatusOr<LoadResult> RunDht(DhtOp op, const LoadOptions& load,
     std::string target;
     dht::EncodeTarget(dht::Target{options.table}, &target);
     const wire::CodeHash hash = active_libraries::dht().hash();
-    return RunEventLoop(load, [&, op](uint64_t i, int connection, std::string* out) {
+    LoadOptions sent = load;
+    sent.idempotent = op == DhtOp::kGet || op == DhtOp::kContains;  // reads: no retry record
+    return RunEventLoop(sent, [&, op](uint64_t i, int connection, std::string* out) {
       std::string key = BenchKey(options, i, connection);
       std::string args = target;
       args += op == DhtOp::kPut ? dht::EncodePutArgs(key, value) : dht::EncodeKeyArgs(key);

@@ -143,7 +143,7 @@ absl::StatusOr<std::vector<ResponsePayload>> Client::Flight(std::vector<Outgoing
     const bool delayed = options_.extra_round_trip_time > absl::ZeroDuration();
     absl::Time sent = delayed ? absl::Now() : absl::InfinitePast();  // no clock read otherwise
     absl::StatusOr<std::vector<ResponsePayload>> r =
-        conn->RoundTrip(requests, ids, client_id_, deadline);
+        conn->RoundTrip(requests, ids, options.idempotent ? 0 : client_id_, deadline);
     if (delayed) WaitUntil(sent + options_.extra_round_trip_time);
     if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable || !retryable ||
         absl::Now() >= deadline || attempt + 1 >= std::max(1, options_.connect_attempts)) {
@@ -348,7 +348,8 @@ void Client::CallAsync(Op op, std::string payload, ResponseCallback done,
     return;
   }
   uint64_t id = next_request_id_.fetch_add(1, std::memory_order_relaxed);
-  (*conn)->Async({op, std::move(payload)}, id, client_id_, DeadlineFor(options), std::move(done));
+  (*conn)->Async({op, std::move(payload)}, id, options.idempotent ? 0 : client_id_,
+                 DeadlineFor(options), std::move(done));
 }
 
 absl::StatusOr<std::string> Client::TransportDescription() {

@@ -75,6 +75,9 @@ struct CallOptions {
   // function that parks, so that the server's answer (DEADLINE_EXCEEDED included) arrives before
   // the client stops listening, and nothing the function did is answered to nobody.
   absl::Duration server_deadline = absl::ZeroDuration();
+  // Running it twice does no harm (a read): the request goes without the client's id, so the
+  // server keeps no record of it for de-duplicating a retry, and a retry simply runs again.
+  bool idempotent = false;
 };
 
 class Client;

@@ -295,6 +295,16 @@ TEST_F(ServerTest, JobWhoseDeadlinePassesInTheQueueIsDropped) {
   EXPECT_EQ(U64At(*client_->Read(kScratch + 16, 8), 0), 0u);
 }
 
+// An idempotent call goes without the client's id: the server keeps no retry record of it.
+TEST_F(ServerTest, AnIdempotentCallLeavesNoRetryRecord) {
+  ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
+  const uint64_t before = Stat(*client_, "dedup.entries");
+  ASSERT_TRUE(client_->Execute("test.echo", "a", {.idempotent = true}).ok());
+  EXPECT_EQ(Stat(*client_, "dedup.entries"), before);
+  ASSERT_TRUE(client_->Execute("test.echo", "b").ok());
+  EXPECT_EQ(Stat(*client_, "dedup.entries"), before + 1);
+}
+
 TEST_F(ServerTest, ShortFunctionsRunInlineUntilARunIsSlow) {
   server_.reset();
   ServerOptions options = TestOptions();

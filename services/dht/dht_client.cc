@@ -101,8 +101,10 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
     std::string args;
     EncodeTarget(target, &args);
     args.append(rest);
-    ARDMA_ASSIGN_OR_RETURN(std::string result, Invoke(client, mode_, active_libraries::dht(),
-                                                      function, args, options_));
+    CallOptions call = options_;
+    call.idempotent = function == "dht.get" || function == "dht.contains";  // reads run again
+    ARDMA_ASSIGN_OR_RETURN(std::string result,
+                           Invoke(client, mode_, active_libraries::dht(), function, args, call));
     ARDMA_ASSIGN_OR_RETURN(Reply reply, DecodeReply(result, kind));
     if (mode_ == Mode::kRdma && !reply.redirect.has_value()) {
       tables_.Update(cache_key, [&](Cached& c) { c.geometry = reply.geometry; });  // keep current

@@ -178,6 +178,30 @@ TEST_P(DhtTest, MatchesModelUnderRandomOperationsThroughSeveralResizes) {
   EXPECT_GE(Log2Buckets("m"), testing::OnCluster() ? 4 + 2 : 4 + 4);
 }
 
+// Reads go without the client's id (CallOptions::idempotent): the server keeps no record of them
+// for retries (a retried read just runs again); writes keep theirs.
+TEST_F(DhtMixedTest, ReadsLeaveNoRetryRecordWritesDo) {
+  if (servers()->All()->size() != 1) GTEST_SKIP() << "counts one server's records";
+  auto entries = [&] {
+    absl::StatusOr<std::vector<wire::StatsEntry>> stats = client_->Stats();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    for (const auto& [name, value] : stats.ok() ? *stats : std::vector<wire::StatsEntry>()) {
+      if (name == "dedup.entries") return value;
+    }
+    ADD_FAILURE() << "no dedup.entries";
+    return uint64_t{0};
+  };
+  ASSERT_TRUE(dht_->Put("dd", "k", "v").ok());
+  const uint64_t before = entries();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(dht_->Get("dd", "k").ok());
+    ASSERT_TRUE(*dht_->Contains("dd", "k"));
+  }
+  EXPECT_EQ(entries(), before);
+  ASSERT_TRUE(dht_->Put("dd", "k", "w").ok());
+  EXPECT_EQ(entries(), before + 1);
+}
+
 TEST_P(DhtTest, RoundTripsPerOperation) {
   // Ships the library, caches the geometry, and (on a cluster) makes the table on every server.
   for (int i = 0; i < 32; ++i) ASSERT_TRUE(dht_->Put("rt", absl::StrCat("warm", i), "up").ok());
