@@ -161,6 +161,15 @@ TEST(SandboxTest, CodeOfAReadOnlyCallerCannotWriteTheHeapThroughAPointer) {
   EXPECT_THAT(denied.status().message(), HasSubstr("Segmentation fault"));
   EXPECT_EQ(*ctx.ReadU64(*byte), 0x40u);
 
+  // Nor by mapping its heap descriptor writable, or reopening it for writing.
+  absl::StatusOr<std::string> mapped = (*reader)->Execute("hostile.map_heap", U64s({4}));
+  EXPECT_EQ(mapped.status().code(), absl::StatusCode::kPermissionDenied) << mapped.status();
+  EXPECT_THAT(mapped.status().message(), HasSubstr("forbidden system call: mmap"));
+  absl::StatusOr<std::string> reopened = (*reader)->Execute("hostile.reopen_heap", U64s({4}));
+  EXPECT_EQ(reopened.status().code(), absl::StatusCode::kPermissionDenied) << reopened.status();
+  EXPECT_THAT(reopened.status().message(), HasSubstr("forbidden system call: openat"));
+  EXPECT_EQ(*ctx.ReadU64(*byte), 0x40u);
+
   absl::StatusOr<std::string> allowed = (*writer)->Execute("hostile.write_view", U64s({*byte}));
   EXPECT_TRUE(allowed.ok()) << allowed.status();
   EXPECT_EQ(*ctx.ReadU64(*byte), 0x41u);

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -145,19 +146,20 @@ absl::Status Landlock(const Policy& policy, std::string* notes) {
 // The allow-lists. Names, so that a call missing on this architecture is skipped.
 constexpr const char* kNativeCalls[] = {
     "read", "write", "readv", "writev", "pread64", "recvfrom", "recvmsg", "sendto", "sendmsg",
-    "close", "fstat", "newfstatat", "lseek", "fcntl", "ftruncate", "mmap", "munmap", "mprotect",
+    "close", "fstat", "newfstatat", "lseek", "fcntl", "ftruncate", "munmap", "mprotect",
     "mremap", "madvise", "brk", "futex", "clock_gettime", "clock_getres", "clock_nanosleep",
     "nanosleep", "gettimeofday", "time", "sched_yield", "getpid", "gettid", "getppid", "getuid",
     "geteuid", "getgid", "getegid", "getrlimit", "getrusage", "uname", "rt_sigprocmask",
     "rt_sigreturn", "sigaltstack", "restart_syscall", "exit", "exit_group", "getrandom",
-    "memfd_create", "openat", "sched_getaffinity", "set_robust_list", "rseq"};
+    "memfd_create", "sched_getaffinity", "set_robust_list", "rseq"};
 // What a JVM's threads need beyond that: threads (clone below), scheduling and memory queries,
 // and reading its own files (Landlock allows only the JDK and the system's libraries).
 constexpr const char* kJvmCalls[] = {
     "set_tid_address", "sched_getparam", "sched_getscheduler", "sched_setaffinity", "getcwd",
     "readlink", "readlinkat", "access", "faccessat", "faccessat2", "stat", "lstat", "statx",
     "getdents64", "poll", "ppoll", "sysinfo", "mincore", "dup", "dup2", "dup3", "pipe2",
-    "eventfd2", "times", "getpriority", "setpriority", "membarrier", "open", "fstatfs", "statfs"};
+    "eventfd2", "times", "getpriority", "setpriority", "membarrier", "open", "fstatfs", "statfs",
+    "openat", "mmap"};
 
 absl::Status Seccomp(const Policy& policy) {
   scmp_filter_ctx ctx = ::seccomp_init(SCMP_ACT_TRAP);
@@ -184,6 +186,14 @@ absl::Status Seccomp(const Policy& policy) {
   // Its own limits, read only; isatty on its output.
   rule(SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), SCMP_A2(SCMP_CMP_EQ, 0));
   rule(SCMP_ACT_ALLOW, SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_EQ, TCGETS));
+  if (policy.profile == Profile::kNative) {
+    // Files only for reading (dlopen of a memfd; Landlock refuses every path on disk), and no
+    // new shared writable mapping: a worker given the heap read-only can neither reopen its
+    // descriptor (/proc/self/fd/N) for writing nor map it writable.
+    rule(SCMP_ACT_ALLOW, SCMP_SYS(openat), SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE, O_RDONLY));
+    rule(SCMP_ACT_ALLOW, SCMP_SYS(mmap), SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_WRITE, 0));
+    rule(SCMP_ACT_ALLOW, SCMP_SYS(mmap), SCMP_A3(SCMP_CMP_MASKED_EQ, MAP_SHARED, 0));
+  }
   if (policy.profile == Profile::kJvm) {
     for (const char* name : kJvmCalls) allow(name);
     // Threads, never processes; clone3 hides its flags from the filter, so glibc is told it is

@@ -9,9 +9,10 @@
 //   5. Landlock (when the kernel has it): no access to any file or directory of any mounted file
 //      system, read or write; descriptors it already holds and anonymous files (the memfds code is
 //      loaded from, /proc/self/fd/N) stay usable;
-//   6. a seccomp-bpf allow-list (libseccomp): memory management, futex, clocks, sleeping, reading
-//      and writing descriptors it holds, signals to itself, memfd_create and openat (for loading
-//      code; Landlock refuses every path on disk), exit. Not: socket, connect, bind, execve, fork,
+//   6. a seccomp-bpf allow-list (libseccomp): memory management (but no new shared writable
+//      mapping), futex, clocks, sleeping, reading and writing descriptors it holds, signals to
+//      itself, memfd_create and openat for reading only (for loading code; Landlock refuses every
+//      path on disk), exit. Not: socket, connect, bind, execve, fork,
 //      clone of processes, ptrace, kill or tgkill of another process, mount, setuid and friends,
 //      bpf, io_uring, keyctl, and everything else not listed. The kJvm profile adds what a JVM's
 //      own threads need (threads, not processes; scheduling queries; reading its files).

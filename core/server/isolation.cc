@@ -378,6 +378,13 @@ absl::StatusOr<std::unique_ptr<IsolatedPool>> IsolatedPool::Start(const Isolatio
     return absl::InternalError(absl::StrCat("dup of the heap's file: ", std::strerror(errno)));
   }
   std::unique_ptr<IsolatedPool> pool(new IsolatedPool(own, registry, owners));
+  // A descriptor that cannot write: a worker given it can map the heap only read-only.
+  pool->read_only_heap_fd_ =
+      ::open(absl::StrCat("/proc/self/fd/", own.heap_fd).c_str(), O_RDONLY | O_CLOEXEC);
+  if (pool->read_only_heap_fd_ < 0) {
+    return absl::InternalError(
+        absl::StrCat("opening the heap's file for reading: ", std::strerror(errno)));
+  }
   if (own.confine) {
     ARDMA_LOG(kInfo, "isolated workers run in a sandbox as %s%s",
               own.user ? own.user->name : std::string("ardmad's own user"),
@@ -401,6 +408,7 @@ IsolatedPool::~IsolatedPool() {
   }
   for (auto& w : idle) End(std::move(w), /*kill=*/true);
   ::close(options_.heap_fd);
+  if (read_only_heap_fd_ >= 0) ::close(read_only_heap_fd_);
 }
 
 sandbox::Policy IsolatedPool::PolicyFor(Kind kind) const {
@@ -445,7 +453,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind k
   }
   // Above the targets, so the dup2s cannot clobber each other.
   int chan = ::fcntl(pair[1], F_DUPFD_CLOEXEC, 16),
-      heap = ::fcntl(options_.heap_fd, F_DUPFD_CLOEXEC, 16);
+      heap = ::fcntl(writable ? options_.heap_fd : read_only_heap_fd_, F_DUPFD_CLOEXEC, 16);
   ::close(pair[1]);
   auto w = std::make_unique<Worker>();
   w->kind = kind;

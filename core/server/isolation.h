@@ -122,6 +122,7 @@ class IsolatedPool {
   const CodeRegistry* const registry_;
   OwnerTable* const owners_;
   std::atomic<uint64_t> runs_{0}, restarts_{0}, forbidden_{0}, retired_{0};
+  int read_only_heap_fd_ = -1;  // the heap's file opened for reading: for read-only workers
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Worker>> idle_ ABSL_GUARDED_BY(mu_);
   int busy_ ABSL_GUARDED_BY(mu_) = 0;

@@ -266,6 +266,9 @@ struct Server::Impl {
         return absl::ResourceExhaustedError(
             absl::StrCat("a heap of ", options.memory_size, " bytes: ", std::strerror(errno)));
       }
+      // Only ardmad's user may reopen it (/proc/self/fd/N): not isolated workers that run as
+      // another, to write a heap they were given read-only.
+      ::fchmod(heap_fd, 0600);
       ARDMA_ASSIGN_OR_RETURN(heap, Region::MapFile(heap_fd, options.memory_size, false));
     }
     if (heap == nullptr && ucx != nullptr && options.memory_file.empty()) {

@@ -13,6 +13,9 @@
 //   hostile.write_view   addr:u64    writes one byte at addr through a View of the heap
 //   hostile.leak         ()          memfd_create, then an answer: leaves a descriptor open
 //   hostile.allocate     bytes:u64   mallocs and touches them; RESOURCE_EXHAUSTED if malloc fails
+//   hostile.map_heap     fd:u64      maps fd (an isolated worker's heap is fd 4) shared and
+//                                    writable, and flips its first data byte
+//   hostile.reopen_heap  fd:u64      opens /proc/self/fd/FD for writing, writes a byte at 64 KiB
 //   hostile.hang_up      ()          closes every descriptor from 3 up (a worker's channel to the
 //                                    server among them), then loops for ever
 // Its module's constructor (hostile_ctor in the library name) is harmless here; the
@@ -130,6 +133,32 @@ absl::StatusOr<std::string> Allocate(Context&, std::string_view args) {
   return std::string();
 }
 
+uint64_t FdArg(std::string_view args) {
+  uint64_t fd = 4;
+  if (args.size() >= 8) std::memcpy(&fd, args.data(), 8);
+  return fd;
+}
+
+absl::StatusOr<std::string> MapHeap(Context&, std::string_view args) {
+  int fd = static_cast<int>(FdArg(args));
+  void* p = ::mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return Refused("mmap");
+  static_cast<char*>(p)[65536] ^= 1;
+  ::munmap(p, 1 << 20);
+  return std::string();
+}
+
+absl::StatusOr<std::string> ReopenHeap(Context&, std::string_view args) {
+  std::string path = absl::StrCat("/proc/self/fd/", FdArg(args));
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Refused("open for writing");
+  char byte = 1;
+  ssize_t n = ::pwrite(fd, &byte, 1, 65536);
+  ::close(fd);
+  if (n != 1) return Refused("pwrite");
+  return std::string();
+}
+
 absl::StatusOr<std::string> HangUp(Context&, std::string_view) {
   for (int fd = 3; fd < 64; ++fd) ::close(fd);
   for (;;) asm volatile("" ::: "memory");  // a loop the compiler keeps
@@ -142,4 +171,5 @@ ARDMA_ACTIVE_LIBRARY(hostile, {"hostile.open_shadow", &OpenShadow}, {"hostile.ra
                      {"hostile.execve", &Execve}, {"hostile.fork", &Fork},
                      {"hostile.ptrace", &Ptrace}, {"hostile.kill_parent", &KillParent},
                      {"hostile.write_view", &WriteView}, {"hostile.leak", &Leak},
-                     {"hostile.allocate", &Allocate}, {"hostile.hang_up", &HangUp});
+                     {"hostile.allocate", &Allocate}, {"hostile.hang_up", &HangUp},
+                     {"hostile.map_heap", &MapHeap}, {"hostile.reopen_heap", &ReopenHeap});
