@@ -1,0 +1,57 @@
+// The channel between ardmad and its isolated workers (isolation.h): how a worker is started
+// (its environment and descriptors) and the messages on its socket. Internal to isolation.cc and
+// isolation_worker.cc.
+#ifndef ARDMA_CORE_SERVER_ISOLATION_CHANNEL_H_
+#define ARDMA_CORE_SERVER_ISOLATION_CHANNEL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace ardma {
+
+// heap size:owner token:owner table:server pid:rw|ro (the heap's mapping)
+constexpr char kWorkerVariable[] = "ARDMA_ISOLATED_WORKER";
+// The worker's sandbox::Policy (Encode); absent: it runs unconfined.
+constexpr char kSandboxVariable[] = "ARDMA_ISOLATED_SANDBOX";
+// The JVM's settings: libjvm, classpath, then each option, separated by kJvmSeparator.
+constexpr char kJvmVariable[] = "ARDMA_ISOLATED_JVM";
+constexpr char kJvmSeparator = '\x1f';
+constexpr int kChannelFd = 3, kHeapFd = 4;
+
+// Messages: len:u32 (type and payload) type:u8 payload.
+enum Type : uint8_t {
+  // server -> worker
+  kLoad = 1,   // hash:u8[32] kind:u8 name:str16 ndeps:u16 dep:u8[32]... code
+  kExec = 2,   // hash:u8[32] deadline_unix_ns:u64 function:str16 args
+  kReply = 3,  // status:u16 payload (the answer to a worker's request)
+  kReady = 4,  // (worker -> server, once at start)
+  // worker -> server
+  kDone = 10,     // status:u16 counts:u64[7] flags:u8 payload (result, or the error's message)
+  kPark = 11,     // resumable:u8 resume_at_unix_ns:u64 key:str16 resume_args
+  kResume = 12,   // key
+  kWake = 13,     // key:str16 result
+  kOnClose = 14,  // key:str16 function:str16 args
+  kCall = 15,     // function:str16 args
+  kForbidden = 16,  // nr:u32 (from the SIGSYS handler, as the worker ends: sandbox.h)
+};
+constexpr uint8_t kRetireFlag = 1;  // kDone's flags: the worker has used half its CPU time
+
+// One message on the channel; false if the peer is gone.
+bool SendMessage(int fd, Type type, std::string_view payload);
+bool ReceiveMessage(int fd, Type* type, std::string* payload);
+// A kReply's payload: the status, then `ok_payload` or the error's message.
+std::string ReplyPayload(const absl::Status& status, std::string_view ok_payload);
+// Deadlines on the channel (InfiniteFuture as INT64_MAX).
+int64_t UnixNanos(absl::Time t);
+absl::Time FromUnixNanos(int64_t ns);
+
+// Whether this program can be started as a worker (RunIsolatedWorkerIfAsked ran).
+bool CanBeWorker();
+
+}  // namespace ardma
+
+#endif  // ARDMA_CORE_SERVER_ISOLATION_CHANNEL_H_
