@@ -63,17 +63,32 @@ int64_t ResidentKib(pid_t pid) {
   return -1;
 }
 
-std::vector<std::string> IsolatedAll() {
-  return {"--memory", "16M", "--ucx", "off", "--isolate", "all", "--workers", "1"};
+std::vector<std::string> IsolatedAll(std::vector<std::string> extra = {}) {
+  std::vector<std::string> flags = {"--memory", "16M", "--ucx",     "off",
+                                    "--isolate", "all", "--workers", "1"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
 }
 
+// An ardmad with --isolate all and one worker (and `extra` flags), and a client of it.
+struct Isolated {
+  explicit Isolated(std::vector<std::string> extra = {}) : daemon(IsolatedAll(std::move(extra))) {
+    if (daemon.address().empty()) return;
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(daemon.address());
+    if (c.ok()) client = *std::move(c);
+  }
+  // Whether it started and the hostile and test libraries are loaded.
+  bool Ready() {
+    return client != nullptr && EnsureLoaded(*client, active_libraries::hostile()).ok() &&
+           EnsureLoaded(*client, active_libraries::test()).ok();
+  }
+  testing::ServerProcess daemon;
+  std::unique_ptr<Client> client;
+};
+
 TEST(SandboxTest, EachForbiddenAttemptCostsOnlyItsWorkerAndItsStatusNamesIt) {
-  testing::ServerProcess daemon(IsolatedAll());
-  ASSERT_FALSE(daemon.address().empty());
-  auto client = Client::Connect(daemon.address());
-  ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::hostile()).ok());
-  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  Isolated s;
+  ASSERT_TRUE(s.Ready());
   struct Case {
     const char* function;
     const char* says;
@@ -89,23 +104,23 @@ TEST(SandboxTest, EachForbiddenAttemptCostsOnlyItsWorkerAndItsStatusNamesIt) {
       {"hostile.kill_parent", "forbidden system call: kill"},
   };
   for (const Case& c : killed) {
-    absl::StatusOr<std::string> r = (*client)->Execute(c.function, "");
+    absl::StatusOr<std::string> r = s.client->Execute(c.function, "");
     EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << c.function << r.status();
     EXPECT_THAT(r.status().message(), HasSubstr(c.says)) << c.function;
     // The server answers the next request, in a new worker.
-    absl::StatusOr<std::string> next = (*client)->Execute("test.echo", "still here");
+    absl::StatusOr<std::string> next = s.client->Execute("test.echo", "still here");
     ASSERT_TRUE(next.ok()) << "after " << c.function << ": " << next.status();
     EXPECT_EQ(*next, "still here");
   }
-  EXPECT_EQ(StatOf(**client, "isolated.forbidden"), killed.size());
-  EXPECT_EQ(StatOf(**client, "isolated.restarts"), killed.size());
+  EXPECT_EQ(StatOf(*s.client, "isolated.forbidden"), killed.size());
+  EXPECT_EQ(StatOf(*s.client, "isolated.restarts"), killed.size());
 
   // Refused by Landlock (and by the user, nobody): the call returns, the function reports it.
-  absl::StatusOr<std::string> shadow = (*client)->Execute("hostile.open_shadow", "");
+  absl::StatusOr<std::string> shadow = s.client->Execute("hostile.open_shadow", "");
   EXPECT_EQ(shadow.status().code(), absl::StatusCode::kPermissionDenied) << shadow.status();
   EXPECT_THAT(shadow.status().message(), HasSubstr("open /etc/shadow: Permission denied"));
-  EXPECT_EQ(StatOf(**client, "isolated.restarts"), killed.size());  // that worker lives on
-  EXPECT_EQ(::kill(daemon.pid(), 0), 0);
+  EXPECT_EQ(StatOf(*s.client, "isolated.restarts"), killed.size());  // that worker lives on
+  EXPECT_EQ(::kill(s.daemon.pid(), 0), 0);
 }
 
 // A new library is loaded in a trial process first; with isolation that process is sandboxed
@@ -178,88 +193,72 @@ TEST(SandboxTest, CodeOfAReadOnlyCallerCannotWriteTheHeapThroughAPointer) {
 // RLIMIT_CPU: a worker that has used half its CPU time is replaced after its answer; a call that
 // uses the rest is RESOURCE_EXHAUSTED, and the next call gets a new worker.
 TEST(SandboxTest, AWorkerRetiresAtHalfItsCpuLimitAndACallThatUsesItAllIsRefused) {
-  std::vector<std::string> flags = IsolatedAll();
-  flags.insert(flags.end(), {"--isolate-cpu", "2"});
-  testing::ServerProcess daemon(flags);
-  ASSERT_FALSE(daemon.address().empty());
-  auto client = Client::Connect(daemon.address());
-  ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  Isolated s({"--isolate-cpu", "2"});
+  ASSERT_TRUE(s.Ready());
   CallOptions slow{.timeout = absl::Seconds(60), .server_deadline = absl::Seconds(30)};
   // 0.3 s of wall time at a time: the worker retires after the call that takes it past 1 s of
   // CPU (how many calls that takes depends on the machine's load).
   int calls = 0;
-  while (StatOf(**client, "isolated.retired") == 0 && calls < 40) {
-    ASSERT_TRUE((*client)->Execute("test.busy", U64s({300}), slow).ok());
+  while (StatOf(*s.client, "isolated.retired") == 0 && calls < 40) {
+    ASSERT_TRUE(s.client->Execute("test.busy", U64s({300}), slow).ok());
     ++calls;
   }
-  EXPECT_EQ(StatOf(**client, "isolated.retired"), 1u);
+  EXPECT_EQ(StatOf(*s.client, "isolated.retired"), 1u);
   EXPECT_GE(calls, 4);  // not before a second of CPU
-  EXPECT_EQ(StatOf(**client, "isolated.restarts"), 0u);
-  absl::StatusOr<std::string> endless = (*client)->Execute("test.busy", U64s({UINT64_MAX}), slow);
+  EXPECT_EQ(StatOf(*s.client, "isolated.restarts"), 0u);
+  absl::StatusOr<std::string> endless = s.client->Execute("test.busy", U64s({UINT64_MAX}), slow);
   EXPECT_EQ(endless.status().code(), absl::StatusCode::kResourceExhausted) << endless.status();
   EXPECT_THAT(endless.status().message(), HasSubstr("CPU time limit"));
-  EXPECT_TRUE((*client)->Execute("test.echo", "x").ok());
+  EXPECT_TRUE(s.client->Execute("test.echo", "x").ok());
 }
 
 // A worker that closes its channel and runs on is killed at once, not waited for: the call is
 // answered and the pool thread freed. (Before: the server reaped it without killing it, and so
 // waited for ever.)
 TEST(SandboxTest, AWorkerThatHangsUpAndRunsOnIsKilled) {
-  testing::ServerProcess daemon(IsolatedAll());
-  ASSERT_FALSE(daemon.address().empty());
-  auto client = Client::Connect(daemon.address());
-  ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::hostile()).ok());
-  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
-  absl::StatusOr<std::string> r = (*client)->Execute(
+  Isolated s;
+  ASSERT_TRUE(s.Ready());
+  absl::StatusOr<std::string> r = s.client->Execute(
       "hostile.hang_up", "", {.timeout = absl::Seconds(20), .server_deadline = absl::Seconds(10)});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal) << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("crashed its isolated worker: killed by signal 9"));
-  EXPECT_TRUE((*client)->Execute("test.echo", "x").ok());
-  EXPECT_LE(Children(daemon.pid()).size(), 1u);
+  EXPECT_TRUE(s.client->Execute("test.echo", "x").ok());
+  EXPECT_LE(Children(s.daemon.pid()).size(), 1u);
 }
 
 // A native worker's address space is the heap plus 4 GiB: a larger allocation fails in it.
 TEST(SandboxTest, AnAllocationBeyondTheAddressSpaceLimitFails) {
-  testing::ServerProcess daemon(IsolatedAll());
-  ASSERT_FALSE(daemon.address().empty());
-  auto client = Client::Connect(daemon.address());
-  ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::hostile()).ok());
-  absl::StatusOr<std::string> big = (*client)->Execute("hostile.allocate", U64s({8ull << 30}));
+  Isolated s;
+  ASSERT_TRUE(s.Ready());
+  absl::StatusOr<std::string> big = s.client->Execute("hostile.allocate", U64s({8ull << 30}));
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted) << big.status();
-  EXPECT_TRUE((*client)->Execute("hostile.allocate", U64s({64ull << 20})).ok());
+  EXPECT_TRUE(s.client->Execute("hostile.allocate", U64s({64ull << 20})).ok());
 }
 
 // A thousand forbidden calls in a row: each costs a worker, none is left behind, and the server's
 // descriptors and memory stay where they were.
 TEST(SandboxTest, AThousandForbiddenCallsLeaveNoWorkerDescriptorOrMemoryBehind) {
-  testing::ServerProcess daemon(IsolatedAll());
-  ASSERT_FALSE(daemon.address().empty());
-  auto client = Client::Connect(daemon.address());
-  ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::hostile()).ok());
-  ASSERT_TRUE(EnsureLoaded(**client, active_libraries::test()).ok());
+  Isolated s;
+  ASSERT_TRUE(s.Ready());
   // Warm: a worker has run both libraries' code and the server's allocations have settled.
   for (int i = 0; i < 20; ++i) {
-    ASSERT_FALSE((*client)->Execute("hostile.socket", "").ok());
-    ASSERT_TRUE((*client)->Execute("hostile.leak", "").ok());  // a worker keeps its own leak
+    ASSERT_FALSE(s.client->Execute("hostile.socket", "").ok());
+    ASSERT_TRUE(s.client->Execute("hostile.leak", "").ok());  // a worker keeps its own leak
   }
-  const size_t fds = OpenDescriptors(daemon.pid());
-  const int64_t rss = ResidentKib(daemon.pid());
-  const uint64_t forbidden = StatOf(**client, "isolated.forbidden");
+  const size_t fds = OpenDescriptors(s.daemon.pid());
+  const int64_t rss = ResidentKib(s.daemon.pid());
+  const uint64_t forbidden = StatOf(*s.client, "isolated.forbidden");
   constexpr int kCalls = 1000;
   for (int i = 0; i < kCalls; ++i) {
-    absl::StatusOr<std::string> r = (*client)->Execute("hostile.socket", "");
+    absl::StatusOr<std::string> r = s.client->Execute("hostile.socket", "");
     ASSERT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << i << ": " << r.status();
   }
-  EXPECT_EQ(StatOf(**client, "isolated.forbidden"), forbidden + kCalls);
-  EXPECT_TRUE((*client)->Execute("test.echo", "x").ok());
-  EXPECT_LE(Children(daemon.pid()).size(), 1u);  // --workers 1
-  EXPECT_EQ(OpenDescriptors(daemon.pid()), fds);
+  EXPECT_EQ(StatOf(*s.client, "isolated.forbidden"), forbidden + kCalls);
+  EXPECT_TRUE(s.client->Execute("test.echo", "x").ok());
+  EXPECT_LE(Children(s.daemon.pid()).size(), 1u);  // --workers 1
+  EXPECT_EQ(OpenDescriptors(s.daemon.pid()), fds);
   // A respawn costs the server no memory that stays: allow allocator noise, not 1,000 of anything.
-  EXPECT_LT(ResidentKib(daemon.pid()) - rss, 8 * 1024) << "KiB before: " << rss;
+  EXPECT_LT(ResidentKib(s.daemon.pid()) - rss, 8 * 1024) << "KiB before: " << rss;
 }
 
 }  // namespace
