@@ -182,6 +182,10 @@ void DeclarePlacementFlags(ardma::FlagSet& flags, Config& c) {
   flags.Int("isolate-cpu", &c.isolate_cpu, "SECONDS",
             "CPU time an isolated worker may use (RLIMIT_CPU); it is replaced after an answer "
             "once it has used half, and a call that uses the rest is RESOURCE_EXHAUSTED");
+  flags.Duration("isolate-spin", &c.options.isolate_spin,
+                 "how long the server and an isolated worker spin for each other's turn before "
+                 "they sleep: for machines with a core to spare per worker (0 = sleep at once, "
+                 "and run a worker on its caller's CPU)");
   flags.Bool("realtime", &c.options.realtime,
              "run the I/O threads under SCHED_FIFO (needs root or CAP_SYS_NICE)");
   flags.Duration("monitor-interval", &c.monitor.interval,
@@ -296,6 +300,9 @@ absl::Status ApplyModes(Config& c) {
     return Invalid(absl::StrCat("--isolate must be none, untrusted or all, not '", c.isolate, "'"));
   }
   if (c.isolate_cpu < 1) return Invalid("--isolate-cpu must be at least 1 second");
+  if (o.isolate_spin < absl::ZeroDuration() || o.isolate_spin > absl::Seconds(1)) {
+    return Invalid("--isolate-spin must be between 0 and 1s");
+  }
   o.isolate_cpu_seconds = static_cast<uint64_t>(c.isolate_cpu);
   if (!c.isolate_user.empty() && ::geteuid() != 0) {
     return Invalid(absl::StrCat("--isolate-user needs ardmad to run as root (it runs as uid ",

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -43,6 +44,8 @@ using wire::ByteWriter;
 // deadline itself on memory operations, and answers DEADLINE_EXCEEDED).
 constexpr absl::Duration kKillGrace = absl::Milliseconds(100);
 constexpr absl::Duration kSpawnTimeout = absl::Seconds(10);
+// How long a caller on its worker's CPU yields to it before it sleeps.
+constexpr absl::Duration kYield = absl::Microseconds(50);
 constexpr int kMaxDepth = 32;
 
 // How a reaped worker ended, for people.
@@ -97,6 +100,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool>> IsolatedPool::Start(const Isolatio
     return absl::InternalError(
         absl::StrCat("opening the heap's file for reading: ", std::strerror(errno)));
   }
+  ARDMA_ASSIGN_OR_RETURN(pool->watch_, DeathWatch::Start());
   if (own.confine) {
     ARDMA_LOG(kInfo, "isolated workers run in a sandbox as %s%s",
               own.user ? own.user->name : std::string("ardmad's own user"),
@@ -163,19 +167,37 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind k
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     return absl::ResourceExhaustedError(absl::StrCat("socketpair: ", std::strerror(errno)));
   }
+  absl::StatusOr<int> mailbox_fd = Mailbox::CreateFile();
+  if (!mailbox_fd.ok()) {
+    ::close(pair[0]);
+    ::close(pair[1]);
+    return mailbox_fd.status();
+  }
   // Above the targets, so the dup2s cannot clobber each other.
   int chan = ::fcntl(pair[1], F_DUPFD_CLOEXEC, 16),
-      heap = ::fcntl(writable ? options_.heap_fd : read_only_heap_fd_, F_DUPFD_CLOEXEC, 16);
+      heap = ::fcntl(writable ? options_.heap_fd : read_only_heap_fd_, F_DUPFD_CLOEXEC, 16),
+      box = ::fcntl(*mailbox_fd, F_DUPFD_CLOEXEC, 16);
   ::close(pair[1]);
+  ::close(*mailbox_fd);
   auto w = std::make_unique<Worker>();
   w->kind = kind;
   w->writable = writable;
   w->fd = pair[0];
   w->owner = owners_ != nullptr ? owners_->Join() : LockOwner{};
+  absl::StatusOr<std::unique_ptr<Mailbox>> mailbox = Mailbox::Map(box, Mailbox::kServer);
+  if (!mailbox.ok()) {
+    ::close(chan);
+    ::close(heap);
+    ::close(box);
+    End(std::move(w), false);
+    return mailbox.status();
+  }
+  w->mailbox = *std::move(mailbox);
   posix_spawn_file_actions_t actions;
   ::posix_spawn_file_actions_init(&actions);
   ::posix_spawn_file_actions_adddup2(&actions, chan, kChannelFd);
   ::posix_spawn_file_actions_adddup2(&actions, heap, kHeapFd);
+  ::posix_spawn_file_actions_adddup2(&actions, box, kMailboxFd);
   std::string jvm =
       absl::StrCat(options_.jvm.libjvm, std::string(1, kJvmSeparator), options_.jvm.classpath);
   for (const std::string& o : options_.jvm.options)
@@ -186,7 +208,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind k
       {kJvmVariable, std::move(jvm)},
       {kWorkerVariable,
        absl::StrCat(options_.heap_size, ":", w->owner.token, ":", w->owner.table, ":", ::getpid(),
-                    writable ? ":rw" : ":ro")},
+                    writable ? ":rw:" : ":ro:", absl::ToInt64Nanoseconds(options_.spin))},
       {kSandboxVariable, options_.confine ? PolicyFor(kind).Encode() : std::string()},
   });
   char name[] = "ardmad-isolated";
@@ -195,6 +217,7 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind k
   ::posix_spawn_file_actions_destroy(&actions);
   ::close(chan);
   ::close(heap);
+  ::close(box);
   if (spawned != 0) {
     w->pid = -1;
     std::string why = std::strerror(spawned);
@@ -209,11 +232,18 @@ absl::StatusOr<std::unique_ptr<IsolatedPool::Worker>> IsolatedPool::Spawn(Kind k
     std::string how = End(std::move(w), true);
     return absl::InternalError(absl::StrCat("an isolated worker did not start (", how, ")"));
   }
+  absl::StatusOr<uint64_t> watch = watch_->Watch(w->pid, w->fd, w->mailbox.get());
+  if (!watch.ok()) {
+    End(std::move(w), true);
+    return watch.status();
+  }
+  w->watch = *watch;
   return w;
 }
 
 std::string IsolatedPool::End(std::unique_ptr<Worker> w, bool kill, int* status_out) {
   std::string how = "not started";
+  if (w->watch != 0) watch_->Forget(w->watch);  // before the mailbox goes
   if (w->pid > 0) {
     if (kill) ::kill(w->pid, SIGKILL);
     ::close(w->fd);
@@ -268,17 +298,49 @@ void IsolatedPool::Give(std::unique_ptr<Worker> worker) {
   if (worker != nullptr) idle_.push_back(std::move(worker));
 }
 
+std::unique_ptr<IsolatedPool::Worker> IsolatedPool::TryTake(Kind kind, bool writable,
+                                                            const CodeHash& hash) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return nullptr;
+  for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+    if ((*it)->kind != kind || (*it)->writable != writable || !(*it)->loaded.contains(hash)) {
+      continue;
+    }
+    std::unique_ptr<Worker> w = std::move(*it);
+    idle_.erase(std::next(it).base());
+    ++busy_;
+    return w;
+  }
+  return nullptr;
+}
+
 bool IsolatedPool::Isolates(const BoundFunction& fn) const {
   return fn.scope() != nullptr && !fn.scope()->empty() &&
          registry_->SourceOf(fn.scope()->front()).ok();
 }
 
-absl::Status IsolatedPool::EnsureLoaded(Worker& w, const CodeHash& hash, int depth) {
-  if (w.loaded.contains(hash)) return absl::OkStatus();
-  if (depth > kMaxDepth) return absl::InternalError("library dependencies nest too deep");
+IsolatedPool::InFlight::~InFlight() {
+  if (worker != nullptr) pool->Release(std::move(worker), Outcome::kBroken);
+}
+
+IsolatedPool::Kind IsolatedPool::KindOf(const CodeHash& hash) const {
+  absl::StatusOr<CodeRegistry::Source> source = registry_->SourceOf(hash);
+  return source.ok() && source->kind == wire::CodeKind::kJvm ? Kind::kJvm : Kind::kNative;
+}
+
+absl::Status IsolatedPool::EnsureLoaded(InFlight& call, const CodeHash& hash, absl::Time deadline,
+                                        int depth) {
+  if (call.worker->loaded.contains(hash)) return absl::OkStatus();
+  auto fail = [&](absl::Status s) {
+    Release(std::move(call.worker), Outcome::kBroken);
+    return s;
+  };
+  if (depth > kMaxDepth) return fail(absl::InternalError("library dependencies nest too deep"));
   absl::StatusOr<CodeRegistry::Source> source = registry_->SourceOf(hash);
   if (!source.ok()) return absl::OkStatus();  // linked or Java: the worker calls the server for it
-  for (const CodeHash& dep : source->deps) ARDMA_RETURN_IF_ERROR(EnsureLoaded(w, dep, depth + 1));
+  for (const CodeHash& dep : source->deps) {
+    ARDMA_RETURN_IF_ERROR(EnsureLoaded(call, dep, deadline, depth + 1));
+  }
   std::string msg;
   ByteWriter out(&msg);
   out.Bytes(std::string_view(reinterpret_cast<const char*>(hash.data()), 32));
@@ -289,8 +351,29 @@ absl::Status IsolatedPool::EnsureLoaded(Worker& w, const CodeHash& hash, int dep
     out.Bytes(std::string_view(reinterpret_cast<const char*>(dep.data()), 32));
   }
   out.Bytes(*source->code);
-  if (!SendMessage(w.fd, kLoad, msg)) return absl::InternalError("the isolated worker went away");
-  w.loaded.insert(hash);
+  if (!call.worker->mailbox->Send(kLoad, msg, call.worker->fd)) {
+    return fail(absl::InternalError("the isolated worker went away"));
+  }
+  // The worker answers with how loading went.
+  Type type;
+  std::string reply;
+  absl::Status ended;
+  absl::Time kill_at =
+      deadline == absl::InfiniteFuture() ? deadline : deadline + kKillGrace;
+  if (Listen(call, kill_at, absl::InfiniteFuture(), nullptr, &type, &reply, &ended) !=
+      Heard::kMessage) {
+    return ended;
+  }
+  absl::StatusOr<std::string> loaded;
+  if (type != kReply || !ParseReply(reply, &loaded)) {
+    return fail(absl::InternalError("unexpected message from an isolated worker loading code"));
+  }
+  if (!loaded.ok()) {  // the worker is fine; the library is not
+    Release(std::move(call.worker), Outcome::kHealthy);
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat("loading in an isolated worker: ", loaded.status().message()));
+  }
+  call.worker->loaded.insert(hash);
   return absl::OkStatus();
 }
 
@@ -395,88 +478,166 @@ void IsolatedPool::Release(std::unique_ptr<Worker> worker, Outcome outcome, int*
   if (worker != nullptr) idle_.push_back(std::move(worker));
 }
 
-absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::string_view args,
-                                              Execution& ex, bool writable) {
-  runs_.fetch_add(1, std::memory_order_relaxed);
-  const CodeHash& hash = fn.scope()->front();
-  absl::StatusOr<CodeRegistry::Source> source = registry_->SourceOf(hash);
-  const Kind kind =
-      source.ok() && source->kind == wire::CodeKind::kJvm ? Kind::kJvm : Kind::kNative;
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> w, Take(kind, writable, ex.deadline));
-  // Every way out releases the worker: given back, or ended and its place freed.
-  if (absl::Status loaded = EnsureLoaded(*w, hash); !loaded.ok()) {
-    Release(std::move(w), Outcome::kBroken);
-    return loaded;
-  }
+absl::Status IsolatedPool::Begin(InFlight& call, std::string_view args, absl::Time deadline) {
+  const CodeHash& hash = call.fn.scope()->front();
+  ARDMA_RETURN_IF_ERROR(EnsureLoaded(call, hash, deadline));
   std::string exec;
   ByteWriter out(&exec);
   out.Bytes(std::string_view(reinterpret_cast<const char*>(hash.data()), 32));
-  out.U64(static_cast<uint64_t>(UnixNanos(ex.deadline)));
-  out.Str16(fn.name());
+  out.U64(static_cast<uint64_t>(UnixNanos(deadline)));
+  out.Str16(call.fn.name());
   out.Bytes(args);
-  if (!SendMessage(w->fd, kExec, exec)) {
-    Release(std::move(w), Outcome::kBroken);
+  if (options_.spin == absl::ZeroDuration()) {
+    // A worker that sleeps between calls runs best where its caller will sleep: on its CPU.
+    int cpu = ::sched_getcpu();
+    if (cpu >= 0 && cpu != call.worker->cpu) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      if (::sched_setaffinity(call.worker->pid, sizeof set, &set) == 0) call.worker->cpu = cpu;
+    }
+  }
+  if (!call.worker->mailbox->Send(kExec, exec, call.worker->fd)) {
+    Release(std::move(call.worker), Outcome::kBroken);
     return absl::InternalError("the isolated worker went away before the call");
   }
-  return Await(fn, std::move(w), ex);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> IsolatedPool::Await(const BoundFunction& fn,
-                                                std::unique_ptr<Worker> w, Execution& ex) {
+absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::string_view args,
+                                              Execution& ex, bool writable) {
+  runs_.fetch_add(1, std::memory_order_relaxed);
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> w,
+                         Take(KindOf(fn.scope()->front()), writable, ex.deadline));
+  InFlight call(this, fn, std::move(w));
+  ARDMA_RETURN_IF_ERROR(Begin(call, args, ex.deadline));
+  return *Await(call, ex, absl::InfiniteFuture());
+}
+
+IsolatedPool::Tried IsolatedPool::TryRun(const BoundFunction& fn, std::string_view args,
+                                         Execution& ex, bool writable, absl::Time hand_off_at,
+                                         absl::StatusOr<std::string>* result,
+                                         std::unique_ptr<InFlight>* in_flight) {
+  const CodeHash& hash = fn.scope()->front();
+  std::unique_ptr<Worker> w = TryTake(KindOf(hash), writable, hash);
+  if (w == nullptr) return Tried::kNotStarted;
+  runs_.fetch_add(1, std::memory_order_relaxed);
+  inline_runs_.fetch_add(1, std::memory_order_relaxed);
+  auto call = std::make_unique<InFlight>(this, fn, std::move(w));
+  if (absl::Status begun = Begin(*call, args, ex.deadline); !begun.ok()) {
+    *result = begun;
+    return Tried::kDone;
+  }
+  std::optional<absl::StatusOr<std::string>> done = Await(*call, ex, hand_off_at);
+  if (!done.has_value()) {
+    handed_off_.fetch_add(1, std::memory_order_relaxed);
+    *in_flight = std::move(call);
+    return Tried::kStillRunning;
+  }
+  *result = *std::move(done);
+  return Tried::kDone;
+}
+
+absl::StatusOr<std::string> IsolatedPool::Finish(std::unique_ptr<InFlight> call, Execution& ex) {
+  return *Await(*call, ex, absl::InfiniteFuture());
+}
+
+IsolatedPool::Heard IsolatedPool::Listen(InFlight& call, absl::Time kill_at,
+                                         absl::Time hand_off_at,
+                                         const std::atomic<bool>* cancelled, Type* type,
+                                         std::string* msg, absl::Status* ended) {
+  for (;;) {
+    absl::Time now = absl::Now();
+    if (now >= kill_at) {
+      Release(std::move(call.worker), Outcome::kBroken);
+      *ended = absl::DeadlineExceededError(absl::StrCat(
+          ToAbsl(call.fn.name()), " ran past its deadline: its isolated worker was killed"));
+      return Heard::kEnded;
+    }
+    if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
+      Release(std::move(call.worker), Outcome::kBroken);
+      *ended = absl::CancelledError("server is shutting down");
+      return Heard::kEnded;
+    }
+    if (now >= hand_off_at) return Heard::kHandOff;
+    switch (call.worker->mailbox->Await(std::min(kill_at, hand_off_at), options_.spin,
+                                        call.worker->cpu == ::sched_getcpu() ? kYield
+                                                                             : absl::ZeroDuration())) {
+      case Mailbox::Wait::kTimeout:
+        continue;
+      case Mailbox::Wait::kPeerDied:
+        *ended = Reap(call);
+        return Heard::kEnded;
+      case Mailbox::Wait::kTurn:
+        break;
+    }
+    if (!call.worker->mailbox->Receive(type, msg, call.worker->fd)) {
+      Release(std::move(call.worker), Outcome::kBroken);
+      *ended = absl::InternalError("malformed message from an isolated worker");
+      return Heard::kEnded;
+    }
+    return Heard::kMessage;
+  }
+}
+
+absl::Status IsolatedPool::Reap(InFlight& call) {
+  // Its last words, if any: the SIGSYS handler's report of a forbidden call ends what it wrote
+  // on its socket (sandbox.h). Only what is there now, and a bounded amount of it.
+  std::string said;
+  char chunk[4096];
+  ssize_t got;
+  while (said.size() < 65536 &&
+         (got = ::recv(call.worker->fd, chunk, sizeof chunk, MSG_DONTWAIT)) > 0) {
+    said.append(chunk, static_cast<size_t>(got));
+  }
+  std::optional<int> forbidden_call = ForbiddenReport(said);
+  int status = 0;
+  Release(std::move(call.worker), Outcome::kDied, &status);
+  absl::Status died = Died(call.fn.name(), status, Ending(status));
+  if (forbidden_call.has_value()) {
+    died = absl::PermissionDeniedError(absl::StrCat(
+        ToAbsl(call.fn.name()), " made a forbidden system call: ",
+        sandbox::SyscallName(*forbidden_call), "; its isolated worker was ended"));
+  }
+  if (absl::IsPermissionDenied(died)) forbidden_.fetch_add(1, std::memory_order_relaxed);
+  return died;
+}
+
+std::optional<absl::StatusOr<std::string>> IsolatedPool::Await(InFlight& call, Execution& ex,
+                                                               absl::Time hand_off_at) {
   LocalContext server(&ex);  // runs what the worker asks of the server
   absl::Time kill_at =
       ex.deadline == absl::InfiniteFuture() ? ex.deadline : ex.deadline + kKillGrace;
   for (;;) {
-    absl::Time now = absl::Now();
-    if (now >= kill_at) {
-      Release(std::move(w), Outcome::kBroken);
-      return absl::DeadlineExceededError(absl::StrCat(
-          ToAbsl(fn.name()), " ran past its deadline: its isolated worker was killed"));
-    }
-    if (ex.cancelled != nullptr && ex.cancelled->load(std::memory_order_relaxed)) {
-      Release(std::move(w), Outcome::kBroken);
-      return absl::CancelledError("server is shutting down");
-    }
-    int wait_ms =
-        static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(kill_at - now) + 1, 100));
-    pollfd p{w->fd, POLLIN, 0};
-    int ready = ::poll(&p, 1, wait_ms);
-    if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
     Type type;
     std::string msg;
-    if (ready < 0 || !ReceiveMessage(w->fd, &type, &msg)) {
-      int status = 0;
-      Release(std::move(w), Outcome::kDied, &status);
-      absl::Status died = Died(fn.name(), status, Ending(status));
-      if (absl::IsPermissionDenied(died)) forbidden_.fetch_add(1, std::memory_order_relaxed);
-      return died;
-    }
-    if (type == kForbidden) {
-      uint32_t nr = 0;
-      if (msg.size() == 4) std::memcpy(&nr, msg.data(), 4);
-      forbidden_.fetch_add(1, std::memory_order_relaxed);
-      Release(std::move(w), Outcome::kBroken);
-      return absl::PermissionDeniedError(absl::StrCat(
-          ToAbsl(fn.name()), " made a forbidden system call: ",
-          sandbox::SyscallName(static_cast<int>(nr)), "; its isolated worker was ended"));
+    absl::Status ended;
+    switch (Listen(call, kill_at, hand_off_at, ex.cancelled, &type, &msg, &ended)) {
+      case Heard::kHandOff:
+        return std::nullopt;
+      case Heard::kEnded:
+        return absl::StatusOr<std::string>(ended);
+      case Heard::kMessage:
+        break;
     }
     if (type == kDone) {
       absl::StatusOr<std::string> result;
       bool retire = false;
       bool well_formed = ReadDone(msg, &ex.counts, &result, &retire);
-      Release(std::move(w), !well_formed ? Outcome::kBroken
-                            : retire     ? Outcome::kRetired
-                                         : Outcome::kHealthy);
+      Release(std::move(call.worker), !well_formed ? Outcome::kBroken
+                                      : retire     ? Outcome::kRetired
+                                                   : Outcome::kHealthy);
       if (!well_formed) return absl::InternalError("malformed answer from an isolated worker");
       return result;
     }
     absl::StatusOr<std::string> answer;
     if (!AnswerWorker(type, msg, server, &answer)) {
-      Release(std::move(w), Outcome::kBroken);
+      Release(std::move(call.worker), Outcome::kBroken);
       return absl::InternalError("unexpected message from an isolated worker");
     }
     std::string reply = ReplyPayload(answer.status(), answer.ok() ? *answer : "");
-    if (!SendMessage(w->fd, kReply, reply)) continue;  // it died: the next poll sees it
+    // A failed send (a long reply to a worker that is gone): the next Listen sees its death.
+    call.worker->mailbox->Send(kReply, reply, call.worker->fd);
   }
 }
 

@@ -10,9 +10,12 @@
 // server over the socket and run there on the request's Execution. Each worker is a lock owner of
 // its own (OwnerTable), so lock words a crashed worker held are taken over like a dead client's.
 //
-// The server side: a thread running an EXECUTE (a pool worker thread; isolated calls never run on
-// an I/O thread) takes an idle worker, sends the call and serves the worker's requests until the
-// answer comes. The worker dying is INTERNAL ("... crashed its isolated worker: Segmentation
+// The server side: the thread running an EXECUTE takes an idle worker, passes it the call through
+// the worker's mailbox in shared memory (isolation_mailbox.h) and serves the worker's requests
+// until the answer comes. An I/O thread does so only for a function known to be short and only
+// with an idle worker that already has the code (TryRun); if the call still runs when an I/O
+// thread's time is up, the wait goes on on a pool thread (Finish), not the call. The worker dying
+// wakes the waiter (DeathWatch) and is INTERNAL ("... crashed its isolated worker: Segmentation
 // fault"); the deadline passing first kills it (DEADLINE_EXCEEDED). Either way a new worker is
 // started for the next call.
 //
@@ -45,6 +48,8 @@
 #include "core/active/jvm/jvm_loader.h"
 #include "core/active/local_context.h"
 #include "core/active/sandbox.h"
+#include "core/server/isolation_channel.h"
+#include "core/server/isolation_mailbox.h"
 #include "core/server/owner_table.h"
 
 namespace ardma {
@@ -63,9 +68,14 @@ struct IsolationOptions {
   std::optional<sandbox::User> user;  // the user workers run as (the server must be root)
   uint64_t cpu_seconds = 3600;        // RLIMIT_CPU of each worker
   uint64_t address_space_slack = uint64_t{4} << 30;  // a native worker's RLIMIT_AS beyond the heap
+  // How long both sides spin for their turn before they sleep (--isolate-spin): zero for a
+  // machine without cores to spare.
+  absl::Duration spin;
 };
 
 class IsolatedPool {
+  struct Worker;  // a worker process (below)
+
  public:
   static absl::StatusOr<std::unique_ptr<IsolatedPool>> Start(const IsolationOptions& options,
                                                              const CodeRegistry* registry,
@@ -76,14 +86,37 @@ class IsolatedPool {
   bool Isolates(const BoundFunction& fn) const;
   // Runs `fn(args)` in a worker, serving the worker's requests over `ex`; adds the worker's memory
   // operations to ex.counts. `writable`: whether the caller may write memory one-sidedly; if not,
-  // the worker maps the heap read-only, so not even a pointer from View writes it.
+  // the worker maps the heap read-only, so not even a pointer from View writes it. May wait for a
+  // worker to be free or started.
   absl::StatusOr<std::string> Run(const BoundFunction& fn, std::string_view args, Execution& ex,
                                   bool writable = true);
+
+  // A call running in its worker, which may be handed from one thread to another. Dropping one
+  // ends its worker.
+  struct InFlight {
+    InFlight(IsolatedPool* p, const BoundFunction& f, std::unique_ptr<Worker> w)
+        : pool(p), fn(f), worker(std::move(w)) {}
+    ~InFlight();
+    IsolatedPool* const pool;
+    const BoundFunction fn;
+    std::unique_ptr<Worker> worker;  // null once released
+  };
+  enum class Tried { kNotStarted, kDone, kStillRunning };
+  // Run for a thread that must not wait long (an I/O thread): kNotStarted, having done nothing,
+  // unless an idle worker of the right sort already has the code; kDone with *result; or
+  // kStillRunning at `hand_off_at`, the call in *in_flight for Finish on a thread that may wait.
+  Tried TryRun(const BoundFunction& fn, std::string_view args, Execution& ex, bool writable,
+               absl::Time hand_off_at, absl::StatusOr<std::string>* result,
+               std::unique_ptr<InFlight>* in_flight);
+  // Waits for the end of a call TryRun left running, serving its requests over `ex`.
+  absl::StatusOr<std::string> Finish(std::unique_ptr<InFlight> call, Execution& ex);
 
   uint64_t runs() const { return runs_.load(std::memory_order_relaxed); }
   uint64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
   uint64_t forbidden() const { return forbidden_.load(std::memory_order_relaxed); }
   uint64_t retired() const { return retired_.load(std::memory_order_relaxed); }
+  uint64_t inline_runs() const { return inline_runs_.load(std::memory_order_relaxed); }
+  uint64_t handed_off() const { return handed_off_.load(std::memory_order_relaxed); }
 
  private:
   using Kind = sandbox::Profile;  // what code a worker runs: native or Java
@@ -91,7 +124,10 @@ class IsolatedPool {
     Kind kind = Kind::kNative;
     bool writable = true;  // maps the heap read-write
     pid_t pid = -1;
-    int fd = -1;
+    int fd = -1;                       // its socket: starting, long payloads, last words
+    std::unique_ptr<Mailbox> mailbox;  // calls and answers
+    uint64_t watch = 0;                // its DeathWatch handle (0: not watched)
+    int cpu = -1;                      // the one CPU it may run on (-1: any)
     LockOwner owner;
     absl::flat_hash_set<CodeHash> loaded;
   };
@@ -99,6 +135,8 @@ class IsolatedPool {
   IsolatedPool(const IsolationOptions& options, const CodeRegistry* registry, OwnerTable* owners)
       : options_(options), registry_(registry), owners_(owners) {}
   absl::StatusOr<std::unique_ptr<Worker>> Spawn(Kind kind, bool writable);
+  // What kind of worker runs the library `hash`.
+  Kind KindOf(const CodeHash& hash) const;
   // The policy a worker of `kind` confines itself with.
   sandbox::Policy PolicyFor(Kind kind) const;
   // Ends a worker (SIGKILL, reaped); returns how it ended, for people (and its waitpid status in
@@ -108,21 +146,38 @@ class IsolatedPool {
   // the pool is full).
   absl::StatusOr<std::unique_ptr<Worker>> Take(Kind kind, bool writable, absl::Time deadline);
   void Give(std::unique_ptr<Worker> worker);
+  // An idle worker of `kind` and `writable` that has the library `hash`, if there is one.
+  std::unique_ptr<Worker> TryTake(Kind kind, bool writable, const CodeHash& hash);
   // How a call left its worker: to be given back, or ended (killed; found dead; retired).
   enum class Outcome { kHealthy, kBroken, kDied, kRetired };
   // Gives `worker` back or ends it (its waitpid status in *status), and frees its place.
   void Release(std::unique_ptr<Worker> worker, Outcome outcome, int* status = nullptr);
-  // Serves the worker's requests until its answer, its death or the deadline.
-  absl::StatusOr<std::string> Await(const BoundFunction& fn, std::unique_ptr<Worker> w,
-                                    Execution& ex);
+  // Passes the call to its worker (loading the library first if the worker lacks it); on failure
+  // the worker is released and call.worker is null.
+  absl::Status Begin(InFlight& call, std::string_view args, absl::Time deadline);
+  // Serves the worker's requests until its answer, its death or the deadline (the worker is
+  // released then), or until `hand_off_at` (nullopt: the call still runs, and keeps its worker).
+  std::optional<absl::StatusOr<std::string>> Await(InFlight& call, Execution& ex,
+                                                   absl::Time hand_off_at);
+  // The worker's next message, waiting until `kill_at` (nullopt at `hand_off_at`, or with the
+  // call's end in *ended: the worker is released then).
+  enum class Heard { kMessage, kHandOff, kEnded };
+  Heard Listen(InFlight& call, absl::Time kill_at, absl::Time hand_off_at,
+               const std::atomic<bool>* cancelled, Type* type, std::string* msg,
+               absl::Status* ended);
+  // The status of a call whose worker died (reaped and its place freed).
+  absl::Status Reap(InFlight& call);
   // Sends the library `hash` (its dependencies first) unless the worker has it.
-  absl::Status EnsureLoaded(Worker& w, const CodeHash& hash, int depth = 0);
+  absl::Status EnsureLoaded(InFlight& call, const CodeHash& hash, absl::Time deadline,
+                            int depth = 0);
 
   const IsolationOptions options_;
   const CodeRegistry* const registry_;
   OwnerTable* const owners_;
   std::atomic<uint64_t> runs_{0}, restarts_{0}, forbidden_{0}, retired_{0};
+  std::atomic<uint64_t> inline_runs_{0}, handed_off_{0};  // TryRun's runs, and its hand-offs
   int read_only_heap_fd_ = -1;  // the heap's file opened for reading: for read-only workers
+  std::unique_ptr<DeathWatch> watch_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Worker>> idle_ ABSL_GUARDED_BY(mu_);
   int busy_ ABSL_GUARDED_BY(mu_) = 0;

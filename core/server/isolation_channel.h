@@ -1,33 +1,39 @@
 // The channel between ardmad and its isolated workers (isolation.h): how a worker is started
-// (its environment and descriptors) and the messages on its socket. Internal to isolation.cc and
-// isolation_worker.cc.
+// (its environment and descriptors) and the messages it exchanges with the server, in its
+// mailbox (isolation_mailbox.h) or on its socket. Internal to the isolation files.
 #ifndef ARDMA_CORE_SERVER_ISOLATION_CHANNEL_H_
 #define ARDMA_CORE_SERVER_ISOLATION_CHANNEL_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace ardma {
 
-// heap size:owner token:owner table:server pid:rw|ro (the heap's mapping)
+// heap size:owner token:owner table:server pid:rw|ro (the heap's mapping):spin ns
 constexpr char kWorkerVariable[] = "ARDMA_ISOLATED_WORKER";
 // The worker's sandbox::Policy (Encode); absent: it runs unconfined.
 constexpr char kSandboxVariable[] = "ARDMA_ISOLATED_SANDBOX";
 // The JVM's settings: libjvm, classpath, then each option, separated by kJvmSeparator.
 constexpr char kJvmVariable[] = "ARDMA_ISOLATED_JVM";
 constexpr char kJvmSeparator = '\x1f';
-constexpr int kChannelFd = 3, kHeapFd = 4;
+constexpr int kChannelFd = 3, kHeapFd = 4, kMailboxFd = 5;
+// The longest payload of any message.
+constexpr size_t kMaxMessage = size_t{1} << 30;
 
-// Messages: len:u32 (type and payload) type:u8 payload.
+// Messages: type and payload; on the socket len:u32 (type and payload) type:u8 payload. The
+// socket carries kReady, the SIGSYS handler's kForbidden and payloads too long for the mailbox.
 enum Type : uint8_t {
   // server -> worker
-  kLoad = 1,   // hash:u8[32] kind:u8 name:str16 ndeps:u16 dep:u8[32]... code
+  kLoad = 1,   // hash:u8[32] kind:u8 name:str16 ndeps:u16 dep:u8[32]... code (answer: kReply)
   kExec = 2,   // hash:u8[32] deadline_unix_ns:u64 function:str16 args
-  kReply = 3,  // status:u16 payload (the answer to a worker's request)
+  kReply = 3,  // status:u16 payload (the answer to a worker's request, or the worker's to kLoad)
   kReady = 4,  // (worker -> server, once at start)
   // worker -> server
   kDone = 10,     // status:u16 counts:u64[7] flags:u8 payload (result, or the error's message)
@@ -45,6 +51,12 @@ bool SendMessage(int fd, Type type, std::string_view payload);
 bool ReceiveMessage(int fd, Type* type, std::string* payload);
 // A kReply's payload: the status, then `ok_payload` or the error's message.
 std::string ReplyPayload(const absl::Status& status, std::string_view ok_payload);
+// The status or payload of a kReply; false if it is malformed.
+bool ParseReply(std::string_view reply, absl::StatusOr<std::string>* out);
+// The SIGSYS handler's report (sandbox.h) but its last four bytes, the call's number.
+std::string ForbiddenReportHead();
+// The forbidden call's number, if what a dead worker left on its socket ends with its report.
+std::optional<int> ForbiddenReport(std::string_view said);
 // Deadlines on the channel (InfiniteFuture as INT64_MAX).
 int64_t UnixNanos(absl::Time t);
 absl::Time FromUnixNanos(int64_t ns);

@@ -21,6 +21,7 @@
 #include "core/memory/region.h"
 #include "core/server/isolation.h"
 #include "core/server/isolation_channel.h"
+#include "core/server/isolation_mailbox.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "core/wire/frame.h"
@@ -39,7 +40,7 @@ std::atomic<bool> g_can_be_worker{false};
 // The worker's way to the server: one request, one reply, on the one channel.
 class WorkerLink : public ServerLink {
  public:
-  explicit WorkerLink(int fd) : fd_(fd) {}
+  WorkerLink(Mailbox* mailbox, absl::Duration spin) : mailbox_(mailbox), spin_(spin) {}
 
   // A yes/no answer: one byte, 1 for yes.
   static bool IsTrue(std::string_view answer) { return answer.size() == 1 && answer[0] == 1; }
@@ -86,17 +87,17 @@ class WorkerLink : public ServerLink {
   absl::StatusOr<std::string> Ask(Type type, std::string_view payload) {
     Type got;
     std::string reply;
-    if (!SendMessage(fd_, type, payload) || !ReceiveMessage(fd_, &got, &reply) || got != kReply) {
-      std::_Exit(3);  // the server is gone
+    absl::StatusOr<std::string> answer;
+    if (!mailbox_->Send(type, payload, kChannelFd) ||
+        mailbox_->Await(absl::InfiniteFuture(), spin_) != Mailbox::Wait::kTurn ||
+        !mailbox_->Receive(&got, &reply, kChannelFd) || got != kReply ||
+        !ParseReply(reply, &answer)) {
+      std::_Exit(3);  // the server is gone, or broke the protocol
     }
-    ByteReader r(reply);
-    uint16_t code;
-    if (!r.U16(&code)) std::_Exit(3);
-    std::string_view rest(reply.data() + 2, reply.size() - 2);
-    if (code != 0) return wire::StatusFromWire(code, rest);
-    return std::string(rest);
+    return answer;
   }
-  const int fd_;
+  Mailbox* const mailbox_;
+  const absl::Duration spin_;
 };
 
 // Confines the worker (sandbox.h) once what it needs from files is loaded; ends it if it cannot.
@@ -104,10 +105,7 @@ class WorkerLink : public ServerLink {
 // kJvm profile allow, and starts threads, which inherit the restrictions.)
 void Confine(const sandbox::Policy& policy, const JvmOptions& jvm_options) {
   Sha256("");  // OpenSSL reads its configuration file on first use
-  std::string report(5, '\0');
-  uint32_t len = 5;  // type and nr
-  std::memcpy(report.data(), &len, 4);
-  report[4] = static_cast<char>(kForbidden);
+  const std::string report = ForbiddenReportHead();
   auto fail = [](const absl::Status& s) {
     std::fprintf(stderr, "isolated worker: cannot confine itself: %s\n", s.ToString().c_str());
     std::_Exit(2);
@@ -131,8 +129,8 @@ bool PastHalfCpu(uint64_t cpu_seconds) {
 }
 
 // A kLoad (after its hash, read into `r`): the library into the worker's registry. False if the
-// message is malformed.
-bool LoadInWorker(CodeRegistry& registry, const CodeHash& hash, ByteReader& r) {
+// message is malformed; otherwise how loading went in *loaded_status.
+bool LoadInWorker(CodeRegistry& registry, ByteReader& r, absl::Status* loaded_status) {
   uint8_t kind;
   std::string_view name;
   uint16_t ndeps;
@@ -147,10 +145,7 @@ bool LoadInWorker(CodeRegistry& registry, const CodeHash& hash, ByteReader& r) {
   }
   absl::StatusOr<CodeHash> loaded =
       registry.Load(static_cast<wire::CodeKind>(kind), name, r.Rest(), by);
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "isolated worker: loading %s (%s): %s\n", std::string(name).c_str(),
-                 wire::HashToHex(hash).c_str(), loaded.status().ToString().c_str());
-  }
+  *loaded_status = loaded.status();
   return true;
 }
 
@@ -169,10 +164,15 @@ std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveO
   return done;
 }
 
-[[noreturn]] void WorkerMain(uint64_t heap_size, bool writable, LockOwner owner,
-                             const JvmOptions& jvm_options,
+[[noreturn]] void WorkerMain(uint64_t heap_size, bool writable, absl::Duration spin,
+                             LockOwner owner, const JvmOptions& jvm_options,
                              const std::optional<sandbox::Policy>& policy) {
   ::signal(SIGPIPE, SIG_IGN);
+  absl::StatusOr<std::unique_ptr<Mailbox>> mailbox = Mailbox::Map(kMailboxFd, Mailbox::kWorker);
+  if (!mailbox.ok()) {
+    std::fprintf(stderr, "isolated worker: %s\n", mailbox.status().ToString().c_str());
+    std::_Exit(2);
+  }
   absl::StatusOr<std::unique_ptr<Region>> heap =
       Region::MapFile(kHeapFd, heap_size, /*read_only=*/!writable);
   if (!heap.ok()) {
@@ -186,20 +186,24 @@ std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveO
   if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(jvm_options)) {
     registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
   }
-  WorkerLink link(kChannelFd);
-  if (policy) Confine(*policy, jvm_options);
+  WorkerLink link(mailbox->get(), spin);
+  if (policy) Confine(*policy, jvm_options);  // (closes kMailboxFd: it stays mapped)
   const uint64_t cpu_seconds = policy ? policy->cpu_seconds : 0;
   if (!SendMessage(kChannelFd, kReady, "")) std::_Exit(3);
+  Mailbox& box = **mailbox;
   Type type;
   std::string msg;
-  while (ReceiveMessage(kChannelFd, &type, &msg)) {
+  while (box.Await(absl::InfiniteFuture(), spin) == Mailbox::Wait::kTurn &&
+         box.Receive(&type, &msg, kChannelFd)) {
     ByteReader r(msg);
     std::string_view hash_bytes;
     if (!r.Bytes(32, &hash_bytes)) std::_Exit(4);
     CodeHash hash;
     std::memcpy(hash.data(), hash_bytes.data(), 32);
     if (type == kLoad) {
-      if (!LoadInWorker(registry, hash, r)) std::_Exit(4);
+      absl::Status loaded;
+      if (!LoadInWorker(registry, r, &loaded)) std::_Exit(4);
+      if (!box.Send(kReply, ReplyPayload(loaded, ""), kChannelFd)) break;
       continue;
     }
     uint64_t deadline_ns;
@@ -214,7 +218,7 @@ std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveO
     absl::StatusOr<BoundFunction> fn = registry.Resolve(hash, function);
     absl::StatusOr<std::string> result = fn.ok() ? LocalContext::Run(&ex, *fn, r.Rest())
                                                  : absl::StatusOr<std::string>(fn.status());
-    if (!SendMessage(kChannelFd, kDone, DoneMessage(result, ex.counts, PastHalfCpu(cpu_seconds)))) {
+    if (!box.Send(kDone, DoneMessage(result, ex.counts, PastHalfCpu(cpu_seconds)), kChannelFd)) {
       break;
     }
   }
@@ -233,9 +237,11 @@ void RunIsolatedWorkerIfAsked() {
   uint64_t size = 0;
   LockOwner owner;
   pid_t server = 0;
-  if (parts.size() != 5 || !absl::SimpleAtoi(parts[0], &size) ||
+  int64_t spin_ns = 0;
+  if (parts.size() != 6 || !absl::SimpleAtoi(parts[0], &size) ||
       !absl::SimpleAtoi(parts[1], &owner.token) || !absl::SimpleAtoi(parts[2], &owner.table) ||
-      !absl::SimpleAtoi(parts[3], &server) || (parts[4] != "rw" && parts[4] != "ro")) {
+      !absl::SimpleAtoi(parts[3], &server) || (parts[4] != "rw" && parts[4] != "ro") ||
+      !absl::SimpleAtoi(parts[5], &spin_ns)) {
     std::fprintf(stderr, "%s is malformed\n", kWorkerVariable);
     std::_Exit(2);
   }
@@ -261,7 +267,7 @@ void RunIsolatedWorkerIfAsked() {
       jvm.options.assign(fields.begin() + 2, fields.end());
     }
   }
-  WorkerMain(size, parts[4] == "rw", owner, jvm, policy);
+  WorkerMain(size, parts[4] == "rw", absl::Nanoseconds(spin_ns), owner, jvm, policy);
 }
 
 }  // namespace ardma

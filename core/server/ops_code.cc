@@ -204,8 +204,9 @@ bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
 }
 
 void RequestHandler::Start(const Call& call, bool may_inline) {
-  // (An isolated call waits for a process: never on an I/O thread if there are workers.)
-  const bool here = workers_ == nullptr || (may_inline && !call.isolated && MayRunInline(call.fn));
+  // (An isolated call runs here too if it is known to be short: Run hands its wait to the pool
+  // if its worker is busy or the call outlasts an inline run.)
+  const bool here = workers_ == nullptr || (may_inline && MayRunInline(call.fn));
   if (may_inline) {
     ServerCounters::Add(here ? counters_.executes_inline : counters_.executes_pooled, 1);
   }
@@ -253,20 +254,25 @@ class RequestHandler::Host : public RequestHost {
   const Call& call_;
 };
 
-void RequestHandler::Run(const Call& call, bool on_worker) {
-  const BoundFunction& fn = call.fn;
-  Host host(this, call);
-  Execution ex;
+void RequestHandler::Prepare(Execution& ex, const Call& call, RequestHost* host,
+                             bool on_worker) {
   ex.regions = regions_;
   ex.registry = registry_;
   ex.parking = &parking_;
   ex.responder = call.responder;
-  ex.host = &host;
+  ex.host = host;
   ex.deadline = call.deadline;
   ex.cancelled = &cancelled_;
   if (owners_ != nullptr) ex.owner = owners_->server();
   ex.may_block = on_worker;
   ex.access_cost = options_.access_cost;
+}
+
+void RequestHandler::Run(const Call& call, bool on_worker) {
+  const BoundFunction& fn = call.fn;
+  Host host(this, call);
+  Execution ex;
+  Prepare(ex, call, &host, on_worker);
   // Inline on an I/O thread where there are workers: the function's run is stamped, so a run
   // that does not end sends the next caller to the pool.
   bool inlined = !on_worker;
@@ -280,19 +286,75 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
   // On an I/O thread (or a UCX progress thread), with or without workers: the thread is stamped,
   // so one that is stuck in a run gets no new connection (Server's PickIo, UcxServer's PickLane).
   if (io_busy_stamp != nullptr) io_busy_stamp->store(start, std::memory_order_relaxed);
-  absl::StatusOr<std::string> result =
-      call.isolated ? isolated_->Run(fn, call.args, ex, MayWrite(call.sink.get()))
-                    : LocalContext::Run(&ex, fn, call.args);
-  uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
-  if (io_busy_stamp != nullptr) io_busy_stamp->store(0, std::memory_order_relaxed);
-  if (inlined) {
+  auto unstamp = [&] {
+    if (io_busy_stamp != nullptr) io_busy_stamp->store(0, std::memory_order_relaxed);
     if (stamped) fn.stats().inline_since_ns.store(0, std::memory_order_relaxed);
+  };
+  absl::StatusOr<std::string> result;
+  if (call.isolated && inlined) {
+    // The worker is called from this thread; if no idle one has the code, or the call is still
+    // running when an inline run's time is up, a pool thread waits instead of this one.
+    std::unique_ptr<IsolatedPool::InFlight> in_flight;
+    switch (isolated_->TryRun(fn, call.args, ex, MayWrite(call.sink.get()),
+                              absl::Now() + options_.inline_overrun, &result, &in_flight)) {
+      case IsolatedPool::Tried::kNotStarted:
+        unstamp();
+        Start(call, /*may_inline=*/false);
+        return;
+      case IsolatedPool::Tried::kStillRunning:
+        unstamp();
+        MarkOverran(fn, SteadyNanos() - start, options_.overruns_to_pool);
+        HandOff(call, std::move(in_flight), ex, start);
+        return;
+      case IsolatedPool::Tried::kDone:
+        break;
+    }
+  } else {
+    result = call.isolated ? isolated_->Run(fn, call.args, ex, MayWrite(call.sink.get()))
+                           : LocalContext::Run(&ex, fn, call.args);
+  }
+  uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
+  unstamp();
+  if (inlined) {
     if (absl::Nanoseconds(ns) > options_.inline_overrun) {
       MarkOverran(fn, static_cast<int64_t>(ns), options_.overruns_to_pool);
     } else if (fn.stats().overruns.load(std::memory_order_relaxed) != 0) {
       fn.stats().overruns.store(0, std::memory_order_relaxed);
     }
   }
+  Complete(call, ex, std::move(result), ns);
+}
+
+void RequestHandler::HandOff(const Call& call, std::unique_ptr<IsolatedPool::InFlight> in_flight,
+                             const Execution& so_far, int64_t start) {
+  WorkerPool::Job job;
+  job.deadline = call.deadline;
+  auto held = std::make_shared<std::unique_ptr<IsolatedPool::InFlight>>(std::move(in_flight));
+  job.run = [this, held, fn = call.fn, args = std::string(call.args), deadline = call.deadline,
+             responder = call.responder, sink = call.sink, counts = so_far.counts,
+             parked = so_far.parked, start] {
+    Call call{fn, args, deadline, responder, sink, /*isolated=*/true};
+    Host host(this, call);
+    Execution ex;
+    Prepare(ex, call, &host, /*on_worker=*/true);
+    ex.counts = counts;
+    ex.parked = parked;
+    absl::StatusOr<std::string> result = isolated_->Finish(std::move(*held), ex);
+    Complete(call, ex, std::move(result), static_cast<uint64_t>(SteadyNanos() - start));
+  };
+  job.expired = [this, responder = call.responder] {  // (its worker is ended with `held`)
+    ServerCounters::Add(counters_.executes_expired, 1);
+    responder->Respond(absl::DeadlineExceededError("deadline passed before the function ended"));
+  };
+  if (!workers_->Submit(std::move(job))) {
+    ServerCounters::Add(counters_.executes_rejected, 1);
+    call.responder->Respond(absl::ResourceExhaustedError("worker queue is full"));
+  }
+}
+
+void RequestHandler::Complete(const Call& call, Execution& ex, absl::StatusOr<std::string> result,
+                              uint64_t ns) {
+  const BoundFunction& fn = call.fn;
   fn.stats().Record(ns);
   ServerCounters::Add(counters_.execute_ns, ns);
   counters_.AddActive(ex.counts);

@@ -243,12 +243,20 @@ class RequestHandler {
   bool MayWrite(const ResponseSink* sink) const;
   bool Isolated(const BoundFunction& fn, const ResponseSink* sink) const;
   // Where a call runs — here on the I/O thread (`may_inline` and the function is known to be
-  // short, not isolated) or on the worker pool — decided here and nowhere else.
+  // short) or on the worker pool — decided here and nowhere else.
   void Start(const Call& call, bool may_inline);
   bool MayRunInline(const BoundFunction& fn) const;
   // Runs it on this thread; `on_worker`: this thread may sleep (Context::Backoff). A function
   // that backs off on an I/O thread is started again on the pool.
   void Run(const Call& call, bool on_worker);
+  // The Execution of a run of `call` on this thread.
+  void Prepare(Execution& ex, const Call& call, RequestHost* host, bool on_worker);
+  // Waits for an isolated call that outlasted its inline run on a pool thread, then completes it
+  // (`so_far`: what the run on the I/O thread recorded; `start`: when it began).
+  void HandOff(const Call& call, std::unique_ptr<IsolatedPool::InFlight> in_flight,
+               const Execution& so_far, int64_t start);
+  // What follows a run: its statistics, then the answer (or parking it, or running it again).
+  void Complete(const Call& call, Execution& ex, absl::StatusOr<std::string> result, uint64_t ns);
 
   void Reply(const std::shared_ptr<ResponseSink>& sink, std::string frame);
   void ReplyError(const std::shared_ptr<ResponseSink>& sink, const wire::FrameHeader& header,

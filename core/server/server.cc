@@ -363,7 +363,8 @@ struct Server::Impl {
                                .heap_size = heap.size,
                                .jvm = options.jvm,
                                .user = options.isolate_user,
-                               .cpu_seconds = options.isolate_cpu_seconds},
+                               .cpu_seconds = options.isolate_cpu_seconds,
+                               .spin = options.isolate_spin},
                               &registry, owners.get());
       ::close(heap.fd);  // the pool has its own
       if (!pool.ok()) return pool.status();

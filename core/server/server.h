@@ -67,6 +67,7 @@ struct ServerOptions {
   // sandbox whenever isolation is on.
   std::optional<sandbox::User> isolate_user;
   uint64_t isolate_cpu_seconds = 3600;  // RLIMIT_CPU of each isolated worker
+  absl::Duration isolate_spin;          // IsolationOptions::spin
   int io_threads = DefaultIoThreads();  // one per hardware thread, 1 to 8
   std::string preload_dir;              // *.so files in it are loaded at start
   // The services this server comes with: the names they export are theirs (CodeRegistry::

@@ -83,6 +83,10 @@ std::vector<wire::StatsEntry> RequestHandler::Stats() const {
     out.emplace_back("isolated.restarts", isolated_->restarts());  // crashed or killed workers
     out.emplace_back("isolated.forbidden", isolated_->forbidden());  // forbidden system calls
     out.emplace_back("isolated.retired", isolated_->retired());  // used half their CPU limit
+    // Calls whose worker an I/O (or UCX progress) thread called itself, and those of them whose
+    // wait it handed to the pool because they outlasted an inline run.
+    out.emplace_back("isolated.inline", isolated_->inline_runs());
+    out.emplace_back("isolated.handed_off", isolated_->handed_off());
   }
   if (owners_ != nullptr) {
     out.emplace_back("owners.live", owners_->live());  // the server itself and each connection

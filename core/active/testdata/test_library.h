@@ -20,6 +20,8 @@
 //   test.resume      ()                   -> 1 if a test.resumable request was resumed, else 0
 //   test.add_on_close addr                -> registers test.add(addr, 1) for when the connection
 //                                          closes
+//   test.crash       mode[, addr]         -> 0: "" at once; 1: a null dereference; 2: abort();
+//                                          3: takes the lock word at addr, then dereferences null
 //   test2.double     x                    -> 2x
 #ifndef ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
 #define ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
