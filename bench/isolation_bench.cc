@@ -4,7 +4,8 @@
 // the worker shows most). Runs build/bin/ardmad (ARDMA_BIN_DIR overrides): run it from the
 // repository root.
 //
-//   BM_Execute/<function>/isolate:0|1/ucx:0|1   0 = test.noop, 1 = test.add (one FETCH_ADD)
+//   BM_Execute/<function>/isolate:0|1|2/ucx:0|1   0 = test.noop, 1 = test.add (one FETCH_ADD);
+//                                                 isolate 2: isolated with --isolate-spin
 //
 // Compare isolate:1 with isolate:0 of the same transport and function, within one run; the
 // server_ns/op counter is the server's own time per call, which shows the hop to the worker
@@ -21,24 +22,32 @@
 #include "core/client/invoke.h"
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
+#include "services/dht/dht_client.h"
 #include "core/testing/server_process.h"
 
 namespace ardma {
 namespace {
 
-testing::ServerProcess& ServerFor(bool isolate) {
-  static std::unique_ptr<testing::ServerProcess> servers[2];
+// Longer than the gap between one call's answer and the next call over TCP here, so a spinning
+// worker is still spinning when the next call comes.
+constexpr char kSpin[] = "200us";
+
+// isolate: 0 = in the server, 1 = isolated, 2 = isolated with --isolate-spin (kSpin).
+testing::ServerProcess& ServerFor(int isolate) {
+  static std::unique_ptr<testing::ServerProcess> servers[3];
   if (servers[isolate] == nullptr) {
     ::setenv("UCX_TLS", "shm,self", /*overwrite=*/0);  // before this process's first UCX use
     std::vector<std::string> args = {"--memory", "64M", "--workers", "2"};
-    args.insert(args.end(), {"--isolate", isolate ? "all" : "none"});
+    args.insert(args.end(), {"--isolate", isolate != 0 ? "all" : "none"});
+    if (isolate == 2) args.insert(args.end(), {"--isolate-spin", kSpin});
     servers[isolate] = std::make_unique<testing::ServerProcess>(args);
   }
   return *servers[isolate];
 }
 
 void BM_Execute(benchmark::State& state) {
-  bool add = state.range(0) == 1, isolate = state.range(1) == 1, ucx = state.range(2) == 1;
+  bool add = state.range(0) == 1, ucx = state.range(2) == 1;
+  int isolate = static_cast<int>(state.range(1));
   testing::ServerProcess& server = ServerFor(isolate);
   if (server.address().empty()) {
     state.SkipWithError("ardmad did not start (run from the repository root)");
@@ -76,9 +85,46 @@ void BM_Execute(benchmark::State& state) {
       static_cast<double>(state.iterations());
 }
 BENCHMARK(BM_Execute)
-    ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{0, 1}, {0, 1, 2}, {0, 1}})
     ->ArgNames({"add", "isolate", "ucx"})
     ->UseRealTime();
+
+// A DHT GET (services/dht: the active code a DhtClient ships) of one key of a 1,000-key table,
+// run in the server or in an isolated worker.
+void BM_DhtGet(benchmark::State& state) {
+  int isolate = static_cast<int>(state.range(0));
+  bool ucx = state.range(1) == 1;
+  testing::ServerProcess& server = ServerFor(isolate);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(ucx ? absl::StrCat("ucx://", server.address()) : server.address());
+  if (server.address().empty() || !client.ok()) {
+    state.SkipWithError("ardmad did not start or cannot connect (run from the repository root)");
+    return;
+  }
+  dht::DhtClient dht(client->get(), Mode::kActive);
+  for (int i = 0; i < 1000; ++i) {
+    if (!dht.Put("bench", absl::StrCat("key", i), absl::StrCat("value", i)).ok()) {
+      state.SkipWithError("cannot fill the table");
+      return;
+    }
+  }
+  const uint64_t server_ns0 = testing::StatOf(**client, "execute.ns");
+  uint64_t rt0 = (*client)->counters().round_trips.load();
+  uint64_t bytes0 =
+      (*client)->counters().bytes_sent.load() + (*client)->counters().bytes_received.load();
+  int i = 0;
+  for (auto _ : state) {
+    if (!dht.Get("bench", absl::StrCat("key", i++ % 1000)).ok()) {
+      state.SkipWithError("GET failed");
+      return;
+    }
+  }
+  bench::ReportCounters(state, **client, rt0, bytes0);
+  state.counters["server_ns/op"] =
+      static_cast<double>(testing::StatOf(**client, "execute.ns") - server_ns0) /
+      static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_DhtGet)->ArgsProduct({{0, 1, 2}, {0, 1}})->ArgNames({"isolate", "ucx"})->UseRealTime();
 
 }  // namespace
 }  // namespace ardma

@@ -560,9 +560,10 @@ IsolatedPool::Heard IsolatedPool::Listen(InFlight& call, absl::Time kill_at,
       return Heard::kEnded;
     }
     if (now >= hand_off_at) return Heard::kHandOff;
-    switch (call.worker->mailbox->Await(std::min(kill_at, hand_off_at), options_.spin,
-                                        call.worker->cpu == ::sched_getcpu() ? kYield
-                                                                             : absl::ZeroDuration())) {
+    // A worker on this CPU gets it by yielding; one elsewhere is waited for by sleeping.
+    const absl::Duration yield =
+        call.worker->cpu == ::sched_getcpu() ? kYield : absl::ZeroDuration();
+    switch (call.worker->mailbox->Await(std::min(kill_at, hand_off_at), options_.spin, yield)) {
       case Mailbox::Wait::kTimeout:
         continue;
       case Mailbox::Wait::kPeerDied:
