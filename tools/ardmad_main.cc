@@ -174,7 +174,7 @@ void DeclarePlacementFlags(ardma::FlagSet& flags, Config& c) {
                "(untrusted, the default: only with --auth-file), for all, or for none; workers "
                "(and trial loads of new native code) run in a sandbox: another user, no files, "
                "no sockets, no programs, a system-call allow-list (docs/SECURITY.md); about "
-               "9-13 us more per call on a 2-vCPU VM (docs/BENCHMARKS.md); with workers "
+               "7-10 us more per call on a 2-vCPU VM (docs/BENCHMARKS.md); with workers "
                "one-sided atomics go through the server");
   flags.String("isolate-user", &c.isolate_user, "USER",
                "the user isolated workers run as (needs ardmad to run as root; default: nobody "

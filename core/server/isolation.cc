@@ -298,14 +298,11 @@ void IsolatedPool::Give(std::unique_ptr<Worker> worker) {
   if (worker != nullptr) idle_.push_back(std::move(worker));
 }
 
-std::unique_ptr<IsolatedPool::Worker> IsolatedPool::TryTake(Kind kind, bool writable,
-                                                            const CodeHash& hash) {
+std::unique_ptr<IsolatedPool::Worker> IsolatedPool::TryTake(bool writable, const CodeHash& hash) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return nullptr;
   for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
-    if ((*it)->kind != kind || (*it)->writable != writable || !(*it)->loaded.contains(hash)) {
-      continue;
-    }
+    if ((*it)->writable != writable || !(*it)->loaded.contains(hash)) continue;
     std::unique_ptr<Worker> w = std::move(*it);
     idle_.erase(std::next(it).base());
     ++busy_;
@@ -519,7 +516,7 @@ IsolatedPool::Tried IsolatedPool::TryRun(const BoundFunction& fn, std::string_vi
                                          absl::StatusOr<std::string>* result,
                                          std::unique_ptr<InFlight>* in_flight) {
   const CodeHash& hash = fn.scope()->front();
-  std::unique_ptr<Worker> w = TryTake(KindOf(hash), writable, hash);
+  std::unique_ptr<Worker> w = TryTake(writable, hash);
   if (w == nullptr) return Tried::kNotStarted;
   runs_.fetch_add(1, std::memory_order_relaxed);
   inline_runs_.fetch_add(1, std::memory_order_relaxed);

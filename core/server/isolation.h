@@ -146,8 +146,8 @@ class IsolatedPool {
   // the pool is full).
   absl::StatusOr<std::unique_ptr<Worker>> Take(Kind kind, bool writable, absl::Time deadline);
   void Give(std::unique_ptr<Worker> worker);
-  // An idle worker of `kind` and `writable` that has the library `hash`, if there is one.
-  std::unique_ptr<Worker> TryTake(Kind kind, bool writable, const CodeHash& hash);
+  // An idle worker of `writable` that has the library `hash` (so is of its kind), if there is one.
+  std::unique_ptr<Worker> TryTake(bool writable, const CodeHash& hash);
   // How a call left its worker: to be given back, or ended (killed; found dead; retired).
   enum class Outcome { kHealthy, kBroken, kDied, kRetired };
   // Gives `worker` back or ends it (its waitpid status in *status), and frees its place.

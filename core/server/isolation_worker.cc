@@ -166,6 +166,27 @@ bool LoadInWorker(CodeRegistry& registry, ByteReader& r, absl::Status* loaded_st
   return true;
 }
 
+// The function of the last call, bound once: a worker mostly runs one function over and over.
+class LastFunction {
+ public:
+  absl::StatusOr<const BoundFunction*> Resolve(const CodeRegistry& registry, const CodeHash& hash,
+                                               std::string_view name) {
+    if (!fn_.has_value() || hash_ != hash || name_ != name) {
+      fn_.reset();
+      ARDMA_ASSIGN_OR_RETURN(BoundFunction fn, registry.Resolve(hash, name));
+      fn_.emplace(std::move(fn));
+      hash_ = hash;
+      name_ = std::string(name);
+    }
+    return &*fn_;
+  }
+
+ private:
+  std::optional<BoundFunction> fn_;
+  CodeHash hash_{};
+  std::string name_;
+};
+
 // The kDone of a call's `result` and its memory-operation counts.
 std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveOpCounts& c,
                         bool retire) {
@@ -208,6 +229,7 @@ std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveO
   CpuBudget cpu(policy ? policy->cpu_seconds : 0);
   if (!SendMessage(kChannelFd, kReady, "")) std::_Exit(3);
   Mailbox& box = **mailbox;
+  LastFunction last;
   Type type;
   std::string msg;
   while (box.Await(absl::InfiniteFuture(), spin) == Mailbox::Wait::kTurn &&
@@ -232,8 +254,8 @@ std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveO
     ex.deadline = FromUnixNanos(static_cast<int64_t>(deadline_ns));
     ex.link = &link;
     ex.owner = owner;
-    absl::StatusOr<BoundFunction> fn = registry.Resolve(hash, function);
-    absl::StatusOr<std::string> result = fn.ok() ? LocalContext::Run(&ex, *fn, r.Rest())
+    absl::StatusOr<const BoundFunction*> fn = last.Resolve(registry, hash, function);
+    absl::StatusOr<std::string> result = fn.ok() ? LocalContext::Run(&ex, **fn, r.Rest())
                                                  : absl::StatusOr<std::string>(fn.status());
     if (!box.Send(kDone, DoneMessage(result, ex.counts, cpu.HalfUsed()), kChannelFd)) {
       break;
