@@ -190,6 +190,50 @@ TEST(SandboxTest, CodeOfAReadOnlyCallerCannotWriteTheHeapThroughAPointer) {
   EXPECT_EQ(*ctx.ReadU64(*byte), 0x41u);
 }
 
+// A close hook runs with the right to write of the connection that set it: a reader's hook cannot
+// write what the reader could not (before, every close hook's worker mapped the heap writable).
+TEST(SandboxTest, AReadersCloseHookCannotWriteEither) {
+  std::string auth = testing::TempPath("sandbox.auth");
+  std::ofstream(auth) << "writer " << std::string(32, 'w') << " read,write,exec,load\n"
+                      << "reader " << std::string(32, 'r') << " read,exec\n"
+                      << "admin " << std::string(32, 'a') << " read,admin\n";
+  ::chmod(auth.c_str(), 0600);
+  std::vector<std::string> flags = IsolatedAll();
+  flags.insert(flags.end(), {"--auth-file", auth});
+  testing::ServerProcess daemon(flags);
+  ASSERT_FALSE(daemon.address().empty());
+  auto connect = [&](const std::string& name, char fill) {
+    ClientOptions options;
+    options.credentials = security::Credentials{name, std::string(32, fill)};
+    return Client::Connect(daemon.address(), options);
+  };
+  auto writer = connect("writer", 'w');
+  auto admin = connect("admin", 'a');  // (for STATS)
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  ASSERT_TRUE(EnsureLoaded(**writer, active_libraries::test()).ok());
+  RemoteContext ctx(writer->get(), {});
+  absl::StatusOr<uint64_t> counter = heap::Allocate(ctx, 8);
+  ASSERT_TRUE(counter.ok());
+  ASSERT_TRUE(ctx.WriteU64(*counter, 0).ok());
+  // The reader's connection, then the writer's, sets a hook that adds 1 to the counter when it
+  // closes, and closes. The hooks run in that order (one pool thread: --workers 1).
+  for (auto [name, fill] : {std::pair{"reader", 'r'}, std::pair{"writer", 'w'}}) {
+    uint64_t hooks_run = StatOf(**admin, "close_hooks.run");
+    {
+      auto c = connect(name, fill);
+      ASSERT_TRUE(c.ok()) << c.status();
+      absl::StatusOr<std::string> set = (*c)->Execute("test.add_on_close", U64s({*counter}));
+      ASSERT_TRUE(set.ok()) << name << ": " << set.status();
+    }
+    ASSERT_TRUE(testing::WaitUntil(
+        [&] { return StatOf(**admin, "close_hooks.run") > hooks_run; }, absl::Seconds(10)));
+  }
+  // The writer's hook added 1; the reader's, run before it, added nothing.
+  ASSERT_TRUE(testing::WaitUntil([&] { return *ctx.ReadU64(*counter) != 0; }, absl::Seconds(10)));
+  EXPECT_EQ(*ctx.ReadU64(*counter), 1u);
+}
+
 // RLIMIT_CPU: a worker that has used half its CPU time is replaced after its answer; a call that
 // uses the rest is RESOURCE_EXHAUSTED, and the next call gets a new worker.
 TEST(SandboxTest, AWorkerRetiresAtHalfItsCpuLimitAndACallThatUsesItAllIsRefused) {

@@ -132,7 +132,8 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
                          ? options_.default_deadline
                          : absl::Microseconds(static_cast<int64_t>(
                                std::min<uint64_t>(req->timeout_us, INT64_MAX / 2))));
-  Start({*fn, req->args, deadline, responder, request.sink, Isolated(*fn, request.sink.get())},
+  Start({*fn, req->args, deadline, responder, request.sink, Isolated(*fn, request.sink.get()),
+         MayWrite(request.sink.get())},
         /*may_inline=*/true);
   return absl::OkStatus();
 }
@@ -179,11 +180,11 @@ bool RequestHandler::Isolated(const BoundFunction& fn, const ResponseSink* sink)
 }
 
 // Whether code called on `sink`'s connection may write memory (as the caller may one-sidedly):
-// an isolated worker maps the heap read-only otherwise. A close hook (no connection) may.
+// an isolated worker maps the heap read-only otherwise. (A close hook keeps its connection's.)
 bool RequestHandler::MayWrite(const ResponseSink* sink) const {
+  if (options_.auth == nullptr) return true;
   const security::Grant* grant = sink != nullptr ? sink->auth().Granted() : nullptr;
-  return sink == nullptr || options_.auth == nullptr ||
-         (grant != nullptr && grant->Has(security::kWrite));
+  return grant != nullptr && grant->Has(security::kWrite);
 }
 
 // Only a function known to be short: seen before, short on average and last time, never overran
@@ -217,8 +218,9 @@ void RequestHandler::Start(const Call& call, bool may_inline) {
   WorkerPool::Job job;
   job.deadline = call.deadline;
   job.run = [this, fn = call.fn, args = std::string(call.args), deadline = call.deadline,
-             responder = call.responder, sink = call.sink, isolated = call.isolated] {
-    Run({fn, args, deadline, responder, sink, isolated}, /*on_worker=*/true);
+             responder = call.responder, sink = call.sink, isolated = call.isolated,
+             writable = call.writable] {
+    Run({fn, args, deadline, responder, sink, isolated, writable}, /*on_worker=*/true);
   };
   job.expired = [this, responder = call.responder] {
     ServerCounters::Add(counters_.executes_expired, 1);
@@ -237,9 +239,11 @@ class RequestHandler::Host : public RequestHost {
 
   ParkingLot::ResumeFn MakeResume(std::string args) override {
     return [handler = handler_, fn = call_.fn, args = std::move(args), deadline = call_.deadline,
-            responder = call_.responder, sink = call_.sink, isolated = call_.isolated] {
+            responder = call_.responder, sink = call_.sink, isolated = call_.isolated,
+            writable = call_.writable] {
       ServerCounters::Add(handler->counters_.executes_resumed, 1);
-      handler->Start({fn, args, deadline, responder, sink, isolated}, /*may_inline=*/false);
+      handler->Start({fn, args, deadline, responder, sink, isolated, writable},
+                     /*may_inline=*/false);
     };
   }
   absl::Status OnClose(std::string_view key, std::string_view function,
@@ -295,7 +299,7 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
     // The worker is called from this thread; if no idle one has the code, or the call is still
     // running when an inline run's time is up, a pool thread waits instead of this one.
     std::unique_ptr<IsolatedPool::InFlight> in_flight;
-    switch (isolated_->TryRun(fn, call.args, ex, MayWrite(call.sink.get()),
+    switch (isolated_->TryRun(fn, call.args, ex, call.writable,
                               absl::Now() + options_.inline_overrun, &result, &in_flight)) {
       case IsolatedPool::Tried::kNotStarted:
         unstamp();
@@ -310,7 +314,7 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
         break;
     }
   } else {
-    result = call.isolated ? isolated_->Run(fn, call.args, ex, MayWrite(call.sink.get()))
+    result = call.isolated ? isolated_->Run(fn, call.args, ex, call.writable)
                            : LocalContext::Run(&ex, fn, call.args);
   }
   uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
@@ -331,9 +335,9 @@ void RequestHandler::HandOff(const Call& call, std::unique_ptr<IsolatedPool::InF
   job.deadline = call.deadline;
   auto held = std::make_shared<std::unique_ptr<IsolatedPool::InFlight>>(std::move(in_flight));
   job.run = [this, held, fn = call.fn, args = std::string(call.args), deadline = call.deadline,
-             responder = call.responder, sink = call.sink, counts = so_far.counts,
-             parked = so_far.parked, start] {
-    Call call{fn, args, deadline, responder, sink, /*isolated=*/true};
+             responder = call.responder, sink = call.sink, writable = call.writable,
+             counts = so_far.counts, parked = so_far.parked, start] {
+    Call call{fn, args, deadline, responder, sink, /*isolated=*/true, writable};
     Host host(this, call);
     Execution ex;
     Prepare(ex, call, &host, /*on_worker=*/true);

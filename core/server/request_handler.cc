@@ -175,10 +175,11 @@ absl::Status RequestHandler::SetCloseHook(const std::shared_ptr<ResponseSink>& s
         if (it->second.empty()) close_hooks_.erase(it);
       }
     } else {
-      close_hooks_[sink.get()][std::string(key)] = {std::string(function), std::string(args)};
+      close_hooks_[sink.get()][std::string(key)] = {std::string(function), std::string(args),
+                                                    MayWrite(sink.get())};
     }
   }
-  if (run_now) RunCloseHook(std::string(function), std::string(args));
+  if (run_now) RunCloseHook(std::string(function), std::string(args), MayWrite(sink.get()));
   return absl::OkStatus();
 }
 
@@ -193,7 +194,7 @@ void RequestHandler::ConnectionClosed(const ResponseSink* sink) {
     hooks = std::move(it->second);
     close_hooks_.erase(it);
   }
-  for (auto& [key, hook] : hooks) RunCloseHook(hook.function, hook.args);
+  for (auto& [key, hook] : hooks) RunCloseHook(hook.function, hook.args, hook.writable);
 }
 
 namespace {
@@ -215,7 +216,8 @@ class LogResponder : public Responder {
 
 }  // namespace
 
-void RequestHandler::RunCloseHook(const std::string& function, const std::string& args) {
+void RequestHandler::RunCloseHook(const std::string& function, const std::string& args,
+                                  bool writable) {
   if (cancelled_.load()) return;  // shutting down: no worker will run it
   ServerCounters::Add(counters_.close_hooks_run, 1);
   auto responder = std::make_shared<LogResponder>(function);
@@ -231,7 +233,8 @@ void RequestHandler::RunCloseHook(const std::string& function, const std::string
          .deadline = absl::Now() + options_.default_deadline,
          .responder = as_responder,
          .sink = no_sink,
-         .isolated = Isolated(*fn, nullptr)},
+         .isolated = Isolated(*fn, nullptr),
+         .writable = writable},
         /*may_inline=*/false);
 }
 

@@ -238,8 +238,12 @@ class RequestHandler {
     const std::shared_ptr<Responder>& responder;
     const std::shared_ptr<ResponseSink>& sink;  // null for a close hook
     bool isolated;                              // runs in an isolated worker process
+    // Its code may write memory (its caller may, one-sidedly): an isolated worker maps the heap
+    // read-only otherwise. A close hook's is its registering connection's.
+    bool writable;
   };
-  // Makes a Call, deciding once whether it runs isolated.
+  // Whether code called on `sink`'s connection may write memory, and whether it runs isolated
+  // (decided once per call).
   bool MayWrite(const ResponseSink* sink) const;
   bool Isolated(const BoundFunction& fn, const ResponseSink* sink) const;
   // Where a call runs — here on the I/O thread (`may_inline` and the function is known to be
@@ -269,8 +273,9 @@ class RequestHandler {
   bool AdmitOnce(const wire::FrameHeader& header, const std::shared_ptr<ResponseSink>& sink);
   absl::Status SetCloseHook(const std::shared_ptr<ResponseSink>& sink, std::string_view key,
                             std::string_view function, std::string_view args);
-  // Runs function(args) on the pool for a closed connection; its result is only logged.
-  void RunCloseHook(const std::string& function, const std::string& args);
+  // Runs function(args) on the pool for a closed connection, with that connection's right to
+  // write (`writable`); its result is only logged.
+  void RunCloseHook(const std::string& function, const std::string& args, bool writable);
 
   const HandlerOptions options_;
   RegionTable* const regions_;
@@ -290,6 +295,7 @@ class RequestHandler {
   struct CloseHook {
     std::string function;
     std::string args;
+    bool writable;  // MayWrite of the connection that set it
   };
   absl::Mutex hooks_mu_;
   absl::flat_hash_map<const ResponseSink*, absl::flat_hash_map<std::string, CloseHook>> close_hooks_
