@@ -311,6 +311,10 @@ absl::Status CheckDynamic(std::string_view code, const Elf64_Ehdr& eh) {
       if (!in_segment(r.r_offset, 8)) {
         return Bad("a relocation writes outside the object");
       }
+      // ld.so reads the symbol a relocation names without a bound (a LOAD fuzzer finding).
+      if (ELF64_R_SYM(r.r_info) != 0 && ELF64_R_SYM(r.r_info) >= symbol_count) {
+        return Bad("a relocation names a symbol outside the symbol table");
+      }
     }
   }
   return absl::OkStatus();

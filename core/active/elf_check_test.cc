@@ -39,6 +39,16 @@ TEST(ElfCheckTest, RefusesWhatWouldMakeTheLoaderReadOrWriteOutsideTheObject) {
   std::memcpy(bad.data() + rela.sh_offset + offsetof(Elf64_Rela, r_offset), &far, 8);
   EXPECT_THAT(CheckElf(bad).message(), HasSubstr("a relocation writes outside the object"));
 
+  // A relocation naming symbol 0x70000 of a table of a few (the LOAD fuzzer's first finding,
+  // core/active/testdata/load_fuzz_findings: ld.so crashed on it in one process, not in another).
+  bad = good;
+  Elf64_Xword info;
+  std::memcpy(&info, good.data() + rela.sh_offset + offsetof(Elf64_Rela, r_info), 8);
+  info = ELF64_R_INFO(0x70000, ELF64_R_TYPE(info));
+  std::memcpy(bad.data() + rela.sh_offset + offsetof(Elf64_Rela, r_info), &info, 8);
+  EXPECT_THAT(CheckElf(bad).message(),
+              HasSubstr("a relocation names a symbol outside the symbol table"));
+
   bad = good;
   Elf64_Shdr versym = Section(good, SHT_GNU_versym);
   Elf64_Half index = 0x85;
