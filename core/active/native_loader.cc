@@ -264,8 +264,7 @@ absl::Status TrialLoad(int code_fd, const std::optional<sandbox::Policy>& confin
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_view library_name,
-                                                                  std::string_view code) {
+absl::StatusOr<int> NativeLoader::Vet(std::string_view code) const {
   if (code.size() < 4 || std::memcmp(code.data(),
                                      "\x7f"
                                      "ELF",
@@ -284,6 +283,20 @@ absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_vi
     ::close(fd);
     return trial;
   }
+  return fd;
+}
+
+absl::Status NativeLoader::Check(std::string_view code) const {
+  absl::StatusOr<int> fd = Vet(code);
+  if (fd.ok()) ::close(*fd);
+  return fd.status();
+}
+
+absl::StatusOr<std::unique_ptr<LoadedLibrary>> NativeLoader::Load(std::string_view library_name,
+                                                                  std::string_view code) {
+  absl::StatusOr<int> vetted = Vet(code);
+  if (!vetted.ok()) return vetted.status();
+  const int fd = *vetted;
   std::string path = FdPath(fd);
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (absl::Status problem = CheckLoaded(handle); !problem.ok()) {

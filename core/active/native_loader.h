@@ -38,8 +38,13 @@ class NativeLoader : public CodeLoader {
       : trial_(trial), trial_sandbox_(std::move(trial_sandbox)) {}
   absl::StatusOr<std::unique_ptr<LoadedLibrary>> Load(std::string_view library_name,
                                                       std::string_view code) override;
+  // What Load does before this process's own dlopen: the ELF check (here) and the trial load
+  // (in another process). The code runs nowhere in this process.
+  absl::Status Check(std::string_view code) const;
 
  private:
+  // Check's work; the code in a memfd, for dlopen.
+  absl::StatusOr<int> Vet(std::string_view code) const;
   const bool trial_;
   const std::optional<sandbox::Policy> trial_sandbox_;
 };
