@@ -45,6 +45,28 @@ testing::ServerProcess& ServerFor(int isolate) {
   return *servers[isolate];
 }
 
+// A client's counters from here on: round trips/op and bytes/op, and the server's own time per
+// call (STATS execute.ns: from the call's start to its result, the worker's round trip included),
+// without the transport's.
+class Counted {
+ public:
+  explicit Counted(Client& client)
+      : client_(client),
+        server_ns0_(testing::StatOf(client, "execute.ns")),
+        rt0_(client.counters().round_trips.load()),
+        bytes0_(client.counters().bytes_sent.load() + client.counters().bytes_received.load()) {}
+  void Report(benchmark::State& state) {
+    bench::ReportCounters(state, client_, rt0_, bytes0_);
+    state.counters["server_ns/op"] =
+        static_cast<double>(testing::StatOf(client_, "execute.ns") - server_ns0_) /
+        static_cast<double>(state.iterations());
+  }
+
+ private:
+  Client& client_;
+  const uint64_t server_ns0_, rt0_, bytes0_;
+};
+
 void BM_Execute(benchmark::State& state) {
   bool add = state.range(0) == 1, ucx = state.range(2) == 1;
   int isolate = static_cast<int>(state.range(1));
@@ -67,22 +89,14 @@ void BM_Execute(benchmark::State& state) {
   }
   std::string function = add ? "test.add" : "test.noop";
   std::string args = add ? testing::U64s({*counter, 1}) : std::string();
-  const uint64_t server_ns0 = testing::StatOf(**client, "execute.ns");
-  uint64_t rt0 = (*client)->counters().round_trips.load();
-  uint64_t bytes0 =
-      (*client)->counters().bytes_sent.load() + (*client)->counters().bytes_received.load();
+  Counted counted(**client);
   for (auto _ : state) {
     if (!(*client)->Execute(function, args).ok()) {
       state.SkipWithError("EXECUTE failed");
       return;
     }
   }
-  bench::ReportCounters(state, **client, rt0, bytes0);
-  // The server's own time per call (STATS execute.ns: from the call's start to its result,
-  // the worker's round trip included), without the transport's.
-  state.counters["server_ns/op"] =
-      static_cast<double>(testing::StatOf(**client, "execute.ns") - server_ns0) /
-      static_cast<double>(state.iterations());
+  counted.Report(state);
 }
 BENCHMARK(BM_Execute)
     ->ArgsProduct({{0, 1}, {0, 1, 2}, {0, 1}})
@@ -108,10 +122,7 @@ void BM_DhtGet(benchmark::State& state) {
       return;
     }
   }
-  const uint64_t server_ns0 = testing::StatOf(**client, "execute.ns");
-  uint64_t rt0 = (*client)->counters().round_trips.load();
-  uint64_t bytes0 =
-      (*client)->counters().bytes_sent.load() + (*client)->counters().bytes_received.load();
+  Counted counted(**client);
   int i = 0;
   for (auto _ : state) {
     if (!dht.Get("bench", absl::StrCat("key", i++ % 1000)).ok()) {
@@ -119,10 +130,7 @@ void BM_DhtGet(benchmark::State& state) {
       return;
     }
   }
-  bench::ReportCounters(state, **client, rt0, bytes0);
-  state.counters["server_ns/op"] =
-      static_cast<double>(testing::StatOf(**client, "execute.ns") - server_ns0) /
-      static_cast<double>(state.iterations());
+  counted.Report(state);
 }
 BENCHMARK(BM_DhtGet)->ArgsProduct({{0, 1, 2}, {0, 1}})->ArgNames({"isolate", "ucx"})->UseRealTime();
 

@@ -144,23 +144,33 @@ TEST(SandboxTest, ALibraryWhoseConstructorMakesASocketIsRefusedAtLoad) {
   EXPECT_TRUE(EnsureLoaded(**client, active_libraries::hostile_ctor()).ok());
 }
 
+// An isolating ardmad with an auth file of three secrets, each 32 times its name's first letter:
+// "writer" (read, write, exec, load), "reader" (read, exec) and "admin" (read, admin: STATS).
+struct WithSecrets {
+  static std::string AuthFile() {
+    std::string auth = testing::TempPath("sandbox.auth");
+    std::ofstream(auth) << "writer " << std::string(32, 'w') << " read,write,exec,load\n"
+                        << "reader " << std::string(32, 'r') << " read,exec\n"
+                        << "admin " << std::string(32, 'a') << " read,admin\n";
+    ::chmod(auth.c_str(), 0600);
+    return auth;
+  }
+  WithSecrets() : daemon(IsolatedAll({"--auth-file", AuthFile()})) {}
+  absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& name, char fill) {
+    ClientOptions options;
+    options.credentials = security::Credentials{name, std::string(32, fill)};
+    return Client::Connect(daemon.address(), options);
+  }
+  testing::ServerProcess daemon;
+};
+
 // A caller without the write permission has its code run in a worker that maps the heap
 // read-only: writing through a pointer kills that worker, and the byte is unchanged. A caller
 // with it may write the same byte.
 TEST(SandboxTest, CodeOfAReadOnlyCallerCannotWriteTheHeapThroughAPointer) {
-  std::string auth = testing::TempPath("sandbox.auth");
-  std::ofstream(auth) << "writer " << std::string(32, 'w') << " read,write,exec,load\n"
-                      << "reader " << std::string(32, 'r') << " read,exec\n";
-  ::chmod(auth.c_str(), 0600);
-  std::vector<std::string> flags = IsolatedAll();
-  flags.insert(flags.end(), {"--auth-file", auth});
-  testing::ServerProcess daemon(flags);
-  ASSERT_FALSE(daemon.address().empty());
-  auto connect = [&](const std::string& name, char fill) {
-    ClientOptions options;
-    options.credentials = security::Credentials{name, std::string(32, fill)};
-    return Client::Connect(daemon.address(), options);
-  };
+  WithSecrets s;
+  ASSERT_FALSE(s.daemon.address().empty());
+  auto connect = [&](const std::string& name, char fill) { return s.Connect(name, fill); };
   auto writer = connect("writer", 'w');
   auto reader = connect("reader", 'r');
   ASSERT_TRUE(writer.ok()) << writer.status();
@@ -193,20 +203,9 @@ TEST(SandboxTest, CodeOfAReadOnlyCallerCannotWriteTheHeapThroughAPointer) {
 // A close hook runs with the right to write of the connection that set it: a reader's hook cannot
 // write what the reader could not (before, every close hook's worker mapped the heap writable).
 TEST(SandboxTest, AReadersCloseHookCannotWriteEither) {
-  std::string auth = testing::TempPath("sandbox.auth");
-  std::ofstream(auth) << "writer " << std::string(32, 'w') << " read,write,exec,load\n"
-                      << "reader " << std::string(32, 'r') << " read,exec\n"
-                      << "admin " << std::string(32, 'a') << " read,admin\n";
-  ::chmod(auth.c_str(), 0600);
-  std::vector<std::string> flags = IsolatedAll();
-  flags.insert(flags.end(), {"--auth-file", auth});
-  testing::ServerProcess daemon(flags);
-  ASSERT_FALSE(daemon.address().empty());
-  auto connect = [&](const std::string& name, char fill) {
-    ClientOptions options;
-    options.credentials = security::Credentials{name, std::string(32, fill)};
-    return Client::Connect(daemon.address(), options);
-  };
+  WithSecrets s;
+  ASSERT_FALSE(s.daemon.address().empty());
+  auto connect = [&](const std::string& name, char fill) { return s.Connect(name, fill); };
   auto writer = connect("writer", 'w');
   auto admin = connect("admin", 'a');  // (for STATS)
   ASSERT_TRUE(writer.ok()) << writer.status();
