@@ -144,18 +144,21 @@ TEST(SandboxTest, ALibraryWhoseConstructorMakesASocketIsRefusedAtLoad) {
   EXPECT_TRUE(EnsureLoaded(**client, active_libraries::hostile_ctor()).ok());
 }
 
-// An isolating ardmad with an auth file of three secrets, each 32 times its name's first letter:
-// "writer" (read, write, exec, load), "reader" (read, exec) and "admin" (read, admin: STATS).
+// An isolating ardmad with an auth file of four secrets, each 32 times its name's first letter:
+// "writer" (read, write, exec, load), "reader" (read, exec), "admin" (read, admin: STATS) and
+// "boss" (everything).
 struct WithSecrets {
   static std::string AuthFile() {
     std::string auth = testing::TempPath("sandbox.auth");
     std::ofstream(auth) << "writer " << std::string(32, 'w') << " read,write,exec,load\n"
                         << "reader " << std::string(32, 'r') << " read,exec\n"
-                        << "admin " << std::string(32, 'a') << " read,admin\n";
+                        << "admin " << std::string(32, 'a') << " read,admin\n"
+                        << "boss " << std::string(32, 'b') << " read,write,exec,load,admin\n";
     ::chmod(auth.c_str(), 0600);
     return auth;
   }
-  WithSecrets() : daemon(IsolatedAll({"--auth-file", AuthFile()})) {}
+  explicit WithSecrets(std::string isolate = "all")
+      : daemon(IsolatedAll({"--auth-file", AuthFile(), "--isolate", std::move(isolate)})) {}
   absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& name, char fill) {
     ClientOptions options;
     options.credentials = security::Credentials{name, std::string(32, fill)};
@@ -163,6 +166,75 @@ struct WithSecrets {
   }
   testing::ServerProcess daemon;
 };
+
+// While it lives, a server started from this process marks a file if it maps the ctor_mark
+// library into its own process (ctor_mark_functions.cc): whether the file exists says so.
+class ServerMapsMark {
+ public:
+  ServerMapsMark() : file_(testing::TempPath("ctor_mark")) {
+    std::filesystem::remove(file_);
+    ::setenv("ARDMA_TEST_MARK_PARENT", absl::StrCat(::getpid()).c_str(), 1);
+    ::setenv("ARDMA_TEST_MARK_FILE", file_.c_str(), 1);
+  }
+  ~ServerMapsMark() {
+    ::unsetenv("ARDMA_TEST_MARK_PARENT");
+    ::unsetenv("ARDMA_TEST_MARK_FILE");
+    std::filesystem::remove(file_);
+  }
+  bool Mapped() const { return std::filesystem::exists(file_); }
+
+ private:
+  const std::string file_;
+};
+
+// With --isolate all, shipped native code never enters the server process: not to be loaded
+// (the table comes from the trial load), not to run, and not when isolated code calls it by name
+// from outside its own library (the code is sent to the caller's worker, which runs it). Before,
+// the server mapped every new library after its trial, running its constructors.
+TEST(SandboxTest, WithIsolateAllShippedCodeNeverEntersTheServerProcess) {
+  ServerMapsMark mark;
+  Isolated s;
+  ASSERT_TRUE(s.Ready());
+  ASSERT_TRUE(EnsureLoaded(*s.client, active_libraries::ctor_mark()).ok());
+  EXPECT_FALSE(mark.Mapped());
+  absl::StatusOr<std::string> echoed = s.client->Execute("ctor_mark.echo", "here");
+  ASSERT_TRUE(echoed.ok()) << echoed.status();
+  EXPECT_EQ(*echoed, "here");
+  for (const char* function : {"ctor_mark.echo", "test.echo"}) {  // neither is hostile's own
+    absl::StatusOr<std::string> called =
+        s.client->Execute("hostile.call", absl::StrCat(function, std::string(1, '\0'), "there"));
+    ASSERT_TRUE(called.ok()) << function << ": " << called.status();
+    EXPECT_EQ(*called, "there");
+  }
+  EXPECT_FALSE(mark.Mapped());
+  EXPECT_EQ(StatOf(*s.client, "isolated.restarts"), 0u);
+  // A name nobody exports is still NOT_FOUND, from the server.
+  absl::StatusOr<std::string> missing =
+      s.client->Execute("hostile.call", std::string("nobody.here\0", 12));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_TRUE(s.client->Ping().ok());
+}
+
+// With --isolate untrusted (an auth file), a library is mapped into the server only when a
+// caller whose code runs there (an admin) first runs one of its functions.
+TEST(SandboxTest, AnUntrustedServerMapsALibraryOnlyWhenAnAdminRunsIt) {
+  ServerMapsMark mark;
+  WithSecrets s("untrusted");
+  ASSERT_FALSE(s.daemon.address().empty());
+  auto writer = s.Connect("writer", 'w');
+  auto boss = s.Connect("boss", 'b');
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE(boss.ok()) << boss.status();
+  ASSERT_TRUE(EnsureLoaded(**writer, active_libraries::ctor_mark()).ok());
+  absl::StatusOr<std::string> isolated = (*writer)->Execute("ctor_mark.echo", "worker");
+  ASSERT_TRUE(isolated.ok()) << isolated.status();
+  EXPECT_EQ(*isolated, "worker");
+  EXPECT_FALSE(mark.Mapped());
+  absl::StatusOr<std::string> here = (*boss)->Execute("ctor_mark.echo", "server");
+  ASSERT_TRUE(here.ok()) << here.status();
+  EXPECT_EQ(*here, "server");
+  EXPECT_TRUE(mark.Mapped());
+}
 
 // A caller without the write permission has its code run in a worker that maps the heap
 // read-only: writing through a pointer kills that worker, and the byte is unchanged. A caller

@@ -228,8 +228,8 @@ absl::StatusOr<BoundFunction> CodeRegistry::Resolve(std::string_view function) c
   return BindLocked(slot, slot.functions.at(ToAbsl(function)));
 }
 
-absl::StatusOr<BoundFunction> CodeRegistry::ResolveFrom(const BoundFunction& caller,
-                                                        std::string_view function) const {
+absl::StatusOr<BoundFunction> CodeRegistry::ResolveWithin(const BoundFunction& caller,
+                                                          std::string_view function) const {
   if (caller.scope() != nullptr) {
     absl::MutexLock lock(&mu_);
     for (const CodeHash& h : *caller.scope()) {
@@ -239,7 +239,15 @@ absl::StatusOr<BoundFunction> CodeRegistry::ResolveFrom(const BoundFunction& cal
       if (fn != slot->second.functions.end()) return BindLocked(slot->second, fn->second);
     }
   }
-  return Resolve(function);
+  return absl::NotFoundError(absl::StrCat("'", ToAbsl(caller.name()),
+                                          "' was not built against a library exporting '",
+                                          ToAbsl(function), "'"));
+}
+
+absl::StatusOr<BoundFunction> CodeRegistry::ResolveFrom(const BoundFunction& caller,
+                                                        std::string_view function) const {
+  absl::StatusOr<BoundFunction> within = ResolveWithin(caller, function);
+  return within.ok() ? within : Resolve(function);
 }
 
 BoundFunction CodeRegistry::BindLocked(const Slot& slot, size_t index) const {

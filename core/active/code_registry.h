@@ -159,6 +159,9 @@ class CodeRegistry {
   // against, then the newest exporter of the name.
   absl::StatusOr<BoundFunction> ResolveFrom(const BoundFunction& caller,
                                             std::string_view function) const;
+  // Only in `caller`'s own library and the libraries it was built against (NotFound otherwise).
+  absl::StatusOr<BoundFunction> ResolveWithin(const BoundFunction& caller,
+                                              std::string_view function) const;
   absl::StatusOr<BoundFunction> Resolve(const CodeHash& hash, std::string_view function) const;
 
   // Keeps the bytes of code loaded from now on (not linked libraries), so SourceOf can give them

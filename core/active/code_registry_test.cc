@@ -178,4 +178,29 @@ TEST(CodeLimitsTest, TheByteLimitUnloadsTheSameWay) {
 }
 
 }  // namespace
+// An isolating server's loader (NativeLoader::InProcess): the library is known by the table its
+// trial load reported; the process maps it the first time a function runs here, or never.
+TEST_F(CodeRegistryTest, ADeferredLibraryIsKnownByItsTrialsTableAndMappedOnlyIfAllowed) {
+  for (auto when : {NativeLoader::InProcess::kOnFirstRun, NativeLoader::InProcess::kNever}) {
+    CodeRegistry registry;
+    registry.SetLoader(CodeKind::kNative,
+                       std::make_unique<NativeLoader>(/*trial=*/true, std::nullopt, when));
+    ASSERT_TRUE(registry.Load(CodeKind::kNative, "test2", active_libraries::test2().code()).ok());
+    std::vector<LibraryInfo> listed = registry.List();
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0].name, "test2");
+    EXPECT_EQ(listed[0].functions, std::vector<std::string>{"test2.double"});
+    absl::StatusOr<BoundFunction> fn = registry.Resolve("test2.double");
+    ASSERT_TRUE(fn.ok()) << fn.status();
+    Execution ex{.regions = &regions_, .registry = &registry};
+    absl::StatusOr<std::string> doubled = LocalContext::Run(&ex, *fn, U64s({21}));
+    if (when == NativeLoader::InProcess::kNever) {
+      EXPECT_EQ(doubled.status().code(), absl::StatusCode::kFailedPrecondition);
+      continue;
+    }
+    ASSERT_TRUE(doubled.ok()) << doubled.status();
+    EXPECT_EQ(U64At(*doubled, 0), 42u);
+  }
+}
+
 }  // namespace ardma

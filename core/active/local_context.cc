@@ -91,13 +91,20 @@ absl::StatusOr<std::string> LocalContext::DoCall(std::string_view function, std:
     return absl::ResourceExhaustedError(
         absl::StrCat("active calls nested deeper than ", kMaxCallDepth));
   }
-  // The caller's code calls what it was built against (docs/SECURITY.md).
-  absl::StatusOr<BoundFunction> resolved = caller_ != nullptr
+  // The caller's code calls what it was built against (docs/SECURITY.md). In an isolated
+  // worker, anything else is what the server resolves the name to now.
+  absl::StatusOr<BoundFunction> resolved = caller_ == nullptr ? ex_->registry->Resolve(function)
+                                           : ex_->link == nullptr
                                                ? ex_->registry->ResolveFrom(*caller_, function)
-                                               : ex_->registry->Resolve(function);
+                                               : ex_->registry->ResolveWithin(*caller_, function);
   if (!resolved.ok() && absl::IsNotFound(resolved.status()) && ex_->link != nullptr) {
-    ++ex_->counts.calls;
-    return ex_->link->Call(function, args);  // code only the server runs (an isolated worker)
+    std::optional<CodeHash> run_here;
+    absl::StatusOr<std::string> result = ex_->link->Call(function, args, &run_here);
+    if (!run_here.has_value()) {  // the server ran it (code only the server has)
+      ++ex_->counts.calls;
+      return result;
+    }
+    resolved = ex_->registry->Resolve(*run_here, function);  // loaded here just now
   }
   ARDMA_ASSIGN_OR_RETURN(BoundFunction fn, std::move(resolved));
   ++ex_->counts.calls;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/time/time.h"
 #include "core/active/code_registry.h"
@@ -55,8 +56,11 @@ class ServerLink {
   virtual absl::StatusOr<bool> Wake(std::string_view key, std::string_view result) = 0;
   virtual absl::Status OnClose(std::string_view key, std::string_view function,
                                std::string_view args) = 0;
-  // A function the worker does not have (Java code): run on the server.
-  virtual absl::StatusOr<std::string> Call(std::string_view function, std::string_view args) = 0;
+  // A function outside the calling code's library and dependencies. The server runs what only it
+  // has (code linked into ardmad, Java code) and returns its result; shipped native code it loads
+  // into this process instead and sets *run_here to its library's hash: the caller runs it here.
+  virtual absl::StatusOr<std::string> Call(std::string_view function, std::string_view args,
+                                           std::optional<CodeHash>* run_here) = 0;
 };
 
 struct Execution {

@@ -40,6 +40,11 @@ namespace {
 using wire::ByteReader;
 using wire::ByteWriter;
 
+// A library hash as the channel carries it.
+std::string_view HashBytes(const CodeHash& hash) {
+  return std::string_view(reinterpret_cast<const char*>(hash.data()), hash.size());
+}
+
 // How long past its deadline a worker may take to answer before it is killed (it checks the
 // deadline itself on memory operations, and answers DEADLINE_EXCEEDED).
 constexpr absl::Duration kKillGrace = absl::Milliseconds(100);
@@ -325,8 +330,15 @@ IsolatedPool::Kind IsolatedPool::KindOf(const CodeHash& hash) const {
   return source.ok() && source->kind == wire::CodeKind::kJvm ? Kind::kJvm : Kind::kNative;
 }
 
-absl::Status IsolatedPool::EnsureLoaded(InFlight& call, const CodeHash& hash, absl::Time deadline,
-                                        int depth) {
+absl::Status IsolatedPool::EnsureLoaded(InFlight& call, const CodeHash& hash,
+                                        absl::Time deadline) {
+  absl::Status loaded = SendCode(call, hash, deadline, 0);
+  if (!loaded.ok() && call.worker != nullptr) Release(std::move(call.worker), Outcome::kHealthy);
+  return loaded;
+}
+
+absl::Status IsolatedPool::SendCode(InFlight& call, const CodeHash& hash, absl::Time deadline,
+                                    int depth) {
   if (call.worker->loaded.contains(hash)) return absl::OkStatus();
   auto fail = [&](absl::Status s) {
     Release(std::move(call.worker), Outcome::kBroken);
@@ -336,16 +348,16 @@ absl::Status IsolatedPool::EnsureLoaded(InFlight& call, const CodeHash& hash, ab
   absl::StatusOr<CodeRegistry::Source> source = registry_->SourceOf(hash);
   if (!source.ok()) return absl::OkStatus();  // linked or Java: the worker calls the server for it
   for (const CodeHash& dep : source->deps) {
-    ARDMA_RETURN_IF_ERROR(EnsureLoaded(call, dep, deadline, depth + 1));
+    ARDMA_RETURN_IF_ERROR(SendCode(call, dep, deadline, depth + 1));
   }
   std::string msg;
   ByteWriter out(&msg);
-  out.Bytes(std::string_view(reinterpret_cast<const char*>(hash.data()), 32));
+  out.Bytes(HashBytes(hash));
   out.U8(static_cast<uint8_t>(source->kind));
   out.Str16(source->name);
   out.U16(static_cast<uint16_t>(source->deps.size()));
   for (const CodeHash& dep : source->deps) {
-    out.Bytes(std::string_view(reinterpret_cast<const char*>(dep.data()), 32));
+    out.Bytes(HashBytes(dep));
   }
   out.Bytes(*source->code);
   if (!call.worker->mailbox->Send(kLoad, msg, call.worker->fd)) {
@@ -366,7 +378,6 @@ absl::Status IsolatedPool::EnsureLoaded(InFlight& call, const CodeHash& hash, ab
     return fail(absl::InternalError("unexpected message from an isolated worker loading code"));
   }
   if (!loaded.ok()) {  // the worker is fine; the library is not
-    Release(std::move(call.worker), Outcome::kHealthy);
     return absl::Status(loaded.status().code(),
                         absl::StrCat("loading in an isolated worker: ", loaded.status().message()));
   }
@@ -480,7 +491,7 @@ absl::Status IsolatedPool::Begin(InFlight& call, std::string_view args, absl::Ti
   ARDMA_RETURN_IF_ERROR(EnsureLoaded(call, hash, deadline));
   std::string exec;
   ByteWriter out(&exec);
-  out.Bytes(std::string_view(reinterpret_cast<const char*>(hash.data()), 32));
+  out.Bytes(HashBytes(hash));
   out.U64(static_cast<uint64_t>(UnixNanos(deadline)));
   out.Str16(call.fn.name());
   out.Bytes(args);
@@ -601,6 +612,25 @@ absl::Status IsolatedPool::Reap(InFlight& call) {
   return died;
 }
 
+bool IsolatedPool::LendCode(InFlight& call, std::string_view msg, absl::Time deadline) {
+  ByteReader r(msg);
+  std::string_view function;
+  if (!r.Str16(&function)) return false;
+  absl::StatusOr<BoundFunction> fn = registry_->Resolve(function);
+  if (!fn.ok() || !Isolates(*fn)) return false;  // the server runs it (or says it is not there)
+  const CodeHash& hash = fn->scope()->front();
+  if (KindOf(hash) != call.worker->kind) return false;
+  absl::Status loaded = SendCode(call, hash, deadline, 0);
+  if (call.worker == nullptr) return true;  // it went away
+  // (A failed send: the next Listen sees the worker's death.)
+  if (loaded.ok()) {
+    call.worker->mailbox->Send(kRun, HashBytes(hash), call.worker->fd);
+  } else {
+    call.worker->mailbox->Send(kReply, ReplyPayload(loaded, ""), call.worker->fd);
+  }
+  return true;
+}
+
 std::optional<absl::StatusOr<std::string>> IsolatedPool::Await(InFlight& call, Execution& ex,
                                                                absl::Time hand_off_at) {
   LocalContext server(&ex);  // runs what the worker asks of the server
@@ -627,6 +657,10 @@ std::optional<absl::StatusOr<std::string>> IsolatedPool::Await(InFlight& call, E
                                                    : Outcome::kHealthy);
       if (!well_formed) return absl::InternalError("malformed answer from an isolated worker");
       return result;
+    }
+    if (type == kCall && LendCode(call, msg, ex.deadline)) {
+      if (call.worker == nullptr) return absl::InternalError("the isolated worker went away");
+      continue;
     }
     absl::StatusOr<std::string> answer;
     if (!AnswerWorker(type, msg, server, &answer)) {

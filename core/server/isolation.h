@@ -20,9 +20,10 @@
 // started for the next call.
 //
 // Java code runs in workers of its own, each with a JVM of its own: a Java loop that catches
-// ThreadDeath (so the JVM's own deadline cannot stop it) is killed with its worker. What stays in
-// the server process: linked libraries (built into ardmad) and code a function calls by name
-// outside its own library and dependencies.
+// ThreadDeath (so the JVM's own deadline cannot stop it) is killed with its worker. A call by name
+// outside the function's own library and dependencies goes to the server, which sends shipped
+// code of the worker's kind to the worker to run there (kRun) and runs the rest itself: linked
+// libraries (built into ardmad), and code of the other kind.
 //
 // Confinement (sandbox.h): a worker drops to an unprivileged user, closes every descriptor but its
 // channel and the heap's file, and installs a seccomp allow-list and a Landlock ruleset before it
@@ -167,9 +168,15 @@ class IsolatedPool {
                absl::Status* ended);
   // The status of a call whose worker died (reaped and its place freed).
   absl::Status Reap(InFlight& call);
-  // Sends the library `hash` (its dependencies first) unless the worker has it.
-  absl::Status EnsureLoaded(InFlight& call, const CodeHash& hash, absl::Time deadline,
-                            int depth = 0);
+  // Sends the library `hash` (its dependencies first) unless the worker has it; on failure the
+  // worker is released and call.worker is null.
+  absl::Status EnsureLoaded(InFlight& call, const CodeHash& hash, absl::Time deadline);
+  // EnsureLoaded's work, but a library the worker refuses leaves the worker with the call.
+  absl::Status SendCode(InFlight& call, const CodeHash& hash, absl::Time deadline, int depth);
+  // A worker's kCall (`msg`) of shipped code of its kind: the code sent to it (SendCode), then
+  // kRun, so it runs the function itself, not the server; false for anything else (the server
+  // answers). call.worker is null after if the worker went away.
+  bool LendCode(InFlight& call, std::string_view msg, absl::Time deadline);
 
   const IsolationOptions options_;
   const CodeRegistry* const registry_;

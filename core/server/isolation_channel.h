@@ -35,6 +35,9 @@ enum Type : uint8_t {
   kExec = 2,   // hash:u8[32] deadline_unix_ns:u64 function:str16 args
   kReply = 3,  // status:u16 payload (the answer to a worker's request, or the worker's to kLoad)
   kReady = 4,  // (worker -> server, once at start)
+  // hash:u8[32]: the answer to a kCall of shipped native code, loaded into the worker by kLoads
+  // before it (each answered with a kReply): the worker runs the function itself
+  kRun = 5,
   // worker -> server
   kDone = 10,     // status:u16 counts:u64[7] flags:u8 payload (result, or the error's message)
   kPark = 11,     // resumable:u8 resume_at_unix_ns:u64 key:str16 resume_args

@@ -37,10 +37,42 @@ std::atomic<bool> g_can_be_worker{false};
 
 // ---- The worker ----
 
+// A kLoad (after its hash, read into `r`): the library into the worker's registry. False if the
+// message is malformed; otherwise how loading went in *loaded_status.
+bool LoadInWorker(CodeRegistry& registry, ByteReader& r, absl::Status* loaded_status) {
+  uint8_t kind;
+  std::string_view name;
+  uint16_t ndeps;
+  if (!r.U8(&kind) || !r.Str16(&name) || !r.U16(&ndeps)) return false;
+  LoadAuthority by;
+  for (uint16_t i = 0; i < ndeps; ++i) {
+    std::string_view d;
+    if (!r.Bytes(32, &d)) return false;
+    CodeHash dep;
+    std::memcpy(dep.data(), d.data(), 32);
+    by.deps.push_back(dep);
+  }
+  absl::StatusOr<CodeHash> loaded =
+      registry.Load(static_cast<wire::CodeKind>(kind), name, r.Rest(), by);
+  *loaded_status = loaded.status();
+  return true;
+}
+
+// Answers a kLoad: false if it was malformed.
+bool AnswerLoad(CodeRegistry& registry, Mailbox& box, std::string_view msg) {
+  ByteReader r(msg);
+  std::string_view hash;
+  absl::Status loaded;
+  if (!r.Bytes(32, &hash) || !LoadInWorker(registry, r, &loaded)) return false;
+  box.Send(kReply, ReplyPayload(loaded, ""), kChannelFd);  // (if the server is gone, so is all)
+  return true;
+}
+
 // The worker's way to the server: one request, one reply, on the one channel.
 class WorkerLink : public ServerLink {
  public:
-  WorkerLink(Mailbox* mailbox, absl::Duration spin) : mailbox_(mailbox), spin_(spin) {}
+  WorkerLink(Mailbox* mailbox, absl::Duration spin, CodeRegistry* registry)
+      : mailbox_(mailbox), spin_(spin), registry_(registry) {}
 
   // A yes/no answer: one byte, 1 for yes.
   static bool IsTrue(std::string_view answer) { return answer.size() == 1 && answer[0] == 1; }
@@ -75,29 +107,46 @@ class WorkerLink : public ServerLink {
     w.Bytes(args);
     return Ask(kOnClose, p).status();
   }
-  absl::StatusOr<std::string> Call(std::string_view function, std::string_view args) override {
+  absl::StatusOr<std::string> Call(std::string_view function, std::string_view args,
+                                   std::optional<CodeHash>* run_here) override {
     std::string p;
     ByteWriter w(&p);
     w.Str16(function);
     w.Bytes(args);
-    return Ask(kCall, p);
+    return Ask(kCall, p, run_here);
   }
 
  private:
-  absl::StatusOr<std::string> Ask(Type type, std::string_view payload) {
-    Type got;
-    std::string reply;
-    absl::StatusOr<std::string> answer;
-    if (!mailbox_->Send(type, payload, kChannelFd) ||
-        mailbox_->Await(absl::InfiniteFuture(), spin_) != Mailbox::Wait::kTurn ||
-        !mailbox_->Receive(&got, &reply, kChannelFd) || got != kReply ||
-        !ParseReply(reply, &answer)) {
-      std::_Exit(3);  // the server is gone, or broke the protocol
+  // The server's kReply to a request (or, for a kCall, its kRun: the hash in *run_here), serving
+  // the kLoads that come before it.
+  absl::StatusOr<std::string> Ask(Type type, std::string_view payload,
+                                  std::optional<CodeHash>* run_here = nullptr) {
+    if (!mailbox_->Send(type, payload, kChannelFd)) std::_Exit(3);
+    for (;;) {
+      Type got;
+      std::string reply;
+      if (mailbox_->Await(absl::InfiniteFuture(), spin_) != Mailbox::Wait::kTurn ||
+          !mailbox_->Receive(&got, &reply, kChannelFd)) {
+        std::_Exit(3);  // the server is gone
+      }
+      if (got == kLoad && run_here != nullptr) {
+        if (!AnswerLoad(*registry_, *mailbox_, reply)) std::_Exit(4);
+        continue;
+      }
+      if (got == kRun && run_here != nullptr && reply.size() == 32) {
+        CodeHash hash;
+        std::memcpy(hash.data(), reply.data(), 32);
+        *run_here = hash;
+        return std::string();
+      }
+      absl::StatusOr<std::string> answer;
+      if (got != kReply || !ParseReply(reply, &answer)) std::_Exit(4);  // it broke the protocol
+      return answer;
     }
-    return answer;
   }
   Mailbox* const mailbox_;
   const absl::Duration spin_;
+  CodeRegistry* const registry_;
 };
 
 // Confines the worker (sandbox.h) once what it needs from files is loaded; ends it if it cannot.
@@ -144,27 +193,6 @@ class CpuBudget {
   const uint64_t seconds_;
   int64_t checked_ns_ = 0;
 };
-
-// A kLoad (after its hash, read into `r`): the library into the worker's registry. False if the
-// message is malformed; otherwise how loading went in *loaded_status.
-bool LoadInWorker(CodeRegistry& registry, ByteReader& r, absl::Status* loaded_status) {
-  uint8_t kind;
-  std::string_view name;
-  uint16_t ndeps;
-  if (!r.U8(&kind) || !r.Str16(&name) || !r.U16(&ndeps)) return false;
-  LoadAuthority by;
-  for (uint16_t i = 0; i < ndeps; ++i) {
-    std::string_view d;
-    if (!r.Bytes(32, &d)) return false;
-    CodeHash dep;
-    std::memcpy(dep.data(), d.data(), 32);
-    by.deps.push_back(dep);
-  }
-  absl::StatusOr<CodeHash> loaded =
-      registry.Load(static_cast<wire::CodeKind>(kind), name, r.Rest(), by);
-  *loaded_status = loaded.status();
-  return true;
-}
 
 // The function of the last call, bound once: a worker mostly runs one function over and over.
 class LastFunction {
@@ -224,7 +252,7 @@ std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveO
   if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(jvm_options)) {
     registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
   }
-  WorkerLink link(mailbox->get(), spin);
+  WorkerLink link(mailbox->get(), spin, &registry);
   if (policy) Confine(*policy, jvm_options);  // (closes kMailboxFd: it stays mapped)
   CpuBudget cpu(policy ? policy->cpu_seconds : 0);
   if (!SendMessage(kChannelFd, kReady, "")) std::_Exit(3);
@@ -240,9 +268,7 @@ std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveO
     CodeHash hash;
     std::memcpy(hash.data(), hash_bytes.data(), 32);
     if (type == kLoad) {
-      absl::Status loaded;
-      if (!LoadInWorker(registry, r, &loaded)) std::_Exit(4);
-      if (!box.Send(kReply, ReplyPayload(loaded, ""), kChannelFd)) break;
+      if (!AnswerLoad(registry, box, msg)) std::_Exit(4);
       continue;
     }
     uint64_t deadline_ns;

@@ -337,8 +337,14 @@ struct Server::Impl {
                                       .address_space = uint64_t{4} << 30,
                                       .cpu_seconds = 20};
     }
-    registry.SetLoader(wire::CodeKind::kNative,
-                       std::make_unique<NativeLoader>(/*trial=*/true, trial_sandbox));
+    // An isolating server keeps shipped native code out of its own process: it maps a library
+    // only to run one of its functions here (an admin's call), and with --isolate all never
+    // once serving (what it preloads from its own disk is the operator's, and runs here).
+    auto native = std::make_unique<NativeLoader>(
+        /*trial=*/true, trial_sandbox,
+        Isolating() ? NativeLoader::InProcess::kOnFirstRun : NativeLoader::InProcess::kAtLoad);
+    NativeLoader* loader = native.get();
+    registry.SetLoader(wire::CodeKind::kNative, std::move(native));
     if (std::unique_ptr<CodeLoader> jvm = NewJvmLoader(options.jvm)) {
       registry.SetLoader(wire::CodeKind::kJvm, std::move(jvm));
     }
@@ -347,6 +353,9 @@ struct Server::Impl {
     }
     if (!options.preload_dir.empty()) {
       ARDMA_RETURN_IF_ERROR(registry.LoadDirectory(options.preload_dir));
+    }
+    if (options.isolate == ServerOptions::Isolation::kAll) {
+      loader->SetInProcess(NativeLoader::InProcess::kNever);
     }
     return absl::OkStatus();
   }

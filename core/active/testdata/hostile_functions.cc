@@ -18,6 +18,7 @@
 //   hostile.reopen_heap  fd:u64      opens /proc/self/fd/FD for writing, writes a byte at 64 KiB
 //   hostile.hang_up      ()          closes every descriptor from 3 up (a worker's channel to the
 //                                    server among them), then loops for ever
+//   hostile.call         name\0args  Call(name, args): code outside its library, by name
 // Its module's constructor (hostile_ctor in the library name) is harmless here; the
 // "hostile_ctor" library's constructor makes a socket (hostile_ctor_functions.cc).
 #include <arpa/inet.h>
@@ -164,6 +165,12 @@ absl::StatusOr<std::string> HangUp(Context&, std::string_view) {
   for (;;) asm volatile("" ::: "memory");  // a loop the compiler keeps
 }
 
+absl::StatusOr<std::string> CallByName(Context& ctx, std::string_view args) {
+  size_t end = args.find('\0');
+  if (end == std::string_view::npos) return absl::InvalidArgumentError("want name\\0args");
+  return ctx.Call(args.substr(0, end), args.substr(end + 1));
+}
+
 }  // namespace
 
 ARDMA_ACTIVE_LIBRARY(hostile, {"hostile.open_shadow", &OpenShadow}, {"hostile.raw_open", &RawOpen},
@@ -172,4 +179,5 @@ ARDMA_ACTIVE_LIBRARY(hostile, {"hostile.open_shadow", &OpenShadow}, {"hostile.ra
                      {"hostile.ptrace", &Ptrace}, {"hostile.kill_parent", &KillParent},
                      {"hostile.write_view", &WriteView}, {"hostile.leak", &Leak},
                      {"hostile.allocate", &Allocate}, {"hostile.hang_up", &HangUp},
-                     {"hostile.map_heap", &MapHeap}, {"hostile.reopen_heap", &ReopenHeap});
+                     {"hostile.map_heap", &MapHeap}, {"hostile.reopen_heap", &ReopenHeap},
+                     {"hostile.call", &CallByName});

@@ -41,6 +41,8 @@ ARDMA_DECLARE_ACTIVE_LIBRARY(hijack);  // exports dht.put and friends, answering
 // constructor makes a socket (hostile_ctor_functions.cc).
 ARDMA_DECLARE_ACTIVE_LIBRARY(hostile);
 ARDMA_DECLARE_ACTIVE_LIBRARY(hostile_ctor);
+// A library whose constructor marks the server process if it maps it (ctor_mark_functions.cc).
+ARDMA_DECLARE_ACTIVE_LIBRARY(ctor_mark);
 
 namespace ardma::testing {
 
