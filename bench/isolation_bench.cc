@@ -7,6 +7,7 @@
 //   BM_Execute/<function>/isolate:0|1|2/ucx:0|1   0 = test.noop, 1 = test.add (one FETCH_ADD);
 //                                                 isolate 2: isolated with --isolate-spin
 //
+// ARDMA_BENCH_ARDMAD_FLAGS adds flags to each ardmad it starts (e.g. "--io-threads 1 --nic-cpu 1").
 // Compare isolate:1 with isolate:0 of the same transport and function, within one run; the
 // server_ns/op counter is the server's own time per call, which shows the hop to the worker
 // without the transport's noise.
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "core/active/testdata/test_library.h"
@@ -40,6 +42,11 @@ testing::ServerProcess& ServerFor(int isolate) {
     std::vector<std::string> args = {"--memory", "64M", "--workers", "2"};
     args.insert(args.end(), {"--isolate", isolate != 0 ? "all" : "none"});
     if (isolate == 2) args.insert(args.end(), {"--isolate-spin", kSpin});
+    if (const char* extra = std::getenv("ARDMA_BENCH_ARDMAD_FLAGS")) {  // e.g. "--nic-cpu 0"
+      for (absl::string_view flag : absl::StrSplit(extra, ' ', absl::SkipEmpty())) {
+        args.emplace_back(flag);
+      }
+    }
     servers[isolate] = std::make_unique<testing::ServerProcess>(args);
   }
   return *servers[isolate];
