@@ -1,6 +1,7 @@
 #include "core/server/ucx_server.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -24,6 +25,8 @@ namespace {
 
 // The progress thread polls this long after the last event before it sleeps on the event fd.
 constexpr absl::Duration kPollBeforeSleep = absl::Milliseconds(1);
+// How long an idle progress thread polls before it yields its CPU between polls.
+constexpr absl::Duration kSpinBeforeYield = absl::Microseconds(10);
 // How often closed connections' sessions are looked for.
 constexpr absl::Duration kSweepPeriod = absl::Milliseconds(50);
 // How often a thread with sessions that hold requests looks whether they have room (room made by
@@ -502,8 +505,13 @@ void UcxServer::ProgressLoop(Lane& lane) {
       last_event = absl::Now();
       continue;
     }
-    if ((spins & 255) != 0) continue;
+    if ((spins & 15) != 0) continue;
     absl::Time now = absl::Now();
+    // Idle a while (not just between a client's answer and its next call): let a thread with
+    // work run on this CPU. On a machine with fewer cores than busy threads (clients, other
+    // servers) a pure spin would take the rest of its time slice from them.
+    if (now - last_event >= kSpinBeforeYield) ::sched_yield();
+    if ((spins & 255) != 0) continue;
     if (now >= next_sweep || lane.sweep_now.exchange(false, std::memory_order_relaxed)) {
       CloseSessions(&lane, /*all=*/false);
       next_sweep = now + kSweepPeriod;
