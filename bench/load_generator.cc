@@ -173,10 +173,14 @@ class EventLoop {
 
   absl::Status Receive(Sock& s) {
     for (;;) {
-      ssize_t n = ::recv(s.fd, s.in.space(), s.in.space_size(), 0);
+      const size_t room = s.in.space_size();
+      ssize_t n = ::recv(s.fd, s.in.space(), room, 0);
       if (n > 0) {
         s.in.Commit(static_cast<size_t>(n));
         result_.bytes += static_cast<uint64_t>(n);
+        // Less than there was room for: the socket is drained for now, and epoll (level-
+        // triggered) reports it again when more comes — no recv that only says EAGAIN.
+        if (static_cast<size_t>(n) < room) break;
         continue;
       }
       if (n == 0) return absl::UnavailableError("the server closed a connection");
