@@ -1,5 +1,8 @@
 // The project's one logging choice: one line per event on stderr, with a UTC timestamp and a level.
-// Thread-safe (each line is written with a single write(2)). Debian's Abseil has no absl/log.
+// When stderr is the journal (systemd's $JOURNAL_STREAM names it), each line starts with its
+// syslog priority instead of the time stamp ("<4>W ...", sd-daemon(3)), so `journalctl -p warning`
+// finds warnings. Thread-safe (each line is written with a single write(2)). Debian's Abseil has
+// no absl/log.
 //
 //   ARDMA_LOG(kInfo, "listening on %s", address);
 #ifndef ARDMA_CORE_LOG_H_
