@@ -30,7 +30,7 @@ const char kUsage[] =
     "Numbers may be decimal or 0x-prefixed hex.\n"
     "\n"
     "Commands:\n"
-    "  ping [COUNT]                  round trips, with their latency\n"
+    "  ping [COUNT]                  round trips, with their latency, then min/avg/max/p99\n"
     "  stats                         the server's counters\n"
     "  load [--kind K] FILE [KIND [NAME]]\n"
     "                                ship code (K native or jvm; default: jvm for .class and\n"
@@ -230,13 +230,24 @@ absl::Status RunCommand(const Options& opt, const std::vector<std::string>& args
       ARDMA_ASSIGN_OR_RETURN(count, ParseNumber(args[1]));
     }
     ARDMA_ASSIGN_OR_RETURN(auto client, connect());
+    std::vector<double> us;  // each reply's time
     for (uint64_t i = 0; i < count; ++i) {
       absl::Time start = absl::Now();
       ARDMA_RETURN_IF_ERROR(client->Ping(call));
+      us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
       std::printf("reply from %s: seq=%llu time=%.1f us\n", opt.server.c_str(),
-                  static_cast<unsigned long long>(i),
-                  absl::ToDoubleMicroseconds(absl::Now() - start));
+                  static_cast<unsigned long long>(i), us.back());
     }
+    if (us.empty()) return absl::OkStatus();
+    // As ping(8) ends, with the 99th percentile redis-cli --latency users look for.
+    std::sort(us.begin(), us.end());
+    double sum = 0;
+    for (double t : us) sum += t;
+    size_t p99 = (us.size() * 99 + 99) / 100 - 1;  // the ceil(0.99 n)-th smallest
+    std::printf("--- %s ping statistics ---\n%zu replies, time min/avg/max/p99 = "
+                "%.1f/%.1f/%.1f/%.1f us\n",
+                opt.server.c_str(), us.size(), us.front(), sum / static_cast<double>(us.size()),
+                us.back(), us[p99]);
     return absl::OkStatus();
   }
   if (cmd == "stats") {

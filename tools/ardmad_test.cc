@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/client/client.h"
 #include "core/client/remote_context.h"
@@ -258,6 +260,31 @@ TEST(ArdmaCliTest, UsageErrorsExitTwoBeforeContactingTheServer) {
   EXPECT_THAT(out, HasSubstr("nosuchhost.invalid"));
   EXPECT_EQ(RunCommand(ardma + "ping", &out), 1) << out;  // well formed, nobody listening
   EXPECT_THAT(out, HasSubstr("unreachable"));
+}
+
+// `ardma ping N` prints each reply, then a summary as ping(8) does, with the 99th percentile.
+TEST(ArdmaCliTest, PingCountPrintsEachReplyAndASummary) {
+  testing::ServerProcess server({"--memory", "16M", "--ucx", "off"});
+  ASSERT_FALSE(server.address().empty());
+  std::string out;
+  ASSERT_EQ(RunCommand(BinDir() + "/ardma --server " + server.address() + " ping 5", &out), 0)
+      << out;
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 7u) << out;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(lines[i], ::testing::StartsWith(
+                              absl::StrCat("reply from ", server.address(), ": seq=", i, " ")));
+  }
+  EXPECT_EQ(lines[5], absl::StrCat("--- ", server.address(), " ping statistics ---"));
+  double min = 0, avg = 0, max = 0, p99 = 0;
+  ASSERT_EQ(std::sscanf(lines[6].c_str(), "5 replies, time min/avg/max/p99 = %lf/%lf/%lf/%lf us",
+                        &min, &avg, &max, &p99),
+            4)
+      << lines[6];
+  EXPECT_GT(min, 0);
+  EXPECT_LE(min, avg);
+  EXPECT_LE(avg, max);
+  EXPECT_EQ(p99, max);  // of five replies the 99th percentile is the slowest
 }
 
 // At debug level the log tells connections, errors (with the client id) and LOADs apart; start
