@@ -81,8 +81,10 @@ void PollLoop(Shared& shared, size_t index, PollerOptions options, absl::Duratio
         b.load.reset();
         b.error = std::string(sample.status().message());
       }
-      if (shared.print_lines) {
-        std::cout << ardma::monitor::LineText(b) << "\n" << std::flush;
+      if (shared.print_lines) {  // a failed poll is an error: on stderr, as the tool's
+        (b.error.empty() ? std::cout : std::cerr << "ardma-monitor: ")
+            << ardma::monitor::LineText(b) << "\n"
+            << std::flush;
         ++shared.lines_since_pick;
       }
       next = std::max(next + interval, absl::Now());

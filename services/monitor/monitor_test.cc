@@ -38,6 +38,7 @@ namespace ardma::monitor {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -704,7 +705,9 @@ TEST_F(SchemesTest, MonitorCliPrintsLinesAndFailsClearly) {
   rc = testing::RunCommandSplit(
       absl::StrCat(cli, " --backends 127.0.0.1:1 --count 1 --interval 5ms"), &out, &err);
   EXPECT_EQ(rc, 1);
-  EXPECT_THAT(out, HasSubstr("error: "));
+  EXPECT_THAT(err, HasSubstr("ardma-monitor: "));  // the failed poll, on stderr
+  EXPECT_THAT(err, HasSubstr("127.0.0.1:1 rdma-sync error: "));
+  EXPECT_THAT(out, Not(HasSubstr("error")));
   EXPECT_EQ(
       testing::RunCommandSplit(absl::StrCat(cli, " --backends a:1 --scheme bogus"), &out, &err), 2);
   EXPECT_THAT(err, HasSubstr("unknown scheme 'bogus'"));
