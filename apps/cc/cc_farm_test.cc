@@ -386,4 +386,36 @@ TEST_F(CcFarmTest, LinkingAndOtherStepsRunHere) {
 }
 
 }  // namespace
+// A slave whose server is not up fails at once, naming it; with --wait it says so and keeps
+// trying.
+TEST(CcSlaveTest, AMissingServerFailsFastUnlessToldToWait) {
+  std::string ccd = BinDir() + "/ardma-ccd --server 127.0.0.1:1";
+  std::string out, err;
+  absl::Time start = absl::Now();
+  EXPECT_EQ(RunCommandSplit(ccd, &out, &err), 1) << err;
+  EXPECT_THAT(err, ::testing::HasSubstr("ardma-ccd: 127.0.0.1:1: "));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));  // not the wait of --wait (days)
+
+  std::string log = ::ardma::testing::TempPath("ccd_wait.err");
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + ccd + " --wait 2>" + log).c_str(), nullptr);
+    ::_exit(127);
+  }
+  auto said = [&] {
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  EXPECT_TRUE(::ardma::testing::WaitUntil(
+      [&] { return said().find("waiting for it (--wait)") != std::string::npos; },
+      absl::Seconds(30)))
+      << said();
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), 0);  // still trying
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
 }  // namespace ardma::cc

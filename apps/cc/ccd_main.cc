@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   ::gethostname(host, sizeof(host) - 1);
   options.name = absl::StrCat(host, ":", ::getpid());
   int64_t slots = 0;
-  bool verbose = false;
+  bool verbose = false, wait = false;
   ardma::FlagSet flags("ardma-ccd", kUsage);
   farm.Declare(flags);  // the farm's ardmad and how to authenticate to it
   flags.Int("slots", &slots, "N", "compiles at once (default: this machine's CPUs)");
@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
                "compilers this slave runs, by name on its PATH (default gcc,g++,cc,c++)");
   flags.String("name", &options.name, "NAME", "this slave in 'ardma cc status' (default HOST:PID)");
   flags.String("tmpdir", &options.tmpdir, "DIR", "where compiles run (default /dev/shm)");
+  flags.Bool("wait", &wait,
+             "if the farm's ardmad cannot be reached, say so and keep trying until it can "
+             "(default: exit 1 at once)");
   flags.Bool("verbose", &verbose, "log every job");
   flags.Short('v', "verbose");
   std::vector<std::string> rest;
@@ -70,9 +73,15 @@ int main(int argc, char** argv) {
     std::cerr << "ardma-ccd: " << client_options.status().message() << "\n";
     return 2;
   }
-  client_options->connect_attempts = 1000000;  // a slave waits for its server
+  client_options->connect_attempts = 2;  // as the other tools: a missing server fails fast
   absl::StatusOr<std::unique_ptr<ardma::Client>> client =
       ardma::Client::Connect(farm.server, *client_options);
+  if (!client.ok() && wait && absl::IsUnavailable(client.status())) {
+    std::cerr << "ardma-ccd: " << farm.server << ": " << client.status().message()
+              << "; waiting for it (--wait)\n";
+    client_options->connect_attempts = 1000000;  // with backoff: days
+    client = ardma::Client::Connect(farm.server, *client_options);
+  }
   if (!client.ok()) {
     std::cerr << "ardma-ccd: " << farm.server << ": " << client.status().message() << "\n";
     return 1;
