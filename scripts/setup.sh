@@ -8,6 +8,7 @@ packages=(
   git                     # also /usr/share/perl5 (its Perl modules): a real tree for the golden tests
   python3                 # scripts/check_structure.py (a test), bench/report.py
   python3-prometheus-client  # scripts/metrics_probe.py parses ardmad --metrics (a test)
+  prometheus              # promtool check metrics lints ardmad --metrics (a test)
   libboost-dev            # Boost.Asio (header-only in 1.74)
   libabsl-dev             # Abseil: Status, Mutex, flags, strings
   libre2-dev              # RE2 (grep)

@@ -43,6 +43,7 @@ using testing::ResidentBytes;
 
 using testing::BinDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::RunCommand;
 
 using testing::TempPath;
@@ -312,11 +313,12 @@ TEST(ArdmadTest, DebugLogNamesConnectionsErrorsAndLoads) {
   EXPECT_THAT(text, HasSubstr("ardmad stopped"));
 }
 
-// --metrics serves Prometheus text that the Prometheus client library parses, with counts and
-// latency histograms that move as requests run; a public --metrics needs --insecure.
+// --metrics serves Prometheus text that the Prometheus client library parses and promtool finds
+// clean (naming and type conventions), with counts and latency histograms that move as requests
+// run, the build and the process; a public --metrics needs --insecure.
 TEST(ArdmadTest, MetricsEndpointParsesAndMoves) {
   std::string log = TempPath("metrics.log"), port = TempPath("metrics.port");
-  std::string m1 = TempPath("m1"), m2 = TempPath("m2");
+  std::string m1 = TempPath("m1"), m2 = TempPath("m2"), lint = TempPath("promtool");
   std::string probe =
       std::string("/usr/bin/python3 ") + ARDMA_SOURCE_DIR + "/scripts/metrics_probe.py";
   std::string ardma = BinDir() + "/ardma --server $a ";
@@ -325,7 +327,8 @@ TEST(ArdmadTest, MetricsEndpointParsesAndMoves) {
       port, " 2>", log, " & p=$!; for i in $(seq 200); do [ -s ", port,
       " ] && break; sleep 0.05; done; a=$(cat ", port, "); url=$(grep -o \"http://[^ ]*/metrics\" ",
       log, "); ", ardma, "ping 3; ", ardma, "exec no.such; ", probe, " $url >", m1, "; ", ardma,
-      "ping 2; ", probe, " $url >", m2, "; kill $p; wait $p");
+      "ping 2; ", probe, " $url >", m2, "; curl -sf $url | promtool check metrics >", lint,
+      " 2>&1; echo \"promtool exit $?\" >>", lint, "; kill $p; wait $p");
   std::string out;
   RunCommand("bash -c '" + script + "'", &out);
   auto read = [](const std::string& path) {
@@ -340,8 +343,17 @@ TEST(ArdmadTest, MetricsEndpointParsesAndMoves) {
   EXPECT_THAT(first, ::testing::ContainsRegex(
                          "ardma_request_duration_seconds_bucket\\{le=\"\\+Inf\",op=\"ping\"\\} 3"));
   EXPECT_THAT(first, HasSubstr("ardma_errors_total{} 1\n"));
-  EXPECT_THAT(first, HasSubstr("ardma_heap_size{} 1.67772e+07\n"));
+  EXPECT_THAT(first, HasSubstr("ardma_heap_size_bytes{} 1.67772e+07\n"));
   EXPECT_THAT(first, HasSubstr("ardma_connections_open{} "));
+  EXPECT_THAT(first, HasSubstr("ardma_owners_live{} "));  // a level: a gauge, no _total
+  EXPECT_THAT(first, HasSubstr("ardma_parked_total{} 0\n"));
+  EXPECT_THAT(first, HasSubstr("ardma_execute_seconds_total{} "));
+  EXPECT_THAT(first, HasSubstr("ardma_heap_fragmentation_ratio{} "));
+  EXPECT_THAT(first, ::testing::ContainsRegex(
+                         "ardma_build_info\\{commit=\"[^\"]+\",version=\"[^\"]+\"\\} 1"));
+  EXPECT_THAT(first, HasSubstr("process_start_time_seconds{} "));
+  EXPECT_THAT(first, Not(HasSubstr("_total_total")));
+  EXPECT_EQ(read(lint), "promtool exit 0\n");  // nothing to say
 
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --metrics 0.0.0.0:0", &out), 2);
   EXPECT_THAT(out, HasSubstr("--insecure"));
@@ -477,8 +489,8 @@ TEST(ArdmadTest, HelpAndBadFlags) {
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --nic-cpu 900", &out), 1);
   EXPECT_THAT(out, HasSubstr("CPU 900"));
   if (::geteuid() == 0) {  // (as another user, --isolate-user itself is refused)
-    EXPECT_EQ(
-        RunCommand(BinDir() + "/ardmad --isolate all --isolate-user no-such-user-here", &out), 2);
+    EXPECT_EQ(RunCommand(BinDir() + "/ardmad --isolate all --isolate-user no-such-user-here", &out),
+              2);
     EXPECT_THAT(out, HasSubstr("no user 'no-such-user-here'"));
     EXPECT_EQ(RunCommand(BinDir() + "/ardmad --isolate all --isolate-user root", &out), 2);
     EXPECT_THAT(out, HasSubstr("is root: not a sandbox"));

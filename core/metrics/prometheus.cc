@@ -1,11 +1,17 @@
 #include "core/metrics/prometheus.h"
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/net/listen_socket.h"
@@ -28,7 +34,13 @@ void PrometheusWriter::Line(std::string_view name, std::string_view labels,
 }
 
 void PrometheusWriter::Sample(std::string_view name, std::string_view labels, double value) {
-  Line(name, labels, std::isinf(value) ? (value > 0 ? "+Inf" : "-Inf") : absl::StrCat(value));
+  if (std::isinf(value)) return Line(name, labels, value > 0 ? "+Inf" : "-Inf");
+  if (std::isnan(value)) return Line(name, labels, "NaN");
+  // The shortest text that reads back as the same double: no precision lost (a start time in
+  // seconds since the epoch needs ten digits, more than StrCat's six).
+  char text[64];
+  std::to_chars_result end = std::to_chars(text, text + sizeof text, value);
+  Line(name, labels, std::string_view(text, static_cast<size_t>(end.ptr - text)));
 }
 
 void PrometheusWriter::Sample(std::string_view name, std::string_view labels, uint64_t value) {
@@ -72,6 +84,63 @@ std::string PrometheusWriter::MetricName(std::string_view name) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':')) c = '_';
   }
   return out;
+}
+
+void PrometheusWriter::ProcessMetrics() {
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  // Fields after the command (which may hold spaces): state is field 3; utime 14, stime 15,
+  // starttime 22, vsize 23, rss 24 (pages).
+  std::vector<std::string> f;
+  if (size_t paren = stat.rfind(')'); paren != std::string::npos) {
+    std::istringstream rest(stat.substr(paren + 2));
+    for (std::string field; rest >> field;) f.push_back(field);
+  }
+  auto field = [&](size_t n) { return f.size() > n - 3 ? std::stod(f[n - 3]) : 0.0; };
+  double boot = 0;  // the system's boot time, seconds since the epoch
+  std::ifstream proc_stat("/proc/stat");
+  for (std::string line; std::getline(proc_stat, line);) {
+    if (line.rfind("btime ", 0) == 0) boot = std::stod(line.substr(6));
+  }
+  std::error_code error;
+  double open_fds = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end;
+       it.increment(error)) {
+    ++open_fds;
+  }
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  struct Gauge {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const Gauge all[] = {
+      {"process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.",
+       (field(14) + field(15)) / ticks},
+      {"process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+       field(24) * page},
+      {"process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", field(23)},
+      {"process_open_fds", "gauge", "Open file descriptors.", open_fds},
+      {"process_max_fds", "gauge", "The most file descriptors the process may open.",
+       files.rlim_cur == RLIM_INFINITY ? 0.0 : static_cast<double>(files.rlim_cur)},
+      {"process_start_time_seconds", "gauge",
+       "When the process started, in seconds since the Unix epoch.", boot + field(22) / ticks},
+  };
+  for (const Gauge& g : all) {
+    Family(g.name, g.type, g.help);
+    Sample(g.name, "", g.value);
+  }
+}
+
+void PrometheusWriter::BuildInfo(std::string_view prefix, std::string_view version,
+                                 std::string_view commit) {
+  std::string name = absl::StrCat(ToAbsl(prefix), "_build_info");
+  Family(name, "gauge", "What is running: always 1, labelled with the version and commit.");
+  Sample(name, absl::StrCat(Label("version", version), ",", Label("commit", commit)), 1.0);
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(

@@ -38,6 +38,12 @@ class PrometheusWriter {
   // "a_b_c" from "a.b-c": a metric name from one of the project's counter names.
   static std::string MetricName(std::string_view name);
 
+  // The process_* families Prometheus' own clients export (CPU seconds, resident and virtual
+  // memory, open and maximum descriptors, start time), read from /proc/self.
+  void ProcessMetrics();
+  // NAME_build_info{version=...,commit=...} 1, the convention for what is running.
+  void BuildInfo(std::string_view prefix, std::string_view version, std::string_view commit);
+
   std::string Take() { return std::move(out_); }
 
  private:

@@ -15,8 +15,9 @@ namespace ardma {
 
 // Latency of the requests the server answers, from the frame's arrival to its answer (one-sided
 // UCX operations never reach the server and are not in it). Buckets' upper bounds, in seconds.
-inline constexpr std::array<double, 14> kLatencyBounds = {
-    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 1e-2, 0.1, 1, 10};
+inline constexpr std::array<double, 22> kLatencyBounds = {
+    1e-6,   2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+    5e-3,   1e-2,   2.5e-2, 5e-2, 0.1,    0.25, 0.5,  1,      2.5,  5,    10};
 
 struct LatencyHistogram {
   std::array<std::atomic<uint64_t>, kLatencyBounds.size() + 1> buckets{};  // the last: beyond

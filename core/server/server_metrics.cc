@@ -11,16 +11,43 @@
 #include "core/memory/heap.h"
 #include "core/metrics/prometheus.h"
 #include "core/server/request_handler.h"
+#include "core/version.h"
 
 namespace ardma {
 namespace {
 
-// STATS entries that are levels, not running totals.
-bool IsGauge(const std::string& name) {
-  static const absl::flat_hash_set<std::string> kGauges = {
-      "connections.open", "connections.queued_bytes", "parked.now",
-      "code.libraries",   "workers.queued",           "dedup.entries"};
-  return kGauges.contains(name) || absl::StartsWith(name, "heap.");
+// One STATS entry as Prometheus names and types it: levels are gauges, the rest counters ending
+// in _total; nanoseconds become seconds, a percentage a ratio, byte levels end in _bytes.
+struct Metric {
+  std::string name;
+  const char* type;
+  double value;
+};
+Metric ForPrometheus(const std::string& stat, uint64_t raw) {
+  static const absl::flat_hash_set<std::string> kLevels = {
+      "connections.open", "connections.queued_bytes", "parked.now",    "code.libraries",
+      "code.bytes",       "workers.queued",           "dedup.entries", "owners.live",
+      "owners.slots",     "regions.registered",       "regions.bytes"};
+  static const absl::flat_hash_set<std::string> kByteLevels = {
+      "heap.size",       "heap.allocated",        "heap.free",
+      "heap.free.pages", "heap.free.slab_blocks", "heap.largest_free_run",
+      "heap.orphaned"};
+  const bool gauge = kLevels.contains(stat) || absl::StartsWith(stat, "heap.");
+  std::string name = absl::StrCat("ardma_", PrometheusWriter::MetricName(stat));
+  double value = static_cast<double>(raw);
+  if (absl::EndsWith(name, "_ns")) {
+    name = absl::StrCat(name.substr(0, name.size() - 3), "_seconds");
+    value *= 1e-9;
+  } else if (absl::EndsWith(name, "_pct")) {
+    name = absl::StrCat(name.substr(0, name.size() - 4), "_ratio");
+    value /= 100;
+  } else if (kByteLevels.contains(stat)) {
+    absl::StrAppend(&name, "_bytes");
+  } else if (stat == "regions.registered") {
+    absl::StrAppend(&name, "_now");  // beside ardma_regions_registered_total, the count so far
+  }
+  if (!gauge && !absl::EndsWith(name, "_total")) absl::StrAppend(&name, "_total");
+  return {name, gauge ? "gauge" : "counter", value};
 }
 
 }  // namespace
@@ -50,12 +77,12 @@ std::string RequestHandler::MetricsText() const {
   }
   for (const auto& [name, value] : Stats()) {
     if (absl::StartsWith(name, "requests.")) continue;  // ardma_requests_total above
-    bool gauge = IsGauge(name);
-    std::string metric =
-        absl::StrCat("ardma_", PrometheusWriter::MetricName(name), gauge ? "" : "_total");
-    w.Family(metric, gauge ? "gauge" : "counter", absl::StrCat("STATS ", name, "."));
-    w.Sample(metric, "", value);
+    Metric m = ForPrometheus(name, value);
+    w.Family(m.name, m.type, absl::StrCat("STATS ", name, "."));
+    w.Sample(m.name, "", m.value);
   }
+  w.BuildInfo("ardma", ProjectVersion(), BuildCommit());
+  w.ProcessMetrics();
   return w.Take();
 }
 
@@ -80,9 +107,9 @@ std::vector<wire::StatsEntry> RequestHandler::Stats() const {
   out.emplace_back("dedup.replays", dedup_.replays());
   if (isolated_ != nullptr) {
     out.emplace_back("isolated.runs", isolated_->runs());
-    out.emplace_back("isolated.restarts", isolated_->restarts());  // crashed or killed workers
+    out.emplace_back("isolated.restarts", isolated_->restarts());    // crashed or killed workers
     out.emplace_back("isolated.forbidden", isolated_->forbidden());  // forbidden system calls
-    out.emplace_back("isolated.retired", isolated_->retired());  // used half their CPU limit
+    out.emplace_back("isolated.retired", isolated_->retired());      // used half their CPU limit
     // Calls whose worker an I/O (or UCX progress) thread called itself, and those of them whose
     // wait it handed to the pool because they outlasted an inline run.
     out.emplace_back("isolated.inline", isolated_->inline_runs());
