@@ -323,11 +323,12 @@ TEST(ArdmadTest, MetricsEndpointParsesAndMoves) {
       std::string("/usr/bin/python3 ") + ARDMA_SOURCE_DIR + "/scripts/metrics_probe.py";
   std::string ardma = BinDir() + "/ardma --server $a ";
   std::string script = absl::StrCat(
-      BinDir(), "/ardmad --listen 127.0.0.1:0 --memory 16M --metrics 127.0.0.1:0 --port-file ",
-      port, " 2>", log, " & p=$!; for i in $(seq 200); do [ -s ", port,
+      BinDir(), "/ardmad --listen 127.0.0.1:0 --memory 16M --isolate all --metrics 127.0.0.1:0 ",
+      "--port-file ", port, " 2>", log, " & p=$!; for i in $(seq 200); do [ -s ", port,
       " ] && break; sleep 0.05; done; a=$(cat ", port, "); url=$(grep -o \"http://[^ ]*/metrics\" ",
       log, "); ", ardma, "ping 3; ", ardma, "exec no.such; ", probe, " $url >", m1, "; ", ardma,
-      "ping 2; ", probe, " $url >", m2, "; curl -sf $url | promtool check metrics >", lint,
+      "ping 2; ", probe, " $url --dashboard ", ARDMA_SOURCE_DIR, "/packaging/grafana/ardmad.json >",
+      m2, "; echo \"probe exit $?\" >>", m2, "; curl -sf $url | promtool check metrics >", lint,
       " 2>&1; echo \"promtool exit $?\" >>", lint, "; kill $p; wait $p");
   std::string out;
   RunCommand("bash -c '" + script + "'", &out);
@@ -354,6 +355,8 @@ TEST(ArdmadTest, MetricsEndpointParsesAndMoves) {
   EXPECT_THAT(first, HasSubstr("process_start_time_seconds{} "));
   EXPECT_THAT(first, Not(HasSubstr("_total_total")));
   EXPECT_EQ(read(lint), "promtool exit 0\n");  // nothing to say
+  // Every metric the packaged Grafana dashboard queries is served.
+  EXPECT_THAT(second, ::testing::EndsWith("probe exit 0\n")) << out;
 
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen 127.0.0.1:0 --metrics 0.0.0.0:0", &out), 2);
   EXPECT_THAT(out, HasSubstr("--insecure"));
