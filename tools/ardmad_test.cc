@@ -605,6 +605,25 @@ TEST(ArdmaCliTest, CommandsAgainstALiveServer) {
   EXPECT_THAT(out, HasSubstr("NOT_FOUND"));
   EXPECT_EQ(RunCommand(ardma + "dht get users", &out), 2);
   EXPECT_THAT(out, HasSubstr("usage: ardma dht get TABLE KEY"));
+  // scan, export and import: a table of keys with odd bytes, copied through a file into another.
+  for (const char* key : {"bob", "carol", "dave"}) {
+    ASSERT_EQ(RunCommand(ardma + "dht put users " + key + " \"v of " + key + "\"", &out), 0);
+  }
+  EXPECT_EQ(RunCommand(ardma + "dht scan users | sort", &out), 0);
+  EXPECT_EQ(out, "bob\ncarol\ndave\n");
+  std::string dump = TempPath("users.dht");
+  EXPECT_EQ(RunCommand(ardma + "dht export users " + dump, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("exported 3 keys"));
+  EXPECT_EQ(RunCommand(ardma + "--mode rdma dht import copy " + dump, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("imported 3 keys"));
+  EXPECT_EQ(RunCommand(ardma + "dht get copy carol", &out), 0);
+  EXPECT_EQ(out, "v of carol\n");
+  EXPECT_EQ(RunCommand(ardma + "dht size copy", &out), 0);
+  EXPECT_EQ(out, "3\n");
+  EXPECT_EQ(RunCommand(ardma + "dht import copy /etc/hostname", &out), 1);
+  EXPECT_THAT(out, HasSubstr("not an `ardma dht export` file"));
+  EXPECT_EQ(RunCommand(ardma + "dht scan nosuch", &out), 1);
+  EXPECT_THAT(out, HasSubstr("NOT_FOUND"));
   EXPECT_EQ(RunCommand(ardma + "frobnicate", &out), 2);
   EXPECT_EQ(RunCommand(ardma + "read 1", &out), 2);
   EXPECT_THAT(out, HasSubstr("usage: ardma read ADDR LEN"));

@@ -405,4 +405,92 @@ absl::StatusOr<uint64_t> Sweep(Context& ctx, Table& t, std::string_view table_na
   return 0;
 }
 
+namespace {
+
+uint64_t ReverseBits(uint64_t v) {
+  uint64_t r = 0;
+  for (int i = 0; i < 64; ++i, v >>= 1) r = r << 1 | (v & 1);
+  return r;
+}
+
+// Reverse-binary increment of `v` under `mask` (a power of two minus one): the next home bucket
+// in SCAN order, 0 after the last.
+uint64_t NextCursor(uint64_t v, uint64_t mask) {
+  v |= ~mask;
+  v = ReverseBits(v);
+  ++v;
+  return ReverseBits(v);
+}
+
+// How a read of one home bucket went: its keys appended, the geometry stale (refresh), or an
+// entry changed under the read (read it again). Nothing is appended unless kRead.
+enum class HomeRead { kRead, kStale, kInFlux };
+
+// The keys homed in bucket `home` (under t's geometry) and their values, appended to *out.
+absl::StatusOr<HomeRead> ScanHome(Context& ctx, const Table& t, uint64_t home,
+                                  std::vector<Exported>* out) {
+  ARDMA_ASSIGN_OR_RETURN(Neighbourhood nb, ReadNeighbourhood(ctx, t, home));
+  if (!Current(t, nb)) return HomeRead::kStale;
+  std::vector<int> used;
+  std::vector<std::string> bytes;
+  std::vector<ReadOp> ops;
+  for (int i = 0; i < kNeighbourhoodSlots; ++i) {
+    if (nb.slots[i] != 0) used.push_back(i);
+  }
+  bytes.resize(used.size());
+  for (size_t u = 0; u < used.size(); ++u) {
+    uint64_t slot = nb.slots[used[u]];
+    uint64_t capacity = (1ull << SlotClass(slot)) - heap::kBlockHeader;
+    bytes[u].resize(std::max(std::min(capacity, kFirstEntryRead), kEntryHeaderBytes));
+    ops.push_back({SlotEntry(slot), std::span<char>(bytes[u])});
+  }
+  if (!ops.empty()) {
+    absl::Status read = ctx.ReadBatch(ops);
+    if (absl::IsOutOfRange(read)) return HomeRead::kInFlux;  // a slot changed under us
+    ARDMA_RETURN_IF_ERROR(read);
+  }
+  std::vector<Exported> found;
+  for (size_t u = 0; u < used.size(); ++u) {
+    ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e,
+                           CompleteEntry(ctx, t, nb.slots[used[u]], std::move(bytes[u])));
+    if (!e) return HomeRead::kInFlux;  // freed or reused under us
+    uint64_t hash;
+    std::memcpy(&hash, e->bytes.data() + 8, 8);
+    if ((hash & (t.geometry.buckets() - 1)) != home) continue;  // homed in the other bucket
+    found.push_back({std::string(e->key()), std::string(e->value())});
+  }
+  for (Exported& e : found) out->push_back(std::move(e));
+  return HomeRead::kRead;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> Scan(Context& ctx, Table& t, uint64_t cursor, size_t count,
+                              std::vector<Exported>* out) {
+  const size_t want = std::max<size_t>(count, 1);
+  const size_t start = out->size();
+  size_t buckets = 0;
+  uint64_t v = cursor;
+  do {
+    // One home bucket at the geometry now; a resize under it sends the step to the new one,
+    // where the cursor goes on (its buckets are the old one's halves, next in this order).
+    for (int attempt = 0;; ++attempt) {
+      if (attempt >= kMaxAttempts) {
+        return absl::AbortedError("dht scan kept meeting entries freed under it");
+      }
+      ARDMA_ASSIGN_OR_RETURN(HomeRead read,
+                             ScanHome(ctx, t, v & (t.geometry.buckets() - 1), out));
+      if (read == HomeRead::kRead) break;
+      if (read == HomeRead::kStale) {
+        ARDMA_RETURN_IF_ERROR(Refresh(ctx, t));
+      } else if (attempt > 2) {
+        ARDMA_RETURN_IF_ERROR(ctx.Backoff(attempt));
+      }
+    }
+    v = NextCursor(v, t.geometry.buckets() - 1);
+    ++buckets;
+  } while (v != 0 && out->size() - start < want && buckets < 8 * want);
+  return v;
+}
+
 }  // namespace ardma::dht

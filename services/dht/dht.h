@@ -63,6 +63,16 @@ absl::StatusOr<uint64_t> Sweep(Context& ctx, Table& t, std::string_view table_na
                                uint64_t budget, std::vector<Exported>* exported,
                                uint64_t* removed);
 
+// Iterating a table, as Redis' SCAN does: from `cursor` (0 to start), appends the keys and values
+// of home buckets in reverse-binary order to *out until about `count` keys or 8 × count buckets,
+// and returns the next cursor (0: done). Every key present from the first call to the last is
+// returned at least once — also when the table grows in between, since a cursor names home
+// buckets by the low bits of their keys' hashes and doubling splits a bucket in two that come
+// next in that order; a key put or removed meanwhile may or may not be, and one may come twice
+// (after a resize). Lock-free, like Lookup.
+absl::StatusOr<uint64_t> Scan(Context& ctx, Table& t, uint64_t cursor, size_t count,
+                              std::vector<Exported>* out);
+
 }  // namespace ardma::dht
 
 #endif  // ARDMA_SERVICES_DHT_DHT_H_

@@ -166,4 +166,38 @@ absl::StatusOr<uint64_t> DhtClient::Size(std::string_view table) {
   return total;
 }
 
+absl::StatusOr<DhtClient::Page> DhtClient::Scan(std::string_view table, uint64_t cursor,
+                                                uint32_t count) {
+  ARDMA_RETURN_IF_ERROR(CheckName(table));
+  constexpr int kServerShift = 48;
+  ARDMA_ASSIGN_OR_RETURN(std::vector<Client*> all, servers_->All());
+  size_t server = cursor >> kServerShift;
+  uint64_t buckets = cursor & ((1ull << kServerShift) - 1);
+  if (server >= all.size()) return absl::InvalidArgumentError("dht scan: no such cursor");
+  Page page;
+  bool seen = cursor != 0;  // a table was found (on some server) in an earlier step
+  for (; server < all.size(); ++server, buckets = 0) {
+    std::string rest;
+    wire::ByteWriter w(&rest);
+    w.U64(buckets);
+    w.U32(count);
+    absl::StatusOr<Reply> reply = Run(*all[server], "dht.scan", table, nullptr, rest,
+                                      ReplyKind::kScan, /*create=*/false);
+    if (absl::IsNotFound(reply.status())) continue;  // no such table on this server
+    if (!reply.ok()) return reply.status();
+    seen = true;
+    page.items = std::move(reply->items);
+    if (reply->next != 0) {
+      page.next = static_cast<uint64_t>(server) << kServerShift | reply->next;
+      return page;
+    }
+    if (server + 1 < all.size()) {  // the next server's first step, in the next call
+      page.next = static_cast<uint64_t>(server + 1) << kServerShift;
+      return page;
+    }
+  }
+  if (!seen) return absl::NotFoundError(absl::StrCat("no table named '", ToAbsl(table), "'"));
+  return page;
+}
+
 }  // namespace ardma::dht

@@ -67,6 +67,17 @@ class DhtClient {
   absl::StatusOr<bool> Remove(std::string_view table, std::string_view key);
   // Keys in the table.
   absl::StatusOr<uint64_t> Size(std::string_view table);
+  // One step of going through the table, as Redis' SCAN: about `count` keys, with their values,
+  // from `cursor` (0 to start); `next` is 0 once the whole table has been gone through. Every key
+  // present from the first step to the last comes at least once, also while the table grows (a
+  // key may come twice); one put or removed meanwhile may or may not (dht.h, Scan). Over a
+  // cluster the servers come one after another (the cursor's top 16 bits say which), so a key
+  // whose slot moves to a server already gone through during the scan can be missed.
+  struct Page {
+    uint64_t next = 0;
+    std::vector<std::pair<std::string, std::string>> items;
+  };
+  absl::StatusOr<Page> Scan(std::string_view table, uint64_t cursor, uint32_t count = 100);
 
   Mode mode() const { return mode_; }
 

@@ -56,6 +56,14 @@ absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind) {
   }
   if (kind == ReplyKind::kCount) {
     ok = ok && r.U64(&reply.count);
+  } else if (kind == ReplyKind::kScan) {
+    uint32_t n = 0;
+    ok = ok && r.U64(&reply.next) && r.U32(&n);
+    for (uint32_t i = 0; ok && i < n; ++i) {
+      std::string_view key, value;
+      ok = r.Bytes32(&key) && r.Bytes32(&value);
+      if (ok) reply.items.emplace_back(key, value);
+    }
   } else {
     uint8_t flag = 0;
     ok = ok && r.U8(&flag);

@@ -52,6 +52,10 @@
 //   dht.contains  target key:bytes32         -> geometry:u64 found:u8
 //   dht.remove    target key:bytes32         -> geometry:u64 found:u8
 //   dht.size      target                     -> geometry:u64 count:u64
+//   dht.scan      target cursor:u64 count:u32
+//                 -> geometry:u64 next:u64 n:u32 (key:bytes32 value:bytes32)*
+//                 about `count` keys of the home buckets from `cursor` on in reverse-binary order
+//                 (dht.h, Scan); next = 0 when the table has been gone through
 // Every result starts with the geometry the function last used, so RDMA-mode clients keep their
 // cache current. A missing key is found = 0, not an error; reading a table that was never
 // written is NOT_FOUND. On a cluster member whose fence sends the key elsewhere, the keyed
@@ -77,6 +81,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -117,8 +123,10 @@ struct Reply {
   bool flag = false;                 // created (put), found (get, contains, remove)
   uint64_t count = 0;                // size
   std::optional<std::string> value;  // get, when found
+  uint64_t next = 0;                                         // scan: the next cursor
+  std::vector<std::pair<std::string, std::string>> items;  // scan: keys and values
 };
-enum class ReplyKind { kFlag, kFlagAndValue, kCount };
+enum class ReplyKind { kFlag, kFlagAndValue, kCount, kScan };
 absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind);
 // The redirect answer.
 std::string EncodeRedirect(const slots::Redirect& redirect);

@@ -193,6 +193,31 @@ absl::StatusOr<std::string> Size(Context& ctx, std::string_view args) {
   return out;
 }
 
+// target cursor:u64 count:u32 -> geometry:u64 next:u64 n:u32 (key:bytes32 value:bytes32)*
+absl::StatusOr<std::string> ScanTable(Context& ctx, std::string_view args) {
+  ByteReader r(args);
+  ARDMA_ASSIGN_OR_RETURN(Target target, ParseTarget(r));
+  uint64_t cursor = 0;
+  uint32_t count = 0;
+  if (!r.U64(&cursor) || !r.U32(&count) || !r.AtEnd()) {
+    return absl::InvalidArgumentError("dht.scan takes target cursor:u64 count:u32");
+  }
+  ARDMA_ASSIGN_OR_RETURN(Table t, Resolve(ctx, target, /*create=*/false));
+  std::vector<Exported> found;
+  ARDMA_ASSIGN_OR_RETURN(uint64_t next,
+                         dht::Scan(ctx, t, cursor, std::min<uint32_t>(count, 100000), &found));
+  std::string out;
+  ByteWriter w(&out);
+  w.U64(t.geometry.word);
+  w.U64(next);
+  w.U32(static_cast<uint32_t>(found.size()));
+  for (const Exported& e : found) {
+    w.Bytes32(e.key);
+    w.Bytes32(e.value);
+  }
+  return out;
+}
+
 // ---- Moving slots (dht_format.h) ----
 
 absl::StatusOr<std::string> Tables(Context& ctx, std::string_view args) {
@@ -294,4 +319,5 @@ ARDMA_ACTIVE_LIBRARY(dht, {"dht.open", &ardma::dht::functions::Open},
                      {"dht.tables", &ardma::dht::functions::Tables},
                      {"dht.export", &ardma::dht::functions::Export},
                      {"dht.import", &ardma::dht::functions::Import},
-                     {"dht.purge", &ardma::dht::functions::Purge});
+                     {"dht.purge", &ardma::dht::functions::Purge},
+                     {"dht.scan", &ardma::dht::functions::ScanTable});

@@ -12,6 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/dht/dht_client.h"
+#include "services/dht/dht_table.h"
+#include "services/stable_hash.h"
 
 namespace ardma::dht {
 namespace {
@@ -255,6 +257,68 @@ TEST_P(DhtTest, OutOfMemoryLeavesTheTableUsable) {
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(*dht_->Remove("oom", absl::StrCat("k", i)));
   EXPECT_TRUE(dht_->Put("oom", "again", std::string(2000, 'z')).ok());
   EXPECT_EQ(*dht_->Get("oom", "again"), std::string(2000, 'z'));
+}
+
+// SCAN's guarantee: going through the table a few keys at a time while keys are put, removed
+// and put back between the steps and the table grows several times, every key present for the
+// whole scan comes (with its value), nothing that was never put does; a scan with nothing
+// changing returns exactly the keys there are.
+TEST_P(DhtTest, ScanReturnsEveryKeyPresentThroughoutWhileTheTableGrows) {
+  std::map<std::string, std::string> stable;
+  for (int i = 0; i < 60; ++i) stable[absl::StrCat("stable-", i)] = absl::StrCat("value-", i);
+  // And ten keys whose hashes share their low 12 bits: one home bucket up to 4096 buckets, so
+  // some of them live in the bucket after it (its neighbourhood's second half).
+  for (int i = 0; stable.size() < 70; ++i) {
+    std::string key = absl::StrCat("crowded-", i);
+    if ((StableHash(key, kKeyHashSeed) & 4095) == 42) stable[key] = absl::StrCat("crowd-", i);
+  }
+  for (const auto& [k, v] : stable) ASSERT_TRUE(dht_->Put("scan", k, v).ok()) << k;
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(dht_->Put("scan", absl::StrCat("volatile-", i), "v").ok());
+  const int log2_before = Log2Buckets("scan");
+  std::map<std::string, std::string> seen;
+  uint64_t cursor = 0;
+  int steps = 0, added = 0;
+  do {
+    absl::StatusOr<DhtClient::Page> page = dht_->Scan("scan", cursor, 3);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (auto& [k, v] : page->items) seen[k] = v;
+    cursor = page->next;
+    // Between steps: grow the table (over the first 30 steps), and take keys away and put them
+    // back.
+    for (int j = 0; j < 25 && steps < 30; ++j, ++added) {
+      ASSERT_TRUE(dht_->Put("scan", absl::StrCat("new-", added), "n").ok());
+    }
+    std::string flip = absl::StrCat("volatile-", steps % 20);
+    ASSERT_TRUE(dht_->Remove("scan", flip).ok());
+    ASSERT_TRUE(dht_->Put("scan", flip, "v").ok());
+    ASSERT_LT(++steps, 100000);
+  } while (cursor != 0);
+  EXPECT_GT(Log2Buckets("scan"), log2_before + 1) << "the table did not grow during the scan";
+  for (const auto& [k, v] : stable) {
+    auto it = seen.find(k);
+    ASSERT_NE(it, seen.end()) << k << " was present throughout but not returned";
+    EXPECT_EQ(it->second, v) << k;
+  }
+  for (const auto& [k, v] : seen) {
+    EXPECT_TRUE(stable.contains(k) || k.rfind("volatile-", 0) == 0 || k.rfind("new-", 0) == 0)
+        << "never put: " << k;
+  }
+
+  // Nothing changing: exactly the keys there are, each once.
+  std::map<std::string, int> times;
+  cursor = 0;
+  do {
+    absl::StatusOr<DhtClient::Page> page = dht_->Scan("scan", cursor, 50);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (auto& [k, v] : page->items) ++times[k];
+    cursor = page->next;
+  } while (cursor != 0);
+  EXPECT_EQ(times.size(), *dht_->Size("scan"));
+  EXPECT_EQ(times.size(), stable.size() + 20 + static_cast<size_t>(added));
+  for (const auto& [k, n] : times) EXPECT_EQ(n, 1) << k;
+
+  EXPECT_EQ(dht_->Scan("no-such-table", 0).status().code(), absl::StatusCode::kNotFound);
 }
 
 // A value that names its key and version and repeats a pattern, so a reader can tell a torn or
