@@ -19,7 +19,8 @@ for f in /usr/bin/ardmad /usr/bin/ardma /usr/bin/ardma-cp /usr/bin/ardma-grep /u
          /usr/share/man/man1/ardma-ccd.1.gz /usr/lib/ardma/active/ardma_cc.so \
          /usr/bin/ardma-monitor /usr/bin/ardma-monitord /usr/bin/ardma-demo \
          /usr/lib/systemd/system/ardmad.service /usr/share/ardma/ardmad.conf \
-         /usr/share/ardma/grafana/ardmad.json \
+         /usr/share/ardma/grafana/ardmad.json /usr/share/bash-completion/completions/ardma \
+         /usr/share/bash-completion/completions/ardma-grep \
          /usr/share/man/man1/ardmad.1.gz /usr/share/man/man1/ardma.1.gz \
          /usr/share/doc/ardma/SECURITY.md /usr/lib/ardma/active/ardma_dht.so \
          /usr/lib/libardma_client.a /usr/lib/cmake/ardma/ardmaConfig.cmake \

@@ -288,6 +288,32 @@ TEST(ArdmaCliTest, PingCountPrintsEachReplyAndASummary) {
   EXPECT_EQ(p99, max);  // of five replies the 99th percentile is the slowest
 }
 
+// The bash completion script (packaging/bash-completion/ardma): long options from each tool's
+// --help, ardma's commands and subcommands; and every command it offers is one ardma knows.
+TEST(ArdmaCliTest, BashCompletionCompletesOptionsCommandsAndSubcommands) {
+  std::string script = absl::StrCat(
+      "PATH=", BinDir(), ":$PATH; source ", ARDMA_SOURCE_DIR,
+      "/packaging/bash-completion/ardma; t() { COMP_WORDS=(\"$@\"); "
+      "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _ardma_complete; echo \"${COMPREPLY[*]}\"; }; ",
+      "t ardmad --isolate-s; t ardma-grep --ignore-c; t ardma d; t ardma --server x:1 dht s; "
+      "t ardma fs mk; t ardma \"\"");
+  std::string out;
+  ASSERT_EQ(RunCommand("bash -c '" + script + "'", &out), 0) << out;
+  std::vector<std::string> lines = absl::StrSplit(out, '\n');
+  ASSERT_GE(lines.size(), 6u) << out;
+  EXPECT_EQ(lines[0], "--isolate-spin");
+  EXPECT_EQ(lines[1], "--ignore-case");
+  EXPECT_EQ(lines[2], "dht");
+  EXPECT_EQ(lines[3], "size scan");
+  EXPECT_EQ(lines[4], "mkdir");
+  for (absl::string_view command : absl::StrSplit(lines[5], ' ', absl::SkipEmpty())) {
+    EXPECT_EQ(RunCommand(absl::StrCat(BinDir(), "/ardma --server 127.0.0.1:1 ", command), &out),
+              command == "ping" || command == "stats" ? 1 : 2)
+        << command << ": " << out;
+    EXPECT_THAT(out, Not(HasSubstr("unknown command"))) << command;
+  }
+}
+
 // At debug level the log tells connections, errors (with the client id) and LOADs apart; start
 // and stop are at info.
 TEST(ArdmadTest, DebugLogNamesConnectionsErrorsAndLoads) {
