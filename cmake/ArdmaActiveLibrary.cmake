@@ -31,6 +31,15 @@ function(ardma_active_library name)
     PREFIX "" OUTPUT_NAME "ardma_${ARG_ID}" SUFFIX ".so"
     CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
     LIBRARY_OUTPUT_DIRECTORY ${ARDMA_ACTIVE_OUTPUT_DIR})
+  # Stripped here, as dh_strip would strip it (and idempotently: stripping it again changes no
+  # byte), because its SHA-256 names the code: a package tool stripping it later must not make the
+  # installed copy differ from the bytes clients ship.
+  if(CMAKE_STRIP)
+    add_custom_command(TARGET ${name}_module POST_BUILD
+      COMMAND ${CMAKE_STRIP} --remove-section=.comment --remove-section=.note --strip-unneeded
+              $<TARGET_FILE:${name}_module>
+      VERBATIM)
+  endif()
 
   # The module's bytes, embedded with .incbin, and the descriptor that names them.
   set(embed ${CMAKE_CURRENT_BINARY_DIR}/${name}_embed.cc)

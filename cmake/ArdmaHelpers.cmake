@@ -3,7 +3,8 @@
 #
 #   ardma_cc_library(NAME SRCS... [HDRS...] [DEPS...])        -> static library libardma_NAME.a
 #                                                                + alias ardma::NAME
-#   ardma_cc_binary(NAME SRCS... [DEPS...])                   -> executable
+#   ardma_cc_binary(NAME [INSTALL] SRCS... [DEPS...])         -> executable (INSTALL: even where
+#                                                                ARDMA_NO_INSTALL is set)
 #   ardma_cc_test(NAME SRCS... [DEPS...])                     -> gtest executable discovered by ctest
 #   ardma_cc_benchmark(NAME SRCS... [DEPS...])                -> Google Benchmark executable
 #   ardma_active_library(NAME ID id SRCS... [DEPS...] [LIBRARY_DEPS...])
@@ -61,7 +62,7 @@ function(ardma_cc_library name)
 endfunction()
 
 function(ardma_cc_binary name)
-  cmake_parse_arguments(ARG "" "OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "INSTALL" "OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
   _ardma_common_options(${name})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
@@ -69,8 +70,8 @@ function(ardma_cc_binary name)
     set_target_properties(${name} PROPERTIES OUTPUT_NAME ${ARG_OUTPUT_NAME})
   endif()
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
-  if(NOT ARDMA_NO_INSTALL)
-    install(TARGETS ${name} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  if(NOT ARDMA_NO_INSTALL OR ARG_INSTALL)
+    install(TARGETS ${name} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
   endif()
 endfunction()
 
@@ -125,7 +126,7 @@ function(_ardma_active_library_hook name id)
   if(NOT ARDMA_NO_INSTALL)
     # The shipped object too, for `ardmad --preload` from the server's own disk.
     install(FILES ${ARDMA_ACTIVE_OUTPUT_DIR}/ardma_${id}.so
-            DESTINATION ${CMAKE_INSTALL_LIBDIR}/ardma/active)
+            DESTINATION ${CMAKE_INSTALL_LIBDIR}/ardma/active COMPONENT runtime)
   endif()
 endfunction()
 set(ARDMA_ACTIVE_OUTPUT_DIR ${PROJECT_BINARY_DIR}/active)

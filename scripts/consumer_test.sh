@@ -22,6 +22,23 @@ cmake -S "$root/examples/consumer" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=
   -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" >/dev/null
 cmake --build "$work/build" >/dev/null
 
+# Every installed library target can be linked: its dependencies' targets are found by the package.
+mkdir -p "$work/all_targets"
+{
+  echo 'cmake_minimum_required(VERSION 3.25)'
+  echo 'project(all_targets LANGUAGES CXX)'
+  echo 'find_package(ardma CONFIG REQUIRED)'
+  echo 'add_library(all_targets INTERFACE)'
+  echo 'get_property(targets DIRECTORY PROPERTY IMPORTED_TARGETS)'
+  echo 'list(FILTER targets INCLUDE REGEX "^ardma::")'
+  echo 'target_link_libraries(all_targets INTERFACE ${targets})'
+  echo 'add_executable(probe probe.cc)'
+  echo 'target_link_libraries(probe PRIVATE all_targets)'
+} >"$work/all_targets/CMakeLists.txt"
+echo 'int main() {}' >"$work/all_targets/probe.cc"
+cmake -S "$work/all_targets" -B "$work/all_targets/build" -DCMAKE_PREFIX_PATH="$work/prefix" \
+  >"$work/all_targets.log" 2>&1 || { cat "$work/all_targets.log"; exit 1; }
+
 # Every header a user includes compiles on its own, with nothing but the package's flags.
 for h in core/client/client.h core/client/invoke.h core/status_macros.h core/active/function_table.h \
          services/dht/dht_client.h services/list/list_client.h services/lock/lock_client.h \

@@ -21,6 +21,8 @@ packages=(
   openssl                 # the tests make their TLS certificates with it
   help2man dpkg-dev       # man pages from --help; the Debian package (cpack, dpkg-shlibdeps)
   systemd                 # systemd-analyze verify checks the packaged unit (a test)
+  lintian adduser         # the packages are lintian-clean; installing them creates a user (a test)
+  strace                  # the unit's SystemCallFilter holds what ardmad calls (a test)
   libucx-dev ucx-utils    # the UCX transport (one-sided RDMA; shared memory, CMA, TCP, verbs)
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev

@@ -386,6 +386,22 @@ TEST_F(CcFarmTest, LinkingAndOtherStepsRunHere) {
 }
 
 }  // namespace
+
+// As distcc: arguments that are not ardma-cc's own are the compiler's, cc's when the first one is
+// an option; an unknown option is the compiler's error (its message, its exit status), and no
+// compiler at all is a usage error.
+TEST(CcWrapperTest, UnknownOptionsAreTheCompilersAsWithDistcc) {
+  std::string out, err;
+  std::string env = "ARDMA_CC_LOCAL=1 ";
+  EXPECT_EQ(RunCommandSplit(env + BinDir() + "/ardma-cc --bogus-option", &out, &err), 1) << err;
+  EXPECT_THAT(err, HasSubstr("unrecognized command-line option"));
+  EXPECT_THAT(err, HasSubstr("--bogus-option"));
+  EXPECT_EQ(RunCommandSplit(env + BinDir() + "/ardma-cc gcc --bogus-option", &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("--bogus-option"));
+  EXPECT_EQ(RunCommandSplit(BinDir() + "/ardma-cc", &out, &err), 2);
+  EXPECT_THAT(err, HasSubstr("ardma-cc: no compiler given\nTry 'ardma-cc --help'"));
+}
+
 // A slave whose server is not up fails at once, naming it; with --wait it says so and keeps
 // trying.
 TEST(CcSlaveTest, AMissingServerFailsFastUnlessToldToWait) {

@@ -11,7 +11,11 @@ namespace {
 
 constexpr char kUsage[] =
     R"(Usage: ardma-cc COMPILER [ARGUMENT]...
+  or:  ardma-cc -OPTION [ARGUMENT]...        (the compiler is cc)
 Compile on the Active RDMA compile farm, as distcc does: make CC="ardma-cc gcc" CXX="ardma-cc g++".
+As with distcc, ardma-cc's own options are --help and --version only: every other argument is the
+compiler's, so an option nobody knows gets the compiler's message and exit status (cc's when the
+first argument is an option: `ardma-cc --bogus` is `cc --bogus`).
 
 A compile (-c) of one C, C++ or assembler file is preprocessed here into a tmpfs file that the
 server maps as a region, compiled by a slave (ardma-ccd) that reads the source and writes the
@@ -48,6 +52,7 @@ int main(int argc, char** argv) {
     std::cout << ardma::VersionLine("ardma-cc") << "\n";
     return 0;
   }
+  if (args[0].size() > 1 && args[0][0] == '-') args.insert(args.begin(), "cc");  // as distcc
   // Abseil's lock-order graph costs a lookup on every Mutex::Lock (as in ardmad).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return ardma::cc::RunWrapper(args, ardma::cc::SettingsFromEnvironment());

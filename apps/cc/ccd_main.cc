@@ -29,17 +29,15 @@ its running jobs back to the queue. Stop it with SIGTERM or SIGINT.)";
 int main(int argc, char** argv) {
   ardma::ClientFlags farm;
   std::string allow = "gcc,g++,cc,c++";
-  ardma::cc::SlaveOptions options;
-  char host[256] = "slave";
-  ::gethostname(host, sizeof(host) - 1);
-  options.name = absl::StrCat(host, ":", ::getpid());
+  ardma::cc::SlaveOptions options;  // options.name: HOST:PID unless --name says (after parsing, so
+                                    // --help, and the man page made from it, stays reproducible)
   int64_t slots = 0;
   bool verbose = false, wait = false;
   ardma::FlagSet flags("ardma-ccd", kUsage);
   farm.Declare(flags);  // the farm's ardmad and how to authenticate to it
   flags.Int("slots", &slots, "N", "compiles at once (default: this machine's CPUs)");
   flags.String("allow", &allow, "LIST",
-               "compilers this slave runs, by name on its PATH (default gcc,g++,cc,c++)");
+               "compilers this slave runs, by name on its PATH");
   flags.String("name", &options.name, "NAME", "this slave in 'ardma cc status' (default HOST:PID)");
   flags.String("tmpdir", &options.tmpdir, "DIR", "where compiles run (default /dev/shm)");
   flags.Bool("wait", &wait,
@@ -53,6 +51,11 @@ int main(int argc, char** argv) {
     std::cerr << "ardma-ccd: unexpected argument '" << rest[0]
               << "'\nTry 'ardma-ccd --help' for more information.\n";
     return 2;
+  }
+  if (options.name.empty()) {
+    char host[256] = "slave";
+    ::gethostname(host, sizeof(host) - 1);
+    options.name = absl::StrCat(host, ":", ::getpid());
   }
   // Abseil's lock-order graph costs a lookup on every Mutex::Lock (as in ardmad).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

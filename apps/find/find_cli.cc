@@ -376,7 +376,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   c.Declare(flags);
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> rest,
                          flags.Parse(std::vector<std::string>(argv + 1, argv + argc),
-                                     /*stop_at_positional=*/true));
+                                     /*stop_at_positional=*/true, /*stop_at_unknown=*/true));
   c.help = flags.help_requested();
   c.version = flags.version_requested();
   if (c.help || c.version) return c;
@@ -386,10 +386,12 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
     if (a.empty() || a[0] == '-' || a == "(" || a == "!" || a == ")") break;
     c.roots.push_back(a);
   }
+  c.expression.assign(rest.begin() + i, rest.end());
   if (c.roots.empty()) {
+    // As find: a bad expression (an unknown option is an unknown predicate there) is named first.
+    ARDMA_RETURN_IF_ERROR(ParseExpression(c.expression, nullptr).status());
     return absl::InvalidArgumentError("no dfs:/PATH starting point (see --help)");
   }
-  c.expression.assign(rest.begin() + i, rest.end());
   return c;
 }
 

@@ -195,6 +195,9 @@ TEST(FindCommandLineTest, SplitsOptionsStartingPointsAndExpression) {
   EXPECT_EQ(c->expression, (std::vector<std::string>{"-name", "*.h", "-print"}));
   EXPECT_EQ(ParseArgs({"-name", "x"}).status().message(),
             "no dfs:/PATH starting point (see --help)");
+  // An unknown option is an unknown predicate, as GNU find says it.
+  EXPECT_EQ(ParseArgs({"--bogus"}).status().message(), "unknown predicate `--bogus'");
+  EXPECT_EQ(ParseArgs({"-bogus", "dfs:/"}).status().message(), "unknown predicate `-bogus'");
   EXPECT_EQ(ParseArgs({"--server"}).status().message(), "--server needs HOST:PORT");
   EXPECT_TRUE(ParseArgs({"--help"})->help);
   EXPECT_TRUE(ParseArgs({"--version"})->version);

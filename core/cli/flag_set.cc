@@ -155,7 +155,8 @@ absl::Status NeedsValue(std::string_view spelled, std::string_view metavar) {
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::string>& args,
-                                                        bool stop_at_positional) {
+                                                        bool stop_at_positional,
+                                                        bool stop_at_unknown) {
   std::vector<std::string> positional;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -210,6 +211,10 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
         *negated->bool_value = false;
         continue;
       }
+    }
+    if (flag == nullptr && stop_at_positional && stop_at_unknown) {
+      positional.insert(positional.end(), args.begin() + i, args.end());
+      break;
     }
     if (flag == nullptr) {
       return absl::InvalidArgumentError(

@@ -68,11 +68,13 @@ class FlagSet {
   void Section(std::string heading) { section_ = std::move(heading); }
 
   // Stops at the first positional argument when `stop_at_positional` (subcommand tools), so the
-  // rest of argv is left for the subcommand.
+  // rest of argv is left for the subcommand; and, when `stop_at_unknown` too, at the first long
+  // option it does not know (find: `--bogus` begins the expression, where it is a predicate).
   absl::StatusOr<std::vector<std::string>> Parse(int argc, char** argv,
                                                  bool stop_at_positional = false);
   absl::StatusOr<std::vector<std::string>> Parse(const std::vector<std::string>& args,
-                                                 bool stop_at_positional = false);
+                                                 bool stop_at_positional = false,
+                                                 bool stop_at_unknown = false);
   bool help_requested() const { return help_requested_; }
   bool version_requested() const { return version_requested_; }
 

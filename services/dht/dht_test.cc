@@ -1,5 +1,6 @@
 // The hash table service against a real server, in both modes — and, registered with TRANSPORTS
 // cluster, against a 3-server cluster (core/testing/service_fixture.h).
+#include <atomic>
 #include <map>
 #include <random>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "core/testing/service_fixture.h"
+#include "core/testing/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/dht/dht_client.h"
@@ -319,6 +321,60 @@ TEST_P(DhtTest, ScanReturnsEveryKeyPresentThroughoutWhileTheTableGrows) {
   for (const auto& [k, n] : times) EXPECT_EQ(n, 1) << k;
 
   EXPECT_EQ(dht_->Scan("no-such-table", 0).status().code(), absl::StatusCode::kNotFound);
+}
+
+// The same guarantee with the writes racing the scan's own steps: another client grows the table
+// (through at least two doublings) and removes and puts keys back while each step runs.
+TEST_P(DhtTest, ScanReturnsEveryKeyPresentThroughoutWhileAnotherClientWrites) {
+  std::map<std::string, std::string> stable;
+  for (int i = 0; i < 80; ++i) stable[absl::StrCat("stable-", i)] = absl::StrCat("value-", i);
+  for (const auto& [k, v] : stable) ASSERT_TRUE(dht_->Put("race", k, v).ok()) << k;
+  const int log2_before = Log2Buckets("race");
+  std::unique_ptr<Servers> other = this->NewServers();
+  std::atomic<bool> stop{false};
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    DhtClient dht(other.get(), GetParam() == Mode::kActive ? Mode::kRdma : Mode::kActive);
+    for (int i = 0; !stop && i < 5000; ++i) {
+      std::string key = absl::StrCat("new-", i);
+      if (absl::Status s = dht.Put("race", key, "n").status(); !s.ok()) {
+        ADD_FAILURE() << "put " << key << ": " << s;
+        return;
+      }
+      if (i % 3 == 0 && !dht.Remove("race", absl::StrCat("new-", i / 2)).ok()) return;
+      written = i + 1;
+    }
+  });
+  // Start scanning once the writer runs, keep each step small, and let the writer get ahead by
+  // ten writes before each next step: writes land inside steps and between them, and the table
+  // doubles more than once before the scan ends.
+  ASSERT_TRUE(testing::WaitUntil([&] { return written > 0; }, absl::Seconds(30)));
+  std::map<std::string, std::string> seen;
+  uint64_t cursor = 0;
+  int steps = 0;
+  do {
+    absl::StatusOr<DhtClient::Page> page = dht_->Scan("race", cursor, 2);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (auto& [k, v] : page->items) seen[k] = v;
+    cursor = page->next;
+    ASSERT_LT(++steps, 1000000);
+    const int before = written;
+    testing::WaitUntil([&] { return written >= before + 10 || written == 5000; },
+                       absl::Seconds(10));
+  } while (cursor != 0);
+  const int writes_during_scan = written;
+  stop = true;
+  writer.join();
+  EXPECT_GT(writes_during_scan, 100) << "the writer hardly ran during the scan";
+  EXPECT_GT(Log2Buckets("race"), log2_before + 1) << "the table did not grow during the scan";
+  for (const auto& [k, v] : stable) {
+    auto it = seen.find(k);
+    ASSERT_NE(it, seen.end()) << k << " was present throughout but not returned";
+    EXPECT_EQ(it->second, v) << k;
+  }
+  for (const auto& [k, v] : seen) {
+    EXPECT_TRUE(stable.contains(k) || (k.rfind("new-", 0) == 0 && v == "n")) << k << "=" << v;
+  }
 }
 
 // A value that names its key and version and repeats a pattern, so a reader can tell a torn or
