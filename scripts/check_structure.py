@@ -16,7 +16,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 700
 SOURCE_SUFFIXES = (".cc", ".h")
-TOP_DIRS = ("core", "services", "apps", "tools", "bench", "examples")
+TOP_DIRS = ("core", "services", "apps", "tools", "bench", "examples", "python")
 
 # core/<layer>: the core layers each may include (besides itself and core's top-level files).
 CORE_LAYERS = {
@@ -42,6 +42,7 @@ ALLOWED_TOP = {
     "tools": {"core", "services", "apps", "tools"},
     "bench": {"core", "services", "apps", "tools", "bench"},
     "examples": {"core", "services", "examples"},
+    "python": {"core", "services", "python"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Debian packages (ctest: debian_package), built with cpack from BUILD_DIR:
-#   1. contents and control data of ardma and libardma-dev; lintian without errors or warnings not overridden;
+#   1. contents and control data of ardma, libardma-dev and python3-ardma; lintian without errors or warnings not overridden;
 #   2. the binaries hardened, the active code stripped as built (the installed bytes are the hashed
 #      bytes clients ship), man pages without anything of the build machine;
 #   3. the unit: systemd-analyze verify, its exposure score, and every system call ardmad makes
@@ -20,7 +20,9 @@ installed_here=0
 cleanup() {
   for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  if [ "$installed_here" = 1 ]; then dpkg -P libardma-dev ardma >/dev/null 2>&1 || true; fi
+  if [ "$installed_here" = 1 ]; then
+    dpkg -P python3-ardma libardma-dev ardma >/dev/null 2>&1 || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -36,10 +38,13 @@ wait_for_file() {  # FILE: until it is non-empty, at most 10 s
 version=$(dpkg-parsechangelog -l "$source_dir/packaging/changelog" -S Version)
 deb="$work/out/ardma_${version}_amd64.deb"
 dev="$work/out/libardma-dev_${version}_amd64.deb"
-[ -f "$deb" ] && [ -f "$dev" ] || { ls "$work/out"; fail "expected ardma and libardma-dev $version"; }
+py="$work/out/python3-ardma_${version}_amd64.deb"
+[ -f "$deb" ] && [ -f "$dev" ] && [ -f "$py" ] ||
+  { ls "$work/out"; fail "expected ardma, libardma-dev and python3-ardma $version"; }
 list() { dpkg-deb -c "$1" | awk '{print $6}' | sed 's|^\./|/|'; }
 list "$deb" >"$work/files"
 list "$dev" >"$work/dev_files"
+list "$py" >"$work/py_files"
 expect() {  # LISTFILE PATH...: each PATH is in the package
   local listfile=$1; shift
   for f in "$@"; do grep -qx "$f" "$listfile" || fail "missing from $(basename "$listfile"): $f"; done
@@ -58,6 +63,10 @@ expect "$work/files" /usr/bin/ardmad /usr/bin/ardma /usr/bin/ardma-cp /usr/bin/a
 expect "$work/dev_files" /usr/lib/libardma_client.a /usr/lib/cmake/ardma/ardmaConfig.cmake \
   /usr/include/ardma/core/client/client.h /usr/share/java/ardma-active.jar \
   /usr/share/doc/libardma-dev/copyright /usr/share/doc/libardma-dev/changelog.Debian.gz
+expect "$work/py_files" /usr/lib/python3/dist-packages/ardma/__init__.py \
+  /usr/share/doc/python3-ardma/copyright
+grep -q '^/usr/lib/python3/dist-packages/ardma/_ardma\.cpython-.*\.so$' "$work/py_files" ||
+  fail "no extension module in python3-ardma"
 # The split: nothing for developers in the runtime package, nothing run in the -dev package.
 if grep -E '^/usr/include/|\.a$|/cmake/|/pkgconfig/' "$work/files"; then
   fail "development files in ardma"
@@ -82,9 +91,9 @@ done
 dpkg-deb -e "$deb" "$work/control"
 grep -qx /etc/ardma/ardmad.conf "$work/control/conffiles" || fail "ardmad.conf is not a conffile"
 for script in postinst prerm postrm; do sh -n "$work/control/$script"; done
-lintian --fail-on error,warning "$deb" "$dev" >"$work/lintian" 2>&1 || {
+lintian --fail-on error,warning "$deb" "$dev" "$py" >"$work/lintian" 2>&1 || {
   cat "$work/lintian"; fail "lintian found errors or warnings not overridden"; }
-echo "lintian: clean (overrides: packaging/lintian-overrides*)"
+echo "lintian: clean (overrides: packaging/lintian/)"
 
 # --- 2. Hardening, stripped active code, reproducible man pages ---------------------------------
 dpkg -x "$deb" "$work/root"
@@ -179,7 +188,7 @@ if dpkg-query -W -f='${Status}' ardma 2>/dev/null | grep -q installed; then
   fail "ardma is already installed here; this test installs and purges its own build: dpkg -P it"
 fi
 installed_here=1
-dpkg -i "$deb" "$dev" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i failed"; }
+dpkg -i "$deb" "$dev" "$py" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -i failed"; }
 getent passwd ardma >/dev/null || fail "postinst made no ardma user"
 [ "$(stat -c '%U %a' /var/lib/ardma)" = "ardma 700" ] || fail "/var/lib/ardma: $(stat -c '%U %a' /var/lib/ardma)"
 dpkg-query -W -f='${Conffiles}' ardma | grep -q /etc/ardma/ardmad.conf ||
@@ -206,22 +215,31 @@ server=$(cat "$work/run/port")
 [ "$(/usr/bin/ardma --server "$server" --auth-file "$work/app_auth" dht get packaged key)" = value ] ||
   fail "the exec-only client's get did not return its put"
 # (A client without `load` cannot have shipped code: the put ran the preloaded, stripped code.)
+# Debian's python3 imports the installed package (from anywhere) and reads what the CLI put.
+(cd / && ARDMA_AUTH_FILE="$work/app_auth" /usr/bin/python3 -c '
+import sys, ardma
+assert ardma.__file__.startswith("/usr/lib/python3/dist-packages/"), ardma.__file__
+assert ardma.Dht(ardma.Client(sys.argv[1])).get("packaged", b"key") == b"value"
+' "$server") || fail "the installed python3-ardma could not read the DHT"
 grep -q "preloaded .*ardma_dht.so" "$work/daemon_log" || { cat "$work/daemon_log"; fail "no preload"; }
 [ -s /var/lib/ardma/heap ] || fail "no heap in /var/lib/ardma"
 kill "${pids[-1]}"; wait "${pids[-1]}" || true
 unset 'pids[-1]'
 
-dpkg -r libardma-dev ardma >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -r failed"; }
+dpkg -r python3-ardma libardma-dev ardma >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -r failed"; }
 [ ! -e /usr/bin/ardmad ] || fail "dpkg -r left /usr/bin/ardmad"
 [ -f /etc/ardma/ardmad.conf ] && [ -d /var/lib/ardma ] || fail "dpkg -r removed configuration or heap"
-dpkg -P libardma-dev ardma >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -P failed"; }
+dpkg -P python3-ardma libardma-dev ardma >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg -P failed"; }
 installed_here=0
-if dpkg-query -W ardma >/dev/null 2>&1; then fail "dpkg still knows ardma after -P"; fi
+for p in ardma libardma-dev python3-ardma; do
+  if dpkg-query -W "$p" >/dev/null 2>&1; then fail "dpkg still knows $p after -P"; fi
+done
 for gone in /etc/ardma /var/lib/ardma; do [ ! -e "$gone" ] || fail "dpkg -P left $gone"; done
 ! getent passwd ardma >/dev/null || fail "dpkg -P left the ardma user"
 ! getent group ardma >/dev/null || fail "dpkg -P left the ardma group"
 while read -r f; do
   [ -d "$f" ] || [ ! -e "$f" ] || fail "dpkg -P left $f"
-done < <(cat "$work/files" "$work/dev_files")
+done < <(cat "$work/files" "$work/dev_files" "$work/py_files")
 echo "package: $(basename "$deb") ($(wc -l <"$work/files") entries), $(basename "$dev")" \
-     "($(wc -l <"$work/dev_files") entries): lintian-clean, installed, served, purged"
+     "($(wc -l <"$work/dev_files")), $(basename "$py") ($(wc -l <"$work/py_files")):" \
+     "lintian-clean, installed, served, purged"
