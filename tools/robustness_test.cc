@@ -350,9 +350,15 @@ TEST(RobustnessTest, SigtermWithNothingRunningStopsCleanly) {
 // LOAD.) The ELF check refuses what would make ld.so read or write outside the object (which
 // depends on the address-space layout, so a trial cannot see it); dlopen, the entry point and
 // dlclose run in a trial process first, so a copy whose relocations, constructors or destructors
-// crash costs that process only. At most 64 libraries stay loaded (--max-libraries).
+// crash costs that process only; and with --isolate all the server never maps shipped code itself
+// (workers do). That is what makes survival certain: a server that maps the code (an admin's call
+// under --isolate untrusted, or --isolate none) runs whatever a flipped bit made of its
+// instructions, and copy 201 of this sequence — one byte of .text changed, `push %rbp` become
+// `push %rsp` — passed its trial and then crashed such a server when it was unloaded
+// (docs/SECURITY.md, "Limits"). At most 64 libraries stay loaded (--max-libraries).
 TEST(RobustnessTest, AThousandCorruptedLibrariesDoNotEndTheServer) {
-  testing::ServerProcess daemon({"--memory", "16M", "--ucx", "off", "--max-libraries", "64"});
+  testing::ServerProcess daemon(
+      {"--memory", "16M", "--ucx", "off", "--max-libraries", "64", "--isolate", "all"});
   ASSERT_FALSE(daemon.address().empty());
   auto client = Client::Connect(daemon.address());
   ASSERT_TRUE(client.ok()) << client.status();

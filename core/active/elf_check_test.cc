@@ -67,6 +67,22 @@ TEST(ElfCheckTest, RefusesWhatWouldMakeTheLoaderReadOrWriteOutsideTheObject) {
   std::memcpy(bad.data() + verneed.sh_offset + offsetof(Elf64_Verneed, vn_file), &name, 4);
   EXPECT_THAT(CheckElf(bad).message(), HasSubstr("damaged version table"));
 
+  // A loadable segment moved to another page of the file (the robustness test's copy 24: it
+  // loaded and unloaded in its trial, then crashed the server when unloaded there).
+  bad = good;
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, good.data(), sizeof(eh));
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, good.data() + eh.e_phoff + i * sizeof(ph), sizeof(ph));
+    if (ph.p_type == PT_LOAD && ph.p_offset != 0 && ph.p_filesz > 0) {
+      ph.p_offset += 0x1000;
+      std::memcpy(bad.data() + eh.e_phoff + i * sizeof(ph), &ph, sizeof(ph));
+      break;
+    }
+  }
+  EXPECT_THAT(CheckElf(bad).message(), HasSubstr("maps a section from the wrong place"));
+
   bad = good.substr(0, good.size() / 2);
   EXPECT_THAT(CheckElf(bad).message(), HasSubstr("cannot load shared object"));
 }
