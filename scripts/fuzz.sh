@@ -41,7 +41,8 @@ fi
 if [[ $which != wire ]]; then
   # The handler and the loader link the server's libraries: a CMake build under clang, instrumented.
   cmake -S . -B "$out/cmake" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DARDMA_FUZZ=ON \
-    -DARDMA_BUILD_TESTS=OFF -DARDMA_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DARDMA_BUILD_TESTS=OFF -DARDMA_BUILD_BENCHMARKS=OFF -DARDMA_PYTHON=OFF \
+    -DARDMA_HARDENING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
     > "$out/cmake.log"
 fi

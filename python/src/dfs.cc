@@ -43,21 +43,15 @@ std::string TypeName(dfs::FileType type) {
   return "file";
 }
 
-PyStat FromStat(const dfs::Stat& s) {
-  return {s.ino,
-          TypeName(s.type),
-          s.size,
-          s.mode,
-          absl::ToDoubleSeconds(s.mtime - absl::UnixEpoch()),
-          absl::ToDoubleSeconds(s.ctime - absl::UnixEpoch())};
-}
-PyStat FromEntry(const dfs::DirEntry& e) {
-  return {e.ino,
-          TypeName(e.type),
-          e.size,
-          e.mode,
-          absl::ToDoubleSeconds(e.mtime - absl::UnixEpoch()),
-          absl::ToDoubleSeconds(e.ctime - absl::UnixEpoch())};
+// From a dfs::Stat, or a dfs::DirEntry (which carries the same attributes).
+template <typename Attributes>
+PyStat ToPyStat(const Attributes& a) {
+  return {a.ino,
+          TypeName(a.type),
+          a.size,
+          a.mode,
+          absl::ToDoubleSeconds(a.mtime - absl::UnixEpoch()),
+          absl::ToDoubleSeconds(a.ctime - absl::UnixEpoch())};
 }
 
 }  // namespace
@@ -85,13 +79,13 @@ void BindDfs(py::module_& m) {
       .def(
           "mkdir",
           [](PyDfs& d, std::string path, uint32_t mode) {
-            return FromStat(Unlocked([&] { return d.dfs.Mkdir(path, mode); }));
+            return ToPyStat(Unlocked([&] { return d.dfs.Mkdir(path, mode); }));
           },
           py::arg("path"), py::arg("mode") = 0755)
       .def(
           "stat",
           [](PyDfs& d, std::string path) {
-            return FromStat(Unlocked([&] { return d.dfs.Lookup(path); }));
+            return ToPyStat(Unlocked([&] { return d.dfs.Lookup(path); }));
           },
           py::arg("path"))
       .def(
@@ -100,7 +94,7 @@ void BindDfs(py::module_& m) {
             std::vector<dfs::DirEntry> entries = Unlocked([&] { return d.dfs.ListDir(path); });
             std::vector<std::pair<std::string, PyStat>> out;
             out.reserve(entries.size());
-            for (const dfs::DirEntry& e : entries) out.emplace_back(e.name, FromEntry(e));
+            for (const dfs::DirEntry& e : entries) out.emplace_back(e.name, ToPyStat(e));
             return out;
           },
           py::arg("path"))
@@ -132,7 +126,7 @@ void BindDfs(py::module_& m) {
       .def(
           "create",
           [](PyDfs& d, std::string path, uint32_t mode, bool exclusive) {
-            return FromStat(Unlocked([&] { return d.dfs.Create(path, mode, exclusive); }));
+            return ToPyStat(Unlocked([&] { return d.dfs.Create(path, mode, exclusive); }));
           },
           py::arg("path"), py::arg("mode") = 0644, py::arg("exclusive") = true)
       .def(
@@ -157,7 +151,7 @@ void BindDfs(py::module_& m) {
       .def(
           "symlink",
           [](PyDfs& d, std::string target, std::string path) {
-            return FromStat(Unlocked([&] { return d.dfs.Symlink(target, path); }));
+            return ToPyStat(Unlocked([&] { return d.dfs.Symlink(target, path); }));
           },
           py::arg("target"), py::arg("path"))
       .def(

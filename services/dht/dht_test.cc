@@ -265,6 +265,22 @@ TEST_P(DhtTest, OutOfMemoryLeavesTheTableUsable) {
 // and put back between the steps and the table grows several times, every key present for the
 // whole scan comes (with its value), nothing that was never put does; a scan with nothing
 // changing returns exactly the keys there are.
+// SCAN's guarantee, checked on what a scan returned (`seen`): every key of `stable` (present for
+// the whole scan) came, with its value; anything else that came is a key `written_meanwhile`.
+template <typename WrittenMeanwhile>
+void ExpectScanned(const std::map<std::string, std::string>& stable,
+                   const std::map<std::string, std::string>& seen,
+                   WrittenMeanwhile written_meanwhile) {
+  for (const auto& [k, v] : stable) {
+    auto it = seen.find(k);
+    ASSERT_NE(it, seen.end()) << k << " was present throughout but not returned";
+    EXPECT_EQ(it->second, v) << k;
+  }
+  for (const auto& [k, v] : seen) {
+    EXPECT_TRUE(stable.contains(k) || written_meanwhile(k, v)) << "never put: " << k << "=" << v;
+  }
+}
+
 TEST_P(DhtTest, ScanReturnsEveryKeyPresentThroughoutWhileTheTableGrows) {
   std::map<std::string, std::string> stable;
   for (int i = 0; i < 60; ++i) stable[absl::StrCat("stable-", i)] = absl::StrCat("value-", i);
@@ -297,15 +313,9 @@ TEST_P(DhtTest, ScanReturnsEveryKeyPresentThroughoutWhileTheTableGrows) {
     ASSERT_LT(++steps, 100000);
   } while (cursor != 0);
   EXPECT_GT(Log2Buckets("scan"), log2_before + 1) << "the table did not grow during the scan";
-  for (const auto& [k, v] : stable) {
-    auto it = seen.find(k);
-    ASSERT_NE(it, seen.end()) << k << " was present throughout but not returned";
-    EXPECT_EQ(it->second, v) << k;
-  }
-  for (const auto& [k, v] : seen) {
-    EXPECT_TRUE(stable.contains(k) || k.rfind("volatile-", 0) == 0 || k.rfind("new-", 0) == 0)
-        << "never put: " << k;
-  }
+  ExpectScanned(stable, seen, [](const std::string& k, const std::string&) {
+    return k.rfind("volatile-", 0) == 0 || k.rfind("new-", 0) == 0;
+  });
 
   // Nothing changing: exactly the keys there are, each once.
   std::map<std::string, int> times;
@@ -367,14 +377,9 @@ TEST_P(DhtTest, ScanReturnsEveryKeyPresentThroughoutWhileAnotherClientWrites) {
   writer.join();
   EXPECT_GT(writes_during_scan, 100) << "the writer hardly ran during the scan";
   EXPECT_GT(Log2Buckets("race"), log2_before + 1) << "the table did not grow during the scan";
-  for (const auto& [k, v] : stable) {
-    auto it = seen.find(k);
-    ASSERT_NE(it, seen.end()) << k << " was present throughout but not returned";
-    EXPECT_EQ(it->second, v) << k;
-  }
-  for (const auto& [k, v] : seen) {
-    EXPECT_TRUE(stable.contains(k) || (k.rfind("new-", 0) == 0 && v == "n")) << k << "=" << v;
-  }
+  ExpectScanned(stable, seen, [](const std::string& k, const std::string& v) {
+    return k.rfind("new-", 0) == 0 && v == "n";
+  });
 }
 
 // A value that names its key and version and repeats a pattern, so a reader can tell a torn or
