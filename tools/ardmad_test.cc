@@ -508,7 +508,8 @@ TEST(ArdmadTest, HelpAndBadFlags) {
   EXPECT_THAT(out, HasSubstr("--memory-file PATH"));
   EXPECT_THAT(out, HasSubstr("--preload DIR"));
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --no-such-flag", &out), 2);
-  EXPECT_THAT(out, HasSubstr("unknown flag --no-such-flag"));
+  EXPECT_THAT(out, HasSubstr("ardmad: unrecognized option '--no-such-flag'\n"
+                             "Try 'ardmad --help' for more information.\n"));
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --memory 12Q", &out), 2);
   EXPECT_EQ(RunCommand(BinDir() + "/ardmad --listen nonsense", &out), 1);
   EXPECT_THAT(out, HasSubstr("bad address"));

@@ -218,7 +218,7 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(const std::vector<std::s
     }
     if (flag == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", ToAbsl(name), " (see --help)"));
+          absl::StrCat("unrecognized option '", ToAbsl(arg), "'"));  // as getopt_long says
     }
     std::string spelled = absl::StrCat("--", ToAbsl(name));
     if (flag->argument == Argument::kNone && value.has_value()) {
@@ -390,8 +390,9 @@ std::optional<int> FlagSet::ParseForMain(int argc, char** argv, std::vector<std:
     all = std::move(from_file);
   }
   absl::StatusOr<std::vector<std::string>> parsed = Parse(all);
-  if (!parsed.ok()) {
-    std::cerr << program_ << ": " << parsed.status().message() << "\n";
+  if (!parsed.ok()) {  // a usage error, said as GNU tools say it
+    std::cerr << program_ << ": " << parsed.status().message() << "\nTry '" << program_
+              << " --help' for more information.\n";
     return 2;
   }
   if (help_requested_) {
