@@ -218,6 +218,66 @@ TEST_F(CcFarmTest, ACProjectBuiltOnTwoSlavesMatchesTheLocalBuildByteForByte) {
   EXPECT_EQ(RunCommand(BinDir() + "/ardma --server " + address_ + " cc nonsense", &shown), 2);
 }
 
+// ccache in front of the farm (CCACHE_PREFIX=ardma-cc, as distcc users run it): its misses are
+// compiled on the farm, its hits never reach it, and the objects are the local build's.
+TEST_F(CcFarmTest, CcacheInFrontSendsOnlyItsMissesToTheFarm) {
+  StartSlave("s1");
+  std::string local = CopyProject("wordfreq", "local"), farm = CopyProject("wordfreq", "farm");
+  std::string out;
+  ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", local, " CC=gcc check"), &out), 0) << out;
+  std::string ccache = absl::StrCat(FarmEnv(), "CCACHE_DIR=", Quote(root_ + "/ccache"),
+                                    " CCACHE_PREFIX=", Quote(Cc()), " ");
+  for (int build = 0; build < 2; ++build) {
+    SCOPED_TRACE(build == 0 ? "first build: all misses" : "second build: all hits");
+    ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", farm, " clean && ", ccache, "make -s -C ",
+                                      farm, " CC='ccache gcc' check"),
+                         &out),
+              0)
+        << out;
+    for (const char* object : {"main", "table", "words", "sort"}) {
+      EXPECT_EQ(Slurp(absl::StrCat(local, "/", object, ".o")),
+                Slurp(absl::StrCat(farm, "/", object, ".o")))
+          << object << ".o";
+    }
+    absl::StatusOr<FarmStatus> st = Status();
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(st->finished, 4u) << "the four misses of the first build, nothing more";
+  }
+  ASSERT_EQ(RunCommand(absl::StrCat("CCACHE_DIR=", Quote(root_ + "/ccache"), " ccache -s"), &out),
+            0);
+  EXPECT_THAT(out, ::testing::ContainsRegex("Hits: +4 / +8"));
+}
+
+// ardma-cc as CMake's compiler launcher (-DCMAKE_C_COMPILER_LAUNCHER): CMake's own compile lines
+// (full compiler path, -MD -MT -MF, -o before -c) go to the farm, and the objects are those of
+// the same CMake build without it.
+TEST_F(CcFarmTest, AsCMakesCompilerLauncher) {
+  StartSlave("s1");
+  std::string source = CopyProject("wordfreq", "src");
+  std::ofstream(source + "/CMakeLists.txt")
+      << "cmake_minimum_required(VERSION 3.20)\nproject(wordfreq C)\n"
+         "add_executable(wordfreq main.c table.c words.c sort.c)\n";
+  std::string out;
+  for (const char* dir : {"local", "farm"}) {
+    std::string launcher = std::string(dir) == "farm" ? " -DCMAKE_C_COMPILER_LAUNCHER=" + Cc() : "";
+    ASSERT_EQ(RunCommand(absl::StrCat(FarmEnv(), "cmake -S ", source, " -B ", root_, "/", dir,
+                                      " -G 'Unix Makefiles' -DCMAKE_BUILD_TYPE=Release", launcher,
+                                      " >/dev/null && ", FarmEnv(), "cmake --build ", root_, "/",
+                                      dir, " -j2"),
+                         &out),
+              0)
+        << out;
+  }
+  for (const char* object : {"main", "table", "words", "sort"}) {
+    std::string path = absl::StrCat("/CMakeFiles/wordfreq.dir/", object, ".c.o");
+    EXPECT_EQ(Slurp(root_ + "/local" + path), Slurp(root_ + "/farm" + path)) << path;
+    EXPECT_FALSE(Slurp(root_ + "/farm" + path).empty()) << path;
+  }
+  absl::StatusOr<FarmStatus> st = Status();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->finished, 4u) << Slurp(root_ + "/cc.log");
+}
+
 TEST_F(CcFarmTest, ACxxProjectWithDebugInfoHasTheLocalBuildsCode) {
   StartSlave("s1");
   StartSlave("s2");
