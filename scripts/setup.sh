@@ -33,7 +33,7 @@ packages=(
   nlohmann-json3-dev      # JSON for that gateway (header-only)
   libseccomp-dev          # the system-call allow-list of isolated workers (--isolate)
   python3-dev pybind11-dev python3-pybind11  # the Python package ardma (python/)
-  python3-pytest python3-setuptools python3-venv python3-pip  # its tests; pip install ./python
+  python3-pytest python3-setuptools python3-wheel python3-venv python3-pip  # tests; pip install
 )
 
 missing=()
