@@ -126,10 +126,18 @@ void DeclareFlags(FlagSet& flags, Command* f, Gathered* g) {
                "search directories recursively (files in sorted path order)",
                Sets(&f->recursive, true));
   flags.Short('R', "recursive");
+  // GNU's precedence: the last --include/--exclude that matches a name decides; a name none
+  // matches is searched unless the first of them was an --include.
+  auto filter = [f](bool include) -> OnOption {
+    return [f, include](std::optional<std::string_view> v) {
+      f->name_filters.emplace_back(include, std::string(*v));
+      return absl::OkStatus();
+    };
+  };
   flags.Option("include", 0, Arg::kRequired, "GLOB",
-               "search only files whose base name matches GLOB", Appends(&f->include));
+               "search only files whose base name matches GLOB", filter(true));
   flags.Option("exclude", 0, Arg::kRequired, "GLOB", "skip files whose base name matches GLOB",
-               Appends(&f->exclude));
+               filter(false));
   flags.Option("exclude-dir", 0, Arg::kRequired, "GLOB",
                "skip directories whose base name matches GLOB (with -r)", Appends(&f->exclude_dir));
   flags.Option("files-without-match", 'L', Arg::kNone, "",

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,7 +37,10 @@ struct Command : DfsFlags {
   bool line_buffered = false;         // --line-buffered
   bool context_given = false;         // -A, -B or -C (even 0): groups are separated
   std::optional<std::string> group_separator = "--";  // nullopt: --no-group-separator
-  std::vector<std::string> include, exclude, exclude_dir;  // --include= --exclude= --exclude-dir=
+  // --include= and --exclude= in command-line order (true: --include), as GNU grep weighs them;
+  // --exclude-dir=.
+  std::vector<std::pair<bool, std::string>> name_filters;
+  std::vector<std::string> exclude_dir;
   std::vector<std::string> warnings;  // GNU's warnings about the patterns
   std::vector<std::string> operands;  // dfs:/PATH files
 };

@@ -129,6 +129,11 @@ TEST_P(GrepGoldenTest, DialectOptionsAndOutputMatchGnuGrep) {
       {"-r alpha", {"tree/a.c"}},
       {"-r --include='*.c' alpha", {"tree"}, true},
       {"-r --exclude='*.c' alpha", {"tree"}, true},
+      // The precedence of several: the last that matches wins; none matching, the first decides.
+      {"-r --include='*.c' --exclude='a*' alpha", {"tree"}, true},
+      {"-r --exclude='a*' --include='*.c' alpha", {"tree"}, true},
+      {"-r --exclude='*.c' --include='c*' alpha", {"tree"}, true},
+      {"-r --include='*.h' --include='a*' --exclude='*.h' alpha", {"tree"}, true},
       {"-r --exclude-dir=skip alpha", {"tree"}, true},
       {"--exclude='*.h' alpha", {"tree/b.h", "more"}},
       {"--color=always -v -C1 alphabet", {"more"}},

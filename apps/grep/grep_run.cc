@@ -263,11 +263,15 @@ int RunCommand(const Command& command) {
     }
     return false;
   };
-  // --include / --exclude on a file's base name, as GNU grep's.
+  // --include / --exclude on a file's base name, as GNU grep weighs them: the last option that
+  // matches decides; with none matching, the file is searched unless the first was --include.
   auto wanted = [&](std::string_view path) {
-    std::string_view base = path.substr(path.rfind('/') + 1);
-    if (matches_any(f.exclude, base)) return false;
-    return f.include.empty() || matches_any(f.include, base);
+    if (f.name_filters.empty()) return true;
+    std::string base(path.substr(path.rfind('/') + 1));
+    for (auto it = f.name_filters.rbegin(); it != f.name_filters.rend(); ++it) {
+      if (::fnmatch(it->second.c_str(), base.c_str(), 0) == 0) return it->first;
+    }
+    return !f.name_filters.front().first;
   };
   for (const std::string& operand : operands) {
     if (operand.rfind("dfs:", 0) != 0) {
