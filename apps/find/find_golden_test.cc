@@ -43,6 +43,7 @@ class FindGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mo
   static void Craft(const std::string& t) {
     fsys::create_directories(t + "/sub/deeper");
     fsys::create_directories(t + "/emptydir");
+    fsys::create_directories(t + "/chain/of/empty/dirs");
     fsys::create_directories(t + "/private");
     std::ofstream(t + "/plain") << "plain\n";
     std::ofstream(t + "/a1") << "a1\n";
@@ -211,6 +212,19 @@ TEST_P(FindGoldenTest, DeleteRemovesWhatGnuFindRemoves) {
   o = Ours("dfs:/t", "-name sub -delete");
   EXPECT_EQ(o.code, g.code);
   EXPECT_EQ(o.err, g.err);
+}
+
+// -delete implies -depth, and a directory emptied by it is -empty when the walk reaches it: a
+// chain of empty directories goes whole, in GNU's order.
+TEST_P(FindGoldenTest, EmptyDeleteRemovesWholeChainsOfEmptyDirectories) {
+  Run g = Gnu("t -empty -delete -print");
+  Run o = Ours("dfs:/t", "-empty -delete -print");
+  EXPECT_EQ(o.code, g.code) << o.err;
+  EXPECT_EQ(o.out, g.out);
+  EXPECT_NE(g.out.find("t/chain\n"), std::string::npos) << g.out;
+  Run after_g = Gnu("t | sort");
+  Run after_o = Ours("dfs:/t", "| sort");
+  EXPECT_EQ(after_o.out, after_g.out);
 }
 
 }  // namespace

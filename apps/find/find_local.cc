@@ -68,7 +68,10 @@ class LocalActions : public Actions {
     if (entry.depth == 0 && (entry.path == "/" || path.ends_with("/."))) return true;
     absl::Status s =
         entry.type == dfs::FileType::kDirectory ? fs_.Rmdir(entry.path) : fs_.Unlink(entry.path);
-    if (s.ok()) return true;
+    if (s.ok()) {
+      ++deleted_in_[entry.path.substr(0, entry.path.rfind('/'))];
+      return true;
+    }
     std::string why = absl::IsFailedPrecondition(s) &&
                               std::string(s.message()).find("not empty") != std::string::npos
                           ? "Directory not empty"
@@ -83,6 +86,11 @@ class LocalActions : public Actions {
     for (auto& [index, p] : pending_) Flush(p);
   }
   bool failed() const { return failed_; }
+  // Entries of directory `path` this walk deleted.
+  uint64_t DeletedIn(const std::string& path) const {
+    auto it = deleted_in_.find(path);
+    return it == deleted_in_.end() ? 0 : it->second;
+  }
 
  private:
   struct Pending {
@@ -101,6 +109,7 @@ class LocalActions : public Actions {
 
   dfs::DfsClient& fs_;
   std::map<int, Pending> pending_;
+  std::map<std::string, uint64_t> deleted_in_;  // directory -> entries deleted from it
   bool failed_ = false;
 };
 
@@ -116,8 +125,12 @@ int WalkHere(dfs::DfsClient& fs, const Expression& expr, const std::string& root
   std::vector<std::string> pruned;
   // -depth: directories wait here until the walk has left them.
   std::vector<std::pair<dfs::FoundEntry, std::string>> waiting;
-  auto evaluate = [&](const dfs::FoundEntry& e, const std::string& shown) {
-    if (e.depth < expr.min_depth) return;
+  auto evaluate = [&](const dfs::FoundEntry& listed, const std::string& shown) {
+    if (listed.depth < expr.min_depth) return;
+    // A directory reached after its contents (-depth, -delete) has lost what was deleted from it
+    // meanwhile: `-empty -delete` then removes a whole chain of empty directories, as GNU's.
+    dfs::FoundEntry e = listed;
+    if (e.type == dfs::FileType::kDirectory) e.size -= std::min(e.size, actions.DeletedIn(e.path));
     Env env{.now = now, .link_target = &link, .actions = &actions};
     std::vector<Match> printed;
     bool matched = Evaluate(*expr.expr, e, shown, display, env, &printed);
