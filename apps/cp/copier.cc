@@ -92,16 +92,6 @@ std::string Quoted(std::string_view name) {
   return out;
 }
 
-std::string ErrnoText(const absl::Status& s) {
-  if (absl::IsNotFound(s)) return "No such file or directory";
-  if (absl::IsResourceExhausted(s)) return "No space left on device";
-  std::string m(s.message());
-  if (absl::StrContains(m, "too many levels")) return "Too many levels of symbolic links";
-  if (absl::StrContains(m, "not a directory")) return "Not a directory";
-  if (absl::StrContains(m, "is a directory")) return "Is a directory";
-  return m;
-}
-
 namespace {
 
 int64_t MtimeNs(const struct stat& st) {

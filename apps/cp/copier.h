@@ -42,7 +42,7 @@ std::string Basename(const std::string& path);
 // 'tab'$'\t''here'; bytes above 0x7f are escaped unless the locale is UTF-8.
 std::string Quoted(std::string_view name);
 // The strerror(3) text cp prints for a DFS error ("No such file or directory", ...).
-std::string ErrnoText(const absl::Status& s);
+using dfs::ErrnoText;
 
 class TreeUpload;
 

@@ -123,9 +123,14 @@ void DeclareFlags(FlagSet& flags, Command* f, Gathered* g) {
                Sets(&f->quiet, true));
   flags.Alias("silent", "quiet");
   flags.Option("recursive", 'r', Arg::kNone, "",
-               "search directories recursively (files in sorted path order)",
+               "search directories recursively (files in sorted path order); symbolic links "
+               "are followed only if they are on the command line",
                Sets(&f->recursive, true));
-  flags.Short('R', "recursive");
+  flags.Option("dereference-recursive", 'R', Arg::kNone, "",
+               "likewise, but follow all symbolic links", [f](std::optional<std::string_view>) {
+                 f->recursive = f->dereference = true;  // (a later -r keeps following, as GNU)
+                 return absl::OkStatus();
+               });
   // GNU's precedence: the last --include/--exclude that matches a name decides; a name none
   // matches is searched unless the first of them was an --include.
   auto filter = [f](bool include) -> OnOption {

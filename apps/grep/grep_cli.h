@@ -28,6 +28,7 @@ struct Command : DfsFlags {
   bool only_matching = false;
   bool suppress = false;
   bool recursive = false;
+  bool dereference = false;  // -R: links met while recursing are followed too
   bool color = false;
   bool help = false;                  // --help: print Help(), exit 0
   bool version = false;  // --version: print the version line, exit 0

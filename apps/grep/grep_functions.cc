@@ -1,6 +1,7 @@
 // The "grep" active-code library: grep.scan reads DFS files next to the data (Context::View, no
 // copy) and answers one bounded batch of output records per call (grep_format.h).
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <optional>
 
@@ -57,18 +58,17 @@ class Scanner {
     wire::ByteWriter w(&args);
     w.Str16(req_.fs);
     w.Str16(req_.files[c_.file]);
-    absl::StatusOr<std::string> opened = ctx_.Call("dfs.open", args);
+    absl::StatusOr<std::string> opened = ctx_.Call("dfs.open", args);  // (links followed)
     if (!opened.ok()) {
       absl::StatusCode code = opened.status().code();
       if (code != absl::StatusCode::kNotFound && code != absl::StatusCode::kFailedPrecondition &&
           code != absl::StatusCode::kInvalidArgument) {
         return opened.status();  // a real failure, not a bad operand
       }
-      std::string text = code == absl::StatusCode::kNotFound ? "No such file or directory"
-                         : code == absl::StatusCode::kFailedPrecondition
-                             ? "Is a directory"
-                             : std::string(opened.status().message());
-      Add(RecordKind::kError, 0, static_cast<uint32_t>(code), text, {}, 0);
+      Add(RecordKind::kError, 0, static_cast<uint32_t>(code), dfs::ErrnoText(opened.status()), {},
+          0);
+      // A directory opens and then fails to read, for GNU grep: -c and -L still report it.
+      if (dfs::ErrnoOf(opened.status()) == EISDIR) Summary();
       return std::nullopt;
     }
     ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, dfs::DecodeStat(std::string_view(*opened).substr(8)));
@@ -230,12 +230,16 @@ class Scanner {
       going = Line(carry, carry_offset);
       ++c_.line;
     }
-    // The file is done: its summary.
+    Summary();
+    return true;
+  }
+
+  // The file is done: its summary (-c's count, -L's name).
+  void Summary() {
     if (opt_.report == Report::kCount ||
         (opt_.report == Report::kFilesWithout && c_.selected == 0)) {
       Emit(RecordKind::kCount, c_.selected, "");
     }
-    return true;
   }
 
   Context& ctx_;

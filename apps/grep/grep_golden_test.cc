@@ -25,6 +25,23 @@ using testing::BinDir;
 using testing::RunCommandSplit;
 namespace fsys = std::filesystem;
 
+// Adds symbolic links of every kind under `dir` (which holds at least one subdirectory and
+// files): to a file, to a directory, to a link, dangling, and one back up the tree (a loop for -R).
+void AddLinks(const std::string& dir) {
+  std::string sub, file;
+  for (const auto& e : fsys::directory_iterator(dir)) {
+    if (sub.empty() && e.is_directory()) sub = e.path().filename().string();
+  }
+  for (const auto& e : fsys::recursive_directory_iterator(dir + "/" + sub)) {
+    if (file.empty() && e.is_regular_file()) file = e.path().string().substr(dir.size() + 1);
+  }
+  fsys::create_symlink(file, dir + "/link to file");
+  fsys::create_symlink(sub, dir + "/dirlink");
+  fsys::create_symlink("dirlink", dir + "/link-to-link");
+  fsys::create_symlink("nowhere", dir + "/dangling");
+  fsys::create_symlink("..", dir + "/" + sub + "/up");
+}
+
 class GrepGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
  protected:
   void SetUp() override {
@@ -78,6 +95,52 @@ class GrepGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mo
     r.out = absl::StrReplaceAll(r.out, {{"dfs:/g/", ""}});
     r.err = absl::StrReplaceAll(r.err, {{"ardma-grep: ", "grep: "}, {"dfs:/g/", ""}});
     return r;
+  }
+
+  // Uploads the local tree `local` to DFS `remote` as it is: symbolic links stay links.
+  void Upload(const std::string& local, const std::string& remote) {
+    dfs::DfsClient fs(client_.get(), Mode::kActive);
+    ASSERT_TRUE(fs.Mkdir(remote).ok() || fs.Lookup(remote).ok()) << remote;
+    for (const auto& e : fsys::recursive_directory_iterator(local)) {
+      std::string rel = remote + e.path().string().substr(local.size());
+      if (e.is_symlink()) {
+        ASSERT_TRUE(fs.Symlink(fsys::read_symlink(e.path()).string(), rel).ok()) << rel;
+      } else if (e.is_directory()) {
+        ASSERT_TRUE(fs.Mkdir(rel).ok() || fs.Lookup(rel).ok()) << rel;
+      } else if (e.is_regular_file()) {
+        std::ifstream in(e.path(), std::ios::binary);
+        std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        ASSERT_TRUE(fs.WriteFile(rel, data).ok()) << rel;
+      }
+    }
+  }
+
+  // GNU grep in `dir_` against ours with the operands under dfs:/g, stdout and stderr each
+  // sorted (-r's order is GNU's readdir order, ours sorted paths).
+  void ExpectSameSorted(const std::string& args, const std::vector<std::string>& files) {
+    std::string operands, ours_operands;
+    for (const std::string& f : files) {
+      absl::StrAppend(&operands, " '", f, "'");
+      absl::StrAppend(&ours_operands, " 'dfs:/g/", f, "'");
+    }
+    SCOPED_TRACE(args + operands);
+    Run g, o;
+    g.code = RunCommandSplit(
+        absl::StrCat("cd ", dir_, " && LC_ALL=C grep ", args, operands), &g.out, &g.err);
+    o.code = RunCommandSplit(absl::StrCat("cd ", dir_, " && LC_ALL=C ", grep_, args, ours_operands),
+                             &o.out, &o.err);
+    o.out = absl::StrReplaceAll(o.out, {{"dfs:/g/", ""}});
+    o.err = absl::StrReplaceAll(o.err, {{"ardma-grep: ", "grep: "}, {"dfs:/g/", ""}});
+    for (Run* r : {&g, &o}) {
+      for (std::string* text : {&r->out, &r->err}) {
+        std::vector<std::string> lines = absl::StrSplit(*text, '\n');
+        std::sort(lines.begin(), lines.end());
+        *text = absl::StrJoin(lines, "\n");
+      }
+    }
+    EXPECT_EQ(o.code, g.code) << o.err;
+    EXPECT_EQ(o.out, g.out);
+    EXPECT_EQ(o.err, g.err);
   }
 
   std::string dir_, grep_;
@@ -174,35 +237,66 @@ TEST_P(GrepGoldenTest, DialectOptionsAndOutputMatchGnuGrep) {
 TEST_P(GrepGoldenTest, RealTreeMatchesGnuGrep) {
   // A reference missing is a failure, not a skip: git (scripts/setup.sh) puts modules there.
   ASSERT_TRUE(fsys::exists("/usr/share/perl5")) << "no /usr/share/perl5: run scripts/setup.sh";
-  dfs::DfsClient fs(client_.get(), Mode::kActive);
-  ASSERT_TRUE(fs.Mkdir("/g/perl5").ok());
-  for (const auto& e : fsys::recursive_directory_iterator("/usr/share/perl5")) {
-    std::string rel = "/g/" + e.path().string().substr(std::string("/usr/share/").size());
-    // A symbolic link stays one (grep -r skips those it meets; libxml-sax-perl puts one to /etc
-    // there): uploaded as its target's contents, it would be searched by ours and not by GNU's.
-    if (e.is_symlink()) {
-      ASSERT_TRUE(fs.Symlink(fsys::read_symlink(e.path()).string(), rel).ok()) << rel;
-    } else if (e.is_directory()) {
-      ASSERT_TRUE(fs.Mkdir(rel).ok() || fs.Lookup(rel).ok()) << rel;
-    } else if (e.is_regular_file()) {
-      std::ifstream in(e.path(), std::ios::binary);
-      std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      ASSERT_TRUE(fs.WriteFile(rel, data).ok()) << rel;
-    }
+  // The test's own copy, so that the links in it are the ones put there on purpose: those the
+  // host has (libxml-sax-perl links to /etc) are dropped, and links of every kind added.
+  fsys::copy("/usr/share/perl5", dir_ + "/perl5", fsys::copy_options::recursive |
+                                                      fsys::copy_options::copy_symlinks);
+  std::vector<fsys::path> host_links;
+  for (const auto& e : fsys::recursive_directory_iterator(dir_ + "/perl5")) {
+    if (e.is_symlink()) host_links.push_back(e.path());
   }
+  for (const fsys::path& p : host_links) fsys::remove(p);
+  AddLinks(dir_ + "/perl5");
+  ASSERT_NO_FATAL_FAILURE(Upload(dir_ + "/perl5", "/g/perl5"));
   for (std::string args :
        {"-rn 'sub new'", "-rc '^use strict'", "-rl -i 'debconf'", "-rE -o 'croak|confess'",
         "-rw -e my -e our -m 3", "-r -A1 -B1 -n 'package Debian'", "-rP '\\$self->\\{\\w+\\}'",
-        "-rL 'sub '", "-r --include='*.pm' -h 'VERSION ='"}) {
+        "-rL 'sub '", "-r --include='*.pm' -h 'VERSION ='", "-R -c 'sub new'",
+        "-Rl --exclude-dir=Debian 'use strict'"}) {
     SCOPED_TRACE(args);
     Run g, o;
-    g.code = RunCommandSplit("cd /usr/share && LC_ALL=C grep " + args + " perl5 | LC_ALL=C sort",
+    g.code = RunCommandSplit("cd " + dir_ + " && LC_ALL=C grep " + args + " perl5 | LC_ALL=C sort",
                              &g.out, &g.err);
     o.code = RunCommandSplit("cd " + dir_ + " && LC_ALL=C " + grep_ + args +
                                  " dfs:/g/perl5 | sed 's|dfs:/g/||' | LC_ALL=C sort",
                              &o.out, &o.err);
     EXPECT_EQ(o.code, g.code) << o.err;
     EXPECT_EQ(o.out, g.out);
+  }
+}
+
+// Symbolic links on the command line, inside paths and met while recursing: -r follows only the
+// operands, -R every link (a link back up is GNU's "recursive directory loop" warning), a
+// dangling operand is "No such file or directory", a link to a directory without -r "Is a
+// directory", a path through a file "Not a directory".
+TEST_P(GrepGoldenTest, SymbolicLinksMatchGnuGrep) {
+  for (std::string d : {"links/d/sub", "links/e"}) fsys::create_directories(dir_ + "/" + d);
+  for (std::string f : {"links/d/f", "links/d/with space", "links/d/sub/g", "links/e/h"}) {
+    std::ofstream(dir_ + "/" + f) << "alpha in " << f << "\nbeta\n";
+  }
+  fsys::create_symlink("../f", dir_ + "/links/d/sub/back");
+  fsys::create_symlink("../../e", dir_ + "/links/d/sub/to-e");
+  AddLinks(dir_ + "/links");
+  ASSERT_NO_FATAL_FAILURE(Upload(dir_ + "/links", "/g/links"));
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"-r alpha", {"links"}},
+      {"-R alpha", {"links"}},
+      {"-R -n -H beta", {"links/d"}},
+      {"-R -l alpha", {"links/dirlink/"}},
+      {"-R -c alpha", {"links/link-to-link"}},
+      {"-r alpha", {"links/dirlink"}},
+      {"-r alpha", {"links/dirlink/"}},
+      {"-r -L beta", {"links/d/sub/to-e", "links/dangling"}},
+      {"-R --exclude-dir=sub alpha", {"links"}},
+      {"-R --exclude-dir=dirlink --include='*h*' alpha", {"links"}},
+      {"-rR alpha", {"links/d"}},
+      {"alpha", {"links/link to file", "links/dangling", "links/dirlink/f", "links/dirlink"}},
+      {"-s alpha", {"links/dangling", "links/dirlink/sub/back"}},
+      {"alpha", {"links/link to file/x", "links/d/sub/up/e/h", "links/d/sub/up/d/sub/back"}},
+      {"-c alpha", {"links/dirlink", "links/d/f"}},
+  };
+  for (const auto& [args, operands] : cases) {
+    ExpectSameSorted(args, operands);
   }
 }
 

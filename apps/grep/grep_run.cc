@@ -273,6 +273,78 @@ int RunCommand(const Command& command) {
     }
     return !f.name_filters.front().first;
   };
+  // Appends the files under directory `dir` (a path that may pass through links) to `found`, in
+  // Find's order. -r skips the links met on the way; -R follows them, and a link back to a
+  // directory being walked (`ancestors`: their inodes) is a "recursive directory loop", as GNU's.
+  std::vector<std::string> found;
+  auto Contains = [](const std::vector<uint64_t>& inos, uint64_t ino) {
+    return std::find(inos.begin(), inos.end(), ino) != inos.end();
+  };
+  auto LoopWarning = [&](const std::string& path) {
+    if (!f.suppress) std::cerr << "ardma-grep: dfs:" << path << ": warning: recursive directory loop\n";
+  };
+  auto expand = [&](auto& self, const std::string& dir, std::vector<uint64_t> ancestors) -> bool {
+    std::vector<std::string> skipped_dirs;                // --exclude-dir: nothing below them
+    std::vector<std::pair<uint32_t, uint64_t>> walking;   // depth and inode of the entry's dirs
+    std::vector<std::pair<std::string, std::vector<uint64_t>>> links;  // -R: to follow after
+    std::string cursor;
+    for (;;) {
+      absl::StatusOr<dfs::FindPage> page = fs.Find(dir, cursor, 4096);
+      if (!page.ok()) {
+        std::cerr << "ardma-grep: dfs:" << dir << ": " << dfs::ErrnoText(page.status()) << "\n";
+        return false;
+      }
+      for (const auto& e : page->entries) {
+        while (!skipped_dirs.empty() &&
+               !(e.path.size() > skipped_dirs.back().size() &&
+                 e.path.compare(0, skipped_dirs.back().size(), skipped_dirs.back()) == 0 &&
+                 e.path[skipped_dirs.back().size()] == '/')) {
+          skipped_dirs.pop_back();
+        }
+        if (!skipped_dirs.empty()) continue;
+        while (!walking.empty() && walking.back().first >= e.depth) walking.pop_back();
+        std::string_view base = std::string_view(e.path).substr(e.path.rfind('/') + 1);
+        if (e.type == dfs::FileType::kDirectory) {
+          if (e.depth > 0 && matches_any(f.exclude_dir, base)) {
+            skipped_dirs.push_back(e.path);
+          } else if (e.depth > 0 && Contains(ancestors, e.ino)) {  // reached through a link
+            LoopWarning(e.path);
+            skipped_dirs.push_back(e.path);
+          } else {
+            walking.emplace_back(e.depth, e.ino);
+          }
+        } else if (e.type == dfs::FileType::kFile && wanted(e.path)) {
+          found.push_back(e.path);
+        } else if (e.type == dfs::FileType::kSymlink && f.dereference) {
+          std::vector<uint64_t> above = ancestors;
+          for (const auto& w : walking) above.push_back(w.second);
+          links.emplace_back(e.path, std::move(above));
+        }
+      }
+      if (page->done) break;
+      cursor = page->next;
+    }
+    for (auto& [link, above] : links) {
+      absl::StatusOr<dfs::Stat> st = fs.LookupFollowing(link);
+      std::string_view base = std::string_view(link).substr(link.rfind('/') + 1);
+      if (!st.ok()) {
+        if (!wanted(link)) continue;  // as a file's name: GNU weighs it before reading it
+        if (!f.suppress) {
+          std::cerr << "ardma-grep: dfs:" << link << ": " << dfs::ErrnoText(st.status()) << "\n";
+        }
+        operand_error = true;
+      } else if (st->type != dfs::FileType::kDirectory) {
+        if (wanted(link)) found.push_back(link);
+      } else if (matches_any(f.exclude_dir, base)) {
+        continue;
+      } else if (Contains(above, st->ino)) {
+        LoopWarning(link);
+      } else if (!self(self, link + "/", std::move(above))) {
+        return false;
+      }
+    }
+    return true;
+  };
   for (const std::string& operand : operands) {
     if (operand.rfind("dfs:", 0) != 0) {
       if (!f.suppress) std::cerr << "ardma-grep: " << operand << ": not a dfs:/PATH file\n";
@@ -281,36 +353,12 @@ int RunCommand(const Command& command) {
     }
     std::string path = operand.substr(4);
     if (f.recursive) {
-      absl::StatusOr<dfs::Stat> st = fs.Lookup(path);
+      // A link on the command line is followed, with -r too.
+      absl::StatusOr<dfs::Stat> st = fs.LookupFollowing(path);
       if (st.ok() && st->type == dfs::FileType::kDirectory) {
         expanded = true;
-        std::vector<std::string> found;
-        std::vector<std::string> skipped_dirs;  // --exclude-dir: nothing below them
-        std::string cursor;
-        for (;;) {
-          absl::StatusOr<dfs::FindPage> page = fs.Find(path, cursor, 4096);
-          if (!page.ok()) {
-            std::cerr << "ardma-grep: " << operand << ": " << page.status().message() << "\n";
-            return 2;
-          }
-          for (const auto& e : page->entries) {
-            while (!skipped_dirs.empty() &&
-                   !(e.path.size() > skipped_dirs.back().size() &&
-                     e.path.compare(0, skipped_dirs.back().size(), skipped_dirs.back()) == 0 &&
-                     e.path[skipped_dirs.back().size()] == '/')) {
-              skipped_dirs.pop_back();
-            }
-            if (!skipped_dirs.empty()) continue;
-            std::string_view base = std::string_view(e.path).substr(e.path.rfind('/') + 1);
-            if (e.type == dfs::FileType::kDirectory) {
-              if (e.depth > 0 && matches_any(f.exclude_dir, base)) skipped_dirs.push_back(e.path);
-            } else if (e.type == dfs::FileType::kFile && wanted(e.path)) {
-              found.push_back(e.path);  // (symbolic links are not followed, as -r's)
-            }
-          }
-          if (page->done) break;
-          cursor = page->next;
-        }
+        found.clear();
+        if (!expand(expand, path.back() == '/' ? path : path + "/", {})) return 2;
         std::sort(found.begin(), found.end());
         for (const std::string& p : found) {
           names.push_back("dfs:" + p);

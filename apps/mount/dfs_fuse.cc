@@ -324,34 +324,7 @@ void StatFs(fuse_req_t req, fuse_ino_t) {
 }  // namespace
 
 int ErrnoFor(const absl::Status& s) {
-  absl::string_view m = s.message();
-  switch (s.code()) {
-    case absl::StatusCode::kOk:
-      return 0;
-    case absl::StatusCode::kNotFound:
-      return ENOENT;
-    case absl::StatusCode::kAlreadyExists:
-      return EEXIST;
-    case absl::StatusCode::kResourceExhausted:
-      return ENOSPC;
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
-      return EACCES;
-    case absl::StatusCode::kFailedPrecondition:
-      if (absl::StrContains(m, "not empty")) return ENOTEMPTY;
-      if (absl::StrContains(m, "not a directory")) return ENOTDIR;
-      if (absl::StrContains(m, "is a directory")) return EISDIR;
-      if (absl::StrContains(m, "symbolic link")) return ELOOP;
-      if (absl::StrContains(m, "cannot remove /")) return EBUSY;
-      return EPERM;
-    case absl::StatusCode::kInvalidArgument:
-      if (absl::StrContains(m, "component") || absl::StrContains(m, "too long")) {
-        return ENAMETOOLONG;
-      }
-      return EINVAL;
-    default:
-      break;
-  }
+  if (int e = dfs::ErrnoOf(s); e != 0 || s.ok()) return e;
   ARDMA_LOG(kWarning, "ardma-mount: %s (EIO)", s.ToString());
   return EIO;
 }

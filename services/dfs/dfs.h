@@ -36,10 +36,13 @@ absl::StatusOr<Stat> Symlink(Context& ctx, const Fs& fs, std::string_view path,
                              std::string_view target);
 // readlink(2): INVALID_ARGUMENT if `path` is not a symbolic link.
 absl::StatusOr<std::string> Readlink(Context& ctx, const Fs& fs, std::string_view path);
-absl::StatusOr<Stat> StatPath(Context& ctx, const Fs& fs, std::string_view path);
-// The stat of the file at `path`, for a handle (fs.sb, ino) that follows it through renames.
+// lstat(2), or stat(2) with `follow` (a link at the end of `path` is followed too).
+absl::StatusOr<Stat> StatPath(Context& ctx, const Fs& fs, std::string_view path,
+                              bool follow = false);
+// The stat of the file at `path` (a link at its end followed), for a handle (fs.sb, ino) that follows it through renames.
 absl::StatusOr<Stat> OpenFile(Context& ctx, const Fs& fs, std::string_view path);
-// Up to `max` (1..10000) entries of the directory from child index `cursor`.
+// Up to `max` (1..10000) entries of the directory (a link at the end of `path` followed) from
+// child index `cursor`.
 absl::StatusOr<DirPage> Readdir(Context& ctx, const Fs& fs, std::string_view path, uint64_t cursor,
                                 uint32_t max);
 // unlink (type kFile: a file or a symbolic link) and rmdir (kDirectory, which must be empty).

@@ -51,9 +51,17 @@ absl::StatusOr<Stat> DfsClient::Create(std::string_view path, uint32_t mode, boo
   return DecodeStat(r);
 }
 
-absl::StatusOr<Stat> DfsClient::Lookup(std::string_view path) {
+absl::StatusOr<Stat> DfsClient::Lookup(std::string_view path) { return StatCall(path, false); }
+
+absl::StatusOr<Stat> DfsClient::LookupFollowing(std::string_view path) {
+  return StatCall(path, true);
+}
+
+absl::StatusOr<Stat> DfsClient::StatCall(std::string_view path, bool follow) {
   std::string args = Args();
-  ByteWriter(&args).Str16(path);
+  ByteWriter w(&args);
+  w.Str16(path);
+  if (follow) w.U8(1);  // (the flag is optional: lstat without it)
   ARDMA_ASSIGN_OR_RETURN(std::string r, Call("dfs.stat", args));
   return DecodeStat(r);
 }

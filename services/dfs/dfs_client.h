@@ -52,8 +52,12 @@ class DfsClient {
   absl::StatusOr<Stat> Mkdir(std::string_view path, uint32_t mode = 0755);
   // A new empty file; with exclusive=false an existing file is fine (and left as it is).
   absl::StatusOr<Stat> Create(std::string_view path, uint32_t mode = 0644, bool exclusive = true);
-  // lstat(2): the DFS never follows a symbolic link, in any component (see FollowLinks).
+  // lstat(2). Paths follow symbolic links as the kernel's do: every one before the last
+  // component; the last one in LookupFollowing, Open, ReadDir and the data operations (Read,
+  // Write, Truncate, Copy's source...), never in the operations on names (Unlink, Rename...).
   absl::StatusOr<Stat> Lookup(std::string_view path);
+  // stat(2): a link at the end of `path` is followed too.
+  absl::StatusOr<Stat> LookupFollowing(std::string_view path);
   // symlink(2): a link at `path` whose target is `target` (stored as given, never resolved).
   absl::StatusOr<Stat> Symlink(std::string_view target, std::string_view path);
   // readlink(2); INVALID_ARGUMENT if `path` is not a symbolic link.
@@ -129,6 +133,7 @@ class DfsClient {
 
  private:
   absl::StatusOr<std::string> Call(std::string_view function, std::string_view args);
+  absl::StatusOr<Stat> StatCall(std::string_view path, bool follow);
   absl::StatusOr<std::pair<FileHandle, Stat>> OpenWithStat(std::string_view path);
   std::string Args() const;  // the fs name, then the function's own arguments
 

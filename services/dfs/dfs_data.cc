@@ -13,31 +13,6 @@
 namespace ardma::dfs {
 namespace {
 
-// Reads [offset, offset + len) of file inode `n` (clipped to its size) into a string.
-absl::StatusOr<std::string> ReadData(Context& ctx, const Inode& n, uint64_t offset, uint64_t len) {
-  if (offset >= n.size) return std::string();
-  len = std::min(len, n.size - offset);
-  std::string out(len, '\0');
-  if (len == 0) return out;
-  uint64_t first = offset / kBlockSize, last = (offset + len - 1) / kBlockSize;
-  uint64_t in_table = n.table == 0 ? 0 : std::min(last + 1, n.capacity);
-  ARDMA_ASSIGN_OR_RETURN(
-      std::vector<uint64_t> blocks,
-      ReadTable(ctx, n.table + 8 * first, in_table > first ? in_table - first : 0));
-  blocks.resize(last - first + 1, 0);
-  std::vector<ReadOp> ops;
-  for (uint64_t b = first; b <= last; ++b) {
-    uint64_t block = blocks[b - first];
-    if (block == 0) continue;  // a hole: zeros
-    uint64_t from = std::max(offset, b * kBlockSize);
-    uint64_t to = std::min(offset + len, (b + 1) * kBlockSize);
-    ops.push_back({block + (from - b * kBlockSize),
-                   std::span<char>(out.data() + (from - offset), to - from)});
-  }
-  if (!ops.empty()) ARDMA_RETURN_IF_ERROR(ctx.ReadBatch(ops));
-  return out;
-}
-
 absl::Status CheckReadLength(uint64_t len) {
   if (len > kMaxIoBytes) {
     return absl::InvalidArgumentError(
@@ -327,8 +302,7 @@ absl::StatusOr<std::string> Readlink(Context& ctx, const Fs& fs, std::string_vie
     return absl::InvalidArgumentError(
         absl::StrCat("dfs: not a symbolic link: ", ToAbsl(path)));
   }
-  // A link's target never changes after it appears, so one read is consistent.
-  return ReadData(ctx, n, 0, n.size);
+  return LinkTarget(ctx, n);
 }
 
 absl::StatusOr<Stat> Copy(Context& ctx, const Fs& fs, std::string_view from, std::string_view to) {

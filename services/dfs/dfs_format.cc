@@ -1,5 +1,9 @@
 #include "services/dfs/dfs_format.h"
 
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
@@ -36,6 +40,42 @@ absl::StatusOr<std::vector<std::string_view>> SplitPath(std::string_view path) {
     pos = end + 1;
   }
   return parts;
+}
+
+int ErrnoOf(const absl::Status& s) {
+  absl::string_view m = s.message();
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound:
+      return ENOENT;
+    case absl::StatusCode::kAlreadyExists:
+      return EEXIST;
+    case absl::StatusCode::kResourceExhausted:
+      return ENOSPC;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return EACCES;
+    case absl::StatusCode::kFailedPrecondition:
+      if (absl::StrContains(m, "not empty")) return ENOTEMPTY;
+      if (absl::StrContains(m, "not a directory")) return ENOTDIR;
+      if (absl::StrContains(m, "is a directory")) return EISDIR;
+      if (absl::StrContains(m, "symbolic links")) return ELOOP;
+      if (absl::StrContains(m, "cannot remove /")) return EBUSY;
+      return EPERM;
+    case absl::StatusCode::kInvalidArgument:
+      if (absl::StrContains(m, "component") || absl::StrContains(m, "too long")) {
+        return ENAMETOOLONG;
+      }
+      return EINVAL;
+    default:
+      return 0;
+  }
+}
+
+std::string ErrnoText(const absl::Status& s) {
+  int e = ErrnoOf(s);
+  // EINVAL's and EPERM's texts say less than the DFS's own message.
+  if (e == 0 || e == EINVAL || e == EPERM) return std::string(s.message());
+  return ::strerrordesc_np(e);
 }
 
 std::string EncodeStat(const Stat& s) {

@@ -143,6 +143,13 @@ absl::Status CheckFsName(std::string_view name);
 // INVALID_ARGUMENT: not absolute, too long, a component over kMaxNameBytes, or a NUL byte.
 absl::StatusOr<std::vector<std::string_view>> SplitPath(std::string_view path);
 
+// The errno a DFS error stands for (ENOENT for NOT_FOUND, ENOTDIR for "not a directory", ELOOP
+// for too many links...), 0 for OK and for an error no errno fits (the server unreachable...).
+int ErrnoOf(const absl::Status& s);
+// What the GNU tools print for a DFS error: strerror's text ("No such file or directory"), or
+// the status's own message when no errno fits.
+std::string ErrnoText(const absl::Status& s);
+
 std::string EncodeStat(const Stat& s);
 absl::StatusOr<Stat> DecodeStat(std::string_view bytes);
 // dfs.find's result: next, done, then the entries.

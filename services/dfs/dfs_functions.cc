@@ -4,7 +4,7 @@
 //
 //   dfs.mkdir    path:Str16 mode:u32                         -> stat
 //   dfs.create   path:Str16 mode:u32 exclusive:u8            -> stat
-//   dfs.stat     path:Str16                                  -> stat
+//   dfs.stat     path:Str16 [follow:u8]                      -> stat (lstat; stat if follow)
 //   dfs.readdir  path:Str16 cursor:u64 max:u32               -> next:u64 done:u8 n:u32
 //                                                               n x (ino:u64 type:u8 name:Str16)
 //   dfs.unlink   path:Str16                                  -> ""
@@ -26,7 +26,9 @@
 // take the handle instead of the fs name:
 //   dfs.pread    sb:u64 ino:u64 offset:u64 len:u64           -> bytes
 //   dfs.pwrite   sb:u64 ino:u64 offset:u64 data:Bytes32      -> size:u64
-// Symbolic links (never followed by the DFS itself):
+// Paths follow symbolic links as the kernel's do (dfs_inode.h): every one before the last
+// component; the last one for stat with follow, open, readdir and the data operations, never for
+// the operations on names. Links:
 //   dfs.symlink  path:Str16 target:Str16                     -> stat of the link
 //   dfs.readlink path:Str16                                  -> target
 // Many changes in one request (a tree upload), each with its own result (dfs_format.h):
@@ -96,9 +98,11 @@ absl::StatusOr<std::string> Create(Context& ctx, std::string_view args) {
 absl::StatusOr<std::string> StatFn(Context& ctx, std::string_view args) {
   Request q(args);
   ARDMA_RETURN_IF_ERROR(q.Parse(1));
+  uint8_t follow = 0;
+  if (!q.r.AtEnd() && !q.r.U8(&follow)) return absl::InvalidArgumentError("dfs.stat: bad flag");
   ARDMA_RETURN_IF_ERROR(q.End("dfs.stat: trailing bytes"));
   ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, q.fs_name));
-  ARDMA_ASSIGN_OR_RETURN(Stat st, StatPath(ctx, fs, q.path));
+  ARDMA_ASSIGN_OR_RETURN(Stat st, StatPath(ctx, fs, q.path, follow != 0));
   return EncodeStat(st);
 }
 

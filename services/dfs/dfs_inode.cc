@@ -34,13 +34,31 @@ std::string EntryValue(const Entry& e) {
   return U64Bytes(e.ino) + std::string(1, static_cast<char>(e.type));
 }
 
-// The inode `parts` leads to from the root. "." stays, ".." goes to the parent (the root's parent
-// is the root); every component before the last must be a directory.
+// The inode `parts` leads to from the root, resolved as the kernel resolves a path: "." stays,
+// ".." goes to the parent (the root's parent is the root), a symbolic link before the last
+// component is replaced by its target (relative to the link's directory, or from the root), the
+// last one only if `follow_last`; every component before the last must lead to a directory.
 absl::StatusOr<uint64_t> Walk(Context& ctx, const Fs& fs, std::span<const std::string_view> parts,
-                              std::string_view path) {
+                              std::string_view path, bool follow_last) {
   uint64_t cur = fs.root;
   bool cur_is_dir = true;
-  for (std::string_view part : parts) {
+  size_t next = 0;                // the next of `parts`, until a link is met
+  std::vector<std::string> todo;  // after a link: the components still to walk, last first
+  bool linked = false;
+  int links = 0;
+  for (;;) {
+    std::string held;
+    std::string_view part;
+    if (linked) {
+      if (todo.empty()) break;
+      held = std::move(todo.back());
+      todo.pop_back();
+      part = held;
+    } else {
+      if (next == parts.size()) break;
+      part = parts[next++];
+    }
+    bool last = linked ? todo.empty() : next == parts.size();
     if (!cur_is_dir) return NotADirectory();
     if (part == ".") continue;
     if (part == "..") {
@@ -50,8 +68,25 @@ absl::StatusOr<uint64_t> Walk(Context& ctx, const Fs& fs, std::span<const std::s
     }
     ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e, LookupEntry(ctx, fs, cur, part));
     if (!e) return NoSuchEntry(path);
-    cur = e->ino;
-    cur_is_dir = e->type == FileType::kDirectory;
+    if (e->type != FileType::kSymlink || (last && !follow_last)) {
+      cur = e->ino;
+      cur_is_dir = e->type == FileType::kDirectory;
+      continue;
+    }
+    if (++links > kMaxLinks) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("dfs: too many levels of symbolic links: ", ToAbsl(path)));
+    }
+    ARDMA_ASSIGN_OR_RETURN(Inode link, ReadInode(ctx, e->ino));
+    ARDMA_ASSIGN_OR_RETURN(std::string target, LinkTarget(ctx, link));
+    if (!linked) {
+      linked = true;
+      for (size_t i = parts.size(); i > next; --i) todo.emplace_back(parts[i - 1]);
+    }
+    if (!target.empty() && target[0] == '/') cur = fs.root;  // else from the link's directory
+    const std::string absolute = "/" + target;  // SplitPath wants an absolute path
+    ARDMA_ASSIGN_OR_RETURN(std::vector<std::string_view> more, SplitPath(absolute));
+    for (auto it = more.rbegin(); it != more.rend(); ++it) todo.emplace_back(*it);
   }
   return cur;
 }
@@ -270,24 +305,22 @@ absl::Status Locks::Release() {
 
 absl::Status NotADirectory() { return absl::FailedPreconditionError("dfs: not a directory"); }
 absl::Status IsADirectory() { return absl::FailedPreconditionError("dfs: is a directory"); }
-absl::Status IsASymlink(std::string_view path) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("dfs: is a symbolic link (not followed): ", ToAbsl(path)));
-}
 absl::Status NoSuchEntry(std::string_view path) {
   return absl::NotFoundError(absl::StrCat("dfs: no such file or directory: ", ToAbsl(path)));
 }
 
-absl::StatusOr<uint64_t> Resolve(Context& ctx, const Fs& fs, std::string_view path) {
+absl::StatusOr<uint64_t> Resolve(Context& ctx, const Fs& fs, std::string_view path,
+                                 bool follow_last) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitPath(path));
-  return Walk(ctx, fs, parts, path);
+  // A trailing slash follows the last link too, as the kernel does ("link/" is its directory).
+  follow_last = follow_last || (path.size() > 1 && path.back() == '/');
+  return Walk(ctx, fs, parts, path, follow_last);
 }
 
 absl::StatusOr<uint64_t> ResolveFile(Context& ctx, const Fs& fs, std::string_view path) {
-  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path, /*follow_last=*/true));
   ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
   if (n.type == FileType::kDirectory) return IsADirectory();
-  if (n.type == FileType::kSymlink) return IsASymlink(path);
   return ino;
 }
 
@@ -299,7 +332,7 @@ absl::StatusOr<Place> ResolvePlace(Context& ctx, const Fs& fs, std::string_view 
     return absl::InvalidArgumentError("dfs: the path must end in a name, not . or ..");
   }
   ARDMA_ASSIGN_OR_RETURN(uint64_t parent,
-                         Walk(ctx, fs, std::span(parts).first(parts.size() - 1), path));
+                         Walk(ctx, fs, std::span(parts).first(parts.size() - 1), path, true));
   ARDMA_ASSIGN_OR_RETURN(Inode p, ReadInode(ctx, parent));
   if (p.type != FileType::kDirectory) return NotADirectory();
   return Place{parent, name};
@@ -367,6 +400,38 @@ absl::Status RemoveChild(Context& ctx, const Inode& dir, uint64_t index) {
   uint64_t now = static_cast<uint64_t>(NowNs());
   return SetFields(ctx, dir.ino,
                    {{kInSize, last}, {kInMtime, now}, {kInCtime, now}, {kInGen, dir.gen + 2}});
+}
+
+// ---- Data ----
+
+// Reads [offset, offset + len) of file inode `n` (clipped to its size) into a string.
+absl::StatusOr<std::string> ReadData(Context& ctx, const Inode& n, uint64_t offset, uint64_t len) {
+  if (offset >= n.size) return std::string();
+  len = std::min(len, n.size - offset);
+  std::string out(len, '\0');
+  if (len == 0) return out;
+  uint64_t first = offset / kBlockSize, last = (offset + len - 1) / kBlockSize;
+  uint64_t in_table = n.table == 0 ? 0 : std::min(last + 1, n.capacity);
+  ARDMA_ASSIGN_OR_RETURN(
+      std::vector<uint64_t> blocks,
+      ReadTable(ctx, n.table + 8 * first, in_table > first ? in_table - first : 0));
+  blocks.resize(last - first + 1, 0);
+  std::vector<ReadOp> ops;
+  for (uint64_t b = first; b <= last; ++b) {
+    uint64_t block = blocks[b - first];
+    if (block == 0) continue;  // a hole: zeros
+    uint64_t from = std::max(offset, b * kBlockSize);
+    uint64_t to = std::min(offset + len, (b + 1) * kBlockSize);
+    ops.push_back({block + (from - b * kBlockSize),
+                   std::span<char>(out.data() + (from - offset), to - from)});
+  }
+  if (!ops.empty()) ARDMA_RETURN_IF_ERROR(ctx.ReadBatch(ops));
+  return out;
+}
+
+absl::StatusOr<std::string> LinkTarget(Context& ctx, const Inode& link) {
+  // A link's target never changes after it appears, so one read is consistent.
+  return ReadData(ctx, link, 0, link.size);
 }
 
 }  // namespace ardma::dfs

@@ -107,13 +107,18 @@ class Locks {
 absl::Status NotADirectory();
 absl::Status IsADirectory();
 absl::Status NoSuchEntry(std::string_view path);
-// FAILED_PRECONDITION for a data operation on a symbolic link (the DFS does not follow them).
-absl::Status IsASymlink(std::string_view path);
+
+// Symbolic links in paths are followed as the kernel follows them: every one before the last
+// component, the last one only when asked (stat(2) rather than lstat(2)) or when the path ends in
+// "/". More than kMaxLinks on one path is FAILED_PRECONDITION "too many levels of symbolic links".
+inline constexpr int kMaxLinks = 40;  // Linux's MAXSYMLINKS
 
 // The inode `path` names.
-absl::StatusOr<uint64_t> Resolve(Context& ctx, const Fs& fs, std::string_view path);
-// The file at `path`, checked to be a regular file.
+absl::StatusOr<uint64_t> Resolve(Context& ctx, const Fs& fs, std::string_view path,
+                                 bool follow_last = false);
+// The regular file at `path`, a link at its end followed (FAILED_PRECONDITION for a directory).
 absl::StatusOr<uint64_t> ResolveFile(Context& ctx, const Fs& fs, std::string_view path);
+
 // The directory a path's last component lives in, and that name. INVALID_ARGUMENT for "/", or a
 // path ending in "." or "..".
 struct Place {
@@ -135,6 +140,13 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> GrowTable(Context& ctx, uint64_t t
 absl::Status AppendChild(Context& ctx, const Inode& dir, uint64_t child);
 // Takes the child at `index` out of directory `dir` (locked): the last child moves into the gap.
 absl::Status RemoveChild(Context& ctx, const Inode& dir, uint64_t index);
+
+// ---- Data ----
+
+// Reads [offset, offset + len) of file inode `n` (clipped to its size; holes read as zeros).
+absl::StatusOr<std::string> ReadData(Context& ctx, const Inode& n, uint64_t offset, uint64_t len);
+// A symbolic link's target.
+absl::StatusOr<std::string> LinkTarget(Context& ctx, const Inode& link);
 
 }  // namespace ardma::dfs
 

@@ -61,24 +61,22 @@ absl::StatusOr<Stat> Symlink(Context& ctx, const Fs& fs, std::string_view path,
   return Make(ctx, fs, path, FileType::kSymlink, 0777, /*exclusive=*/true, target);
 }
 
-absl::StatusOr<Stat> StatPath(Context& ctx, const Fs& fs, std::string_view path) {
-  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
+absl::StatusOr<Stat> StatPath(Context& ctx, const Fs& fs, std::string_view path, bool follow) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path, follow));
   ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
   return n.ToStat();
 }
 
 absl::StatusOr<Stat> OpenFile(Context& ctx, const Fs& fs, std::string_view path) {
-  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, ResolveFile(ctx, fs, path));
   ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
-  if (n.type == FileType::kDirectory) return IsADirectory();
-  if (n.type == FileType::kSymlink) return IsASymlink(path);
   return n.ToStat();
 }
 
 absl::StatusOr<DirPage> Readdir(Context& ctx, const Fs& fs, std::string_view path, uint64_t cursor,
                                 uint32_t max) {
   max = std::clamp<uint32_t>(max, 1, kMaxPage);
-  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path, /*follow_last=*/true));
   ARDMA_ASSIGN_OR_RETURN(Inode dir, ReadInode(ctx, ino));
   if (dir.type != FileType::kDirectory) return NotADirectory();
   uint64_t end = std::min<uint64_t>(dir.size, cursor + max);

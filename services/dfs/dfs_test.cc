@@ -308,7 +308,7 @@ TEST_P(DfsTest, ACorruptedTableSizeFailsCleanly) {
   EXPECT_TRUE(fs_->WriteFile("/g", "still serving").ok());
 }
 
-TEST_P(DfsTest, SymbolicLinksAreStoredNeverFollowedAndCopiedAsLinks) {
+TEST_P(DfsTest, SymbolicLinksAreFollowedAsTheKernelFollowsThemAndCopiedAsLinks) {
   ASSERT_TRUE(fs_->Mkdir("/d").ok());
   ASSERT_TRUE(fs_->WriteFile("/d/f", "data").ok());
   absl::StatusOr<Stat> l = fs_->Symlink("f", "/d/l");
@@ -321,16 +321,47 @@ TEST_P(DfsTest, SymbolicLinksAreStoredNeverFollowedAndCopiedAsLinks) {
   ASSERT_TRUE(fs_->Symlink("nowhere", "/d/dangling").ok());  // dangling links are fine
   ASSERT_TRUE(fs_->Symlink("loop2", "/loop1").ok());
   ASSERT_TRUE(fs_->Symlink("loop1", "/loop2").ok());
-  // Errors: an existing name, an empty target, readlink of a file, data ops on a link.
+  // Errors: an existing name, an empty target, readlink of a file.
   EXPECT_TRUE(absl::IsAlreadyExists(fs_->Symlink("x", "/d/f").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(fs_->Symlink("", "/d/e").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(fs_->Readlink("/d/f").status()));
-  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Read("/d/l", 0, 10).status()));
-  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Write("/d/l", 0, "x").status()));
-  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Open("/d/l").status()));
-  // The DFS never follows a link in a path: /up/f is not /d/f.
-  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Lookup("/up/f").status()));
+  // Data operations, open and stat follow a link at the end; lstat and rmdir do not.
+  EXPECT_EQ(*fs_->Read("/d/l", 0, 10), "data");
+  EXPECT_EQ(*fs_->Write("/d/l", 4, "!"), 5u);  // writes through the link
+  EXPECT_EQ(*fs_->ReadFile("/d/f"), "data!");
+  ASSERT_TRUE(fs_->Truncate("/d/l", 4).ok());
+  EXPECT_EQ(fs_->Open("/d/l")->ino, fs_->Lookup("/d/f")->ino);
+  EXPECT_EQ(fs_->LookupFollowing("/d/l")->type, FileType::kFile);
+  EXPECT_EQ(fs_->LookupFollowing("/up")->type, FileType::kDirectory);
+  EXPECT_EQ(fs_->Lookup("/up")->type, FileType::kSymlink);
+  EXPECT_EQ(fs_->Lookup("/up/")->type, FileType::kDirectory);  // a trailing slash follows it
   EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Rmdir("/up")));  // not a directory
+  EXPECT_TRUE(absl::IsNotFound(fs_->LookupFollowing("/d/dangling").status()));
+  EXPECT_TRUE(absl::IsNotFound(fs_->Read("/d/dangling", 0, 1).status()));
+  absl::StatusOr<Stat> looped = fs_->LookupFollowing("/loop1");
+  EXPECT_TRUE(absl::IsFailedPrecondition(looped.status())) << looped.status();
+  EXPECT_THAT(std::string(looped.status().message()), ::testing::HasSubstr("too many levels"));
+  EXPECT_EQ(fs_->Lookup("/loop1")->type, FileType::kSymlink);
+  // Links before the last component are always followed: /up/f is /d/f, /up/l is /d/l, and ..
+  // after a link is the target's parent, as the kernel's.
+  EXPECT_EQ(fs_->Lookup("/up/f")->ino, fs_->Lookup("/d/f")->ino);
+  EXPECT_EQ(fs_->Lookup("/up/l")->type, FileType::kSymlink);
+  EXPECT_EQ(*fs_->ReadFile("/up/l"), "data");
+  // A target longer than a short string (failed before: its components were read after it died).
+  ASSERT_TRUE(fs_->Symlink("/d/./../d/./../d/f", "/long").ok());
+  EXPECT_EQ(*fs_->ReadFile("/long"), "data");
+  ASSERT_TRUE(fs_->Unlink("/long").ok());
+  ASSERT_TRUE(fs_->Mkdir("/d/sub").ok());
+  ASSERT_TRUE(fs_->Symlink("../d/sub", "/d/sublink").ok());  // relative to /d
+  EXPECT_EQ(fs_->Lookup("/up/sublink/../f")->ino, fs_->Lookup("/d/f")->ino);
+  ASSERT_TRUE(fs_->WriteFile("/up/sublink/new", "x").ok());  // created in /d/sub
+  EXPECT_EQ(fs_->ListDir("/up/sublink")->size(), 1u);
+  ASSERT_TRUE(fs_->Unlink("/d/sub/new").ok());
+  ASSERT_TRUE(fs_->Unlink("/d/sublink").ok());
+  ASSERT_TRUE(fs_->Rmdir("/d/sub").ok());
+  EXPECT_TRUE(absl::IsNotFound(fs_->Lookup("/d/dangling/x").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Lookup("/d/l/x").status()));  // not a directory
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Lookup("/loop1/x").status()));
   // The client resolves links as the kernel does.
   EXPECT_EQ(*fs_->FollowLinks("/up/l"), "/d/f");
   EXPECT_EQ(*fs_->FollowLinks("/up/l", /*follow_last=*/false), "/d/l");
