@@ -20,9 +20,11 @@ namespace ardma::find {
 namespace {
 
 constexpr char kUsage[] =
-    "Usage: ardma-find [OPTION]... dfs:/PATH... [EXPRESSION]\n"
+    "Usage: ardma-find [-H] [-L] [-P] [OPTION]... dfs:/PATH... [EXPRESSION]\n"
     "Walk directory trees of an ardmad's file system on the server, as GNU find does. The\n"
-    "OPTIONs come first:\n";
+    "OPTIONs come first. Symbolic links: -P never follows them (the default), -H follows those\n"
+    "given as starting points, -L (or the -follow test) follows all (-type l then matches only\n"
+    "dangling links); the last of the three wins.\n";
 
 constexpr char kExpressionHelp[] =
     "Tests: -name GLOB, -iname GLOB, -path GLOB, -ipath GLOB (-wholename, -iwholename),\n"
@@ -37,7 +39,7 @@ constexpr char kExpressionHelp[] =
     "         would; the rest is evaluated next to the data.\n"
     "Operators: ( EXPR ), ! EXPR, -not EXPR, EXPR -a EXPR, EXPR -and EXPR, EXPR EXPR,\n"
     "           EXPR -o EXPR, EXPR -or EXPR, EXPR , EXPR\n"
-    "Options: -maxdepth N, -mindepth N, -depth (-d)\n"
+    "Options: -maxdepth N, -mindepth N, -depth (-d), -follow (as -L)\n"
     "\n"
     "Entries are visited depth first, a directory before its contents, and a directory's entries\n"
     "in creation order (a removal moves the newest entry into the gap). A directory's size is its\n"
@@ -90,6 +92,7 @@ class Parser {
   bool has_action() const { return has_action_; }
   uint32_t min_depth = 0, max_depth = UINT32_MAX;
   bool depth_first = false;  // -depth (or -delete): a directory after its contents
+  bool follow = false;       // -follow
 
  private:
   static std::unique_ptr<Expr> Leaf(Op op) {
@@ -334,6 +337,10 @@ class Parser {
       (tok == "-maxdepth" ? max_depth : min_depth) = n;
       return Leaf(Op::kTrue);
     }
+    if (tok == "-follow") {
+      follow = true;
+      return Leaf(Op::kTrue);
+    }
     if (tok == "-empty") return Leaf(Op::kEmpty);
     if (tok == "-true") return Leaf(Op::kTrue);
     if (tok == "-false") return Leaf(Op::kFalse);
@@ -365,6 +372,7 @@ absl::StatusOr<Expression> ParseExpression(std::vector<std::string> tokens, dfs:
   out.min_depth = parser.min_depth;
   out.max_depth = parser.max_depth;
   out.depth_first = parser.depth_first;
+  out.follow = parser.follow;
   return out;
 }
 
@@ -377,6 +385,12 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> rest,
                          flags.Parse(std::vector<std::string>(argv + 1, argv + argc),
                                      /*stop_at_positional=*/true, /*stop_at_unknown=*/true));
+  // find's own -H, -L and -P, among the options (they are not long options' short forms).
+  while (!rest.empty() && (rest[0] == "-H" || rest[0] == "-L" || rest[0] == "-P")) {
+    c.links = rest[0][1];
+    rest.erase(rest.begin());
+    ARDMA_ASSIGN_OR_RETURN(rest, flags.Parse(rest, true, true));
+  }
   c.help = flags.help_requested();
   c.version = flags.version_requested();
   if (c.help || c.version) return c;
@@ -429,19 +443,15 @@ int RunCommand(const Command& c) {
       continue;
     }
     std::string path = root.substr(4);
-    if (path.size() > 1 && path.back() == '/') {  // "file/" is not a directory, as for find
-      absl::StatusOr<dfs::Stat> st = fs.Lookup(path);
-      if (st.ok() && st->type != dfs::FileType::kDirectory) {
-        std::cerr << "ardma-find: '" << root << "': Not a directory\n";
-        status = 1;
-        continue;
-      }
-    }
-    if (NeedsClient(*expr->expr) || expr->depth_first) {
-      if (WalkHere(fs, *expr, path, root, req.now) != 0) status = 1;
+    // -H and -L walk a link given as a starting point through (a dangling one as itself).
+    bool follow_all = c.links == 'L' || expr->follow;
+    bool follow_start = (c.links == 'H' || follow_all) && fs.LookupFollowing(path).ok();
+    if (NeedsClient(*expr->expr) || expr->depth_first || follow_all) {
+      if (WalkHere(fs, *expr, path, root, req.now, follow_start, follow_all) != 0) status = 1;
       continue;
     }
-    req.root = root.substr(4);
+    req.root = path;
+    req.follow_start = follow_start;
     req.display = root;
     req.cursor.clear();
     req.pruned.clear();
@@ -449,10 +459,8 @@ int RunCommand(const Command& c) {
       absl::StatusOr<std::string> reply =
           Invoke(**client, c.mode, active_libraries::find(), "find.scan", EncodeRequest(req));
       if (!reply.ok()) {
-        if (absl::IsNotFound(reply.status())) {
-          std::cerr << "ardma-find: '" << root << "': No such file or directory\n";
-        } else if (absl::IsInvalidArgument(reply.status())) {
-          std::cerr << "ardma-find: '" << root << "': " << reply.status().message() << "\n";
+        if (dfs::ErrnoOf(reply.status()) != 0) {  // the starting point's fault
+          std::cerr << "ardma-find: '" << root << "': " << dfs::ErrnoText(reply.status()) << "\n";
         } else {
           std::cerr << "ardma-find: " << reply.status().message() << "\n";
         }

@@ -23,6 +23,7 @@ std::string Help();
 struct Command : DfsFlags {
   bool help = false;                    // --help: print Help(), exit 0
   bool version = false;  // --version: print the version line, exit 0
+  char links = 'P';                     // -P, -H or -L: which symbolic links are followed
   std::vector<std::string> roots;       // dfs:/PATH starting points
   std::vector<std::string> expression;  // the tokens after them
 };
@@ -36,6 +37,7 @@ struct Expression {
   bool has_action = false;  // -print or -print0 given (else matches are printed)
   uint32_t min_depth = 0, max_depth = UINT32_MAX;
   bool depth_first = false;  // -depth, -delete
+  bool follow = false;       // -follow (as -L)
 };
 // Parses a GNU find expression; -newer looks its file up through `fs` (null: the syntax is
 // checked and -newer's time left unset).

@@ -234,6 +234,7 @@ std::string EncodeRequest(const Request& q) {
   w.U64(static_cast<uint64_t>(absl::ToUnixNanos(q.now)));
   w.Bytes32(q.cursor);
   w.U32(q.max_entries);
+  w.U8(q.follow_start ? 1 : 0);
   w.U32(static_cast<uint32_t>(q.pruned.size()));
   for (const std::string& p : q.pruned) w.Str16(p);
   return out;
@@ -250,8 +251,12 @@ absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
       !r.Bytes32(&cursor) || !r.U32(&q.max_entries)) {
     return absl::InvalidArgumentError("find: bad request");
   }
+  uint8_t follow_start;
   uint32_t pruned;
-  if (!r.U32(&pruned)) return absl::InvalidArgumentError("find: bad request");
+  if (!r.U8(&follow_start) || !r.U32(&pruned)) {
+    return absl::InvalidArgumentError("find: bad request");
+  }
+  q.follow_start = follow_start != 0;
   for (uint32_t i = 0; i < pruned; ++i) {
     std::string_view p;
     if (!r.Str16(&p)) return absl::InvalidArgumentError("find: bad request");

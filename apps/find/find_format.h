@@ -87,6 +87,8 @@ class Actions {
 struct Env {
   absl::Time now;
   const std::function<std::string(const dfs::FoundEntry&)>* link_target = nullptr;
+  // A link's target's type letter for %Y (N dangling, L a loop), asked only for links.
+  const std::function<char(const dfs::FoundEntry&)>* target_type = nullptr;
   Actions* actions = nullptr;
   std::string owner = "-", group = "-";  // -ls, %u and %g: the DFS has no owners
   bool prune = false;                    // set by -prune on a directory: do not descend
@@ -102,6 +104,7 @@ struct Request {
   absl::Time now;                   // for -mtime / -mmin, as find's start time
   std::string cursor;               // dfs.find's
   uint32_t max_entries = 4096;      // entries walked per batch
+  bool follow_start = false;        // -H (or -L): a link given as the root is walked through
   std::vector<std::string> pruned;  // -prune: directories (shown paths) whose contents are skipped
 };
 
@@ -139,6 +142,9 @@ bool Evaluate(const Expr& e, const dfs::FoundEntry& entry, std::string_view path
 // -printf's output for one entry.
 std::string FormatPrintf(std::string_view format, const dfs::FoundEntry& entry,
                          std::string_view path, std::string_view root, const Env& env);
+// %Y's letter for a link whose target stats as `target` (stat(2), the link followed): the
+// target's type, N if it is dangling, L for a loop of links.
+char TargetTypeLetter(const absl::StatusOr<dfs::Stat>& target);
 // -ls's line for one entry.
 std::string FormatLs(const dfs::FoundEntry& entry, std::string_view path, const Env& env);
 // INVALID_ARGUMENT if `pattern` does not compile as a regex of `type`.

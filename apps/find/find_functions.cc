@@ -24,6 +24,7 @@ absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
   w.Bytes32(req.cursor);
   w.U32(std::clamp<uint32_t>(req.max_entries, 1, 10000));
   w.U32(req.max_depth);
+  w.U8(req.follow_start ? 1 : 0);
   absl::StatusOr<std::string> bytes = ctx.Call("dfs.find", call);
   if (!bytes.ok()) return bytes.status();
   ARDMA_ASSIGN_OR_RETURN(dfs::FindPage page, dfs::DecodeFindPage(*bytes));
@@ -40,6 +41,16 @@ absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
     absl::StatusOr<std::string> target = ctx.Call("dfs.readlink", args);
     return target.ok() ? *target : std::string();
   };
+  // The type of a link's target, for %Y: one more call, only when asked for.
+  std::function<char(const dfs::FoundEntry&)> target_type = [&](const dfs::FoundEntry& e) {
+    std::string args;
+    ByteWriter a(&args);
+    a.Str16(req.fs);
+    a.Str16(e.path);
+    a.U8(1);  // stat(2), not lstat(2)
+    absl::StatusOr<std::string> st = ctx.Call("dfs.stat", args);
+    return TargetTypeLetter(st.ok() ? dfs::DecodeStat(*st) : absl::StatusOr<dfs::Stat>(st.status()));
+  };
   for (const dfs::FoundEntry& e : page.entries) {
     std::string_view path = e.path;
     // Printed as find prints it: the starting point as given, then the rest of the path.
@@ -47,7 +58,7 @@ absl::StatusOr<std::string> Scan(Context& ctx, std::string_view args) {
         req.display + std::string(path.substr(std::min(path.size(), req.root.size())));
     if (!OutsidePruned(batch.pruned, shown)) continue;
     if (e.depth < req.min_depth) continue;
-    Env env{.now = req.now, .link_target = &link};
+    Env env{.now = req.now, .link_target = &link, .target_type = &target_type};
     std::vector<Match> printed;
     bool matched = Evaluate(*expr, e, shown, req.display, env, &printed);
     if (req.implicit_print && matched) printed.push_back({shown, '\n'});

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 
@@ -180,6 +181,43 @@ TEST_P(FindGoldenTest, ExpressionsMatchGnuFind) {
   EXPECT_EQ(o.code, g.code);
   EXPECT_EQ(o.out, g.out);
   EXPECT_EQ(o.err, g.err);
+}
+
+// Symbolic links: -P (the default) never follows them, -H those given as starting points, -L
+// (and -follow) all, with GNU's loop message; a path through a link to a directory is that
+// directory; %Y is the target's type (N for a dangling link).
+TEST_P(FindGoldenTest, SymbolicLinksMatchGnuFind) {
+  for (const auto& [options, roots, expr] : std::vector<std::array<std::string, 3>>{
+           {"", "t/link-to-dir", ""},
+           {"", "t/link-to-dir/", ""},
+           {"-P", "t/link-to-dir t/link-to-file", "-printf '%p %y %Y %s\\n'"},
+           {"-H", "t/link-to-dir", ""},
+           {"-H", "t/link-to-file t/dangling", "-printf '%p %y %Y %s %l|\\n'"},
+           {"-H", "t/link-to-file/", ""},
+           {"-L", "t", ""},
+           {"-L", "t", "-type l"},
+           {"-L", "t", "-printf '%p %y %Y %d %l|\\n'"},
+           {"-L", "t", "-depth"},
+           {"-L", "t/sub", "-maxdepth 3"},
+           {"-L", "t/link-to-dir", "-mindepth 1"},
+           {"-L", "t", "-name deeper -prune -o -print"},
+           {"-L", "t/dangling/", ""},
+           {"", "t", "-follow -type d"},
+           {"", "t", "-printf '%p %y %Y\\n'"},
+           {"-H -P", "t/link-to-dir", ""},
+           {"-P -L", "t/link-to-dir/up", "-maxdepth 1"},
+           {"", "t/link-to-dir/leaf t/link-to-dir/up/sub/code.c", ""},
+           {"", "t/link-to-file/x", ""},
+       }) {
+    SCOPED_TRACE(options + " " + roots + " " + expr);
+    std::string ours_roots;
+    for (absl::string_view r : absl::StrSplit(roots, ' ')) absl::StrAppend(&ours_roots, " dfs:/", r);
+    Run g = Gnu(options + " " + roots + " " + expr);
+    Run o = Ours(options + ours_roots, expr);
+    EXPECT_EQ(o.code, g.code) << o.err;
+    EXPECT_EQ(o.out, g.out);
+    EXPECT_EQ(o.err, g.err);
+  }
 }
 
 // A real tree the other tests do not use: Debian's Perl modules.

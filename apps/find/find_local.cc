@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <vector>
@@ -115,71 +117,157 @@ class LocalActions : public Actions {
 
 }  // namespace
 
-int WalkHere(dfs::DfsClient& fs, const Expression& expr, const std::string& root,
-             const std::string& display, absl::Time now) {
-  LocalActions actions(fs);
-  std::function<std::string(const dfs::FoundEntry&)> link = [&](const dfs::FoundEntry& e) {
-    absl::StatusOr<std::string> t = fs.Readlink(e.path);
-    return t.ok() ? *t : std::string();
-  };
-  std::vector<std::string> pruned;
-  // -depth: directories wait here until the walk has left them.
-  std::vector<std::pair<dfs::FoundEntry, std::string>> waiting;
-  auto evaluate = [&](const dfs::FoundEntry& listed, const std::string& shown) {
-    if (listed.depth < expr.min_depth) return;
+namespace {
+
+// The walk: the expression evaluated entry by entry, in pre-order (or post-order with -depth),
+// and with -L a link's target walked where the link stands.
+class Walker {
+ public:
+  Walker(dfs::DfsClient& fs, const Expression& expr, absl::Time now, bool follow_all)
+      : fs_(fs), expr_(expr), now_(now), follow_all_(follow_all), actions_(fs) {
+    link_ = [this](const dfs::FoundEntry& e) {
+      absl::StatusOr<std::string> t = fs_.Readlink(e.path);
+      return t.ok() ? *t : std::string();
+    };
+    target_type_ = [this](const dfs::FoundEntry& e) {
+      return TargetTypeLetter(fs_.LookupFollowing(e.path));
+    };
+  }
+
+  // Walks `root` (shown as `display`), whose entries are `base` deeper than the starting point;
+  // `above`: the walk's directories above `root` (inode, shown path), for -L's loop check.
+  void Walk(const std::string& root, const std::string& display, bool follow_start,
+            uint32_t base, const std::vector<std::pair<uint64_t, std::string>>& above) {
+    // -depth: directories wait here until the walk has left them.
+    std::vector<std::pair<dfs::FoundEntry, std::string>> waiting;
+    std::vector<std::pair<uint64_t, std::string>> dirs = above;  // the entry's ancestors
+    std::vector<uint32_t> dir_depths;  // the depth in this walk of each of `dirs` past `above`
+    std::vector<std::string> looped;  // directories not entered (a loop)
+    uint32_t max_depth = expr_.max_depth - std::min(expr_.max_depth, base);
+    std::string cursor;
+    for (;;) {
+      absl::StatusOr<dfs::FindPage> page = fs_.Find(root, cursor, 4096, max_depth, follow_start);
+      if (!page.ok()) {
+        std::cerr << "ardma-find: '" << display << "': " << dfs::ErrnoText(page.status())
+                  << "\n";
+        failed_ = true;
+        break;
+      }
+      for (dfs::FoundEntry e : page->entries) {
+        std::string shown =
+            display +
+            std::string(std::string_view(e.path).substr(std::min(e.path.size(), root.size())));
+        if (!OutsidePruned(pruned_, shown) || !OutsidePruned(looped, shown)) continue;
+        while (!dir_depths.empty() && dir_depths.back() >= e.depth) {
+          dirs.pop_back();
+          dir_depths.pop_back();
+        }
+        bool link_to_walk = false;
+        if (follow_all_ && e.type == dfs::FileType::kSymlink) {
+          // -L: the link stands for its target (a dangling one for itself).
+          absl::StatusOr<dfs::Stat> st = fs_.LookupFollowing(e.path);
+          if (st.ok()) {
+            link_to_walk = st->type == dfs::FileType::kDirectory && e.depth + base < expr_.max_depth;
+            e.type = st->type;
+            e.size = st->size;
+            e.mode = st->mode;
+            e.mtime = st->mtime;
+            e.ino = st->ino;
+          }
+        }
+        uint32_t depth_here = e.depth;
+        e.depth += base;
+        if (e.type == dfs::FileType::kDirectory && follow_all_) {
+          // A directory met again below itself (through a link): find's loop, not entered.
+          auto seen = std::find_if(dirs.begin(), dirs.end(),
+                                   [&](const auto& d) { return d.first == e.ino; });
+          if (seen != dirs.end()) {
+            std::cerr << "ardma-find: File system loop detected; '" << shown
+                      << "' is part of the same file system loop as '" << seen->second << "'.\n";
+            failed_ = true;
+            looped.push_back(shown);
+            continue;
+          }
+        }
+        if (link_to_walk) {
+          Flush(&waiting, e.depth);
+          Walk(e.path, shown, /*follow_start=*/true, e.depth, dirs);
+          continue;
+        }
+        if (e.type == dfs::FileType::kDirectory) {
+          dirs.emplace_back(e.ino, shown);
+          dir_depths.push_back(depth_here);
+        }
+        if (expr_.depth_first) {
+          Flush(&waiting, e.depth);
+          if (e.type == dfs::FileType::kDirectory) {
+            waiting.emplace_back(e, shown);
+            continue;
+          }
+        }
+        Evaluate(e, shown);
+      }
+      if (page->done) break;
+      cursor = page->next;
+    }
+    Flush(&waiting, 0);
+  }
+
+  int Finish() {
+    actions_.FlushAll();
+    std::fflush(stdout);
+    return failed_ || actions_.failed() ? 1 : 0;
+  }
+
+ private:
+  // -depth: evaluates the waiting directories at `depth` or deeper (the walk has left them).
+  void Flush(std::vector<std::pair<dfs::FoundEntry, std::string>>* waiting, uint32_t depth) {
+    while (!waiting->empty() && waiting->back().first.depth >= depth) {
+      Evaluate(waiting->back().first, waiting->back().second);
+      waiting->pop_back();
+    }
+  }
+
+  void Evaluate(const dfs::FoundEntry& listed, const std::string& shown) {
+    if (listed.depth < expr_.min_depth) return;
     // A directory reached after its contents (-depth, -delete) has lost what was deleted from it
     // meanwhile: `-empty -delete` then removes a whole chain of empty directories, as GNU's.
     dfs::FoundEntry e = listed;
-    if (e.type == dfs::FileType::kDirectory) e.size -= std::min(e.size, actions.DeletedIn(e.path));
-    Env env{.now = now, .link_target = &link, .actions = &actions};
+    if (e.type == dfs::FileType::kDirectory) e.size -= std::min(e.size, actions_.DeletedIn(e.path));
+    Env env{.now = now_, .link_target = &link_, .target_type = &target_type_, .actions = &actions_};
     std::vector<Match> printed;
-    bool matched = Evaluate(*expr.expr, e, shown, display, env, &printed);
-    if (!expr.has_action && matched) printed.push_back({shown, '\n'});
-    if (env.prune && !expr.depth_first) pruned.push_back(shown);
+    bool matched = find::Evaluate(*expr_.expr, e, shown, start_display_, env, &printed);
+    if (!expr_.has_action && matched) printed.push_back({shown, '\n'});
+    if (env.prune && !expr_.depth_first) pruned_.push_back(shown);
     for (const Match& m : printed) {
       std::fwrite(m.path.data(), 1, m.path.size(), stdout);
       if (m.terminator != Match::kRaw) std::fputc(m.terminator, stdout);
     }
-  };
-  std::string cursor;
-  int status = 0;
-  for (;;) {
-    absl::StatusOr<dfs::FindPage> page = fs.Find(root, cursor, 4096, expr.max_depth);
-    if (!page.ok()) {
-      std::cerr << "ardma-find: '" << display << "': "
-                << (absl::IsNotFound(page.status()) ? "No such file or directory"
-                                                    : std::string(page.status().message()))
-                << "\n";
-      status = 1;
-      break;
-    }
-    for (const dfs::FoundEntry& e : page->entries) {
-      std::string shown =
-          display +
-          std::string(std::string_view(e.path).substr(std::min(e.path.size(), root.size())));
-      if (!OutsidePruned(pruned, shown)) continue;
-      if (expr.depth_first) {
-        while (!waiting.empty() && waiting.back().first.depth >= e.depth) {
-          evaluate(waiting.back().first, waiting.back().second);
-          waiting.pop_back();
-        }
-        if (e.type == dfs::FileType::kDirectory) {
-          waiting.emplace_back(e, shown);
-          continue;
-        }
-      }
-      evaluate(e, shown);
-    }
-    if (page->done) break;
-    cursor = page->next;
   }
-  while (!waiting.empty()) {
-    evaluate(waiting.back().first, waiting.back().second);
-    waiting.pop_back();
-  }
-  actions.FlushAll();
-  std::fflush(stdout);
-  return status != 0 || actions.failed() ? 1 : 0;
+
+ public:
+  std::string start_display_;  // the starting point as given (%H)
+
+ private:
+  dfs::DfsClient& fs_;
+  const Expression& expr_;
+  const absl::Time now_;
+  const bool follow_all_;
+  LocalActions actions_;
+  std::function<std::string(const dfs::FoundEntry&)> link_;
+  std::function<char(const dfs::FoundEntry&)> target_type_;
+  std::vector<std::string> pruned_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+int WalkHere(dfs::DfsClient& fs, const Expression& expr, const std::string& root,
+             const std::string& display, absl::Time now, bool follow_start, bool follow_all) {
+  Walker walker(fs, expr, now, follow_all);
+  walker.start_display_ = display;
+  walker.Walk(root, display, follow_start, 0, {});
+  return walker.Finish();
 }
 
 }  // namespace ardma::find

@@ -12,10 +12,13 @@
 
 namespace ardma::find {
 
-// Walks `root` (DFS path; `display` as printed), printing what actions print. Returns 0, or 1
+// Walks `root` (DFS path; `display` as printed), printing what actions print. A link at `root`
+// is walked through with `follow_start` (-H), every link met with `follow_all` (-L: a directory
+// met again below itself is find's "File system loop detected", not entered). Returns 0, or 1
 // if anything failed (reported on stderr).
 int WalkHere(dfs::DfsClient& fs, const Expression& expr, const std::string& root,
-             const std::string& display, absl::Time now);
+             const std::string& display, absl::Time now, bool follow_start = false,
+             bool follow_all = false);
 
 }  // namespace ardma::find
 

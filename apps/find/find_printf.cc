@@ -1,4 +1,5 @@
 // -printf and -ls for ardma-find, as GNU find formats them (find(1): "-printf format").
+#include <cerrno>
 #include <cstdio>
 #include <string>
 
@@ -185,8 +186,12 @@ std::string FormatPrintf(std::string_view format, const dfs::FoundEntry& entry,
         field = Permissions(entry);
         break;
       case 'y':
-      case 'Y':
         field = std::string(1, TypeLetter(entry.type));
+        break;
+      case 'Y':
+        field = std::string(1, entry.type == dfs::FileType::kSymlink && env.target_type != nullptr
+                                   ? (*env.target_type)(entry)
+                                   : TypeLetter(entry.type));
         break;
       case 'k':
         field = absl::StrCat((entry.size + 1023) / 1024);
@@ -254,6 +259,12 @@ std::string FormatPrintf(std::string_view format, const dfs::FoundEntry& entry,
     }
   }
   return out;
+}
+
+char TargetTypeLetter(const absl::StatusOr<dfs::Stat>& target) {
+  if (target.ok()) return TypeLetter(target->type);
+  if (absl::IsNotFound(target.status())) return 'N';
+  return dfs::ErrnoOf(target.status()) == ELOOP ? 'L' : '?';
 }
 
 std::string FormatLs(const dfs::FoundEntry& entry, std::string_view path, const Env& env) {

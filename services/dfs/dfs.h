@@ -81,9 +81,11 @@ std::vector<absl::Status> ApplyBatch(Context& ctx, const Fs& fs, std::span<const
 // ---- Walks (dfs_tree.cc) ----
 
 // A page of at most `max` entries of a depth-first, pre-order walk from `path` (depth 0) down to
-// `max_depth`; `cursor` is the previous page's `next` (empty to start).
+// `max_depth`; `cursor` is the previous page's `next` (empty to start). A link at `path` is the
+// walk's one entry, unless `follow_start` (find -H): then its target is walked, named `path`.
 absl::StatusOr<FindPage> Find(Context& ctx, const Fs& fs, std::string_view path,
-                              std::string_view cursor, uint32_t max, uint32_t max_depth);
+                              std::string_view cursor, uint32_t max, uint32_t max_depth,
+                              bool follow_start = false);
 struct TreeCopy {
   uint64_t files = 0, dirs = 0;
 };

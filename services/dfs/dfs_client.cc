@@ -221,13 +221,15 @@ absl::StatusOr<Stat> DfsClient::Copy(std::string_view from, std::string_view to)
 }
 
 absl::StatusOr<FindPage> DfsClient::Find(std::string_view path, std::string_view cursor,
-                                         uint32_t max, uint32_t max_depth) {
+                                         uint32_t max, uint32_t max_depth,
+                                         bool follow_start) {
   std::string args = Args();
   ByteWriter w(&args);
   w.Str16(path);
   w.Bytes32(cursor);
   w.U32(max);
   w.U32(max_depth);
+  if (follow_start) w.U8(1);
   absl::StatusOr<std::string> bytes = Call("dfs.find", args);
   if (!bytes.ok()) return bytes.status();
   return DecodeFindPage(*bytes);

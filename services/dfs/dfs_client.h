@@ -86,9 +86,11 @@ class DfsClient {
   // Copies a file on the server (one request); an existing file at `to` is overwritten.
   absl::StatusOr<Stat> Copy(std::string_view from, std::string_view to);
   // Everything under `path` (itself first, depth 0), depth first, a page at a time; a
-  // directory's entries in creation order; nothing deeper than `max_depth`.
+  // directory's entries in creation order; nothing deeper than `max_depth`. A link at `path` is
+  // the one entry, unless `follow_start` (find -H): then its target is walked, named `path`.
   absl::StatusOr<FindPage> Find(std::string_view path, std::string_view cursor = "",
-                                uint32_t max = 1024, uint32_t max_depth = UINT32_MAX);
+                                uint32_t max = 1024, uint32_t max_depth = UINT32_MAX,
+                                bool follow_start = false);
   absl::StatusOr<Usage> GetUsage();
 
   // File handles skip path resolution: in RDMA mode a read is then 4 round trips (inode, block

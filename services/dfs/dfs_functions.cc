@@ -14,7 +14,7 @@
 //   dfs.write    path:Str16 offset:u64 data:Bytes32          -> size:u64
 //   dfs.truncate path:Str16 len:u64                          -> ""
 //   dfs.copy     from:Str16 to:Str16                         -> stat of the copy
-//   dfs.find     path:Str16 cursor:Bytes32 max:u32 [max_depth:u32]
+//   dfs.find     path:Str16 cursor:Bytes32 max:u32 [max_depth:u32 [follow_start:u8]]
 //                                                            -> next:Bytes32 done:u8 n:u32
 //                                    n x (path:Str16 type:u8 size:u64 depth:u32 mode:u32 mtime:u64
 //                                             ino:u64)
@@ -226,12 +226,14 @@ absl::StatusOr<std::string> FindFn(Context& ctx, std::string_view args) {
   ARDMA_RETURN_IF_ERROR(q.Parse(1));
   std::string_view cursor;
   uint32_t max, max_depth = UINT32_MAX;
+  uint8_t follow = 0;
   if (!q.r.Bytes32(&cursor) || !q.r.U32(&max) || (!q.r.AtEnd() && !q.r.U32(&max_depth)) ||
-      !q.r.AtEnd()) {
+      (!q.r.AtEnd() && !q.r.U8(&follow)) || !q.r.AtEnd()) {
     return absl::InvalidArgumentError("dfs.find: bad arguments");
   }
   ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, q.fs_name));
-  ARDMA_ASSIGN_OR_RETURN(FindPage page, Find(ctx, fs, q.path, cursor, max, max_depth));
+  ARDMA_ASSIGN_OR_RETURN(FindPage page,
+                         Find(ctx, fs, q.path, cursor, max, max_depth, follow != 0));
   return EncodeFindPage(page);
 }
 

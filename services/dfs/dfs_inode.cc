@@ -312,8 +312,9 @@ absl::Status NoSuchEntry(std::string_view path) {
 absl::StatusOr<uint64_t> Resolve(Context& ctx, const Fs& fs, std::string_view path,
                                  bool follow_last) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitPath(path));
-  // A trailing slash follows the last link too, as the kernel does ("link/" is its directory).
-  follow_last = follow_last || (path.size() > 1 && path.back() == '/');
+  // A trailing slash means "the directory", as the kernel reads it: "link/" follows the link,
+  // "file/" is not a directory. ("x/" walks as "x/.".)
+  if (path.size() > 1 && path.back() == '/') parts.push_back(".");
   return Walk(ctx, fs, parts, path, follow_last);
 }
 

@@ -335,6 +335,8 @@ TEST_P(DfsTest, SymbolicLinksAreFollowedAsTheKernelFollowsThemAndCopiedAsLinks) 
   EXPECT_EQ(fs_->LookupFollowing("/up")->type, FileType::kDirectory);
   EXPECT_EQ(fs_->Lookup("/up")->type, FileType::kSymlink);
   EXPECT_EQ(fs_->Lookup("/up/")->type, FileType::kDirectory);  // a trailing slash follows it
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Lookup("/d/l/").status()));  // not a directory
+  EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Lookup("/d/f/").status()));
   EXPECT_TRUE(absl::IsFailedPrecondition(fs_->Rmdir("/up")));  // not a directory
   EXPECT_TRUE(absl::IsNotFound(fs_->LookupFollowing("/d/dangling").status()));
   EXPECT_TRUE(absl::IsNotFound(fs_->Read("/d/dangling", 0, 1).status()));

@@ -32,7 +32,8 @@ std::string JoinPath(std::string_view dir, std::string_view name) {
 }  // namespace
 
 absl::StatusOr<FindPage> Find(Context& ctx, const Fs& fs, std::string_view path,
-                              std::string_view cursor, uint32_t max, uint32_t max_depth) {
+                              std::string_view cursor, uint32_t max, uint32_t max_depth,
+                              bool follow_start) {
   max = std::clamp<uint32_t>(max, 1, kMaxPage);
   std::vector<Frame> stack;
   std::vector<FoundEntry> found;
@@ -41,7 +42,7 @@ absl::StatusOr<FindPage> Find(Context& ctx, const Fs& fs, std::string_view path,
                       n.mode,          absl::FromUnixNanos(n.mtime), n.ino};
   };
   if (cursor.empty()) {
-    ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
+    ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path, follow_start));
     ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
     std::string start = path.size() > 1 && path.back() == '/'
                             ? std::string(path.substr(0, path.size() - 1))
