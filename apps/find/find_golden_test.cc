@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/client/invoke.h"
+#include "core/testing/real_tree.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_fixture.h"
 #include "gtest/gtest.h"
@@ -220,20 +222,30 @@ TEST_P(FindGoldenTest, SymbolicLinksMatchGnuFind) {
   }
 }
 
-// A real tree the other tests do not use: Debian's Perl modules.
+// A real tree the other tests do not use: the test's copy of Debian's Perl modules, with links
+// of every kind added on purpose (the host's own are left out).
 TEST_P(FindGoldenTest, RealTreeMatchesGnuFind) {
   // A reference missing is a failure, not a skip: git (scripts/setup.sh) puts modules there.
   ASSERT_TRUE(fsys::exists("/usr/share/perl5")) << "no /usr/share/perl5: run scripts/setup.sh";
-  Replicate("perl5", "/usr/share");
+  ASSERT_TRUE(testing::CopyRealTree("/usr/share/perl5", dir_ + "/perl5").ok());
+  Replicate("perl5");
   for (std::string expr :
        {"", "-type d", "-name '*.pm' -size +4k", "-path '*/DebConf/*' -prune -o -print",
         "-regex '.*/[A-Z][a-z]+\\.pm' -printf '%f %s %m\\n'", "-depth -empty",
-        "-mindepth 2 -maxdepth 3 -type f -newermt 2000-01-01"}) {
+        "-mindepth 2 -maxdepth 3 -type f -newermt 2000-01-01", "-type l -printf '%p %Y %l\\n'",
+        "-L . -name '*.pm' -size +20k", "-H . -maxdepth 1"}) {
     SCOPED_TRACE(expr);
-    Run g = Gnu("perl5 " + expr, "/usr/share");
-    Run o = Ours("dfs:/perl5", expr);
+    // (-L and -H come before the starting point: ". " marks where the expression starts.)
+    std::string options, rest = expr;
+    if (absl::StartsWith(expr, "-L . ") || absl::StartsWith(expr, "-H . ")) {
+      options = expr.substr(0, 3);
+      rest = expr.substr(5);
+    }
+    Run g = Gnu(options + "perl5 " + rest);
+    Run o = Ours(options + "dfs:/perl5", rest);
     EXPECT_EQ(o.code, g.code) << o.err;
     EXPECT_EQ(o.out, g.out);
+    EXPECT_EQ(o.err, g.err);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/client/invoke.h"
+#include "core/testing/real_tree.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_fixture.h"
 #include "gtest/gtest.h"
@@ -24,23 +25,6 @@ namespace {
 using testing::BinDir;
 using testing::RunCommandSplit;
 namespace fsys = std::filesystem;
-
-// Adds symbolic links of every kind under `dir` (which holds at least one subdirectory and
-// files): to a file, to a directory, to a link, dangling, and one back up the tree (a loop for -R).
-void AddLinks(const std::string& dir) {
-  std::string sub, file;
-  for (const auto& e : fsys::directory_iterator(dir)) {
-    if (sub.empty() && e.is_directory()) sub = e.path().filename().string();
-  }
-  for (const auto& e : fsys::recursive_directory_iterator(dir + "/" + sub)) {
-    if (file.empty() && e.is_regular_file()) file = e.path().string().substr(dir.size() + 1);
-  }
-  fsys::create_symlink(file, dir + "/link to file");
-  fsys::create_symlink(sub, dir + "/dirlink");
-  fsys::create_symlink("dirlink", dir + "/link-to-link");
-  fsys::create_symlink("nowhere", dir + "/dangling");
-  fsys::create_symlink("..", dir + "/" + sub + "/up");
-}
 
 class GrepGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mode>> {
  protected:
@@ -237,16 +221,9 @@ TEST_P(GrepGoldenTest, DialectOptionsAndOutputMatchGnuGrep) {
 TEST_P(GrepGoldenTest, RealTreeMatchesGnuGrep) {
   // A reference missing is a failure, not a skip: git (scripts/setup.sh) puts modules there.
   ASSERT_TRUE(fsys::exists("/usr/share/perl5")) << "no /usr/share/perl5: run scripts/setup.sh";
-  // The test's own copy, so that the links in it are the ones put there on purpose: those the
-  // host has (libxml-sax-perl links to /etc) are dropped, and links of every kind added.
-  fsys::copy("/usr/share/perl5", dir_ + "/perl5", fsys::copy_options::recursive |
-                                                      fsys::copy_options::copy_symlinks);
-  std::vector<fsys::path> host_links;
-  for (const auto& e : fsys::recursive_directory_iterator(dir_ + "/perl5")) {
-    if (e.is_symlink()) host_links.push_back(e.path());
-  }
-  for (const fsys::path& p : host_links) fsys::remove(p);
-  AddLinks(dir_ + "/perl5");
+  // The test's own copy: the links in it are the ones put there on purpose (the host's, such as
+  // libxml-sax-perl's to /etc, are left out).
+  ASSERT_TRUE(testing::CopyRealTree("/usr/share/perl5", dir_ + "/perl5").ok());
   ASSERT_NO_FATAL_FAILURE(Upload(dir_ + "/perl5", "/g/perl5"));
   for (std::string args :
        {"-rn 'sub new'", "-rc '^use strict'", "-rl -i 'debconf'", "-rE -o 'croak|confess'",
@@ -276,7 +253,7 @@ TEST_P(GrepGoldenTest, SymbolicLinksMatchGnuGrep) {
   }
   fsys::create_symlink("../f", dir_ + "/links/d/sub/back");
   fsys::create_symlink("../../e", dir_ + "/links/d/sub/to-e");
-  AddLinks(dir_ + "/links");
+  ASSERT_TRUE(testing::AddLinks(dir_ + "/links").ok());
   ASSERT_NO_FATAL_FAILURE(Upload(dir_ + "/links", "/g/links"));
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"-r alpha", {"links"}},
