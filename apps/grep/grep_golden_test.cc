@@ -39,6 +39,7 @@ class GrepGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mo
     Put("binary", std::string("match here\n\0\1\2 binary\nmatch again\n", 35));
     Put("records", std::string("first\nrecord\0second alpha\0third\0", 33));
     Put("patterns", "alpha\nb.t\n");
+    Put("words", "abc\n\n x \nfoo bar\n-\nxx yy\naxb\nx\n  \naxb bxbz\nab abab\n");
     Put("nopatterns", "");
     Put("tree/a.c", "int alpha;\n");
     Put("tree/b.h", "alpha\n");
@@ -187,6 +188,21 @@ TEST_P(GrepGoldenTest, DialectOptionsAndOutputMatchGnuGrep) {
       {"--color=always -H -n beta", two},
       {"--line-buffered -n a", text},
       {"-f missing-file a", text},
+      // -w and -x with patterns that match the empty string, and -w's retry of a shorter match
+      // at the same place.
+      {"-w ''", {"words"}},
+      {"-x ''", {"words"}},
+      {"-wo ''", {"words"}},
+      {"-wc ''", {"words"}},
+      {"-w 'x*'", {"words"}},
+      {"-wo 'x*'", {"words"}},
+      {"-wn 'y*'", {"words"}},
+      {"-xc 'x*'", {"words"}},
+      {"-w -E 'x?'", {"words"}},
+      {"-wo -E '(ab)?'", {"words"}},
+      {"-wo 'a.*b'", {"words"}},
+      {"-wo -E 'ab(ab)*'", {"words"}},
+      {"-w --color=always 'x*'", {"words"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);

@@ -331,6 +331,15 @@ bool Matcher::Find(std::string_view text, size_t pos, size_t* start, size_t* len
   return true;
 }
 
+bool Matcher::LongestAt(std::string_view text, size_t start, size_t end, size_t* len) const {
+  // The text beyond `end` stays context: $ does not match at `end` (GNU's not_eol).
+  re2::StringPiece all(text.data(), text.size());
+  re2::StringPiece m;
+  if (!re_->Match(all, start, end, RE2::ANCHOR_START, &m, 1)) return false;
+  *len = m.size();
+  return true;
+}
+
 size_t Matcher::NextCandidate(std::string_view text, size_t pos) const {
   if (never_) return std::string_view::npos;
   // -P: a multi-line search could misread \A, \z or lookbehinds; every line is a candidate.
@@ -358,13 +367,17 @@ bool Matcher::Matches(std::string_view line,
   while (pos <= line.size()) {
     size_t start, len;
     if (!Find(line, pos, &start, &len)) break;
-    if (word_) {
-      bool before_ok = start == 0 || !IsWordByte(line[start - 1]);
-      bool after_ok = start + len == line.size() || !IsWordByte(line[start + len]);
-      if (!before_ok || !after_ok || (len == 0 && !line.empty())) {
-        pos = start + 1;
-        continue;
-      }
+    // -w, as GNU grep tries it: a match (even an empty one) with no word byte on either side; else
+    // the longest shorter one at the same place, if not empty; else the next match further on.
+    bool whole = !word_;
+    while (!whole) {
+      whole = (start == 0 || !IsWordByte(line[start - 1])) &&
+              (start + len == line.size() || !IsWordByte(line[start + len]));
+      if (whole || len == 0 || !LongestAt(line, start, start + len - 1, &len) || len == 0) break;
+    }
+    if (!whole) {
+      pos = start + 1;
+      continue;
     }
     any = true;
     if (spans == nullptr) return true;

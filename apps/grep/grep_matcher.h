@@ -50,6 +50,8 @@ class Matcher {
   static absl::StatusOr<Matcher> CompilePerl(const Options& options);
   // The first match at or after `pos` of the compiled patterns (RE2 or PCRE2).
   bool Find(std::string_view text, size_t pos, size_t* start, size_t* len) const;
+  // The longest match (RE2) that starts at `start` and ends by `end`, for -w's retry.
+  bool LongestAt(std::string_view text, size_t start, size_t end, size_t* len) const;
 
   std::shared_ptr<PcreProgram> pcre_;  // -P: PCRE2 instead of RE2
   std::shared_ptr<const LiteralSearch> literal_;  // every pattern a plain string: candidates
