@@ -94,6 +94,20 @@ std::string Quoted(std::string_view name) {
 
 namespace {
 
+// A local failure as a status ErrnoText words as strerror(3) does.
+absl::Status LocalError(int e) {
+  switch (e) {
+    case ENOENT:
+      return absl::NotFoundError(std::strerror(e));
+    case ENOTDIR:
+      return absl::FailedPreconditionError("not a directory");
+    case EISDIR:
+      return absl::FailedPreconditionError("is a directory");
+    default:
+      return absl::UnknownError(std::strerror(e));
+  }
+}
+
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }
@@ -182,18 +196,26 @@ void Copier::Verbose(const Location& src, const Location& dst) {
   std::printf("%s -> %s\n", Quoted(src.display).c_str(), Quoted(dst.display).c_str());
 }
 
-uint32_t Copier::NewMode(uint32_t source_mode) const {
-  return o_.preserve_mode ? source_mode & 07777 : source_mode & 07777 & ~umask_;
+uint32_t Copier::NewMode(uint32_t source_mode, bool dir) const {
+  if (o_.preserve_mode) return source_mode & 07777;
+  if (o_.default_modes) return (dir ? 0777 : 0666) & ~umask_;
+  return source_mode & 07777 & ~umask_;
 }
 
-std::optional<FileType> Copier::Kind(const Location& l) {
+std::optional<FileType> Copier::Kind(const Location& l, absl::Status* why) {
   if (l.remote) {
     absl::StatusOr<dfs::Stat> st = fs_->Lookup(l.path);
-    if (!st.ok()) return std::nullopt;
+    if (!st.ok()) {
+      if (why != nullptr) *why = st.status();
+      return std::nullopt;
+    }
     return st->type;
   }
   struct stat st;
-  if (::lstat(l.path.c_str(), &st) != 0) return std::nullopt;
+  if (::lstat(l.path.c_str(), &st) != 0) {
+    if (why != nullptr) *why = LocalError(errno);
+    return std::nullopt;
+  }
   if (S_ISLNK(st.st_mode)) return FileType::kSymlink;
   return S_ISDIR(st.st_mode) ? FileType::kDirectory : FileType::kFile;
 }
@@ -234,7 +256,11 @@ absl::StatusOr<Copier::Source> Copier::StatSource(const Location& src, bool foll
   return info;
 }
 
-void Copier::CopyOperand(const Location& src, const Location& dst) { Copy(src, dst, true); }
+void Copier::CopyOperand(const Location& src, const Location& dst) {
+  self_copy_ino_ = 0;
+  self_copy_hit_ = false;
+  Copy(src, dst, true);
+}
 
 void Copier::Copy(const Location& src, const Location& dst, bool top) {
   bool follow =
@@ -280,13 +306,35 @@ void Copier::Copy(const Location& src, const Location& dst, bool top) {
     }
     upload_->Drain();  // a big file streams; the batches before it must have landed
   }
-  std::optional<FileType> target = Kind(dst);
+  absl::Status missing;
+  std::optional<FileType> target = Kind(dst, &missing);
+  if (!target && dfs::ErrnoOf(missing) == ENOTDIR) {  // a file on the way
+    return Fail(absl::StrCat("cannot stat ", Quoted(dst.display), ": ", ErrnoText(missing)));
+  }
+  Location out = dst;  // where the bytes go
+  if (target == FileType::kSymlink && info->type != Source::kLink) {
+    // cp writes through a link to a file, and never through a dangling one.
+    std::optional<FileType> through;
+    if (dst.remote) {
+      absl::StatusOr<std::string> real = fs_->FollowLinks(dst.path);
+      if (real.ok()) {
+        out.path = *real;
+        through = Kind(out);
+      }
+    } else if (struct stat st; ::stat(dst.path.c_str(), &st) == 0) {
+      through = S_ISDIR(st.st_mode) ? FileType::kDirectory : FileType::kFile;
+    }
+    if (!through) {
+      return Fail(absl::StrCat("not writing through dangling symlink ", Quoted(dst.display)));
+    }
+    target = through;
+  }
   if (target == FileType::kDirectory) {
     return Fail(
         absl::StrCat("cannot overwrite directory ", Quoted(dst.display), " with non-directory"));
   }
   if (target && src.remote && dst.remote) {
-    absl::StatusOr<dfs::Stat> d = fs_->Lookup(dst.path);
+    absl::StatusOr<dfs::Stat> d = fs_->Lookup(out.path);
     if (d.ok() && d->ino == info->ino) {
       return Fail(
           absl::StrCat(Quoted(src.display), " and ", Quoted(dst.display), " are the same file"));
@@ -294,10 +342,15 @@ void Copier::Copy(const Location& src, const Location& dst, bool top) {
   }
   if (target && o_.no_clobber) return;
   if (info->type == Source::kLink) return CopyLink(src, dst);
-  absl::Status s = CopyFile(src, dst, *info, target.has_value());
+  absl::Status s = CopyFile(src, out, *info, target.has_value());
   if (!s.ok()) {
+    int e = dfs::ErrnoOf(s);
+    if (!target && (e == ENOENT || e == ENOTDIR)) {  // no place to create it
+      return Fail(
+          absl::StrCat("cannot create regular file ", Quoted(dst.display), ": ", ErrnoText(s)));
+    }
     return Fail(absl::StrCat("cannot copy ", Quoted(src.display), " to ", Quoted(dst.display), ": ",
-                             s.message()));
+                             ErrnoText(s)));
   }
   Verbose(src, dst);
 }
@@ -375,12 +428,13 @@ absl::Status Copier::Upload(const Location& src, const Location& dst, const Sour
 
 absl::Status Copier::Download(const Location& src, const Location& dst, const Source& info) {
   int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
-  int fd = ::open(dst.path.c_str(), flags, info.mode & 07777);
+  mode_t mode = o_.default_modes ? 0666 : info.mode & 07777;  // (less the umask)
+  int fd = ::open(dst.path.c_str(), flags, mode);
   if (fd < 0 && o_.force && errno != ENOENT && errno != ENOTDIR) {
     ::unlink(dst.path.c_str());  // -f: remove what cannot be opened, then try again
-    fd = ::open(dst.path.c_str(), flags, info.mode & 07777);
+    fd = ::open(dst.path.c_str(), flags, mode);
   }
-  if (fd < 0) return absl::PermissionDeniedError(std::strerror(errno));
+  if (fd < 0) return LocalError(errno);
   absl::StatusOr<uint64_t> size = fs_->Download(
       info.path,
       [fd](uint64_t offset, std::string_view bytes) -> absl::Status {
@@ -405,49 +459,68 @@ absl::Status Copier::Download(const Location& src, const Location& dst, const So
 }
 
 void Copier::CopyDir(const Location& src, const Location& dst, const Source& info) {
+  if (src.remote && self_copy_ino_ != 0 && info.ino == self_copy_ino_) {
+    self_copy_hit_ = true;
+    return Fail(self_copy_message_);  // the destination itself, met in its source
+  }
   // Below a directory this upload made, nothing can be in the way: no need to look.
   std::optional<FileType> target = fresh_ ? std::nullopt : Kind(dst);
   if (target && target != FileType::kDirectory) {
     return Fail(absl::StrCat("cannot overwrite non-directory ", Quoted(dst.display),
                              " with directory ", Quoted(src.display)));
   }
-  if (src.remote && dst.remote && o_.deref != Deref::kAlways) {
+  if (src.remote && dst.remote && o_.deref != Deref::kAlways && !o_.default_modes &&
+      self_copy_ino_ == 0) {
     // The whole tree, on the server, in one request.
     absl::StatusOr<std::pair<uint64_t, uint64_t>> copied = fs_->CopyTree(
         info.path, dst.path, o_.no_clobber, o_.preserve_mode || o_.preserve_timestamps, umask_);
-    if (!copied.ok()) {
-      if (absl::StrContains(copied.status().message(), "into itself")) {
-        return Fail(absl::StrCat("cannot copy a directory, ", Quoted(src.display),
-                                 ", into itself, ", Quoted(dst.display)));
+    if (copied.ok()) {
+      if (o_.verbose) {  // one line per entry, as cp prints them
+        std::string cursor;
+        for (;;) {
+          absl::StatusOr<dfs::FindPage> page = fs_->Find(info.path, cursor);
+          if (!page.ok()) break;
+          for (const dfs::FoundEntry& e : page->entries) {
+            std::string rest = e.path.substr(std::min(e.path.size(), info.path.size()));
+            Verbose(ParseLocation(src.display + rest), ParseLocation(dst.display + rest));
+          }
+          if (page->done) break;
+          cursor = page->next;
+        }
       }
+      return;
+    }
+    int e = dfs::ErrnoOf(copied.status());
+    if (!target && (e == ENOENT || e == ENOTDIR)) {  // no place to make it
+      return Fail(absl::StrCat("cannot create directory ", Quoted(dst.display), ": ",
+                               ErrnoText(copied.status())));
+    }
+    if (!absl::StrContains(copied.status().message(), "into itself")) {
       return Fail(
           absl::StrCat("cannot copy ", Quoted(src.display), ": ", copied.status().message()));
     }
-    if (o_.verbose) {  // one line per entry, as cp prints them
-      std::string cursor;
-      for (;;) {
-        absl::StatusOr<dfs::FindPage> page = fs_->Find(info.path, cursor);
-        if (!page.ok()) break;
-        for (const dfs::FoundEntry& e : page->entries) {
-          std::string rest = e.path.substr(std::min(e.path.size(), info.path.size()));
-          Verbose(ParseLocation(src.display + rest), ParseLocation(dst.display + rest));
-        }
-        if (page->done) break;
-        cursor = page->next;
-      }
-    }
-    return;
+    // As GNU cp: the rest is copied entry by entry below, and the destination, met in the
+    // source, is refused then.
+    self_copy_message_ = absl::StrCat("cannot copy a directory, ", Quoted(src.display),
+                                      ", into itself, ", Quoted(dst.display));
+    self_copy_pending_ = true;
   }
   if (!src.remote && dst.remote) return UploadTree(src, dst, info, !target.has_value());
   if (!target) {
-    absl::Status made = dst.remote ? fs_->Mkdir(dst.path, NewMode(info.mode) | 0700).status()
-                                   : (::mkdir(dst.path.c_str(), NewMode(info.mode) | 0700) == 0
-                                          ? absl::OkStatus()
-                                          : absl::InternalError(std::strerror(errno)));
+    uint32_t mode = NewMode(info.mode, true) | 0700;
+    absl::Status made = dst.remote ? fs_->Mkdir(dst.path, mode).status()
+                        : ::mkdir(dst.path.c_str(), mode) == 0 ? absl::OkStatus()
+                                                               : LocalError(errno);
     if (!made.ok()) {
       return Fail(
-          absl::StrCat("cannot create directory ", Quoted(dst.display), ": ", made.message()));
+          absl::StrCat("cannot create directory ", Quoted(dst.display), ": ", ErrnoText(made)));
     }
+  }
+  if (self_copy_pending_) {
+    self_copy_pending_ = false;
+    absl::StatusOr<dfs::Stat> made = fs_->Lookup(dst.path);
+    if (!made.ok()) return Fail(absl::StrCat("cannot access ", Quoted(dst.display)));
+    self_copy_ino_ = made->ino;
   }
   Verbose(src, dst);
   std::vector<std::string> names;
@@ -461,19 +534,20 @@ void Copier::CopyDir(const Location& src, const Location& dst, const Source& inf
     Location child = Join(from, name);
     child.display = Join(src, name).display;
     Copy(child, Join(dst, name), false);
+    if (self_copy_hit_) break;  // as GNU cp: the rest of every directory around it is left
   }
   // Modes and times last: the contents' copies changed them. A new directory drops the owner
   // bits it was made with to let the copy in.
   if (dst.remote) {
     if (!target || o_.preserve_mode || o_.preserve_timestamps) {
       fs_->SetAttributes(
-             dst.path, NewMode(info.mode),
+             dst.path, NewMode(info.mode, true),
              o_.preserve_timestamps ? absl::FromUnixNanos(info.mtime_ns) : absl::InfinitePast())
           .IgnoreError();
     }
     return;
   }
-  if (!target || o_.preserve_mode) ::chmod(dst.path.c_str(), NewMode(info.mode));
+  if (!target || o_.preserve_mode) ::chmod(dst.path.c_str(), NewMode(info.mode, true));
   if (o_.preserve_timestamps) {
     timespec times[2];
     times[0].tv_sec = times[1].tv_sec = info.mtime_ns / 1000000000;
@@ -489,7 +563,7 @@ void Copier::UploadTree(const Location& src, const Location& dst, const Source& 
   bool was_fresh = fresh_;
   fresh_ = fresh;
   if (outermost) upload_ = std::make_unique<TreeUpload>(fs_, this, o_.verbose);
-  upload_->Add(dfs::BatchKind::kMkdir, 0, NewMode(info.mode) | 0700, 0, dst, "", src.display);
+  upload_->Add(dfs::BatchKind::kMkdir, 0, NewMode(info.mode, true) | 0700, 0, dst, "", src.display);
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(src.path, ec)) {
@@ -502,7 +576,7 @@ void Copier::UploadTree(const Location& src, const Location& dst, const Source& 
   uint8_t flags = (fresh || o_.preserve_mode ? dfs::kBatchSetMode : 0) |
                   (o_.preserve_timestamps ? dfs::kBatchSetMtime : 0);
   if (flags != 0) {
-    upload_->Add(dfs::BatchKind::kSetAttr, flags, NewMode(info.mode),
+    upload_->Add(dfs::BatchKind::kSetAttr, flags, NewMode(info.mode, true),
                  static_cast<uint64_t>(info.mtime_ns), dst, "", src.display);
   }
   fresh_ = was_fresh;

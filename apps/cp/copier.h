@@ -25,6 +25,7 @@ struct Options {
   bool recursive = false, no_clobber = false, force = false, verbose = false, progress = false;
   Deref deref = Deref::kDefault;
   bool preserve_mode = false, preserve_timestamps = false;
+  bool default_modes = false;  // --no-preserve=mode: new copies get 0666 (0777) less the umask
 };
 
 // A command-line operand: dfs:/PATH names a file in the server's file system, anything else a
@@ -51,8 +52,9 @@ class Copier {
   Copier(dfs::DfsClient* fs, Options o);
   ~Copier();
 
-  // What a location is, without following a final link (nullopt: nothing there).
-  std::optional<dfs::FileType> Kind(const Location& l);
+  // What a location is, without following a final link (nullopt: nothing there, and why in
+  // `why` if given).
+  std::optional<dfs::FileType> Kind(const Location& l, absl::Status* why = nullptr);
   // Copies the command-line source `src` to exactly `dst`; errors are reported on stderr as cp
   // reports them, and the copy goes on with the rest.
   void CopyOperand(const Location& src, const Location& dst);
@@ -77,7 +79,7 @@ class Copier {
   void Verbose(const Location& src, const Location& dst);
   void Progress(const std::string& name, uint64_t done, uint64_t total);
   // The mode a new copy gets: the source's, under the umask unless modes are preserved.
-  uint32_t NewMode(uint32_t source_mode) const;
+  uint32_t NewMode(uint32_t source_mode, bool dir = false) const;
 
   dfs::DfsClient* fs_;
   Options o_;
@@ -86,6 +88,11 @@ class Copier {
   bool failed_ ABSL_GUARDED_BY(out_mu_) = false;
   std::unique_ptr<TreeUpload> upload_;
   bool fresh_ = false;  // copying into a directory this run made
+  // cp -r d d/sub: the copy into itself goes entry by entry, and the destination's inode (once
+  // made) is refused as a source with this message.
+  bool self_copy_pending_ = false, self_copy_hit_ = false;
+  uint64_t self_copy_ino_ = 0;
+  std::string self_copy_message_;
 };
 
 }  // namespace ardma::cp

@@ -42,10 +42,12 @@ absl::Status Preserve(std::string_view list, bool on, Options* o) {
     std::string_view item = FromAbsl(piece);
     if (item == "mode") {
       o->preserve_mode = on;
+      o->default_modes = !on;
     } else if (item == "timestamps") {
       o->preserve_timestamps = on;
     } else if (item == "all") {
       o->preserve_mode = o->preserve_timestamps = on;
+      o->default_modes = !on;
     } else if (item != "ownership" && item != "links" && item != "context" && item != "xattr") {
       return absl::InvalidArgumentError(
           absl::StrCat("invalid argument '", ToAbsl(item), "' for '--preserve'"));
@@ -179,6 +181,11 @@ int RunCommand(const Command& c) {
   }
   bool into = dest_kind == FileType::kDirectory && !c.no_target_directory;
   bool trailing_slash = dest.path.size() > 1 && dest.path.back() == '/';
+  if (trailing_slash && !dest_kind) {  // "file/" is nothing; the file without the slash is
+    Location bare = dest;
+    while (bare.path.size() > 1 && bare.path.back() == '/') bare.path.pop_back();
+    if (std::optional<FileType> k = copier.Kind(bare); k == FileType::kFile) dest_kind = k;
+  }
   if ((c.operands.size() > 2 || !c.target_directory.empty()) && !into) {
     std::cerr << "ardma-cp: target " << (c.target_directory.empty() ? "" : "directory ")
               << Quoted(dest.display) << ": "

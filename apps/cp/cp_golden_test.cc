@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -176,6 +177,92 @@ TEST_P(CpGoldenTest, ErrorsAndExitStatusMatchGnuCp) {
     EXPECT_EQ(absl::StrReplaceAll(o.err, {{"ardma-cp: ", "cp: "}, {"dfs:/e/", ""}}), g.err);
   }
   dir_.resize(dir_.size() - 2);
+}
+
+// Destinations that are symbolic links, from each side (uploading, downloading, on the server):
+// GNU cp writes through a link to a file and refuses a dangling one; a missing directory on the
+// way is "cannot create regular file"; every message, exit status and resulting tree as GNU's.
+TEST_P(CpGoldenTest, LinkDestinationsMatchGnuCpInEveryDirection) {
+  std::ofstream(dir_ + "/s") << "source\n";
+  ASSERT_EQ(Ours("s dfs:/s").code, 0);
+  for (std::string tree : {"ref", "down", "up", "srv"}) {
+    bool remote = tree == "up" || tree == "srv";
+    std::string local = dir_ + "/" + (remote ? "stage-" + tree : tree);
+    fsys::create_directories(local);
+    std::ofstream(local + "/t") << "old\n";
+    fsys::create_symlink("t", local + "/lt");
+    fsys::create_symlink("nowhere", local + "/dang");
+    if (remote) {
+      ASSERT_EQ(Ours("-a stage-" + tree + " dfs:/" + tree).code, 0);
+    }
+  }
+  for (std::string dst : {"lt", "dang", "nodir/x", "t/x"}) {
+    SCOPED_TRACE(dst);
+    Run g = Gnu("s ref/" + dst);
+    for (const auto& [src, to, from] : std::vector<std::array<std::string, 3>>{
+             {"s", "dfs:/up/", "dfs:/up/"},
+             {"dfs:/s", "down/", "down/"},
+             {"dfs:/s", "dfs:/srv/", "dfs:/srv/"}}) {
+      SCOPED_TRACE(src + " " + to);
+      Run o = Ours(src + " " + to + dst);
+      EXPECT_EQ(o.code, g.code) << o.err;
+      EXPECT_EQ(absl::StrReplaceAll(o.err, {{"ardma-cp: ", "cp: "}, {from, "ref/"}}), g.err);
+    }
+  }
+  ASSERT_EQ(Ours("-a dfs:/up up").code, 0);
+  ASSERT_EQ(Ours("-a dfs:/srv srv").code, 0);
+  for (std::string tree : {"down", "up", "srv"}) {
+    EXPECT_EQ(TreeSnapshot(dir_ + "/" + tree), TreeSnapshot(dir_ + "/ref")) << tree;
+  }
+}
+
+// --no-preserve after -a or -p (a new copy then gets 0666 or 0777 less the umask, as a new file),
+// and cp -r d d/sub, which copies what it can before refusing the copy into itself and then
+// leaves the rest of every directory around it: on the server, and downloaded, the trees GNU cp
+// makes. (Which entries come before the destination is readdir order for GNU and sorted names
+// for us, so the trees copied into themselves hold nothing else.)
+TEST_P(CpGoldenTest, NoPreserveAndCopiesIntoThemselvesMatchGnuCp) {
+  std::string l = dir_ + "/l";
+  fsys::create_directories(l + "/d/s");
+  fsys::create_directories(l + "/e");
+  fsys::create_directories(l + "/c/s");
+  std::ofstream(l + "/a") << "alpha\n";
+  std::ofstream(l + "/d/f") << "f\n";
+  std::ofstream(l + "/d/s/g") << "g\n";
+  ::chmod((l + "/a").c_str(), 0600);
+  ::chmod((l + "/d").c_str(), 0750);
+  ASSERT_EQ(Ours("-a l dfs:/l").code, 0);
+  dir_ = l;  // GNU runs inside the local tree
+  for (std::string args :
+       {"-a --no-preserve=mode a m1", "-p --no-preserve=timestamps a m2", "-a --no-preserve=all a m3",
+        "-a --no-preserve=mode d dm", "-r e e/sub", "-r c c/s/deeper", "-r c/s c/s/x/y"}) {
+    SCOPED_TRACE(args);
+    Run g = Gnu(args);
+    std::vector<std::string> words = absl::StrSplit(args, ' ');
+    std::string ours_args;
+    for (const std::string& w : words) {
+      absl::StrAppend(&ours_args, ours_args.empty() ? "" : " ", w[0] == '-' ? w : "dfs:/l/" + w);
+    }
+    Run o = Ours(ours_args);
+    EXPECT_EQ(o.code, g.code) << o.err;
+    EXPECT_EQ(absl::StrReplaceAll(o.err, {{"ardma-cp: ", "cp: "}, {"dfs:/l/", ""}}), g.err);
+  }
+  dir_.resize(dir_.size() - 2);
+  // Downloaded with its modes, the DFS tree is the local one (upload and download with -a keep
+  // what the copies on either side made).
+  ASSERT_EQ(Ours("-a dfs:/l back").code, 0);
+  EXPECT_EQ(TreeSnapshot(dir_ + "/back"), TreeSnapshot(l));
+  // Uploads and downloads honour --no-preserve too.
+  Run g = Gnu("-a --no-preserve=mode l/a l/up-m");
+  ASSERT_EQ(Ours("-a --no-preserve=mode l/a dfs:/up-m").code, 0);
+  ASSERT_EQ(Ours("-a --no-preserve=mode dfs:/l/a down-m").code, 0);
+  ASSERT_EQ(Ours("-a dfs:/up-m up-m").code, 0);
+  struct stat want, up, down;
+  ASSERT_EQ(::stat((l + "/up-m").c_str(), &want), 0);
+  ASSERT_EQ(::stat((dir_ + "/up-m").c_str(), &up), 0);
+  ASSERT_EQ(::stat((dir_ + "/down-m").c_str(), &down), 0);
+  EXPECT_EQ(up.st_mode & 07777, want.st_mode & 07777);
+  EXPECT_EQ(down.st_mode & 07777, want.st_mode & 07777);
 }
 
 // A FIFO is reported and skipped (GNU recreates it; the file system cannot hold one), without

@@ -149,7 +149,7 @@ TEST_F(CpTest, TargetsNoClobberPreserveVerboseAndErrors) {
   EXPECT_THAT(out, HasSubstr("cannot stat 'dfs:/nope': No such file or directory"));
   EXPECT_THAT(out, HasSubstr("-r not specified; omitting directory 'dfs:/d'"));
   EXPECT_EQ(Cp("dfs:/d/a /nonexistent-dir/x", &out), 1);
-  EXPECT_THAT(out, HasSubstr("cannot copy 'dfs:/d/a' to '/nonexistent-dir/x'"));
+  EXPECT_THAT(out, HasSubstr("cannot create regular file '/nonexistent-dir/x': No such file"));
   EXPECT_EQ(Cp("dfs:/d/a dfs:/d/b dfs:/d/a", &out), 1);  // several sources, target not a directory
   EXPECT_THAT(out, HasSubstr("target 'dfs:/d/a': Not a directory"));
   EXPECT_EQ(Cp(dir_ + "/a " + dir_ + "/c", &out), 1);  // both local

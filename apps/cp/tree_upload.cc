@@ -84,9 +84,9 @@ void TreeUpload::SendLoop() {
 
 void TreeUpload::Report(const Pending& p, const absl::Status& s) {
   for (const std::string& dir : failed_dirs_) {
-    if (p.path.size() > dir.size() && p.path.compare(0, dir.size(), dir) == 0 &&
-        p.path[dir.size()] == '/') {
-      return;  // its directory could not be made: already reported
+    if (p.path.compare(0, dir.size(), dir) == 0 &&
+        (p.path.size() == dir.size() || p.path[dir.size()] == '/')) {
+      return;  // it (or its directory) could not be made: already reported
     }
   }
   if (s.ok()) {
