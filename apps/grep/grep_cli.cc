@@ -111,6 +111,10 @@ void DeclareFlags(FlagSet& flags, Command* f, Gathered* g) {
   flags.Option("byte-offset", 'b', Arg::kNone, "",
                "print the byte offset of each line (with -o: of each match)",
                Sets(&f->byte_offset, true));
+  flags.Option("null", 'Z', Arg::kNone, "", "print a 0 byte after each FILE name",
+               Sets(&f->null_after_name, true));
+  flags.Option("initial-tab", 'T', Arg::kNone, "", "make tabs line up (if needed)",
+               Sets(&f->initial_tab, true));
   flags.Option("line-buffered", 0, Arg::kNone, "", "flush output after every line",
                Sets(&f->line_buffered, true));
   flags.Option("with-filename", 'H', Arg::kNone, "", "print the file name for each match",
@@ -254,6 +258,7 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
              std::string(std::getenv("TERM")) != "dumb");
   f.options.spans = f.only_matching || f.color;
   f.options.numbers = f.line_numbers || f.context_given;  // (context groups by line number)
+  f.options.sizes = f.initial_tab;  // -T pads numbers to the width of the file's size
   if (f.options.report != Report::kLines) {
     f.options.before = f.options.after = 0;
     f.context_given = false;

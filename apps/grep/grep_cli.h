@@ -35,6 +35,8 @@ struct Command : DfsFlags {
   bool quiet = false;                 // -q
   bool max_zero = false;              // -m 0: select nothing (GNU grep exits 1 at once)
   bool byte_offset = false;           // -b
+  bool null_after_name = false;       // -Z: a NUL byte after each file name
+  bool initial_tab = false;           // -T: a tab before each line's content, numbers aligned
   bool line_buffered = false;         // --line-buffered
   bool context_given = false;         // -A, -B or -C (even 0): groups are separated
   std::optional<std::string> group_separator = "--";  // nullopt: --no-group-separator

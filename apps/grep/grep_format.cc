@@ -65,6 +65,7 @@ std::string EncodeRequest(const Request& q) {
                             (o.line ? 8 : 0) | (o.spans ? 16 : 0) | (o.text ? 32 : 0) |
                             (o.null_data ? 64 : 0) | (o.numbers ? 128 : 0)));
   w.U8(static_cast<uint8_t>(o.report));
+  w.U8(o.sizes ? 1 : 0);
   w.U64(o.max_count);
   w.U32(o.before);
   w.U32(o.after);
@@ -92,8 +93,9 @@ absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
     if (!r.Bytes32(&p)) return absl::InvalidArgumentError("grep: bad patterns");
     q.options.patterns.emplace_back(p);
   }
-  uint8_t syntax, bits, report;
-  if (!r.U8(&syntax) || !r.U8(&bits) || !r.U8(&report) || !r.U64(&q.options.max_count) ||
+  uint8_t syntax, bits, report, more_bits;
+  if (!r.U8(&syntax) || !r.U8(&bits) || !r.U8(&report) || !r.U8(&more_bits) ||
+      !r.U64(&q.options.max_count) ||
       !r.U32(&q.options.before) || !r.U32(&q.options.after) || syntax > 3 || report > 4) {
     return absl::InvalidArgumentError("grep: bad options");
   }
@@ -106,6 +108,7 @@ absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
   q.options.text = bits & 32;
   q.options.null_data = bits & 64;
   q.options.numbers = bits & 128;
+  q.options.sizes = more_bits & 1;
   q.options.report = static_cast<Report>(report);
   if (!GetCursor(r, &q.cursor) || !r.U32(&q.max_records) || !r.U32(&q.max_bytes) || !r.AtEnd()) {
     return absl::InvalidArgumentError("grep: bad cursor");
@@ -160,7 +163,7 @@ absl::StatusOr<Batch> DecodeBatch(std::string bytes) {
     std::string_view text;
     uint32_t nspans;
     if (!r.U8(&kind) || !r.U32(&rec.file) || !r.U64(&rec.line) || !r.U32(&rec.code) ||
-        !r.Bytes32(&text) || !r.U64(&rec.offset) || !r.U32(&nspans) || kind < 1 || kind > 5) {
+        !r.Bytes32(&text) || !r.U64(&rec.offset) || !r.U32(&nspans) || kind < 1 || kind > 6) {
       return absl::DataLossError("grep: bad record");
     }
     rec.kind = static_cast<RecordKind>(kind);

@@ -44,6 +44,7 @@ struct Options {
   bool null_data = false;          // -z: lines end in NUL bytes, not newlines
   bool numbers = true;             // line numbers are wanted (-n, context); else lines skipped in
                                    // bulk are not counted and records' numbers mean nothing
+  bool sizes = false;              // -T: a file's records start with its size (kSize)
 };
 
 struct Cursor {
@@ -66,6 +67,7 @@ enum class RecordKind : uint8_t {
   kCount = 3,     // end of a file: its selected-line count (-c, -l, -L)
   kError = 4,     // the file could not be read (message)
   kBinary = 5,    // a binary file has a selected line
+  kSize = 6,      // a file's size (in `line`), before its lines (Options::sizes)
 };
 
 struct Record {

@@ -167,6 +167,7 @@ class Scanner {
     const char eol = opt_.null_data ? '\0' : '\n';
     if (!c_.binary_checked) {
       c_.binary_checked = true;
+      if (opt_.sizes) Add(RecordKind::kSize, file->size(), 0, "", {}, 0);
       // -a and -z search every file as text.
       for (uint64_t off = 0;
            !opt_.text && !opt_.null_data && off < std::min(file->size(), kBinaryProbe);) {

@@ -203,6 +203,24 @@ TEST_P(GrepGoldenTest, DialectOptionsAndOutputMatchGnuGrep) {
       {"-wo 'a.*b'", {"words"}},
       {"-wo -E 'ab(ab)*'", {"words"}},
       {"-w --color=always 'x*'", {"words"}},
+      // -Z (a NUL after file names) and -T (a tab before content, numbers as wide as the file's
+      // size + 1 has digits).
+      {"-Z -H alpha", two},
+      {"-Z -l alpha", two},
+      {"-Z -L gamma", two},
+      {"-Z -c alpha", two},
+      {"-Z -n -A1 alpha", two},
+      {"-Z -o -H alpha", two},
+      {"-T alpha", two},
+      {"-T -n alpha", two},
+      {"-T -n -b alpha", two},
+      {"-T -c alpha", two},
+      {"-TZ -n alpha", two},
+      {"-T -C1 -n alpha", two},
+      {"-T -o -b alpha", two},
+      {"-T -n -v alpha", {"more"}},
+      {"-T alpha", {"more"}},
+      {"-T -H --color=always -n beta", two},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);

@@ -91,6 +91,11 @@ class Printer {
         std::fflush(stdout);
         std::fprintf(stderr, "ardma-grep: %s: binary file matches\n", names_[r.file].c_str());
         break;
+      case RecordKind::kSize: {  // -T: numbers as wide as the file's size + 1 in digits
+        if (widths_.size() <= r.file) widths_.resize(r.file + 1, 1);
+        widths_[r.file] = static_cast<int>(absl::StrCat(r.line + 1).size());
+        break;
+      }
       case RecordKind::kError:
         error_ = true;
         if (!f_.suppress) {
@@ -123,20 +128,44 @@ class Printer {
     Put(&out, sgr, text);
     return out;
   }
-  void Prefix(std::string* out, const Record& r, char sep, uint64_t offset) const {
+  // The file name (then `sep`, or a NUL with -Z), line number and byte offset before a line;
+  // with -T, numbers right-aligned and a tab before content that is not empty.
+  void Prefix(std::string* out, const Record& r, char sep, uint64_t offset, bool content) const {
     std::string_view s(&sep, 1);
     if (with_filename_) {
       Put(out, colors_.fn, names_[r.file]);
-      Put(out, colors_.se, s);
+      if (f_.null_after_name) {
+        out->push_back('\0');
+      } else {
+        Put(out, colors_.se, s);
+      }
     }
     if (f_.line_numbers) {
-      Put(out, colors_.ln, absl::StrCat(r.line));
+      Put(out, colors_.ln, Number(r, r.line));
       Put(out, colors_.se, s);
     }
     if (f_.byte_offset) {
-      Put(out, colors_.bn, absl::StrCat(offset));
+      Put(out, colors_.bn, Number(r, offset));
       Put(out, colors_.se, s);
     }
+    if (f_.initial_tab && content && (with_filename_ || f_.line_numbers || f_.byte_offset)) {
+      out->push_back('\t');
+    }
+  }
+  std::string Number(const Record& r, uint64_t n) const {
+    std::string digits = absl::StrCat(n);
+    size_t width = f_.initial_tab && r.file < widths_.size() ? widths_[r.file] : 0;
+    return digits.size() < width ? std::string(width - digits.size(), ' ') + digits : digits;
+  }
+  // A file name alone (-c's, -l's, -L's), then `after` or, with -Z, a NUL byte.
+  std::string NameThen(const Record& r, std::string_view after) const {
+    std::string out = Colored(colors_.fn, names_[r.file]);
+    if (f_.null_after_name) {
+      out.push_back('\0');
+    } else {
+      out += Colored(colors_.se, after);
+    }
+    return out;
   }
 
   void Line(const Record& r) {
@@ -155,14 +184,14 @@ class Printer {
     if (f_.only_matching) {
       if (!selected) return;
       for (auto [start, len] : r.spans) {
-        Prefix(&out, r, ':', r.offset + start);
+        Prefix(&out, r, ':', r.offset + start, len > 0);
         Put(&out, colors_.ms, r.text.substr(start, len));
         out += eol_;
       }
       std::fwrite(out.data(), 1, out.size(), stdout);
       return;
     }
-    Prefix(&out, r, selected ? ':' : '-', r.offset);
+    Prefix(&out, r, selected ? ':' : '-', r.offset, !r.text.empty());
     const std::string& line_color = selected ? colors_.sl : colors_.cx;
     const std::string& match_color = selected ? colors_.ms : colors_.mc;
     if (f_.color && !r.spans.empty()) {
@@ -185,21 +214,20 @@ class Printer {
       case Report::kCount: {
         if (r.line > 0) selected_ = true;
         std::string out;
-        if (with_filename_)
-          absl::StrAppend(&out, Colored(colors_.fn, names_[r.file]), Colored(colors_.se, ":"));
+        if (with_filename_) out = NameThen(r, ":");
         absl::StrAppend(&out, r.line, "\n");
         std::fwrite(out.data(), 1, out.size(), stdout);
         break;
       }
       case Report::kFilesWithMatch:
         selected_ = true;
-        std::printf("%s\n", Colored(colors_.fn, names_[r.file]).c_str());
+        PrintName(r);
         break;
       case Report::kFilesWithout:  // the exit status still follows selected lines, as GNU's
         if (r.line > 0) {
           selected_ = true;
         } else {
-          std::printf("%s\n", Colored(colors_.fn, names_[r.file]).c_str());
+          PrintName(r);
         }
         break;
       case Report::kQuiet:
@@ -210,8 +238,16 @@ class Printer {
     }
   }
 
+  // -l's and -L's line: the name and a newline, or a NUL with -Z.
+  void PrintName(const Record& r) {
+    std::string out = Colored(colors_.fn, names_[r.file]);
+    out.push_back(f_.null_after_name ? '\0' : '\n');
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+
   const Command& f_;
   const std::vector<std::string>& names_;
+  std::vector<int> widths_;  // -T: each file's number width
   const bool with_filename_;
   const bool context_;
   Colors colors_;
