@@ -39,6 +39,12 @@ class GrepGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mo
     Put("binary", std::string("match here\n\0\1\2 binary\nmatch again\n", 35));
     Put("records", std::string("first\nrecord\0second alpha\0third\0", 33));
     Put("patterns", "alpha\nb.t\n");
+    Put("refs", "abab\nabcabc x\nxyzzy\naa bb aabb\nabba\nfoo foo bar\nABab\nAbAB\n");
+    Put("latin1", "caf\xe9\nCAF\xc9\n\xe0 la\n\xc0 LA\nplain\n");
+    Put("p-e-acute", "[\xe9]\n");
+    Put("p-range", "[\xe0-\xe9]\n");
+    Put("p-alt", "caf\xc9|zz.\n");
+    Put("p-class", "CAF[[:upper:]\xe9]\n");
     Put("words", "abc\n\n x \nfoo bar\n-\nxx yy\naxb\nx\n  \naxb bxbz\nab abab\n");
     Put("nopatterns", "");
     Put("tree/a.c", "int alpha;\n");
@@ -221,6 +227,28 @@ TEST_P(GrepGoldenTest, DialectOptionsAndOutputMatchGnuGrep) {
       {"-T -n -v alpha", {"more"}},
       {"-T alpha", {"more"}},
       {"-T -H --color=always -n beta", two},
+      // Back-references in BRE and ERE (POSIX's leftmost-longest matches for -o and colours;
+      // each pattern's groups its own), and their errors.
+      {"'\\(ab\\)\\1'", {"refs"}},
+      {"-E '(ab)\\1'", {"refs"}},
+      {"-o '\\(a*\\)b\\1'", {"refs"}},
+      {"-E -o '(a|ab)(c|bcd)?\\1'", {"refs"}},
+      {"-E -o '([a-z]+) \\1'", {"refs"}},
+      {"-w -E '([a-z])\\1'", {"refs"}},
+      {"-x -E '(ab)\\1'", {"refs"}},
+      {"-c -e '\\(z\\)\\1' -e '\\(b\\)\\1'", {"refs"}},
+      {"-E -e '(a)(b)\\2' -e '(f)(o)\\2'", {"refs"}},
+      {"-i -E '(ab)\\1'", {"refs"}},
+      {"--color=always -E '(b)\\1|z+'", {"refs"}},
+      {"-E '(a)\\2'", {"refs"}},
+      {"'\\(a\\1\\)'", {"refs"}},
+      // -i folds ASCII letters only (the C locale), in every matcher.
+      {"-i -f p-e-acute", {"latin1"}},
+      {"-i -c -f p-range", {"latin1"}},
+      {"-i -E -f p-alt", {"latin1"}},
+      {"-i -o -f p-class", {"latin1"}},
+      {"-i -c '[[:lower:]]'", {"latin1"}},
+      {"-i -o '[^a-c]A'", {"latin1"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);

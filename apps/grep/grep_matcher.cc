@@ -103,10 +103,110 @@ bool AddLiterals(std::string_view p, Syntax syntax, std::vector<std::string>* ou
   return true;
 }
 
+bool IsAsciiLetter(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+
+// The end of the RE2 character class that starts at re[i] == '['.
+size_t ClassEnd(std::string_view re, size_t i) {
+  size_t j = i + 1;
+  if (j < re.size() && re[j] == '^') ++j;
+  while (j < re.size() && re[j] != ']') {
+    if (re[j] == '\\') {
+      j += 2;
+    } else if (re.substr(j, 2) == "[:") {
+      size_t close = re.find(":]", j + 2);
+      j = close == std::string_view::npos ? re.size() : close + 2;
+    } else {
+      ++j;
+    }
+  }
+  return std::min(j + 1, re.size());
+}
+
+// The class `cls` (RE2 syntax, as TranslatePattern writes it) with the other case of every ASCII
+// letter it holds added ([:lower:] and [:upper:] each bring the other).
+std::string FoldClass(std::string_view cls) {
+  std::string extra;
+  bool letter[256] = {};
+  size_t j = 1;
+  if (j < cls.size() && cls[j] == '^') ++j;
+  auto item = [&](size_t at, size_t* next) -> int {  // a literal byte, or -1 for a named class
+    if (cls[at] == '\\' && at + 1 < cls.size()) {
+      *next = at + 2;
+      return static_cast<unsigned char>(cls[at + 1]);
+    }
+    if (cls.substr(at, 2) == "[:") {
+      size_t close = cls.find(":]", at + 2);
+      std::string_view name = cls.substr(at + 2, close - at - 2);
+      if (name == "lower") extra += "[:upper:]";
+      if (name == "upper") extra += "[:lower:]";
+      *next = close + 2;
+      return -1;
+    }
+    *next = at + 1;
+    return static_cast<unsigned char>(cls[at]);
+  };
+  while (j + 1 < cls.size()) {  // (the last byte is the closing ']')
+    size_t next;
+    int lo = item(j, &next);
+    int hi = lo;
+    if (lo >= 0 && next + 1 < cls.size() && cls[next] == '-' && next + 2 < cls.size()) {
+      size_t after;
+      hi = item(next + 1, &after);
+      if (hi >= 0) next = after;
+      else hi = lo;
+    }
+    for (int c = lo; c >= 0 && c <= hi; ++c) {
+      if (IsAsciiLetter(static_cast<unsigned char>(c))) letter[c] = true;
+    }
+    j = next;
+  }
+  for (int c = 0; c < 256; ++c) {
+    if (letter[c] && !letter[c ^ 0x20]) extra += static_cast<char>(c ^ 0x20);
+  }
+  std::string out(cls.substr(0, cls.size() - 1));
+  return out + extra + "]";
+}
+
+// `re` (RE2 syntax, as TranslatePattern writes it) matching ASCII letters in either case and
+// every other byte as it is: GNU grep's -i in the C locale. (RE2's own case folding would also
+// fold Latin-1 letters, as é and É.)
+std::string FoldAsciiCase(std::string_view re) {
+  std::string out;
+  for (size_t i = 0; i < re.size();) {
+    unsigned char c = re[i];
+    if (c == '\\' && i + 1 < re.size()) {
+      size_t n = 2;
+      if (re.substr(i, 3) == "\\g{") n = re.find('}', i) + 1 - i;  // a back-reference
+      out.append(re.substr(i, n));
+      i += n;
+    } else if (c == '[') {
+      size_t end = ClassEnd(re, i);
+      out += FoldClass(re.substr(i, end - i));
+      i = end;
+    } else if (c == '(' && re.substr(i, 3) == "(?:") {
+      out += "(?:";
+      i += 3;
+    } else if (IsAsciiLetter(c)) {
+      out += '[';
+      out += static_cast<char>(c);
+      out += static_cast<char>(c ^ 0x20);
+      out += ']';
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> TranslatePattern(std::string_view p, Syntax syntax,
-                                             std::vector<std::string>* warnings) {
+                                             std::vector<std::string>* warnings, int group_base,
+                                             PatternInfo* info) {
+  PatternInfo local;
+  if (info == nullptr) info = &local;
   if (syntax == Syntax::kFixed) return RE2::QuoteMeta(re2::StringPiece(p.data(), p.size()));
   bool basic = syntax == Syntax::kBasic;
   std::string out;
@@ -115,6 +215,8 @@ absl::StatusOr<std::string> TranslatePattern(std::string_view p, Syntax syntax,
   size_t atom = std::string::npos;
   bool repeated = false;
   std::vector<size_t> groups;
+  std::vector<int> open_numbers;  // the number of each open group
+  std::vector<bool> closed;       // per group number - 1: whether it has ended
   bool at_start = true;  // where BRE's '*' is literal and '^' an anchor
   auto begin_atom = [&] {
     atom = out.size();
@@ -139,10 +241,21 @@ absl::StatusOr<std::string> TranslatePattern(std::string_view p, Syntax syntax,
     size_t next = i + (escaped ? 2 : 1);
     bool op = basic == escaped;  // BRE: \( \) \| \{ \+ \?; ERE: ( ) | { + ?
     if (escaped && d >= '1' && d <= '9') {
-      return absl::InvalidArgumentError("back-references (\\1 .. \\9) are not supported");
+      // Only a group that has ended can be referred to, as in glibc's regcomp.
+      size_t n = static_cast<size_t>(d - '0');
+      if (n > closed.size() || !closed[n - 1]) {
+        return absl::InvalidArgumentError("Invalid back reference");
+      }
+      begin_atom();
+      absl::StrAppend(&out, "\\g{", group_base + static_cast<int>(n), "}");
+      info->backrefs = true;
+      i = next;
+      continue;
     }
     if (op && d == '(') {
       groups.push_back(out.size());
+      closed.push_back(false);
+      open_numbers.push_back(static_cast<int>(closed.size()));
       out += '(';
       atom = std::string::npos;
       repeated = false;
@@ -151,6 +264,8 @@ absl::StatusOr<std::string> TranslatePattern(std::string_view p, Syntax syntax,
       continue;
     }
     if (op && d == ')' && !groups.empty()) {
+      closed[open_numbers.back() - 1] = true;
+      open_numbers.pop_back();
       out += ')';
       atom = groups.back();
       groups.pop_back();
@@ -246,6 +361,7 @@ absl::StatusOr<std::string> TranslatePattern(std::string_view p, Syntax syntax,
     }
     ++i;
   }
+  info->groups = static_cast<int>(closed.size());
   return out;
 }
 
@@ -253,7 +369,8 @@ absl::StatusOr<Matcher> Matcher::Compile(const Options& options,
                                          std::vector<std::string>* warnings) {
   if (options.syntax == Syntax::kPerl) return CompilePerl(options);
   std::vector<std::string> alternatives, literals;
-  bool has_empty = false, all_literal = true;
+  bool has_empty = false, all_literal = true, backrefs = false;
+  int groups = 0;  // capturing groups in the patterns so far (back-references are renumbered)
   for (const std::string& pattern : options.patterns) {
     for (absl::string_view one : absl::StrSplit(pattern, '\n')) {
       if (one.empty()) has_empty = true;
@@ -261,9 +378,12 @@ absl::StatusOr<Matcher> Matcher::Compile(const Options& options,
       if (!AddLiterals(std::string_view(one.data(), one.size()), options.syntax, &literals)) {
         all_literal = false;
       }
-      ARDMA_ASSIGN_OR_RETURN(
-          std::string re,
-          TranslatePattern(std::string_view(one.data(), one.size()), options.syntax, warnings));
+      PatternInfo info;
+      ARDMA_ASSIGN_OR_RETURN(std::string re,
+                             TranslatePattern(std::string_view(one.data(), one.size()),
+                                              options.syntax, warnings, groups, &info));
+      groups += info.groups;
+      backrefs = backrefs || info.backrefs;
       alternatives.push_back(options.line ? absl::StrCat("^(?:", re, ")$")
                                           : absl::StrCat("(?:", re, ")"));
     }
@@ -273,17 +393,31 @@ absl::StatusOr<Matcher> Matcher::Compile(const Options& options,
     never.never_ = true;
     return never;
   }
-  RE2::Options re_options;
-  re_options.set_encoding(RE2::Options::EncodingLatin1);
-  re_options.set_case_sensitive(!options.ignore_case);
-  re_options.set_longest_match(true);
-  re_options.set_log_errors(false);
-  re_options.set_dot_nl(options.null_data);  // -z: a newline is an ordinary byte
   std::string joined;
   for (size_t i = 0; i < alternatives.size(); ++i) {
     if (i > 0) joined += '|';
-    joined += alternatives[i];
+    // -i folds ASCII letters only, as GNU grep in the C locale (RE2's -i folds Latin-1 too;
+    // PCRE2's, with its C tables, does not, and folds what a back-reference matches too).
+    joined += options.ignore_case && !backrefs ? FoldAsciiCase(alternatives[i]) : alternatives[i];
   }
+  if (backrefs) {
+    // Back-references: PCRE2 runs the patterns (a backtracking matcher, as glibc's), with POSIX's
+    // leftmost-longest matches found by trying every way to match at the leftmost start.
+    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<PcreProgram> program,
+                           PcreProgram::Compile(joined, options.ignore_case,
+                                                /*posix=*/true, options.null_data));
+    Matcher m;
+    m.pcre_ = std::move(program);
+    m.posix_ = true;
+    m.word_ = options.word && !options.line;
+    m.always_ = has_empty && !options.word && !options.line;
+    return m;
+  }
+  RE2::Options re_options;
+  re_options.set_encoding(RE2::Options::EncodingLatin1);
+  re_options.set_longest_match(true);
+  re_options.set_log_errors(false);
+  re_options.set_dot_nl(options.null_data);  // -z: a newline is an ordinary byte
   auto re = std::make_shared<RE2>(joined, re_options);
   if (!re->ok()) return absl::InvalidArgumentError(re->error());
   RE2::Options finder_options = re_options;
@@ -322,7 +456,12 @@ absl::StatusOr<Matcher> Matcher::CompilePerl(const Options& options) {
 }
 
 bool Matcher::Find(std::string_view text, size_t pos, size_t* start, size_t* len) const {
-  if (pcre_ != nullptr) return pcre_->Find(text, pos, start, len);
+  if (pcre_ != nullptr) {
+    if (!pcre_->Find(text, pos, start, len)) return false;
+    // BRE/ERE: the longest of the matches at the leftmost start, as POSIX's.
+    if (posix_) pcre_->LongestAt(text, *start, text.size(), len);
+    return true;
+  }
   re2::StringPiece all(text.data(), text.size());
   re2::StringPiece m;
   if (!re_->Match(all, pos, all.size(), RE2::UNANCHORED, &m, 1)) return false;
@@ -332,6 +471,7 @@ bool Matcher::Find(std::string_view text, size_t pos, size_t* start, size_t* len
 }
 
 bool Matcher::LongestAt(std::string_view text, size_t start, size_t end, size_t* len) const {
+  if (pcre_ != nullptr) return pcre_->LongestAt(text, start, end, len);
   // The text beyond `end` stays context: $ does not match at `end` (GNU's not_eol).
   re2::StringPiece all(text.data(), text.size());
   re2::StringPiece m;
@@ -361,6 +501,10 @@ bool Matcher::Matches(std::string_view line,
   }
   if (spans == nullptr && !word_ && re_ != nullptr) {
     return always_ || RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), *re_);
+  }
+  if (spans == nullptr && !word_ && pcre_ != nullptr) {  // any match will do: not the longest
+    size_t start, len;
+    return always_ || pcre_->Find(line, 0, &start, &len);
   }
   bool any = false;
   size_t pos = 0;

@@ -59,15 +59,24 @@ class Matcher {
   std::shared_ptr<const re2::RE2> re_;
   std::shared_ptr<const re2::RE2> finder_;  // the same patterns, ^ and $ at line boundaries
   bool word_ = false;
+  bool posix_ = false;   // pcre_ runs BRE/ERE patterns (back-references): leftmost-longest
   bool always_ = false;  // an empty pattern without -w / -x: every line matches
   bool never_ = false;   // no pattern at all (-f of an empty file): no line matches
 };
 
+// What TranslatePattern found besides the pattern's form.
+struct PatternInfo {
+  int groups = 0;         // capturing groups (numbered from the caller's base + 1)
+  bool backrefs = false;  // back-references \1..\9, written \g{N}: RE2 cannot run it, PCRE2 can
+};
+
 // The RE2 form of one BRE (basic) or ERE (extended) pattern, with GNU's readings where RE2's
 // differ: a{,3}, a** and a{2}{3}, an ERE's leading repetition (ignored, with a warning as GNU's),
-// a '{' that starts no interval (literal), [=c=] and [.c.].
+// a '{' that starts no interval (literal), [=c=] and [.c.]. Its groups are numbered after
+// `group_base` (patterns joined by |); a back-reference makes it PCRE2 syntax (info->backrefs).
 absl::StatusOr<std::string> TranslatePattern(std::string_view pattern, Syntax syntax,
-                                             std::vector<std::string>* warnings = nullptr);
+                                             std::vector<std::string>* warnings = nullptr,
+                                             int group_base = 0, PatternInfo* info = nullptr);
 
 }  // namespace ardma::grep
 

@@ -205,8 +205,8 @@ TEST_F(GrepTest, ErrorsAndExitStatusesAreGrepsOwn) {
                                   testing::ClientAddress(server_->address()), " ");
   EXPECT_EQ(RunCommandSplit(grep + "'a\\(' dfs:/inc/stdio.h", &out, &err), 2);  // bad pattern
   EXPECT_FALSE(err.empty());
-  EXPECT_EQ(RunCommandSplit(grep + "'\\(a\\)\\1' dfs:/inc/stdio.h", &out, &err), 2);
-  EXPECT_THAT(err, HasSubstr("back-references"));
+  EXPECT_EQ(RunCommandSplit(grep + "'\\(a\\)\\2' dfs:/inc/stdio.h", &out, &err), 2);
+  EXPECT_THAT(err, HasSubstr("Invalid back reference"));
   EXPECT_EQ(RunCommandSplit(grep + "printf dfs:/nope dfs:/inc/stdio.h", &out, &err),
             2);  // still searches
   EXPECT_THAT(err, HasSubstr("dfs:/nope: No such file or directory"));
