@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "apps/cp/tree_upload.h"
 #include "core/status_macros.h"
 
@@ -256,6 +257,42 @@ absl::StatusOr<Copier::Source> Copier::StatSource(const Location& src, bool foll
   return info;
 }
 
+bool Copier::MakeParents(const Location& src, const Location& dir, const std::string& rel) {
+  std::vector<std::string> parts = absl::StrSplit(rel, '/', absl::SkipEmpty());
+  std::string prefix;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    prefix += (prefix.empty() ? "" : "/") + parts[i];
+    Location to = Join(dir, prefix);
+    std::optional<FileType> there = Kind(to);
+    if (there == FileType::kDirectory) continue;
+    if (there) {
+      Fail(absl::StrCat(Quoted(to.display), " exists but is not a directory"));
+      return false;
+    }
+    // The source's directory, for its mode (and its name in -v's line).
+    Location from = src;
+    size_t cut = 0;
+    for (size_t n = 0; n <= i; ++n) cut = src.path.find(parts[n], cut) + parts[n].size();
+    from.path = src.path.substr(0, cut);
+    from.display = src.display.substr(0, src.display.size() - (src.path.size() - cut));
+    absl::StatusOr<Source> info = StatSource(from, /*follow=*/true);
+    uint32_t mode = NewMode(info.ok() ? info->mode : 0755, true);
+    absl::Status made = to.remote                              ? fs_->Mkdir(to.path, mode).status()
+                        : ::mkdir(to.path.c_str(), mode) == 0 ? absl::OkStatus()
+                                                               : LocalError(errno);
+    if (!made.ok()) {
+      Fail(absl::StrCat("cannot make directory ", Quoted(to.display), ": ", ErrnoText(made)));
+      return false;
+    }
+    if (!to.remote) ::chmod(to.path.c_str(), mode);  // (mkdir's mode is under the umask)
+    if (o_.verbose) {
+      absl::MutexLock lock(&out_mu_);
+      std::printf("%s -> %s\n", from.display.c_str(), to.display.c_str());  // unquoted, as GNU's
+    }
+  }
+  return true;
+}
+
 void Copier::CopyOperand(const Location& src, const Location& dst) {
   self_copy_ino_ = 0;
   self_copy_hit_ = false;
@@ -298,6 +335,7 @@ void Copier::Copy(const Location& src, const Location& dst, bool top) {
       }
       if (bytes.view().size() <= TreeUpload::kMaxBatchedFile) {
         uint8_t flags = (o_.no_clobber ? dfs::kBatchKeepExisting : 0) |
+                        (o_.update ? dfs::kBatchKeepNewer : 0) |
                         (o_.preserve_mode ? dfs::kBatchSetMode : 0) |
                         (o_.preserve_timestamps ? dfs::kBatchSetMtime : 0);
         return upload_->Add(dfs::BatchKind::kPut, flags, NewMode(info->mode),
@@ -341,6 +379,17 @@ void Copier::Copy(const Location& src, const Location& dst, bool top) {
     }
   }
   if (target && o_.no_clobber) return;
+  if (target == FileType::kFile && o_.update && info->type == Source::kFile) {
+    // -u: only over an older file (times to the nanosecond, as both sides keep them).
+    int64_t dst_ns = 0;
+    if (out.remote) {
+      absl::StatusOr<dfs::Stat> d = fs_->Lookup(out.path);
+      if (d.ok()) dst_ns = absl::ToUnixNanos(d->mtime);
+    } else if (struct stat st; ::stat(out.path.c_str(), &st) == 0) {
+      dst_ns = MtimeNs(st);
+    }
+    if (dst_ns >= info->mtime_ns) return;
+  }
   if (info->type == Source::kLink) return CopyLink(src, dst);
   absl::Status s = CopyFile(src, out, *info, target.has_value());
   if (!s.ok()) {

@@ -26,6 +26,7 @@ struct Options {
   Deref deref = Deref::kDefault;
   bool preserve_mode = false, preserve_timestamps = false;
   bool default_modes = false;  // --no-preserve=mode: new copies get 0666 (0777) less the umask
+  bool update = false;         // -u: a file replaces only an older one
 };
 
 // A command-line operand: dfs:/PATH names a file in the server's file system, anything else a
@@ -58,6 +59,10 @@ class Copier {
   // Copies the command-line source `src` to exactly `dst`; errors are reported on stderr as cp
   // reports them, and the copy goes on with the rest.
   void CopyOperand(const Location& src, const Location& dst);
+  // cp --parents: makes the directories `rel` (SOURCE as given, less leading slashes) names
+  // before its last component under `dir`, as its source's are (modes, -v lines). False if one
+  // cannot be made (reported).
+  bool MakeParents(const Location& src, const Location& dir, const std::string& rel);
   // Finishes batched work and reports its errors.
   void Finish();
   // Reports an error as "ardma-cp: MESSAGE" and remembers that something failed.

@@ -85,6 +85,12 @@ FlagSet Flags(Command* c) {
                Does([&o] { o.deref = Deref::kAlways; }));
   flags.Option("no-clobber", 'n', Arg::kNone, "", "do not overwrite an existing file",
                Does([&o] { o.no_clobber = true; }));
+  flags.Option("parents", 0, Arg::kNone, "", "use full source file name under DIRECTORY",
+               Does([c] { c->parents = true; }));
+  flags.Option("update", 'u', Arg::kNone, "",
+               "copy only when the SOURCE file is newer than the destination file or when the\n"
+               "destination file is missing",
+               Does([&o] { o.update = true; }));
   flags.Option("no-dereference", 'P', Arg::kNone, "",
                "never follow symbolic links in SOURCE (the default with -r)",
                Does([&o] { o.deref = Deref::kNever; }));
@@ -196,6 +202,11 @@ int RunCommand(const Command& c) {
     std::cerr << "ardma-cp: cannot stat " << Quoted(dest.display) << ": Not a directory\n";
     return 1;
   }
+  if (c.parents && !into) {
+    std::cerr << "ardma-cp: with --parents, the destination must be a directory\n"
+              << "Try 'ardma-cp --help' for more information.\n";
+    return 1;
+  }
   for (size_t i = 0; i + 1 < c.operands.size(); ++i) {
     Location src = ParseLocation(c.operands[i]);
     if (!src.remote && !dest.remote) {
@@ -204,6 +215,12 @@ int RunCommand(const Command& c) {
       continue;
     }
     Location target = into ? Join(dest, Basename(src.path)) : dest;
+    if (c.parents) {  // DIRECTORY/SOURCE, with SOURCE's directories made as needed
+      std::string rel = src.path.substr(std::min(src.path.find_first_not_of('/'),
+                                                 src.path.size()));
+      if (!copier.MakeParents(src, dest, rel)) continue;
+      target = Join(dest, rel);
+    }
     if (!into && trailing_slash &&
         copier.Kind(src).value_or(FileType::kFile) != FileType::kDirectory) {
       copier.Fail(

@@ -23,6 +23,7 @@ struct Command : DfsFlags {
   Options options;
   std::string target_directory;       // -t DIR
   bool no_target_directory = false;   // -T
+  bool parents = false;               // --parents: DIRECTORY/SOURCE
   bool help = false;                  // --help: print Help(), exit 0
   bool version = false;  // --version: print the version line, exit 0
   std::vector<std::string> operands;  // SOURCE... DEST (at least two)

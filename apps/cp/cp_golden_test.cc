@@ -265,6 +265,88 @@ TEST_P(CpGoldenTest, NoPreserveAndCopiesIntoThemselvesMatchGnuCp) {
   EXPECT_EQ(down.st_mode & 07777, want.st_mode & 07777);
 }
 
+// -u replaces only older files (a tree too), and --parents makes SOURCE's directories under
+// DIRECTORY with their modes: uploading, downloading and on the server, what GNU cp makes, -v's
+// lines included.
+TEST_P(CpGoldenTest, UpdateAndParentsMatchGnuCp) {
+  auto stamp = [&](const std::string& path, int64_t seconds) {
+    struct timespec times[2] = {{seconds, 0}, {seconds, 0}};
+    ::utimensat(AT_FDCWD, (dir_ + "/" + path).c_str(), times, 0);
+  };
+  // Sources: src/{older,newer,same}; destinations hold the same names with other contents.
+  fsys::create_directories(dir_ + "/src");
+  for (std::string name : {"older", "newer", "same"}) {
+    std::ofstream(dir_ + "/src/" + name) << "source " << name << "\n";
+  }
+  stamp("src/older", 1000000000);
+  stamp("src/newer", 1000000200);
+  stamp("src/same", 1000000100);
+  ASSERT_EQ(Ours("-a src dfs:/src").code, 0);
+  for (std::string tree : {"ref", "down", "up", "srv"}) {
+    fsys::create_directories(dir_ + "/" + tree);
+    for (std::string name : {"older", "newer", "same"}) {
+      std::ofstream(dir_ + "/" + tree + "/" + name) << "destination " << name << "\n";
+      stamp(tree + "/" + name, 1000000100);
+    }
+    if (tree == "up" || tree == "srv") {
+      ASSERT_EQ(Ours("-a " + tree + " dfs:/" + tree).code, 0);
+      fsys::remove_all(dir_ + "/" + tree);
+    }
+  }
+  Run g = Gnu("-uv src/older src/newer src/same src/missing-too ref");
+  for (const auto& [src, to, from] : std::vector<std::array<std::string, 3>>{
+           {"src/", "dfs:/up", "dfs:/up"}, {"dfs:/src/", "down", "down"},
+           {"dfs:/src/", "dfs:/srv", "dfs:/srv"}}) {
+    SCOPED_TRACE(src + " " + to);
+    Run o = Ours(absl::StrCat("-uv ", src, "older ", src, "newer ", src, "same ", src,
+                              "missing-too ", to));
+    EXPECT_EQ(o.code, g.code) << o.err;
+    EXPECT_EQ(absl::StrReplaceAll(o.out, {{"'dfs:/src/", "'src/"}, {from, "ref"}}), g.out);
+  }
+  ASSERT_EQ(Ours("-a dfs:/up up").code, 0);
+  ASSERT_EQ(Ours("-a dfs:/srv srv").code, 0);
+  for (std::string tree : {"down", "up", "srv"}) {
+    EXPECT_EQ(TreeSnapshot(dir_ + "/" + tree), TreeSnapshot(dir_ + "/ref")) << tree;
+  }
+  // A tree with -u: only the newer file goes.
+  g = Gnu("-ruT src ref");
+  EXPECT_EQ(Ours("-ruT dfs:/src down").code, g.code);
+  EXPECT_EQ(Ours("-ruT src dfs:/up").code, g.code);
+  ASSERT_EQ(Ours("-a dfs:/up up2").code, 0);
+  EXPECT_EQ(TreeSnapshot(dir_ + "/down"), TreeSnapshot(dir_ + "/ref"));
+  EXPECT_EQ(TreeSnapshot(dir_ + "/up2"), TreeSnapshot(dir_ + "/ref"));
+
+  // --parents: a/b/c under DIRECTORY, a/b made with b's mode (0700).
+  fsys::create_directories(dir_ + "/p/a/b");
+  std::ofstream(dir_ + "/p/a/b/c") << "c\n";
+  ::chmod((dir_ + "/p/a/b").c_str(), 0700);
+  ASSERT_EQ(Ours("-a p/a dfs:/a").code, 0);
+  for (std::string d : {"pref", "pdown"}) fsys::create_directories(dir_ + "/" + d);
+  ASSERT_EQ(Ours("-r pref dfs:/pup").code, 0);
+  ASSERT_EQ(Ours("-r pref dfs:/psrv").code, 0);
+  dir_ += "/p";
+  g = Gnu("-v --parents a/b/c ../pref");
+  dir_.resize(dir_.size() - 2);
+  Run up = Ours("-v --parents p/a/b/c dfs:/pup");  // (the source's name is p/a/b/c here)
+  EXPECT_EQ(up.code, g.code) << up.err;
+  Run down = Ours("-v --parents dfs:/a/b/c pdown");
+  EXPECT_EQ(down.code, g.code) << down.err;
+  EXPECT_EQ(absl::StrReplaceAll(down.out, {{"dfs:/a", "a"}, {"pdown", "../pref"}}), g.out);
+  Run srv = Ours("-v --parents dfs:/a/b/c dfs:/psrv");
+  EXPECT_EQ(srv.code, g.code) << srv.err;
+  EXPECT_EQ(absl::StrReplaceAll(srv.out, {{"dfs:/psrv", "../pref"}, {"dfs:/a", "a"}}), g.out);
+  ASSERT_EQ(Ours("-a dfs:/psrv psrv").code, 0);
+  ASSERT_EQ(Ours("-a dfs:/pup/p pup").code, 0);
+  EXPECT_EQ(TreeSnapshot(dir_ + "/pdown"), TreeSnapshot(dir_ + "/pref"));
+  EXPECT_EQ(TreeSnapshot(dir_ + "/psrv"), TreeSnapshot(dir_ + "/pref"));
+  EXPECT_EQ(TreeSnapshot(dir_ + "/pup"), TreeSnapshot(dir_ + "/pref"));
+  // Not into a directory: GNU's usage error.
+  g = Gnu("--parents p/a/b/c p/a/b/c");
+  Run bad = Ours("--parents dfs:/a/b/c dfs:/a/b/c");
+  EXPECT_EQ(bad.code, g.code);
+  EXPECT_EQ(absl::StrReplaceAll(bad.err, {{"ardma-cp", "cp"}}), g.err);
+}
+
 // A FIFO is reported and skipped (GNU recreates it; the file system cannot hold one), without
 // blocking; a /proc file whose size says 0 is copied whole.
 TEST_P(CpGoldenTest, SpecialFilesAreSkippedAndProcFilesCopiedWhole) {

@@ -23,8 +23,19 @@ absl::Status Apply(Context& ctx, const Fs& fs, const BatchOp& op) {
       return made.status();
     }
     case BatchKind::kPut: {
-      absl::StatusOr<Stat> made = Make(ctx, fs, op.path, FileType::kFile, op.mode, keep);
+      bool newer_only = (op.flags & kBatchKeepNewer) != 0;
+      absl::StatusOr<Stat> made =
+          Make(ctx, fs, op.path, FileType::kFile, op.mode, keep || newer_only);
       if (keep && absl::IsAlreadyExists(made.status())) return absl::OkStatus();
+      if (newer_only && absl::IsAlreadyExists(made.status())) {
+        ARDMA_ASSIGN_OR_RETURN(Stat st, StatPath(ctx, fs, op.path));
+        if (st.type == FileType::kFile) {
+          if (absl::ToUnixNanos(st.mtime) >= static_cast<int64_t>(op.mtime_ns)) {
+            return absl::OkStatus();  // not older than the source: kept
+          }
+          made = Make(ctx, fs, op.path, FileType::kFile, op.mode, false);
+        }
+      }
       if (absl::IsAlreadyExists(made.status())) {  // of another type
         ARDMA_ASSIGN_OR_RETURN(Stat st, StatPath(ctx, fs, op.path));
         if (st.type == FileType::kDirectory) return IsADirectory();

@@ -128,6 +128,7 @@ enum class BatchKind : uint8_t { kMkdir = 1, kPut = 2, kSymlink = 3, kSetAttr = 
 inline constexpr uint8_t kBatchKeepExisting = 1;  // cp -n: an existing name is left alone
 inline constexpr uint8_t kBatchSetMode = 2;
 inline constexpr uint8_t kBatchSetMtime = 4;
+inline constexpr uint8_t kBatchKeepNewer = 8;  // cp -u: an existing file not older is left alone
 inline constexpr uint32_t kMaxBatchOps = 65536;
 struct BatchOp {
   BatchKind kind = BatchKind::kPut;
