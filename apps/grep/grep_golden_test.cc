@@ -313,6 +313,8 @@ TEST_P(GrepGoldenTest, SymbolicLinksMatchGnuGrep) {
   for (std::string f : {"links/d/f", "links/d/with space", "links/d/sub/g", "links/e/h"}) {
     std::ofstream(dir_ + "/" + f) << "alpha in " << f << "\nbeta\n";
   }
+  std::ofstream(dir_ + "/links/d/new\nline") << "alpha in a name with a newline\n";
+  fsys::create_symlink("d", dir_ + "/links/link\nwith newline");
   fsys::create_symlink("../f", dir_ + "/links/d/sub/back");
   fsys::create_symlink("../../e", dir_ + "/links/d/sub/to-e");
   ASSERT_TRUE(testing::AddLinks(dir_ + "/links").ok());
