@@ -35,19 +35,8 @@ median_time() {
   printf '%s\n' "${times[@]}" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
 }
 
-echo "preparing 256 MiB of text and a 65,000-file tree in $work ..." >&2
-find /usr/include -name '*.h' -type f -print0 | xargs -0 cat > "$work/headers"
-while [[ $(stat -c %s "$work/text" 2>/dev/null || echo 0) -lt 268435456 ]]; do cat "$work/headers" >> "$work/text"; done
-truncate -s 268435456 "$work/text"
-python3 - "$work/tree" <<'PY'
-import os, sys
-root = sys.argv[1]
-for d in range(65):
-    os.makedirs(f"{root}/d{d:02d}")
-    for f in range(1000):
-        with open(f"{root}/d{d:02d}/f{f:04d}", "w") as out:
-            out.write("x" * (f * 7 % 2094))
-PY
+source bench/apps_data.sh
+apps_data "$work"
 
 upload=$(median_time "$bin/ardma-cp $work/text dfs:/text")
 # Literal, -i and an alternation of strings, counted; and an alternation whose 821,588 lines are

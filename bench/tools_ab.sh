@@ -21,24 +21,11 @@ trap 'kill $ardmad_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
 export ARDMA_SERVER=$(cat "$work/port")
 
-echo "preparing 256 MiB of text and a 65,000-file tree ..." >&2
-find /usr/include -name '*.h' -type f -print0 | xargs -0 cat > "$work/headers"
-while [[ $(stat -c %s "$work/text" 2>/dev/null || echo 0) -lt 268435456 ]]; do
-  cat "$work/headers" >> "$work/text"
-done
-truncate -s 268435456 "$work/text"
-python3 - "$work/tree" <<'PY'
-import os, sys
-root = sys.argv[1]
-for d in range(65):
-    os.makedirs(f"{root}/d{d:02d}")
-    for f in range(1000):
-        with open(f"{root}/d{d:02d}/f{f:04d}", "w") as out:
-            out.write("x" * (f * 7 % 2094))
-PY
+source bench/apps_data.sh
+apps_data "$work"
 "$new"/ardma-cp "$work/text" dfs:/text
 "$new"/ardma-cp -r "$work/tree" dfs:/tree
-rm -rf "$work/text" "$work/headers" "$work/tree"
+rm -rf "$work/text" "$work/tree"
 
 # Wall seconds of one run (output through a pipe, as a user's would be).
 seconds() {

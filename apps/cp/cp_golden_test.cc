@@ -65,6 +65,27 @@ class CpGoldenTest : public testing::ServerFixture<::testing::TestWithParam<Mode
     return r;
   }
 
+  // Each command run by GNU cp inside dir_/SUB and by ardma-cp with dfs:/SUB/ before every
+  // operand (a copy of that tree): the same exit status and messages.
+  void ExpectSameOnBothSides(const std::string& sub, const std::vector<std::string>& commands) {
+    std::string top = dir_;
+    dir_ = top + "/" + sub;
+    std::string prefix = "dfs:/" + sub + "/";
+    for (const std::string& args : commands) {
+      SCOPED_TRACE(args);
+      Run g = Gnu(args);
+      std::vector<std::string> words = absl::StrSplit(args, ' ');
+      std::string ours_args;
+      for (const std::string& w : words) {
+        absl::StrAppend(&ours_args, ours_args.empty() ? "" : " ", w[0] == '-' ? w : prefix + w);
+      }
+      Run o = Ours(ours_args);
+      EXPECT_EQ(o.code, g.code) << o.err;
+      EXPECT_EQ(absl::StrReplaceAll(o.err, {{"ardma-cp: ", "cp: "}, {prefix, ""}}), g.err);
+    }
+    dir_ = top;
+  }
+
   // The crafted tree at dir_/t.
   void Craft() {
     std::string t = dir_ + "/t";
@@ -160,23 +181,10 @@ TEST_P(CpGoldenTest, ErrorsAndExitStatusMatchGnuCp) {
   fsys::create_symlink("nowhere", dir_ + "/e/dl");
   ::chmod((dir_ + "/e/d0700").c_str(), 0700);
   ASSERT_EQ(Ours("-a e dfs:/e").code, 0);
-  dir_ += "/e";  // GNU runs inside the local copy
-  for (std::string args :
-       {"a nodir/", "a a", "a ./a", "dl x", "-r d0700 d0700/sub", "-r nonexist t", "-r d0700 a",
-        "d0700 t5", "a b/", "a b c", "-n a b", "a b", "-T a d0700", "-t a b", "-r d0700 newdir/"}) {
-    SCOPED_TRACE(args);
-    Run g = Gnu(args);
-    // The same command on the DFS: every operand gets dfs:/e/ in front.
-    std::vector<std::string> words = absl::StrSplit(args, ' ');
-    std::string ours_args;
-    for (const std::string& w : words) {
-      absl::StrAppend(&ours_args, ours_args.empty() ? "" : " ", w[0] == '-' ? w : "dfs:/e/" + w);
-    }
-    Run o = Ours(ours_args);
-    EXPECT_EQ(o.code, g.code) << o.err;
-    EXPECT_EQ(absl::StrReplaceAll(o.err, {{"ardma-cp: ", "cp: "}, {"dfs:/e/", ""}}), g.err);
-  }
-  dir_.resize(dir_.size() - 2);
+  ExpectSameOnBothSides(
+      "e", {"a nodir/", "a a", "a ./a", "dl x", "-r d0700 d0700/sub", "-r nonexist t",
+            "-r d0700 a", "d0700 t5", "a b/", "a b c", "-n a b", "a b", "-T a d0700", "-t a b",
+            "-r d0700 newdir/"});
 }
 
 // Destinations that are symbolic links, from each side (uploading, downloading, on the server):
@@ -232,22 +240,9 @@ TEST_P(CpGoldenTest, NoPreserveAndCopiesIntoThemselvesMatchGnuCp) {
   ::chmod((l + "/a").c_str(), 0600);
   ::chmod((l + "/d").c_str(), 0750);
   ASSERT_EQ(Ours("-a l dfs:/l").code, 0);
-  dir_ = l;  // GNU runs inside the local tree
-  for (std::string args :
-       {"-a --no-preserve=mode a m1", "-p --no-preserve=timestamps a m2", "-a --no-preserve=all a m3",
-        "-a --no-preserve=mode d dm", "-r e e/sub", "-r c c/s/deeper", "-r c/s c/s/x/y"}) {
-    SCOPED_TRACE(args);
-    Run g = Gnu(args);
-    std::vector<std::string> words = absl::StrSplit(args, ' ');
-    std::string ours_args;
-    for (const std::string& w : words) {
-      absl::StrAppend(&ours_args, ours_args.empty() ? "" : " ", w[0] == '-' ? w : "dfs:/l/" + w);
-    }
-    Run o = Ours(ours_args);
-    EXPECT_EQ(o.code, g.code) << o.err;
-    EXPECT_EQ(absl::StrReplaceAll(o.err, {{"ardma-cp: ", "cp: "}, {"dfs:/l/", ""}}), g.err);
-  }
-  dir_.resize(dir_.size() - 2);
+  ExpectSameOnBothSides("l", {"-a --no-preserve=mode a m1", "-p --no-preserve=timestamps a m2",
+                              "-a --no-preserve=all a m3", "-a --no-preserve=mode d dm",
+                              "-r e e/sub", "-r c c/s/deeper", "-r c/s c/s/x/y"});
   // Downloaded with its modes, the DFS tree is the local one (upload and download with -a keep
   // what the copies on either side made).
   ASSERT_EQ(Ours("-a dfs:/l back").code, 0);

@@ -73,8 +73,9 @@ int ErrnoOf(const absl::Status& s) {
 
 std::string ErrnoText(const absl::Status& s) {
   int e = ErrnoOf(s);
-  // EINVAL's and EPERM's texts say less than the DFS's own message.
-  if (e == 0 || e == EINVAL || e == EPERM) return std::string(s.message());
+  // EINVAL's, EPERM's and EACCES's texts say less than the message (which names what is missing,
+  // e.g. authentication).
+  if (e == 0 || e == EINVAL || e == EPERM || e == EACCES) return std::string(s.message());
   return ::strerrordesc_np(e);
 }
 

@@ -148,7 +148,7 @@ absl::StatusOr<std::vector<std::string_view>> SplitPath(std::string_view path);
 // for too many links...), 0 for OK and for an error no errno fits (the server unreachable...).
 int ErrnoOf(const absl::Status& s);
 // What the GNU tools print for a DFS error: strerror's text ("No such file or directory"), or
-// the status's own message when no errno fits.
+// the status's own message when no errno fits or it says more (invalid arguments, permissions).
 std::string ErrnoText(const absl::Status& s);
 
 std::string EncodeStat(const Stat& s);
