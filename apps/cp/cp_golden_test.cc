@@ -222,6 +222,31 @@ TEST_P(CpGoldenTest, LinkDestinationsMatchGnuCpInEveryDirection) {
   for (std::string tree : {"down", "up", "srv"}) {
     EXPECT_EQ(TreeSnapshot(dir_ + "/" + tree), TreeSnapshot(dir_ + "/ref")) << tree;
   }
+  // A tree uploaded onto the same names (the batched path): written through the link to a
+  // file, refused at the dangling one, with -r and with -a (which sets the target's mode).
+  fsys::create_directories(dir_ + "/tsrc");
+  for (std::string name : {"lt", "dang", "fresh"}) {
+    std::ofstream(dir_ + "/tsrc/" + name) << "tree " << name << "\n";
+  }
+  ::chmod((dir_ + "/tsrc/lt").c_str(), 0600);
+  for (std::string opts : {"-r", "-a"}) {
+    SCOPED_TRACE(opts);
+    for (std::string tree : {"tref", "stage-tup"}) {
+      fsys::remove_all(dir_ + "/" + tree);
+      fsys::create_directories(dir_ + "/" + tree);
+      std::ofstream(dir_ + "/" + tree + "/t") << "old\n";
+      fsys::create_symlink("t", dir_ + "/" + tree + "/lt");
+      fsys::create_symlink("nowhere", dir_ + "/" + tree + "/dang");
+    }
+    ASSERT_EQ(Ours("-a stage-tup dfs:/tup" + opts).code, 0);
+    Run g = Gnu(opts + " tsrc/. tref");
+    Run o = Ours(opts + " tsrc/. dfs:/tup" + opts);
+    EXPECT_EQ(o.code, g.code) << o.err;
+    EXPECT_EQ(absl::StrReplaceAll(o.err, {{"ardma-cp: ", "cp: "}, {"dfs:/tup" + opts, "tref"}}),
+              g.err);
+    ASSERT_EQ(Ours("-a dfs:/tup" + opts + " tup" + opts).code, 0);
+    EXPECT_EQ(TreeSnapshot(dir_ + "/tup" + opts), TreeSnapshot(dir_ + "/tref"));
+  }
 }
 
 // --no-preserve after -a or -p (a new copy then gets 0666 or 0777 less the umask, as a new file),

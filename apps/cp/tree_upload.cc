@@ -105,6 +105,10 @@ void TreeUpload::Report(const Pending& p, const absl::Status& s) {
       return copier_->Fail(
           absl::StrCat("cannot create directory ", Quoted(p.dst_display), ": ", ErrnoText(s)));
     case dfs::BatchKind::kPut:
+      if (absl::StrContains(s.message(), "dangling symlink")) {
+        return copier_->Fail(
+            absl::StrCat("not writing through dangling symlink ", Quoted(p.dst_display)));
+      }
       if (ErrnoText(s) == "Is a directory") {
         return copier_->Fail(absl::StrCat("cannot overwrite directory ", Quoted(p.dst_display),
                                           " with non-directory"));

@@ -49,9 +49,10 @@ absl::StatusOr<DirPage> Readdir(Context& ctx, const Fs& fs, std::string_view pat
 absl::Status Remove(Context& ctx, const Fs& fs, std::string_view path, FileType type);
 // Replaces a target of the same kind (an empty directory, or a file or symbolic link).
 absl::Status Rename(Context& ctx, const Fs& fs, std::string_view from, std::string_view to);
-// Sets the permission bits and, unless `mtime_ns` is 0, the modification time.
+// Sets the permission bits and, unless `mtime_ns` is 0, the modification time (of a link's
+// target with `follow`).
 absl::Status SetAttr(Context& ctx, const Fs& fs, std::string_view path, uint32_t mode,
-                     uint64_t mtime_ns);
+                     uint64_t mtime_ns, bool follow = false);
 
 // ---- File data (dfs_data.cc) ----
 

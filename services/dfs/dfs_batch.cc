@@ -13,9 +13,15 @@ namespace {
 // One change: `flags` says what to do when the name already exists and which attributes to set.
 absl::Status Apply(Context& ctx, const Fs& fs, const BatchOp& op) {
   bool keep = (op.flags & kBatchKeepExisting) != 0;
+  bool through = false;  // the name is a link to a file: written (and set) through it
   switch (op.kind) {
     case BatchKind::kMkdir: {
       absl::StatusOr<Stat> made = Make(ctx, fs, op.path, FileType::kDirectory, op.mode, false);
+      if (absl::IsInvalidArgument(made.status())) {
+        // "d/." (cp -r src/. d): no name to make, but the directory it names may be there.
+        absl::StatusOr<Stat> there = StatPath(ctx, fs, op.path, /*follow=*/true);
+        if (there.ok() && there->type == FileType::kDirectory) return absl::OkStatus();
+      }
       if (absl::IsAlreadyExists(made.status())) {
         return absl::FailedPreconditionError(absl::StrCat("dfs: cannot overwrite non-directory ",
                                                           ToAbsl(op.path), " with a directory"));
@@ -39,8 +45,15 @@ absl::Status Apply(Context& ctx, const Fs& fs, const BatchOp& op) {
       if (absl::IsAlreadyExists(made.status())) {  // of another type
         ARDMA_ASSIGN_OR_RETURN(Stat st, StatPath(ctx, fs, op.path));
         if (st.type == FileType::kDirectory) return IsADirectory();
-        ARDMA_RETURN_IF_ERROR(Remove(ctx, fs, op.path, FileType::kFile));  // a link: replaced
-        made = Make(ctx, fs, op.path, FileType::kFile, op.mode, true);
+        // A link: written through to the file it names, as cp writes; a dangling one refused.
+        made = StatPath(ctx, fs, op.path, /*follow=*/true);
+        if (absl::IsNotFound(made.status())) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "dfs: not writing through dangling symlink ", ToAbsl(op.path)));
+        }
+        ARDMA_RETURN_IF_ERROR(made.status());
+        if (made->type == FileType::kDirectory) return IsADirectory();
+        through = true;
       }
       ARDMA_RETURN_IF_ERROR(made.status());
       if (made->size > 0) ARDMA_RETURN_IF_ERROR(Truncate(ctx, fs, op.path, 0));
@@ -66,9 +79,9 @@ absl::Status Apply(Context& ctx, const Fs& fs, const BatchOp& op) {
       return absl::InvalidArgumentError("dfs.batch: unknown operation");
   }
   if ((op.flags & (kBatchSetMode | kBatchSetMtime)) == 0) return absl::OkStatus();
-  ARDMA_ASSIGN_OR_RETURN(Stat st, StatPath(ctx, fs, op.path));
+  ARDMA_ASSIGN_OR_RETURN(Stat st, StatPath(ctx, fs, op.path, through));
   return SetAttr(ctx, fs, op.path, (op.flags & kBatchSetMode) ? op.mode : st.mode,
-                 (op.flags & kBatchSetMtime) ? op.mtime_ns : 0);
+                 (op.flags & kBatchSetMtime) ? op.mtime_ns : 0, through);
 }
 
 }  // namespace

@@ -221,8 +221,8 @@ absl::Status Rename(Context& ctx, const Fs& fs, std::string_view from, std::stri
 }
 
 absl::Status SetAttr(Context& ctx, const Fs& fs, std::string_view path, uint32_t mode,
-                     uint64_t mtime) {
-  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path));
+                     uint64_t mtime, bool follow) {
+  ARDMA_ASSIGN_OR_RETURN(uint64_t ino, Resolve(ctx, fs, path, follow));
   Locks locks(ctx);
   ARDMA_RETURN_IF_ERROR(locks.Take({ino + kInLock}));
   ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
