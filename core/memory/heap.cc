@@ -1,6 +1,7 @@
 #include "core/memory/heap.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <optional>
@@ -184,6 +185,14 @@ absl::StatusOr<uint64_t> ReleaseEmptySlabs(Context& ctx, const Layout& l) {
   return released;
 }
 
+// Where this process's next search for a slab with free blocks of a class (and for an empty slab)
+// begins: after the page the last one found. Only a starting point: a scan still visits every page
+// (from here round to here), so a hint from another heap or a stale one costs nothing but reads.
+// Without it every search began at page 0 and, once the pool was used up, walked past the same
+// slabs it had already drained: a full table's worth of descriptors read per refill.
+std::atomic<uint64_t> partial_hint[kMaxSmallClass + 1];
+std::atomic<uint64_t> empty_hint;
+
 // Gives class `cls` a slab with free blocks, installing it as the class's current slab if that is
 // still `observed_slot`. False if there is no memory for one.
 absl::StatusOr<bool> Refill(Context& ctx, const Layout& l, int cls, uint64_t observed_slot) {
@@ -204,8 +213,9 @@ absl::StatusOr<bool> Refill(Context& ctx, const Layout& l, int cls, uint64_t obs
             if ((d.w[1 + k] >> 48) == s.gen && (d.w[1 + k] & WordMask(cls, k)) != 0) return true;
           }
           return false;
-        }));
+        }, partial_hint[cls].load(std::memory_order_relaxed)));
     if (partial) {
+      partial_hint[cls].store(*partial + 1, std::memory_order_relaxed);
       ARDMA_RETURN_IF_ERROR(
           ctx.CompareAndSwap(kClassSlots + 8 * cls, observed_slot, EncodeSlot(*partial + 1))
               .status());
@@ -218,8 +228,9 @@ absl::StatusOr<bool> Refill(Context& ctx, const Layout& l, int cls, uint64_t obs
           ARDMA_ASSIGN_OR_RETURN(bool claimed, ClaimWholeSlab(ctx, l, p, d));
           if (claimed) gen = s.gen + 1;
           return claimed;
-        }));
+        }, empty_hint.load(std::memory_order_relaxed)));
     if (!page) return false;
+    empty_hint.store(*page + 1, std::memory_order_relaxed);
   }
   ARDMA_RETURN_IF_ERROR(ctx.Write(l.DescAddr(*page), EncodeDescriptors({FreshSlab(cls, gen)})));
   // If another slab was installed meanwhile, this one is found by a later scan.

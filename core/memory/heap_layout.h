@@ -74,8 +74,11 @@ absl::StatusOr<Layout> ReadLayout(Context& ctx);
 inline constexpr int kBitsPerWord = 48;
 inline constexpr uint64_t kBitsMask = (1ull << kBitsPerWord) - 1;
 inline constexpr int kDescWords = 8;
-// Descriptors are scanned (for slabs with free blocks, or empty ones) this many at a time.
-inline constexpr uint64_t kScanPages = 16384;
+// Descriptors are scanned (for slabs with free blocks, or empty ones) in windows that grow from
+// kFirstScanPages to kScanPages descriptors (4 KiB to 256 KiB): a scan that stops early reads
+// little, and no one READ of a scan is large.
+inline constexpr uint64_t kFirstScanPages = 64;
+inline constexpr uint64_t kScanPages = 4096;
 
 // (Kind 3 is not written: a run is described by its first page alone.)
 enum Kind : uint64_t { kFree = 0, kSlab = 1, kRunHead = 2, kRunTail = 3 };
@@ -158,13 +161,19 @@ inline bool PageInUse(const Snapshot& pool, uint64_t page) {
   return (pool.Word(page / 64) >> (page % 64)) & 1;
 }
 
-// Calls `visit(page, descriptor)` for every page's descriptor, reading them in chunks; stops early
-// when `visit` returns true and returns that page.
+// Calls `visit(page, descriptor)` for every page's descriptor once, from page `start` to the last
+// and then from page 0 (in page order when `start` is 0), reading them in growing windows; stops
+// early when `visit` returns true and returns that page. A scan that begins where the last one
+// of its kind ended usually stops in its first window.
 template <typename Visit>
-absl::StatusOr<std::optional<uint64_t>> ScanDescriptors(Context& ctx, const Layout& l,
-                                                        Visit visit) {
-  for (uint64_t first = 0; first < l.pages; first += kScanPages) {
-    uint64_t n = std::min(kScanPages, l.pages - first);
+absl::StatusOr<std::optional<uint64_t>> ScanDescriptors(Context& ctx, const Layout& l, Visit visit,
+                                                        uint64_t start = 0) {
+  if (l.pages == 0) return std::nullopt;
+  start %= l.pages;
+  uint64_t window = kFirstScanPages;
+  for (uint64_t done = 0; done < l.pages; window = std::min(window * 4, kScanPages)) {
+    uint64_t first = (start + done) % l.pages;
+    uint64_t n = std::min({window, l.pages - done, l.pages - first});
     ARDMA_ASSIGN_OR_RETURN(Snapshot chunk,
                            ReadSnapshot(ctx, l.DescAddr(first), n * kDescriptorSize));
     for (uint64_t i = 0; i < n; ++i) {
@@ -173,6 +182,7 @@ absl::StatusOr<std::optional<uint64_t>> ScanDescriptors(Context& ctx, const Layo
       ARDMA_ASSIGN_OR_RETURN(bool stop, visit(first + i, d));
       if (stop) return first + i;
     }
+    done += n;
   }
   return std::nullopt;
 }

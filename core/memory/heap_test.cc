@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "core/active/local_context.h"
+#include "core/memory/heap_layout.h"
 #include "core/status_macros.h"
 #include "core/testing/heap_churn.h"
 #include "gmock/gmock.h"
@@ -265,12 +268,14 @@ TEST(HeapChurnTest, NeverFailsUnderSixtyPercentLiveAndEndsWhole) {
 }
 
 // A Context whose client dies at its `steps`-th change of memory (write, CAS or fetch-add): that
-// change and every later operation fail, as if the client had been killed just before it.
+// change and every later operation fail, as if the client had been killed just before it. It
+// counts the bytes it reads (what an RDMA-mode client's READs would carry).
 class DyingContext : public Context {
  public:
   DyingContext(Context& inner, int steps) : inner_(inner), steps_left_(steps) {}
   bool IsLocal() const override { return false; }  // the RDMA-mode path: reads, then CAS
   bool dead() const { return steps_left_ <= 0; }
+  uint64_t bytes_read() const { return bytes_read_; }
 
  protected:
   absl::Status Step() {
@@ -279,6 +284,7 @@ class DyingContext : public Context {
   }
   absl::Status DoReadBatch(std::span<const ReadOp> ops) override {
     if (dead()) return absl::UnavailableError("client killed");
+    for (const ReadOp& op : ops) bytes_read_ += op.out.size();
     return inner_.ReadBatch(ops);
   }
   absl::Status DoWriteBatch(std::span<const WriteOp> ops) override {
@@ -317,7 +323,39 @@ class DyingContext : public Context {
  private:
   Context& inner_;
   int steps_left_;
+  uint64_t bytes_read_ = 0;
 };
+
+TEST_F(HeapTest, ARefillAfterThePoolIsUsedUpReadsAFewDescriptorsNotTheWholeTable) {
+  // Every page a 32-byte slab, then one block freed in each: an RDMA-mode client's allocations
+  // now each need a refill that finds the next slab with a free block. Each search used to begin
+  // at page 0 and read the whole descriptor table (64 KiB here; 2 MiB for 128 MiB of memory).
+  std::map<uint64_t, uint64_t> one_per_page;
+  for (;;) {
+    absl::StatusOr<uint64_t> a = heap::Allocate(ctx_, 32);
+    if (!a.ok()) {
+      ASSERT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted) << a.status();
+      break;
+    }
+    one_per_page.emplace(*a / heap::kPageSize, *a);
+  }
+  ASSERT_GT(one_per_page.size(), 900u);
+  for (const auto& [page, addr] : one_per_page) ASSERT_TRUE(heap::Free(ctx_, addr).ok());
+  DyingContext remote(ctx_, INT_MAX);
+  constexpr int kAllocations = 500;
+  std::set<uint64_t> got;
+  for (int i = 0; i < kAllocations; ++i) {
+    absl::StatusOr<uint64_t> a = heap::Allocate(remote, 32);
+    ASSERT_TRUE(a.ok()) << a.status();
+    got.insert(*a);
+  }
+  EXPECT_EQ(got.size(), static_cast<size_t>(kAllocations));
+  EXPECT_LT(remote.bytes_read() / kAllocations, 16u << 10)
+      << "bytes read per allocation; the descriptor table is "
+      << one_per_page.size() * heap::kDescriptorSize << " bytes";
+  heap::HeapReport r = *heap::Check(ctx_);
+  EXPECT_TRUE(r.errors.empty()) << r.errors[0];
+}
 
 TEST_F(HeapTest, AClientKilledBetweenAnyTwoStepsLeavesTheHeapConsistent) {
   // Some state to work against: a current slab per class in use, runs, free pages.

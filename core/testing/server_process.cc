@@ -5,13 +5,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/client/client.h"
 #include "core/testing/run_command.h"
@@ -36,6 +40,42 @@ uint64_t ResidentBytes(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   }
   return 0;
+}
+
+std::map<std::string, uint64_t> ResidentByMapping(pid_t pid) {
+  std::map<std::string, uint64_t> rss;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/smaps"));
+  std::string mapping;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+        line.find('-') < line.find(' ')) {
+      // "start-end perms offset dev inode   path": the range and the path name the mapping.
+      std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      mapping = fields[0];
+      if (fields.size() > 5) absl::StrAppend(&mapping, " ", fields[5]);
+    } else if (line.rfind("Rss:", 0) == 0) {
+      rss[mapping] = std::stoull(line.substr(4)) * 1024;
+    }
+  }
+  return rss;
+}
+
+std::string LargestGrowth(const std::map<std::string, uint64_t>& before,
+                          const std::map<std::string, uint64_t>& after, int count) {
+  std::vector<std::pair<int64_t, std::string>> growth;
+  for (const auto& [name, bytes] : after) {
+    auto was = before.find(name);
+    int64_t grew = static_cast<int64_t>(bytes) -
+                   static_cast<int64_t>(was == before.end() ? 0 : was->second);
+    if (grew > 0) growth.emplace_back(grew, name);
+  }
+  std::sort(growth.rbegin(), growth.rend());
+  std::string out;
+  for (int i = 0; i < count && i < static_cast<int>(growth.size()); ++i) {
+    absl::StrAppend(&out, i > 0 ? "; " : "", "+", growth[i].first >> 10, " KiB ",
+                    growth[i].second);
+  }
+  return out.empty() ? "no mapping grew" : out;
 }
 
 uint64_t StatOf(Client& client, const std::string& name) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,12 @@ std::string TempPath(const std::string& name);
 
 // Resident memory of process `pid`, in bytes (0 if unknown).
 uint64_t ResidentBytes(pid_t pid);
+// Resident memory of process `pid` per mapping ("start-end path" -> bytes, from /proc/PID/smaps),
+// and the mappings that grew most from `before` to `after`, as "+N KiB name; ..." (at most
+// `count` of them): what a memory bound's failure message names.
+std::map<std::string, uint64_t> ResidentByMapping(pid_t pid);
+std::string LargestGrowth(const std::map<std::string, uint64_t>& before,
+                          const std::map<std::string, uint64_t>& after, int count = 4);
 // One STATS counter of the server `client` talks to; UINT64_MAX if it cannot be read.
 uint64_t StatOf(Client& client, const std::string& name);
 
