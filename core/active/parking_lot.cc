@@ -26,6 +26,7 @@ std::shared_ptr<ParkingLot::Entry> ParkingLot::Park(std::string_view key,
 void ParkingLot::FunctionReturned(const std::shared_ptr<Entry>& entry, const absl::Status& status) {
   std::optional<absl::StatusOr<std::string>> answer;
   bool resume = false;
+  std::function<void(absl::Time)> listener;
   {
     absl::MutexLock lock(&mu_);
     entry->function_running = false;
@@ -44,9 +45,11 @@ void ParkingLot::FunctionReturned(const std::shared_ptr<Entry>& entry, const abs
       --size_;
       answer = status;
     }
+    if (entry->queued && !answer.has_value() && !resume) listener = listener_;  // it waits
   }
   if (answer.has_value()) entry->responder->Respond(std::move(*answer));
   if (resume) entry->resume();
+  if (listener) listener(entry->NextEvent());
 }
 
 bool ParkingLot::Resume(std::string_view key) {
@@ -148,6 +151,22 @@ int ParkingLot::Expire(absl::Time now) {
     e->responder->Respond(absl::DeadlineExceededError("parked request expired"));
   for (auto& e : resumed) e->resume();
   return static_cast<int>(expired.size() + resumed.size());
+}
+
+absl::Time ParkingLot::NextEvent() const {
+  absl::MutexLock lock(&mu_);
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [key, queue] : queues_) {
+    for (const std::shared_ptr<Entry>& e : queue) {
+      if (!e->function_running) next = std::min(next, e->NextEvent());
+    }
+  }
+  return next;
+}
+
+void ParkingLot::SetEventListener(std::function<void(absl::Time)> listener) {
+  absl::MutexLock lock(&mu_);
+  listener_ = std::move(listener);
 }
 
 size_t ParkingLot::size() const {

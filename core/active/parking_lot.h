@@ -5,12 +5,14 @@
 // live request on the key. Because a Wake can arrive before the parking function has returned (it
 // runs on another thread), an entry remembers an early result and delivers it when the function
 // returns. Entries whose connection is gone are skipped by Wake; entries past their deadline get
-// DEADLINE_EXCEEDED from Expire, which the server calls periodically.
+// DEADLINE_EXCEEDED from Expire, which the server calls when NextEvent comes (it learns of each
+// new one from the event listener) and when a connection closes — never on a tick.
 //
 // Thread-safe. Responders are always invoked without the lot's lock held.
 #ifndef ARDMA_CORE_ACTIVE_PARKING_LOT_H_
 #define ARDMA_CORE_ACTIVE_PARKING_LOT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -68,6 +70,13 @@ class ParkingLot {
   // were answered or resumed.
   int Expire(absl::Time now);
 
+  // The earliest deadline or resume time of a parked request whose function has returned (what
+  // Expire acts on next); InfiniteFuture if there is none.
+  absl::Time NextEvent() const;
+  // `listener` is called (without the lot's lock) with a request's next event time when its
+  // function returns and it stays parked: the server's timer may need to fire sooner.
+  void SetEventListener(std::function<void(absl::Time)> listener);
+
   // Requests parked right now (including ones whose function has not returned yet).
   size_t size() const;
 
@@ -75,6 +84,7 @@ class ParkingLot {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::deque<std::shared_ptr<Entry>>> queues_ ABSL_GUARDED_BY(mu_);
   size_t size_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void(absl::Time)> listener_ ABSL_GUARDED_BY(mu_);
 };
 
 struct ParkingLot::Entry {
@@ -88,6 +98,9 @@ struct ParkingLot::Entry {
   ResumeFn resume;  // set for resumable requests
   absl::Time resume_at = absl::InfiniteFuture();
   bool resume_requested = false;  // resumed while its function was still running
+
+  // When Expire has something to do with it: its deadline, or its resume time if sooner.
+  absl::Time NextEvent() const { return resume != nullptr ? std::min(deadline, resume_at) : deadline; }
 };
 
 }  // namespace ardma

@@ -188,6 +188,15 @@ void CallTable::ExpireAsync(absl::Time now) {
   }
 }
 
+absl::Time CallTable::NextAsyncDeadline() const {
+  absl::MutexLock lock(&mu_);
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [id, call] : calls_) {
+    if (call->callback) next = std::min(next, call->deadline);
+  }
+  return next;
+}
+
 void CallTable::ServeAsync(Step step, absl::Duration idle_tick, bool until_closed) {
   mu_.Lock();
   for (;;) {

@@ -91,6 +91,8 @@ class CallTable {
   void ServeAsync(Step step, absl::Duration idle_tick, bool until_closed = false);
   // Fails the asynchronous calls whose deadline is at or before `now` with DEADLINE_EXCEEDED.
   void ExpireAsync(absl::Time now);
+  // The earliest deadline of the asynchronous calls waiting (InfiniteFuture: none).
+  absl::Time NextAsyncDeadline() const;
 
  private:
   // Takes the reader role, runs one step, gives it back; called with mu_ held.

@@ -144,7 +144,10 @@ bool Connection::broken() const { return !calls_.failure().ok(); }
 
 bool Connection::WaitForClose(absl::Duration timeout) {
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};
-  int n = ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  int ms = timeout == absl::InfiniteDuration()
+               ? -1
+               : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(timeout), INT32_MAX));
+  int n = ::poll(&p, 1, ms);
   if (n > 0) {
     // The server never speaks unasked on such a connection: anything readable is its close (or
     // a protocol error, which ends the session as well).

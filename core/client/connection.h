@@ -84,9 +84,9 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   void KeepAlive(uint64_t request_id) override;
   // Fails pending calls with UNAVAILABLE and lets the background reader finish.
   void Close() override;
-  // Waits up to `timeout` for the peer to close the connection while nobody reads it, and breaks
-  // it if so; returns whether it is broken. For transports that use this connection only to stay
-  // bound to the server (UCX).
+  // Waits up to `timeout` (InfiniteDuration: until something happens; Close wakes it) for the
+  // peer to close the connection while nobody reads it, and breaks it if so; returns whether it
+  // is broken. For transports that use this connection only to stay bound to the server (UCX).
   bool WaitForClose(absl::Duration timeout);
 
  private:

@@ -247,12 +247,15 @@ bool UcxConnection::IsOneSided(const OutgoingRequest& request) const {
 }
 
 void UcxConnection::WatchServer() {
+  // Asleep until the bootstrap connection ends: the server closing it, or Close shutting it down
+  // (which wakes this at once), so an idle client does not wake on a period.
   for (;;) {
+    bool closed = tcp_->WaitForClose(absl::InfiniteDuration());
     {
       absl::MutexLock lock(&background_mu_);
       if (closing_) return;
     }
-    if (tcp_->WaitForClose(absl::Milliseconds(50))) {
+    if (closed) {
       server_gone_.store(true, std::memory_order_release);
       Break(absl::UnavailableError("ardmad closed the connection"));
       return;
@@ -431,7 +434,7 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
     }
     ARDMA_RETURN_IF_ERROR(
         SendRequests(absl::MakeConstSpan(requests).subspan(i, n), ids, client_id));
-    PollPacer pacer(ucx_.get());
+    PollPacer pacer(ucx_.get(), deadline);  // (answers are active messages: they wake it)
     ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> answers,
                            calls_.Await(*expected, deadline, [&] { return ProgressStep(pacer); }));
     std::move(answers.begin(), answers.end(), results.begin() + i);
@@ -480,7 +483,9 @@ void UcxConnection::SendAsync(const OutgoingRequest& request, uint64_t request_i
     absl::MutexLock lock(&background_mu_);
     if (!background_.joinable() && !closing_) {
       background_ = std::thread([self = shared_from_this()]() mutable {
-        PollPacer pacer(self->ucx_.get());
+        // Asleep between polls until an answer comes or the earliest call's deadline.
+        PollPacer pacer(self->ucx_.get(), absl::InfiniteFuture(),
+                        [calls = &self->calls_] { return calls->NextAsyncDeadline(); });
         // Returns once the calls are closed (counted by Close as a detached teardown).
         self->calls_.ServeAsync([&] { return self->ProgressStep(pacer); }, absl::Milliseconds(5),
                                 /*until_closed=*/true);

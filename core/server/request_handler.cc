@@ -184,7 +184,10 @@ absl::Status RequestHandler::SetCloseHook(const std::shared_ptr<ResponseSink>& s
 }
 
 void RequestHandler::ConnectionClosed(const ResponseSink* sink) {
+  if (connection_closed_) connection_closed_(sink);
   registrar_.OwnerGone(sink);
+  // Requests it parked are forgotten now (their deadlines may be far away).
+  if (parking_.size() > 0) parking_.Expire(absl::Now());
   if (owners_ != nullptr) owners_->Leave(sink->auth().owner_token);
   absl::flat_hash_map<std::string, CloseHook> hooks;
   {
@@ -239,5 +242,11 @@ void RequestHandler::RunCloseHook(const std::string& function, const std::string
 }
 
 void RequestHandler::ExpireParked() { parking_.Expire(absl::Now()); }
+
+absl::Time RequestHandler::NextParkedEvent() const { return parking_.NextEvent(); }
+
+void RequestHandler::SetParkedListener(std::function<void(absl::Time)> listener) {
+  parking_.SetEventListener(std::move(listener));
+}
 
 }  // namespace ardma

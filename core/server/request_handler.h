@@ -153,11 +153,19 @@ class RequestHandler {
   void Handle(const wire::FrameHeader& header, std::string_view payload,
               const std::shared_ptr<ResponseSink>& sink);
 
-  // Answers parked requests whose deadline passed and resumes those whose time came. Call
-  // periodically.
+  // Answers parked requests whose deadline passed and resumes those whose time came. Call at
+  // NextParkedEvent (the server's timer; `listener` hears of each new event time, from any
+  // thread), never on a tick: an idle server wakes for nothing.
   void ExpireParked();
+  absl::Time NextParkedEvent() const;
+  void SetParkedListener(std::function<void(absl::Time)> listener);
   // Runs the close hooks (Context::OnClose) registered on `sink`. Call once, when it closes.
   void ConnectionClosed(const ResponseSink* sink);
+  // Told of every closing connection first (the UCX server closes the sessions it started). Set
+  // before connections arrive.
+  void SetConnectionClosedListener(std::function<void(const ResponseSink*)> listener) {
+    connection_closed_ = std::move(listener);
+  }
   // Cancels running functions (their next memory access fails), drains the worker pool.
   void Stop();
 
@@ -286,6 +294,7 @@ class RequestHandler {
   std::unique_ptr<IsolatedPool> isolated_;
   bool isolate_all_ = false;
   ParkingLot parking_;
+  std::function<void(const ResponseSink*)> connection_closed_;
   DedupWindow dedup_;
   RegionRegistrar registrar_;
   Syncer syncer_;

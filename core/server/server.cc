@@ -44,7 +44,6 @@ using local = asio::local::stream_protocol;
 using server_detail::Session;
 using server_detail::SessionBase;
 
-constexpr auto kExpiryPeriod = std::chrono::milliseconds(20);
 constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 
 // Whether a bound numeric address is a loopback one (127.0.0.0/8, ::1, ::ffff:127.x.y.z).
@@ -87,6 +86,7 @@ struct Server::Impl {
   std::unique_ptr<local::acceptor> unix_acceptor;  // with --unix-socket
   std::unique_ptr<asio::ssl::context> tls;         // with --tls-cert: the TCP listener's TLS
   std::unique_ptr<asio::steady_timer> expiry;
+  absl::Time expiry_armed = absl::InfiniteFuture();  // when it fires (control thread only)
   std::unique_ptr<RequestHandler> handler;
   std::unique_ptr<UcxServer> ucx;  // after the handler: stopped and destroyed before it
   size_t next_io = 0;
@@ -392,6 +392,9 @@ struct Server::Impl {
               return ucx->Connect(payload, sink);
             });
         handler->SetRegionKeys(ucx.get());
+        // A closing connection's UCX session closes at once (no thread looks on a period).
+        handler->SetConnectionClosedListener(
+            [ucx = ucx.get()](const ResponseSink* sink) { ucx->ConnectionClosed(sink); });
       }
     }
 
@@ -444,7 +447,9 @@ struct Server::Impl {
     expiry = std::make_unique<asio::steady_timer>(*control);
     Accept(acceptor.get());
     if (unix_acceptor != nullptr) Accept(unix_acceptor.get());
-    ScheduleExpiry();
+    handler->SetParkedListener([this](absl::Time when) {
+      asio::post(*control, [this, when] { ArmExpiry(when); });
+    });
     // Each I/O thread names and places itself before it runs; Start returns once all have.
     absl::BlockingCounter placed(static_cast<int>(ios.size()));
     for (size_t i = 0; i < ios.size(); ++i) {
@@ -479,12 +484,20 @@ struct Server::Impl {
                                         : "");
   }
 
-  void ScheduleExpiry() {
-    expiry->expires_after(kExpiryPeriod);
+  // The parking lot's timer, armed for its next event only (on the control thread): an idle server
+  // has no timer running.
+  void ArmExpiry(absl::Time when) {
+    if (when >= expiry_armed) return;  // already due by then
+    expiry_armed = when;
+    absl::Duration wait = std::max(when - absl::Now(), absl::ZeroDuration());
+    expiry->expires_after(absl::ToChronoNanoseconds(wait));  // (cancels a later wait)
     expiry->async_wait([this](boost::system::error_code ec) {
-      if (ec) return;
+      if (ec) return;  // re-armed sooner, or stopping
+      expiry_armed = absl::InfiniteFuture();
       handler->ExpireParked();
-      ScheduleExpiry();
+      if (absl::Time next = handler->NextParkedEvent(); next != absl::InfiniteFuture()) {
+        ArmExpiry(next);
+      }
     });
   }
 };

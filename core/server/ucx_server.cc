@@ -27,7 +27,9 @@ namespace {
 constexpr absl::Duration kPollBeforeSleep = absl::Milliseconds(1);
 // How long an idle progress thread polls before it yields its CPU between polls.
 constexpr absl::Duration kSpinBeforeYield = absl::Microseconds(10);
-// How often closed connections' sessions are looked for.
+// How often a progress thread whose sessions have requests unanswered (parked) touches their
+// connections, so that --idle-timeout does not end them. Closed sessions are looked for when
+// something closes (SweepNow, ConnectionClosed, Poison), not on a period: an idle thread sleeps.
 constexpr absl::Duration kSweepPeriod = absl::Milliseconds(50);
 // How often a thread with sessions that hold requests looks whether they have room (room made by
 // other connections under the server-wide --max-queued wakes nobody).
@@ -55,7 +57,8 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
  public:
   Session(Lane* lane, uint64_t id, ucp_ep_h ep, std::weak_ptr<ResponseSink> tcp,
           const wire::WireLimits& limits, std::atomic<uint64_t>* queued_total)
-      : lane_(lane), id_(id), limits_(limits), ep_(ep), tcp_(std::move(tcp)) {
+      : lane_(lane), id_(id), limits_(limits), ep_(ep), tcp_raw_(tcp.lock().get()),
+        tcp_(std::move(tcp)) {
     tally_->total = queued_total;
   }
 
@@ -147,6 +150,8 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
       poisoned_ = true;
     }
     if (std::shared_ptr<ResponseSink> tcp = tcp_.lock()) tcp->Shutdown();
+    lane_->sweep_now.store(true, std::memory_order_relaxed);  // closed at its thread's next look
+    lane_->Wake();
   }
 
   uint64_t id() const { return id_; }
@@ -168,7 +173,11 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   ucp_ep_h ep_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool poisoned_ ABSL_GUARDED_BY(mu_) = false;
+  const ResponseSink* const tcp_raw_;  // (compared with closing connections only)
   const std::weak_ptr<ResponseSink> tcp_;
+
+ public:
+  bool BootstrappedBy(const ResponseSink* connection) const { return tcp_raw_ == connection; }
 };
 
 absl::StatusOr<std::unique_ptr<UcxServer>> UcxServer::Create(int progress_threads) {
@@ -513,8 +522,8 @@ void UcxServer::ProgressLoop(Lane& lane) {
     if (now - last_event >= kSpinBeforeYield) ::sched_yield();
     if ((spins & 255) != 0) continue;
     if (now >= next_sweep || lane.sweep_now.exchange(false, std::memory_order_relaxed)) {
-      CloseSessions(&lane, /*all=*/false);
-      next_sweep = now + kSweepPeriod;
+      bool waiting = CloseSessions(&lane, /*all=*/false);
+      next_sweep = waiting ? now + kSweepPeriod : absl::InfiniteFuture();
     }
     if (now - last_event < kPollBeforeSleep) continue;
     // Idle: sleep until UCX traffic, a queued response or the next sweep.
@@ -524,9 +533,16 @@ void UcxServer::ProgressLoop(Lane& lane) {
     }
     if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;
     epoll_event events[2];
-    // A session held back by the server-wide limit looks again as a stream connection does.
-    absl::Duration sleep = lane.holding.empty() ? kSweepPeriod : kHeldPoll;
-    int n = ::epoll_wait(epfd, events, 2, static_cast<int>(absl::ToInt64Milliseconds(sleep)));
+    // A session held back by the server-wide limit looks again as a stream connection does;
+    // else the thread sleeps until traffic, a wake, or (requests parked) the next sweep.
+    int timeout_ms = -1;
+    if (!lane.holding.empty()) {
+      timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(kHeldPoll));
+    } else if (next_sweep != absl::InfiniteFuture()) {
+      timeout_ms = static_cast<int>(
+          absl::ToInt64Milliseconds(std::max(next_sweep - now, absl::Milliseconds(1))));
+    }
+    int n = ::epoll_wait(epfd, events, 2, timeout_ms);
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd == wake_fd) {
         uint64_t count;
@@ -541,8 +557,9 @@ void UcxServer::ProgressLoop(Lane& lane) {
   if (epfd >= 0) ::close(epfd);
 }
 
-void UcxServer::CloseSessions(const Lane* lane, bool all) {
+bool UcxServer::CloseSessions(const Lane* lane, bool all) {
   std::vector<std::shared_ptr<Session>> closing;
+  bool waiting = false;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, session] : sessions_) {
@@ -552,6 +569,7 @@ void UcxServer::CloseSessions(const Lane* lane, bool all) {
         // A session whose requests are not all answered (parked) is not idle: its bootstrap
         // connection carries nothing, and its idle timer must not end it.
         session->Touch();
+        waiting = true;
       }
     }
   }
@@ -562,6 +580,17 @@ void UcxServer::CloseSessions(const Lane* lane, bool all) {
   }
   absl::MutexLock lock(&mu_);
   for (const std::shared_ptr<Session>& s : closing) sessions_.erase(s->id());
+  return waiting;
+}
+
+void UcxServer::ConnectionClosed(const ResponseSink* connection) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, session] : sessions_) {
+    if (session->BootstrappedBy(connection)) {
+      session->lane()->sweep_now.store(true, std::memory_order_relaxed);
+      session->lane()->Wake();
+    }
+  }
 }
 
 void UcxServer::Stop() {

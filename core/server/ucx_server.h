@@ -67,9 +67,10 @@ class UcxServer : public RegionKeys {
 
   // Sessions open now.
   size_t sessions() const;
-  // Has every progress thread look for sessions whose connection has closed now, rather than at
-  // its next periodic look (within 50 ms).
+  // Has every progress thread look for sessions whose connection has closed now.
   void SweepNow();
+  // A stream connection closed: a session it started is closed by its thread now.
+  void ConnectionClosed(const ResponseSink* connection);
   // Each progress thread's sessions, and whether it is stuck in one function (over the handler's
   // inline_overrun), so that it gets no new session.
   struct ThreadLoad {
@@ -130,7 +131,9 @@ class UcxServer : public RegionKeys {
   void ProgressLoop(Lane& lane);
   // Closes the sessions on `lane` whose connection has closed (every session with `all`, lane
   // ignored; only once the threads have stopped), and touches those with requests unanswered.
-  void CloseSessions(const Lane* lane, bool all);
+  // Closes `lane`'s sessions that are no longer open (all sessions with `all`); true if one of
+  // those left has requests unanswered.
+  bool CloseSessions(const Lane* lane, bool all);
 
   const std::shared_ptr<UcxContext> ucx_;
   std::unique_ptr<UcxAddressCheck> address_check_;

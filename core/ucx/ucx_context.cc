@@ -310,6 +310,7 @@ void PollPacer::Idle() {
   constexpr absl::Duration kHot = absl::Microseconds(100);
   constexpr absl::Duration kFirstSleep = absl::Microseconds(20);
   constexpr absl::Duration kLongestSleep = absl::Milliseconds(1);
+  constexpr absl::Duration kLongestMessageSleep = absl::Seconds(1);
   // The first polls of a wait cost no clock reading (most one-sided operations complete there).
   constexpr uint64_t kUntimedPolls = 32;
   if (++idle_spins_ <= kUntimedPolls) {
@@ -321,9 +322,14 @@ void PollPacer::Idle() {
     if ((idle_spins_ & 15) != 0 || absl::Now() - idle_since_ < kHot) return;
     delay_ = kFirstSleep;
   }
-  ucx_->SleepUntilEvent(delay_);
+  absl::Duration sleep = delay_;
+  if (long_waits_) {  // never past the deadline, where the caller looks at the clock
+    absl::Time deadline = next_deadline_ ? next_deadline_() : deadline_;
+    sleep = std::clamp(deadline - absl::Now(), absl::ZeroDuration(), delay_);
+  }
+  ucx_->SleepUntilEvent(sleep);
   slept_ = true;
-  delay_ = std::min(delay_ * 2, kLongestSleep);
+  delay_ = std::min(delay_ * 2, long_waits_ ? kLongestMessageSleep : kLongestSleep);
 }
 
 }  // namespace ardma

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -147,11 +148,16 @@ class UcxContext {
 // Paces a thread that polls a worker for a completion: hot for the first 100 us without progress
 // (a shared-memory or loopback round trip completes in that time), then asleep on the worker's
 // event fd between polls, for at most 20 us doubling to 1 ms. A call that waits long (a parked
-// EXECUTE: a lock, a compile job) costs no CPU, and threads that wait for a peer's CPU (UCX's tcp
-// transport needs the server's progress thread for every one-sided operation) leave it the cores.
+// EXECUTE: a lock, a compile job) costs little CPU, and threads that wait for a peer's CPU (UCX's
+// tcp transport needs the server's progress thread for every one-sided operation) leave it the
+// cores. A waiter for messages (answers come as active messages, which fire the event fd) may
+// sleep longer: with `deadline` (or `next_deadline`, asked before each sleep), sleeps keep
+// doubling up to 1 s but never past the deadline, so a wait of seconds costs a few wake-ups.
 class PollPacer {
  public:
   explicit PollPacer(UcxContext* ucx) : ucx_(ucx) {}
+  PollPacer(UcxContext* ucx, absl::Time deadline, std::function<absl::Time()> next_deadline = {})
+      : ucx_(ucx), long_waits_(true), deadline_(deadline), next_deadline_(std::move(next_deadline)) {}
   void Progressed() {
     idle_spins_ = 0;
     delay_ = absl::ZeroDuration();
@@ -172,6 +178,9 @@ class PollPacer {
   uint64_t idle_spins_ = 0;
   absl::Time idle_since_;
   absl::Duration delay_;
+  bool long_waits_ = false;
+  absl::Time deadline_ = absl::InfiniteFuture();
+  std::function<absl::Time()> next_deadline_;
 };
 
 }  // namespace ardma
