@@ -23,6 +23,7 @@
 #include "core/cli/flag_set.h"
 #include "core/cluster/fence.h"
 #include "core/cluster/member.h"
+#include "core/cluster/peer_calls.h"
 #include "core/host_port.h"
 #include "core/log.h"
 #include "core/metrics/prometheus.h"
@@ -226,7 +227,7 @@ void DeclareSecurityFlags(ardma::FlagSet& flags, Config& c) {
   flags.String("port-file", &c.port_file, "PATH", "write the bound HOST:PORT here once listening");
   flags.String("auth-file", &c.auth_file, "FILE",
                "require clients to authenticate with a secret of FILE (lines NAME SECRET "
-               "PERM[,PERM...]; PERM: read, write, exec, load, admin, all; mode 0600); "
+               "PERM[,PERM...]; PERM: read, write, exec, load, admin, peer, all; mode 0600); "
                "docs/SECURITY.md");
   flags.Bool("format", &c.options.format,
              "format an existing --memory-file whose header is not a heap's (erasing it); without "
@@ -434,6 +435,27 @@ absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(const Config
   return member;
 }
 
+// What the server's active code calls the cluster's other members with (Context::CallPeer; null
+// without --cluster): clients that authenticate with the auth file's secret granted `peer`.
+std::unique_ptr<ardma::cluster::PeerCalls> PeerCallsFor(Config& c) {
+  if (c.cluster.empty()) return nullptr;
+  ardma::cluster::Cluster::Options o;
+  o.client.credentials_from_environment = false;
+  o.client.connect_attempts = 1;  // a member that is down fails the call at once
+  const auto& auth = c.options.handler.auth;
+  if (auth != nullptr && auth->peer().has_value()) {
+    o.client.credentials = auth->peer();
+  } else if (auth != nullptr) {
+    ARDMA_LOG(kWarning,
+              "--auth-file has no secret granted 'peer': calls this server's code makes to the "
+              "other members of its cluster will be refused by members that require "
+              "authentication");
+  }
+  auto peers = std::make_unique<ardma::cluster::PeerCalls>(c.cluster, std::move(o));
+  c.options.handler.peers = peers.get();
+  return peers;
+}
+
 // Parses the command line into *c; an exit status if ardmad should end here (--help, bad flags).
 std::optional<int> ParseConfig(int argc, char** argv, Config* c) {
   ardma::FlagSet flags("ardmad", kUsage);
@@ -517,6 +539,7 @@ int Main(int argc, char** argv) {
     c.options.extra_regions.push_back(agent->region());
   }
   ardma::StopSignals stop_signals;  // blocked in every thread; this one waits for them
+  std::unique_ptr<ardma::cluster::PeerCalls> peers = PeerCallsFor(c);  // outlives the server
   absl::StatusOr<std::unique_ptr<ardma::Server>> server = ardma::Server::Start(c.options);
   if (!server.ok()) {
     std::cerr << "ardmad: " << server.status().message() << "\n";

@@ -177,4 +177,32 @@ absl::Status LocalContext::DoBackoff(absl::Duration delay) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> LocalContext::DoCallPeer(const PeerTarget& target,
+                                                     std::string_view function,
+                                                     std::string_view args) {
+  ARDMA_RETURN_IF_ERROR(Tick());
+  if (ex_->link != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot call ", std::string(function), " on a peer from isolated code (ardmad --isolate): not yet"));
+  }
+  if (ex_->peers == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot call ", std::string(function),
+                     " on a peer: this server is not a member of a cluster (ardmad --cluster)"));
+  }
+  if (ex_->parked != nullptr) {
+    return absl::FailedPreconditionError("a parked request cannot call a peer: it waits already");
+  }
+  if (!ex_->may_block) {
+    ex_->rescheduled = true;
+    return RescheduledError();
+  }
+  if (absl::Now() >= ex_->deadline) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("no time left to call ", std::string(function), " on a peer"));
+  }
+  ++ex_->counts.peer_calls;
+  return ex_->peers->Call(target, function, args, ex_->deadline);
+}
+
 }  // namespace ardma

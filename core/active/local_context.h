@@ -33,6 +33,7 @@ struct ActiveOpCounts {
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
   uint64_t calls = 0;
+  uint64_t peer_calls = 0;  // server-to-server calls made (Context::CallPeer)
 };
 
 // The server's side of one running request: how to run it again and where its connection is.
@@ -87,6 +88,9 @@ struct Execution {
   // busy-waits this long. Zero: none.
   absl::Duration access_cost;
   ActiveOpCounts counts;
+  // The server's calls to its cluster's other members; null outside a cluster (CallPeer fails).
+  PeerCaller* peers = nullptr;
+  bool from_peer = false;  // the request is a peer's server-to-server call (CalledByPeer)
   int depth = 0;  // nesting of Call
   // Registered regions the function holds views of (Context::View): mapped until it returns.
   std::vector<std::shared_ptr<Region>> pinned;
@@ -124,6 +128,9 @@ class LocalContext : public Context {
   absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) override;
   absl::Status DoBackoff(absl::Duration delay) override;
   LockOwner DoLockOwner() override { return ex_->owner; }
+  absl::StatusOr<std::string> DoCallPeer(const PeerTarget& target, std::string_view function,
+                                         std::string_view args) override;
+  bool DoCalledByPeer() override { return ex_->from_peer; }
 
  private:
   // Counts one operation of `accesses` memory accesses (paying the modelled access cost); every

@@ -263,7 +263,10 @@ absl::StatusOr<std::string> Client::Execute(std::string_view function, std::stri
                                             const CallOptions& options) {
   ARDMA_ASSIGN_OR_RETURN(std::string payload,
                          EncodeExecute(false, {}, function, args, ServerDeadline(options)));
-  return Call(Op::kExecute, std::move(payload), options, true);
+  return Call({.op = Op::kExecute,
+               .payload = std::move(payload),
+               .flags = options.peer ? wire::kFlagPeer : uint16_t{0}},
+              options, true);
 }
 
 absl::StatusOr<std::string> Client::Execute(const wire::CodeHash& library,

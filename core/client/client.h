@@ -78,6 +78,9 @@ struct CallOptions {
   // Running it twice does no harm (a read): the request goes without the client's id, so the
   // server keeps no record of it for de-duplicating a retry, and a retry simply runs again.
   bool idempotent = false;
+  // An EXECUTE made by a member of a cluster for active code on it (Context::CallPeer): it carries
+  // wire::kFlagPeer, which the callee accepts only from a connection with the `peer` permission.
+  bool peer = false;
 };
 
 class Client;

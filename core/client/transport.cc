@@ -25,7 +25,9 @@ void AppendFrame(const OutgoingRequest& request, uint64_t request_id, uint64_t c
   } else {
     out->append(request.payload);
   }
-  wire::FinishFrame({.op = request.op, .request_id = request_id, .client_id = client_id}, start,
+  wire::FinishFrame({.op = request.op, .flags = request.flags, .request_id = request_id,
+                     .client_id = client_id},
+                    start,
                     out);
 }
 

@@ -51,6 +51,7 @@ struct OutgoingRequest {
   wire::Op op;
   std::string payload;
   Data data;
+  uint16_t flags = 0;  // header flags beyond the response bit (wire::kFlagPeer)
 };
 
 // For a connection's destructor: joins `thread`, or detaches it when the destructor runs on that

@@ -104,18 +104,33 @@ absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
   if (Client* known = routes_[slot].load(std::memory_order_acquire); known != nullptr) {
     return known;
   }
-  std::string owner, address;
+  std::string owner;
   {
     absl::MutexLock lock(&mu_);
     owner = map_->Owner(slot);
-    address = AddressOf(owner);
+  }
+  return Connected(owner, slot);
+}
+
+absl::StatusOr<Client*> Cluster::ForMember(std::string_view id) {
+  return Connected(std::string(id), std::nullopt);
+}
+
+absl::StatusOr<Client*> Cluster::Connected(const std::string& id, std::optional<uint32_t> slot) {
+  const std::string of_slot = slot.has_value() ? absl::StrCat(" of slot ", *slot) : "";
+  std::string address;
+  {
+    absl::MutexLock lock(&mu_);
+    address = AddressOf(id);
     if (address.empty()) {
-      return absl::UnavailableError(absl::StrCat("slot ", slot, " belongs to server ", owner,
-                                                 ", which is not a live member of cluster ",
-                                                 where_.name));
+      return absl::UnavailableError(
+          slot.has_value() ? absl::StrCat("slot ", *slot, " belongs to server ", id,
+                                          ", which is not a live member of cluster ", where_.name)
+                           : absl::StrCat("server ", id, " is not a live member of cluster ",
+                                          where_.name));
     }
     if (auto it = clients_.find(address); it != clients_.end()) {
-      routes_[slot].store(it->second.get(), std::memory_order_release);
+      if (slot.has_value()) routes_[*slot].store(it->second.get(), std::memory_order_release);
       return it->second.get();
     }
   }
@@ -123,14 +138,14 @@ absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options_.client);
   if (!client.ok()) {
     return absl::Status(client.status().code(),
-                        absl::StrCat("server ", owner, " (", address, ") of slot ", slot, ": ",
+                        absl::StrCat("server ", id, " (", address, ")", of_slot, ": ",
                                      client.status().message()));
   }
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = clients_.try_emplace(address, *std::move(client));
   // (Remembered only if the map still names that server: a Refresh may have come between.)
-  if (map_->Owner(slot) == owner && AddressOf(owner) == address) {
-    routes_[slot].store(it->second.get(), std::memory_order_release);
+  if (slot.has_value() && map_->Owner(*slot) == id && AddressOf(id) == address) {
+    routes_[*slot].store(it->second.get(), std::memory_order_release);
   }
   return it->second.get();  // another thread's if it connected first
 }

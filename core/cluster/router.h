@@ -15,6 +15,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -55,6 +56,9 @@ class Cluster final : public Servers {
   // use. UNAVAILABLE naming the server if it is not a live member (as last read) or cannot be
   // reached.
   absl::StatusOr<Client*> ForSlot(uint32_t slot) override;
+  // The client of member `id`, connected on first use; UNAVAILABLE naming it if it is not a live
+  // member (as last read) or cannot be reached.
+  absl::StatusOr<Client*> ForMember(std::string_view id);
   absl::StatusOr<Client*> ForKey(std::string_view space, std::string_view key) {
     return ForSlot(SlotOf(space, key));
   }
@@ -78,6 +82,8 @@ class Cluster final : public Servers {
  private:
   Cluster(ClusterAddress where, Options options, std::unique_ptr<EtcdClient> etcd)
       : where_(std::move(where)), options_(std::move(options)), etcd_(std::move(etcd)) {}
+  // The client of member `id` (the owner of `slot`, if given: the route is remembered).
+  absl::StatusOr<Client*> Connected(const std::string& id, std::optional<uint32_t> slot);
   // The address of member `id` in the chosen transport; empty if it is not a live member.
   std::string AddressOf(const std::string& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Follow();  // the follower thread, until the destructor

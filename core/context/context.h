@@ -21,12 +21,15 @@
 #define ARDMA_CORE_CONTEXT_CONTEXT_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "core/wire/messages.h"
 
@@ -71,6 +74,27 @@ struct WriteOp {
 struct LockOwner {
   uint64_t token = 0;  // 0: anonymous (no server tracks this owner; its words are never taken)
   uint64_t table = 0;  // heap address of the owner table
+};
+
+// Where a server-to-server call goes (Context::CallPeer): the member of the cluster that owns
+// `slot` (by the caller's map), or the member whose id is `member`.
+struct PeerTarget {
+  static PeerTarget Slot(uint32_t slot) { return {slot, {}}; }
+  static PeerTarget Member(std::string id) { return {std::nullopt, std::move(id)}; }
+  std::optional<uint32_t> slot;
+  std::string member;  // when there is no slot
+};
+
+// How a server calls its cluster's other members, injected into the server from above (the
+// cluster layer implements it; core/server only holds it). Thread-safe.
+class PeerCaller {
+ public:
+  virtual ~PeerCaller() = default;
+  // Runs `function(args)` on `target` under the server's own credentials as a peer's call, ending
+  // by `deadline`: DEADLINE_EXCEEDED if it does not answer by then, UNAVAILABLE naming the member
+  // if it is down or unreachable, else the callee's result or status.
+  virtual absl::StatusOr<std::string> Call(const PeerTarget& target, std::string_view function,
+                                           std::string_view args, absl::Time deadline) = 0;
 };
 
 class Context {
@@ -142,6 +166,21 @@ class Context {
   absl::Status Backoff(int round) { return DoBackoff(BackoffDelay(round)); }
   static absl::Duration BackoffDelay(int round);
 
+  // Calls `function(args)` on another member of this server's cluster (a server-to-server call)
+  // with this request's deadline and the server's own credentials; the callee sees a peer's call
+  // (CalledByPeer). Active code on a server started with --cluster only: FAILED_PRECONDITION
+  // elsewhere (a client, an isolated worker, a server outside a cluster). The call blocks, so on an
+  // I/O thread it first returns a Rescheduled status, as Backoff does: return it (undoing what is
+  // not safe to do twice), and the request runs again from the start on a worker thread.
+  absl::StatusOr<std::string> CallPeer(const PeerTarget& target, std::string_view function,
+                                       std::string_view args) {
+    return DoCallPeer(target, function, args);
+  }
+  // Whether the request being run is another member's server-to-server call: its connection was
+  // authenticated with the `peer` permission (docs/SECURITY.md). Functions only members may call
+  // refuse the rest with PERMISSION_DENIED.
+  bool CalledByPeer() { return DoCalledByPeer(); }
+
   // True when operations are local memory accesses (active mode).
   virtual bool IsLocal() const = 0;
 
@@ -164,6 +203,14 @@ class Context {
   virtual absl::StatusOr<bool> DoWake(std::string_view key, std::string_view result) = 0;
   virtual absl::Status DoBackoff(absl::Duration delay) = 0;
   virtual LockOwner DoLockOwner() { return {}; }
+  virtual absl::StatusOr<std::string> DoCallPeer(const PeerTarget&, std::string_view function,
+                                                 std::string_view) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot call ", std::string(function),
+                     " on a peer: only active code on a server in a cluster makes server-to-server "
+                     "calls"));
+  }
+  virtual bool DoCalledByPeer() { return false; }
 };
 
 // The status Backoff returns when the request must move to a worker thread.

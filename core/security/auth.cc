@@ -32,7 +32,8 @@ struct PermissionName {
   const char* name;
 };
 constexpr PermissionName kPermissionNames[] = {
-    {kRead, "read"}, {kWrite, "write"}, {kExec, "exec"}, {kLoad, "load"}, {kAdmin, "admin"}};
+    {kRead, "read"}, {kWrite, "write"}, {kExec, "exec"}, {kLoad, "load"}, {kAdmin, "admin"},
+    {kPeer, "peer"}};
 
 // `text` cut at every character of `separators`; empty pieces are kept unless `skip_empty`.
 std::vector<std::string_view> Split(std::string_view text, std::string_view separators,
@@ -146,8 +147,8 @@ absl::StatusOr<Grant> ParseGrant(std::string_view text) {
   Grant grant;
   bool read_everywhere = false, write_everywhere = false;
   for (std::string_view item : Split(text, ",")) {
-    if (item == "all") {
-      grant.permissions = kAllPermissions;
+    if (item == "all") {  // every permission a client may hold: `peer` names a member
+      grant.permissions |= kAllPermissions & ~kPeer;
       read_everywhere = write_everywhere = true;
       continue;
     }
@@ -234,6 +235,9 @@ absl::StatusOr<AuthTable> AuthTable::Parse(std::string_view text, std::string_vi
     auto [it, inserted] =
         table.entries_.try_emplace(Str(words[0]), Entry{std::string(words[1]), *grant});
     if (!inserted) return bad(absl::StrCat("'", Str(words[0]), "' is given twice"));
+    if (grant->Has(kPeer) && !table.peer_.has_value()) {
+      table.peer_ = Credentials{Str(words[0]), std::string(words[1])};
+    }
   }
   if (table.entries_.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(Str(origin), ": no secrets in it"));

@@ -6,6 +6,7 @@
 //   app     4f1c...e2   exec
 //   monitor 9a0b...77   read:1
 //   admin   c3d2...10   read,write,exec,load,admin
+//   cluster 5e6f...a8   exec,peer
 //
 // and refuses a file that group or others may read. A client reads `NAME SECRET` from the first
 // line that is not blank or a comment of its own file (`--auth-file FILE` or $ARDMA_AUTH_FILE).
@@ -41,10 +42,13 @@ enum Permission : uint32_t {
   kExec = 1u << 2,   // EXECUTE of loaded code (and HAS_CODE)
   kLoad = 1u << 3,   // LOAD: ship new code
   kAdmin = 1u << 4,  // STATS details, re-pointing names, shutdown
+  kPeer = 1u << 5,   // EXECUTE as another member of the cluster (a server-to-server call)
 };
-inline constexpr uint32_t kAllPermissions = kRead | kWrite | kExec | kLoad | kAdmin;
+// A connection to a server without an auth file holds them all.
+inline constexpr uint32_t kAllPermissions = kRead | kWrite | kExec | kLoad | kAdmin | kPeer;
 
-// "read,exec" and the like; "all" is every permission. `read:1` / `write:0:2` limit that
+// "read,exec" and the like; "all" is every permission but `peer` (which says the holder is a member
+// of the server's cluster, so it is given by name only). `read:1` / `write:0:2` limit that
 // permission to the listed regions (several limits of one permission add up).
 struct Grant {
   uint32_t permissions = 0;
@@ -96,9 +100,13 @@ class AuthTable {
 
   const Entry* Find(std::string_view name) const;
   size_t size() const { return entries_.size(); }
+  // The credentials of the file's first secret granted `peer`: what a member of a cluster
+  // authenticates with when it calls another member (every member reads the same file).
+  const std::optional<Credentials>& peer() const { return peer_; }
 
  private:
   absl::flat_hash_map<std::string, Entry> entries_;
+  std::optional<Credentials> peer_;
 };
 
 // A client's credentials from `path` (its first NAME SECRET line). FAILED_PRECONDITION if group or

@@ -39,8 +39,9 @@ TEST(GrantTest, ParsesPermissionsAndRegionLimits) {
 
   g = ParseGrant("all");
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(g->permissions, kAllPermissions);
+  EXPECT_EQ(g->permissions, kAllPermissions & ~kPeer);  // a member's permission is named only
   EXPECT_EQ(g->ToString(), "read,write,exec,load,admin");
+  EXPECT_EQ(ParseGrant("all,peer")->permissions, kAllPermissions);
 
   EXPECT_THAT(ParseGrant("read,fly").status().message(), HasSubstr("unknown permission 'fly'"));
   EXPECT_THAT(ParseGrant("exec:1").status().message(), HasSubstr("only read and write"));
@@ -72,6 +73,23 @@ TEST(AuthTableTest, ParsesAFileWithComments) {
   EXPECT_EQ(t->Find("monitor")->secret, std::string(kSecret) + "XY");
   EXPECT_TRUE(t->Find("monitor")->grant.MayRead(1));
   EXPECT_EQ(t->Find("nobody"), nullptr);
+}
+
+TEST(AuthTableTest, TheFirstSecretGrantedPeerIsTheMembersOwn) {
+  absl::StatusOr<AuthTable> none = AuthTable::Parse(std::string("app ") + kSecret + " exec\n", "t");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->peer().has_value());
+  absl::StatusOr<AuthTable> t =
+      AuthTable::Parse(std::string("app ") + kSecret + " exec\nc1 " + kSecret +
+                           "1 exec,peer\nc2 " + kSecret + "2 all\n",
+                       "t");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(t->peer().has_value());
+  EXPECT_EQ(t->peer()->name, "c1");
+  EXPECT_EQ(t->peer()->secret, std::string(kSecret) + "1");
+  EXPECT_FALSE(t->Find("c2")->grant.Has(kPeer));  // "all" but a member's
+  EXPECT_FALSE(t->Find("app")->grant.Has(kPeer));
+  EXPECT_EQ(ParseGrant("exec,peer")->ToString(), "exec,peer");
 }
 
 TEST(AuthTableTest, RefusesReadableByOthersAndMalformedLines) {

@@ -486,13 +486,15 @@ void IsolatedPool::Release(std::unique_ptr<Worker> worker, Outcome outcome, int*
   if (worker != nullptr) idle_.push_back(std::move(worker));
 }
 
-absl::Status IsolatedPool::Begin(InFlight& call, std::string_view args, absl::Time deadline) {
+absl::Status IsolatedPool::Begin(InFlight& call, std::string_view args, absl::Time deadline,
+                                 bool from_peer) {
   const CodeHash& hash = call.fn.scope()->front();
   ARDMA_RETURN_IF_ERROR(EnsureLoaded(call, hash, deadline));
   std::string exec;
   ByteWriter out(&exec);
   out.Bytes(HashBytes(hash));
   out.U64(static_cast<uint64_t>(UnixNanos(deadline)));
+  out.U8(from_peer ? kExecFromPeer : 0);
   out.Str16(call.fn.name());
   out.Bytes(args);
   if (options_.spin == absl::ZeroDuration()) {
@@ -518,7 +520,7 @@ absl::StatusOr<std::string> IsolatedPool::Run(const BoundFunction& fn, std::stri
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Worker> w,
                          Take(KindOf(fn.scope()->front()), writable, ex.deadline));
   InFlight call(this, fn, std::move(w));
-  ARDMA_RETURN_IF_ERROR(Begin(call, args, ex.deadline));
+  ARDMA_RETURN_IF_ERROR(Begin(call, args, ex.deadline, ex.from_peer));
   return *Await(call, ex, absl::InfiniteFuture());
 }
 
@@ -532,7 +534,7 @@ IsolatedPool::Tried IsolatedPool::TryRun(const BoundFunction& fn, std::string_vi
   runs_.fetch_add(1, std::memory_order_relaxed);
   inline_runs_.fetch_add(1, std::memory_order_relaxed);
   auto call = std::make_unique<InFlight>(this, fn, std::move(w));
-  if (absl::Status begun = Begin(*call, args, ex.deadline); !begun.ok()) {
+  if (absl::Status begun = Begin(*call, args, ex.deadline, ex.from_peer); !begun.ok()) {
     *result = begun;
     return Tried::kDone;
   }

@@ -155,7 +155,7 @@ class IsolatedPool {
   void Release(std::unique_ptr<Worker> worker, Outcome outcome, int* status = nullptr);
   // Passes the call to its worker (loading the library first if the worker lacks it); on failure
   // the worker is released and call.worker is null.
-  absl::Status Begin(InFlight& call, std::string_view args, absl::Time deadline);
+  absl::Status Begin(InFlight& call, std::string_view args, absl::Time deadline, bool from_peer);
   // Serves the worker's requests until its answer, its death or the deadline (the worker is
   // released then), or until `hand_off_at` (nullopt: the call still runs, and keeps its worker).
   std::optional<absl::StatusOr<std::string>> Await(InFlight& call, Execution& ex,

@@ -32,7 +32,7 @@ constexpr size_t kMaxMessage = size_t{1} << 30;
 enum Type : uint8_t {
   // server -> worker
   kLoad = 1,   // hash:u8[32] kind:u8 name:str16 ndeps:u16 dep:u8[32]... code (answer: kReply)
-  kExec = 2,   // hash:u8[32] deadline_unix_ns:u64 function:str16 args
+  kExec = 2,   // hash:u8[32] deadline_unix_ns:u64 flags:u8 function:str16 args
   kReply = 3,  // status:u16 payload (the answer to a worker's request, or the worker's to kLoad)
   kReady = 4,  // (worker -> server, once at start)
   // hash:u8[32]: the answer to a kCall of shipped native code, loaded into the worker by kLoads
@@ -47,6 +47,9 @@ enum Type : uint8_t {
   kCall = 15,     // function:str16 args
   kForbidden = 16,  // nr:u32 (from the SIGSYS handler, as the worker ends: sandbox.h)
 };
+// kExec's flags: the request is another member's server-to-server call (Context::CalledByPeer).
+inline constexpr uint8_t kExecFromPeer = 1;
+
 constexpr uint8_t kRetireFlag = 1;  // kDone's flags: the worker has used half its CPU time
 
 // One message on the channel; false if the peer is gone.

@@ -272,14 +272,18 @@ std::string DoneMessage(const absl::StatusOr<std::string>& result, const ActiveO
       continue;
     }
     uint64_t deadline_ns;
+    uint8_t flags;
     std::string_view function;
-    if (type != kExec || !r.U64(&deadline_ns) || !r.Str16(&function)) std::_Exit(4);
+    if (type != kExec || !r.U64(&deadline_ns) || !r.U8(&flags) || !r.Str16(&function)) {
+      std::_Exit(4);
+    }
     Execution ex;
     ex.regions = &regions;
     ex.registry = &registry;
     ex.deadline = FromUnixNanos(static_cast<int64_t>(deadline_ns));
     ex.link = &link;
     ex.owner = owner;
+    ex.from_peer = (flags & kExecFromPeer) != 0;
     absl::StatusOr<const BoundFunction*> fn = last.Resolve(registry, hash, function);
     absl::StatusOr<std::string> result = fn.ok() ? LocalContext::Run(&ex, **fn, r.Rest())
                                                  : absl::StatusOr<std::string>(fn.status());

@@ -117,6 +117,17 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
     ReplyError(request.sink, header, req.status());
     return absl::OkStatus();
   }
+  const bool from_peer = (header.flags & wire::kFlagPeer) != 0;
+  if (from_peer && !request.grant.Has(security::kPeer)) {
+    ServerCounters::Add(counters_.peer_refused, 1);
+    ServerCounters::Add(counters_.permission_denied, 1);
+    ReplyError(request.sink, header,
+               absl::PermissionDeniedError(absl::StrCat(
+                   "a call of ", std::string(req->function), " claims to come from a member of the cluster, "
+                   "but this connection's credentials lack the 'peer' permission")));
+    return absl::OkStatus();
+  }
+  if (from_peer) ServerCounters::Add(counters_.peer_calls_in, 1);
   const bool deduplicate = header.client_id != 0;
   std::shared_ptr<Responder> responder =
       std::make_shared<ExecuteResponder>(this, request.sink, header, deduplicate, request.start_ns);
@@ -133,7 +144,7 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
                          : absl::Microseconds(static_cast<int64_t>(
                                std::min<uint64_t>(req->timeout_us, INT64_MAX / 2))));
   Start({*fn, req->args, deadline, responder, request.sink, Isolated(*fn, request.sink.get()),
-         MayWrite(request.sink.get())},
+         MayWrite(request.sink.get()), from_peer},
         /*may_inline=*/true);
   return absl::OkStatus();
 }
@@ -174,9 +185,10 @@ bool RequestHandler::IoThreadStuck(const std::atomic<int64_t>& stamp) const {
 bool RequestHandler::Isolated(const BoundFunction& fn, const ResponseSink* sink) const {
   if (isolated_ == nullptr || !isolated_->Isolates(fn)) return false;
   if (isolate_all_) return true;
-  // Only admins' code runs in the server; a close hook's (no connection any more) does not.
+  // Only admins' and the cluster's other members' code runs in the server; a close hook's (no
+  // connection any more) does not.
   const security::Grant* grant = sink != nullptr ? sink->auth().Granted() : nullptr;
-  return grant == nullptr || !grant->Has(security::kAdmin);
+  return grant == nullptr || !(grant->Has(security::kAdmin) || grant->Has(security::kPeer));
 }
 
 // Whether code called on `sink`'s connection may write memory (as the caller may one-sidedly):
@@ -219,8 +231,8 @@ void RequestHandler::Start(const Call& call, bool may_inline) {
   job.deadline = call.deadline;
   job.run = [this, fn = call.fn, args = std::string(call.args), deadline = call.deadline,
              responder = call.responder, sink = call.sink, isolated = call.isolated,
-             writable = call.writable] {
-    Run({fn, args, deadline, responder, sink, isolated, writable}, /*on_worker=*/true);
+             writable = call.writable, from_peer = call.from_peer] {
+    Run({fn, args, deadline, responder, sink, isolated, writable, from_peer}, /*on_worker=*/true);
   };
   job.expired = [this, responder = call.responder] {
     ServerCounters::Add(counters_.executes_expired, 1);
@@ -240,9 +252,9 @@ class RequestHandler::Host : public RequestHost {
   ParkingLot::ResumeFn MakeResume(std::string args) override {
     return [handler = handler_, fn = call_.fn, args = std::move(args), deadline = call_.deadline,
             responder = call_.responder, sink = call_.sink, isolated = call_.isolated,
-            writable = call_.writable] {
+            writable = call_.writable, from_peer = call_.from_peer] {
       ServerCounters::Add(handler->counters_.executes_resumed, 1);
-      handler->Start({fn, args, deadline, responder, sink, isolated, writable},
+      handler->Start({fn, args, deadline, responder, sink, isolated, writable, from_peer},
                      /*may_inline=*/false);
     };
   }
@@ -270,6 +282,8 @@ void RequestHandler::Prepare(Execution& ex, const Call& call, RequestHost* host,
   if (owners_ != nullptr) ex.owner = owners_->server();
   ex.may_block = on_worker;
   ex.access_cost = options_.access_cost;
+  ex.peers = options_.peers;
+  ex.from_peer = call.from_peer;
 }
 
 void RequestHandler::Run(const Call& call, bool on_worker) {
@@ -336,8 +350,8 @@ void RequestHandler::HandOff(const Call& call, std::unique_ptr<IsolatedPool::InF
   auto held = std::make_shared<std::unique_ptr<IsolatedPool::InFlight>>(std::move(in_flight));
   job.run = [this, held, fn = call.fn, args = std::string(call.args), deadline = call.deadline,
              responder = call.responder, sink = call.sink, writable = call.writable,
-             counts = so_far.counts, parked = so_far.parked, start] {
-    Call call{fn, args, deadline, responder, sink, /*isolated=*/true, writable};
+             from_peer = call.from_peer, counts = so_far.counts, parked = so_far.parked, start] {
+    Call call{fn, args, deadline, responder, sink, /*isolated=*/true, writable, from_peer};
     Host host(this, call);
     Execution ex;
     Prepare(ex, call, &host, /*on_worker=*/true);

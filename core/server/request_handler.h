@@ -103,6 +103,9 @@ struct HandlerOptions {
   absl::Duration sync_interval = absl::Seconds(1);
   // Regions clients register at run time (REGISTER; --register-dir and the limits).
   RegistrationLimits registration;
+  // How active code calls the cluster's other members (Context::CallPeer), set by whoever starts
+  // the server in a cluster (ardmad --cluster) and outliving it; null: not in a cluster.
+  PeerCaller* peers = nullptr;
 };
 
 class RequestHandler {
@@ -249,6 +252,7 @@ class RequestHandler {
     // Its code may write memory (its caller may, one-sidedly): an isolated worker maps the heap
     // read-only otherwise. A close hook's is its registering connection's.
     bool writable;
+    bool from_peer = false;  // another member's server-to-server call (wire::kFlagPeer)
   };
   // Whether code called on `sink`'s connection may write memory, and whether it runs isolated
   // (decided once per call).

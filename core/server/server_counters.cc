@@ -32,6 +32,7 @@ void ServerCounters::AddActive(const ActiveOpCounts& c) {
   Add(active_bytes_read, c.bytes_read);
   Add(active_bytes_written, c.bytes_written);
   Add(active_calls, c.calls);
+  Add(peer_calls_out, c.peer_calls);
 }
 
 std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
@@ -72,6 +73,9 @@ std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
   put("active.bytes_read", active_bytes_read);
   put("active.bytes_written", active_bytes_written);
   put("active.calls", active_calls);
+  put("peer.calls_out", peer_calls_out);
+  put("peer.calls_in", peer_calls_in);
+  put("peer.refused", peer_refused);
   put("sync.flushes", sync_flushes);
   put("sync.ns", sync_ns);
   put("sync.errors", sync_errors);

@@ -65,6 +65,11 @@ struct ServerCounters {
   Counter active_bytes_read{0};
   Counter active_bytes_written{0};
   Counter active_calls{0};
+  // Server-to-server calls (Context::CallPeer): made by this server's active code, received from
+  // a peer, and refused (the peer flag from a connection without the `peer` permission).
+  Counter peer_calls_out{0};
+  Counter peer_calls_in{0};
+  Counter peer_refused{0};
   // File-backed memory synced to its device (--sync).
   Counter sync_flushes{0};
   Counter sync_ns{0};

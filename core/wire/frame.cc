@@ -14,7 +14,8 @@
 //             payload_len:u32  request_id:u64  client_id:u64                    ; 32 bytes
 //   frame  := header payload[payload_len]
 //
-// magic is 0x314D4452 ("RDM1" on the wire), version 1, reserved 0. flags bit 0 marks a response.
+// magic is 0x314D4452 ("RDM1" on the wire), version 1, reserved 0. flags bit 0 marks a response;
+// bit 1 marks an EXECUTE from another member of the cluster (kFlagPeer).
 
 namespace ardma::wire {
 

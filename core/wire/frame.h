@@ -49,6 +49,9 @@ const char* OpName(Op op);
 
 // Header flag bits.
 inline constexpr uint16_t kFlagResponse = 1u << 0;
+// On an EXECUTE: the caller is another member of the server's cluster (a server-to-server call);
+// the connection must hold the `peer` permission.
+inline constexpr uint16_t kFlagPeer = 1u << 1;
 
 struct FrameHeader {
   Op op = Op::kPing;

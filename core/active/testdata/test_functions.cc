@@ -179,6 +179,31 @@ absl::StatusOr<std::string> Crash(Context& ctx, std::string_view args) {
   return U64s({static_cast<uint64_t>(*nowhere)});
 }
 
+// "slot=N" or "member=ID", a newline, the function, a newline, its args: what it answers.
+absl::StatusOr<std::string> Peer(Context& ctx, std::string_view args) {
+  size_t first = args.find('\n');
+  size_t second = first == std::string_view::npos ? first : args.find('\n', first + 1);
+  if (second == std::string_view::npos) {
+    return absl::InvalidArgumentError("test.peer: TARGET\\nFUNCTION\\nARGS");
+  }
+  std::string_view target = args.substr(0, first);
+  std::string_view function = args.substr(first + 1, second - first - 1);
+  ardma::PeerTarget to;
+  if (target.rfind("slot=", 0) == 0) {
+    to = ardma::PeerTarget::Slot(static_cast<uint32_t>(std::strtoul(
+        std::string(target.substr(5)).c_str(), nullptr, 10)));
+  } else if (target.rfind("member=", 0) == 0) {
+    to = ardma::PeerTarget::Member(std::string(target.substr(7)));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("test.peer: bad target '", std::string(target), "'"));
+  }
+  return ctx.CallPeer(to, function, args.substr(second + 1));
+}
+
+absl::StatusOr<std::string> Who(Context& ctx, std::string_view) {
+  return std::string(ctx.CalledByPeer() ? "peer" : "client");
+}
+
 }  // namespace
 
 ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.add", &Add},
@@ -187,4 +212,5 @@ ARDMA_ACTIVE_LIBRARY(test, {"test.noop", &Noop}, {"test.echo", &Echo}, {"test.ad
                      {"test.view_sum", &ViewSum}, {"test.wait_zero", &WaitZero},
                      {"test.resumable", &Resumable}, {"test.resume", &ResumeParked},
                      {"test.add_on_close", &AddOnClose}, {"test.throw", &Throw},
-                     {"test.busy", &Busy}, {"test.crash", &Crash});
+                     {"test.busy", &Busy}, {"test.crash", &Crash}, {"test.peer", &Peer},
+                     {"test.who", &Who});

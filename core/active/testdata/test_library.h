@@ -22,6 +22,9 @@
 //                                          closes
 //   test.crash       mode[, addr]         -> 0: "" at once; 1: a null dereference; 2: abort();
 //                                          3: takes the lock word at addr, then dereferences null
+//   test.peer        text "slot=N\nFUNCTION\nARGS" or "member=ID\n..." -> what FUNCTION(ARGS)
+//                                          answers on that member (Context::CallPeer)
+//   test.who         ()                   -> "peer" for another member's call, else "client"
 //   test2.double     x                    -> 2x
 #ifndef ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
 #define ARDMA_CORE_ACTIVE_TESTDATA_TEST_LIBRARY_H_
