@@ -182,8 +182,9 @@ absl::StatusOr<std::string> LocalContext::DoCallPeer(const PeerTarget& target,
                                                      std::string_view args) {
   ARDMA_RETURN_IF_ERROR(Tick());
   if (ex_->link != nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot call ", std::string(function), " on a peer from isolated code (ardmad --isolate): not yet"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot call ", std::string(function),
+                     " on a peer from isolated code (ardmad --isolate): not yet"));
   }
   if (ex_->peers == nullptr) {
     return absl::FailedPreconditionError(

@@ -122,9 +122,10 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
     ServerCounters::Add(counters_.peer_refused, 1);
     ServerCounters::Add(counters_.permission_denied, 1);
     ReplyError(request.sink, header,
-               absl::PermissionDeniedError(absl::StrCat(
-                   "a call of ", std::string(req->function), " claims to come from a member of the cluster, "
-                   "but this connection's credentials lack the 'peer' permission")));
+               absl::PermissionDeniedError(
+                   absl::StrCat("a call of ", std::string(req->function),
+                                " claims to come from a member of the cluster, "
+                                "but this connection's credentials lack the 'peer' permission")));
     return absl::OkStatus();
   }
   if (from_peer) ServerCounters::Add(counters_.peer_calls_in, 1);
@@ -270,8 +271,7 @@ class RequestHandler::Host : public RequestHost {
   const Call& call_;
 };
 
-void RequestHandler::Prepare(Execution& ex, const Call& call, RequestHost* host,
-                             bool on_worker) {
+void RequestHandler::Prepare(Execution& ex, const Call& call, RequestHost* host, bool on_worker) {
   ex.regions = regions_;
   ex.registry = registry_;
   ex.parking = &parking_;

@@ -190,12 +190,13 @@ absl::StatusOr<std::string> Peer(Context& ctx, std::string_view args) {
   std::string_view function = args.substr(first + 1, second - first - 1);
   ardma::PeerTarget to;
   if (target.rfind("slot=", 0) == 0) {
-    to = ardma::PeerTarget::Slot(static_cast<uint32_t>(std::strtoul(
-        std::string(target.substr(5)).c_str(), nullptr, 10)));
+    to = ardma::PeerTarget::Slot(
+        static_cast<uint32_t>(std::strtoul(std::string(target.substr(5)).c_str(), nullptr, 10)));
   } else if (target.rfind("member=", 0) == 0) {
     to = ardma::PeerTarget::Member(std::string(target.substr(7)));
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("test.peer: bad target '", std::string(target), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("test.peer: bad target '", std::string(target), "'"));
   }
   return ctx.CallPeer(to, function, args.substr(second + 1));
 }
