@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/cluster/router.h"
@@ -222,6 +225,68 @@ TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
 // (its TTL), answer UNAVAILABLE naming it, within TTL + 1 s of the kill; the other servers' keys
 // keep working without one error; restarted from its memory file (at a new address) it serves its
 // keys again, intact, through the same Cluster.
+// ardma-monitor given the cluster's address polls every member; a member that joins is polled
+// without a restart, one that leaves is no longer polled.
+TEST_F(ClusterMembershipTest, TheMonitorFollowsTheClustersMembers) {
+  auto member = [&] {
+    return std::make_unique<testing::ServerProcess>(std::vector<std::string>{
+        "--memory", "16M", "--ucx", "off", "--cluster", Cluster(), "--cluster-ttl", "2s"});
+  };
+  std::vector<std::unique_ptr<testing::ServerProcess>> servers;
+  for (int i = 0; i < 2; ++i) {
+    servers.push_back(member());
+    ASSERT_FALSE(servers.back()->address().empty());
+  }
+  const std::string out_file = TempPath("monitor.out");
+  const std::string monitor =
+      absl::StrCat(BinDir(), "/ardma-monitor --backends ", Cluster(), " --lines --interval 100ms");
+  std::thread runner([&] {
+    std::string ignored;
+    RunCommand(absl::StrCat("timeout -s INT 90 ", monitor, " > ", out_file, " 2>&1"), &ignored);
+  });
+  auto output = [&] {
+    std::ifstream in(out_file);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  auto polls = [&](const std::string& address, size_t from = 0) {
+    std::string text = output();
+    size_t n = 0;
+    for (size_t at = text.find(" " + address + " rdma-sync seq=", from);
+         at != std::string::npos; at = text.find(" " + address + " rdma-sync seq=", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  absl::Cleanup stop_monitor = [&] {
+    std::string ignored;
+    RunCommand("pkill -INT -f '" + monitor + "'", &ignored);
+    runner.join();
+    std::filesystem::remove(out_file);
+  };
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return polls(servers[0]->address()) > 0 && polls(servers[1]->address()) > 0; },
+      absl::Seconds(20), absl::Milliseconds(50)))
+      << output();
+  servers.push_back(member());
+  ASSERT_FALSE(servers.back()->address().empty());
+  EXPECT_TRUE(testing::WaitUntil([&] { return polls(servers[2]->address()) > 0; },
+                                 absl::Seconds(20), absl::Milliseconds(50)))
+      << "a member that joined was not polled:\n"
+      << output();
+  servers[0]->Kill(SIGTERM);  // leaves the cluster at once
+  const std::string left = servers[0]->address() + " rdma-sync left the cluster";
+  EXPECT_TRUE(testing::WaitUntil([&] { return output().find(left) != std::string::npos; },
+                                 absl::Seconds(20), absl::Milliseconds(50)))
+      << output();
+  // After it left: the others polled on, it not at all.
+  size_t after = output().find(left);
+  ASSERT_NE(after, std::string::npos);
+  EXPECT_TRUE(testing::WaitUntil([&] { return polls(servers[1]->address(), after) >= 3; },
+                                 absl::Seconds(20), absl::Milliseconds(50)))
+      << output();
+  EXPECT_EQ(polls(servers[0]->address(), after), 0u) << output();
+}
+
 TEST_F(ClusterMembershipTest, AKilledServersSlotsFailFastAndComeBackIntact) {
   constexpr absl::Duration kTtl = absl::Seconds(2);
   std::vector<std::unique_ptr<testing::ServerProcess>> servers;

@@ -95,6 +95,11 @@ class Balancer {
  public:
   explicit Balancer(size_t backends, LoadWeights weights = {}, uint64_t seed = 1);
   size_t size() const { return backends_.size(); }
+  // One more back end (a member that joined the cluster); returns its index.
+  size_t Add() {
+    backends_.emplace_back();
+    return backends_.size() - 1;
+  }
   // A new sample of back end i (figures are computed against its previous one).
   void Update(size_t i, const LoadSample& sample);
   // Marks back end i unreachable until its next Update: it is never picked.

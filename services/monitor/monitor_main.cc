@@ -4,16 +4,23 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cli/daemon_support.h"
 #include "core/cli/client_flags.h"
+#include "core/cluster/admin.h"
+#include "core/cluster/etcd_client.h"
+#include "core/cluster/member.h"
+#include "core/status_macros.h"
 #include "services/monitor/monitor_client.h"
 #include "services/monitor/monitor_view.h"
 
@@ -25,7 +32,7 @@ using ardma::monitor::Poller;
 using ardma::monitor::PollerOptions;
 
 constexpr char kUsage[] =
-    "Usage: ardma-monitor --backends HOST:PORT,... [flags]\n"
+    "Usage: ardma-monitor --backends HOST:PORT,...|etcd://HOST:PORT/NAME [flags]\n"
     "\n"
     "Polls the load of back ends (the RDMA load-monitoring paper) and shows it live: a table on a terminal, one line\n"
     "per back end and poll otherwise. Schemes:\n"
@@ -34,6 +41,8 @@ constexpr char kUsage[] =
     "  socket-sync   ardma-monitord samples /proc when asked\n"
     "  socket-async  ardma-monitord --interval T answers its latest sample\n"
     "The back end marked * is the one the balancer (--balance) would send the next request to.\n"
+    "A cluster's etcd:// address stands for its members (rdma schemes): members that join are\n"
+    "polled from then on, members that leave are no longer polled nor picked.\n"
     "Exit status: 0, or 1 if the last poll of some back end failed (with --count).";
 
 struct Shared {
@@ -46,13 +55,21 @@ struct Shared {
   // a "pick" line follows whenever new lines came.
   bool print_lines = false;
   uint64_t lines_since_pick ABSL_GUARDED_BY(mu) = 0;
+  std::vector<std::thread> pollers ABSL_GUARDED_BY(mu);  // one per back end ever polled
 };
 
 void PollLoop(Shared& shared, size_t index, PollerOptions options, absl::Duration interval,
               int64_t count) {
   std::unique_ptr<Poller> poller;
   absl::Time next = absl::Now();
+  auto ended = [&shared, index]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared.mu) {
+    return shared.stop || shared.backends[index].left;
+  };
   for (int64_t round = 0; count == 0 || round < count; ++round) {
+    {
+      absl::MutexLock lock(&shared.mu);
+      if (ended()) break;  // it left the cluster
+    }
     absl::Time start = absl::Now();
     absl::StatusOr<ardma::monitor::LoadSample> sample;
     if (!poller) {
@@ -88,11 +105,80 @@ void PollLoop(Shared& shared, size_t index, PollerOptions options, absl::Duratio
         ++shared.lines_since_pick;
       }
       next = std::max(next + interval, absl::Now());
-      if (shared.mu.AwaitWithDeadline(absl::Condition(&shared.stop), next)) return;
+      if (shared.mu.AwaitWithDeadline(absl::Condition(&ended), next) && shared.stop) return;
     }
   }
   absl::MutexLock lock(&shared.mu);
   ++shared.finished;
+}
+
+// Starts polling back end `address`.
+void StartPoller(Shared& shared, const std::string& address, PollerOptions options,
+                 absl::Duration interval, int64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared.mu) {
+  size_t index = shared.balancer->Add();
+  BackendState& b = shared.backends.emplace_back();
+  b.address = address;
+  b.scheme = options.scheme;
+  options.address = address;
+  shared.pollers.emplace_back(PollLoop, std::ref(shared), index, options, interval, count);
+}
+
+// The addresses of cluster `where`'s live members (tcp, else tls), by member id.
+absl::StatusOr<std::map<std::string, std::string>> MemberAddresses(
+    ardma::cluster::EtcdClient& etcd, const ardma::cluster::ClusterAddress& where) {
+  ARDMA_ASSIGN_OR_RETURN(std::vector<ardma::cluster::MemberInfo> members,
+                         ardma::cluster::ListMembers(etcd, where.name));
+  std::map<std::string, std::string> out;
+  for (const ardma::cluster::MemberInfo& m : members) {
+    for (const char* transport : {"tcp", "tls"}) {
+      auto it = m.addresses.find(transport);
+      if (it != m.addresses.end() && out.find(m.id) == out.end()) out[m.id] = it->second;
+    }
+  }
+  return out;
+}
+
+// A cluster named among --backends: its members are back ends while they are members.
+struct Watched {
+  ardma::cluster::ClusterAddress where;
+  std::unique_ptr<ardma::cluster::EtcdClient> etcd;
+  std::map<std::string, std::string> members;  // id -> address, as last read
+};
+
+// Reads each watched cluster's members every `period` until stop: a member that joined is polled,
+// one that left is marked so (its poller ends). etcd away: the members stay as last read.
+void FollowMembers(Shared& shared, std::vector<Watched>& clusters, PollerOptions options,
+                   absl::Duration interval, int64_t count, absl::Duration period) {
+  for (;;) {
+    {
+      absl::MutexLock lock(&shared.mu);
+      if (shared.mu.AwaitWithTimeout(absl::Condition(&shared.stop), period)) return;
+    }
+    for (Watched& c : clusters) {
+      absl::StatusOr<std::map<std::string, std::string>> now = MemberAddresses(*c.etcd, c.where);
+      if (!now.ok()) continue;
+      absl::MutexLock lock(&shared.mu);
+      for (const auto& [id, address] : *now) {
+        auto was = c.members.find(id);
+        if (was != c.members.end() && was->second == address) continue;
+        StartPoller(shared, address, options, interval, count);  // joined, or came back elsewhere
+      }
+      for (const auto& [id, address] : c.members) {
+        auto is = now->find(id);
+        if (is != now->end() && is->second == address) continue;
+        for (BackendState& b : shared.backends) {
+          if (b.address == address && !b.left) {
+            b.left = true;
+            if (shared.print_lines) std::cout << ardma::monitor::LineText(b) << "\n" << std::flush;
+          }
+        }
+        for (size_t i = 0; i < shared.backends.size(); ++i) {
+          if (shared.backends[i].left) shared.balancer->MarkDown(i);
+        }
+      }
+      c.members = *std::move(now);
+    }
+  }
 }
 
 int Main(int argc, char** argv) {
@@ -132,6 +218,36 @@ int Main(int argc, char** argv) {
   if (addresses.empty()) return usage_error("--backends is required");
   absl::StatusOr<ardma::monitor::Scheme> scheme = ardma::monitor::ParseScheme(scheme_flag);
   if (!scheme.ok()) return usage_error(std::string(scheme.status().message()));
+  // A cluster's address (etcd://HOST:PORT[,HOST:PORT...]/NAME: its endpoints are separated by
+  // commas too, so it takes the rest of the list) stands for its members.
+  std::vector<Watched> clusters;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    if (!ardma::cluster::IsClusterAddress(addresses[i])) continue;
+    std::string whole = absl::StrJoin(addresses.begin() + i, addresses.end(), ",");
+    addresses.resize(i);
+    absl::StatusOr<ardma::cluster::ClusterAddress> where =
+        ardma::cluster::ParseClusterAddress(whole);
+    if (!where.ok()) return usage_error(std::string(where.status().message()));
+    if (*scheme != ardma::monitor::Scheme::kRdmaSync &&
+        *scheme != ardma::monitor::Scheme::kRdmaAsync) {
+      return usage_error("a cluster's members are polled by an rdma scheme only");
+    }
+    Watched& c = clusters.emplace_back();
+    c.where = *where;
+    absl::StatusOr<std::unique_ptr<ardma::cluster::EtcdClient>> etcd =
+        ardma::cluster::EtcdClient::Connect(where->endpoints);
+    absl::StatusOr<std::map<std::string, std::string>> members =
+        etcd.ok() ? MemberAddresses(**etcd, *where)
+                  : absl::StatusOr<std::map<std::string, std::string>>(etcd.status());
+    if (!members.ok()) {
+      std::cerr << "ardma-monitor: " << whole << ": " << members.status().message() << "\n";
+      return 1;
+    }
+    c.etcd = *std::move(etcd);
+    c.members = *members;
+    for (const auto& [id, address] : *members) addresses.push_back(address);
+    break;
+  }
   if (interval < absl::Milliseconds(1)) return usage_error("--interval must be at least 1ms");
   if (count < 0) return usage_error("--count must not be negative");
   if (balance != "least" && balance != "p2c") {
@@ -143,12 +259,7 @@ int Main(int argc, char** argv) {
   Shared shared;
   {
     absl::MutexLock lock(&shared.mu);
-    shared.balancer = std::make_unique<Balancer>(addresses.size());
-    for (const std::string& a : addresses) {
-      BackendState& b = shared.backends.emplace_back();
-      b.address = a;
-      b.scheme = *scheme;
-    }
+    shared.balancer = std::make_unique<Balancer>(0);
   }
   std::unique_ptr<ardma::monitor::MetricsServer> metrics;
   if (!prometheus.empty()) {
@@ -167,14 +278,20 @@ int Main(int argc, char** argv) {
   }
   const bool table = !lines && isatty(STDOUT_FILENO);
   shared.print_lines = !table;
-  std::vector<std::thread> pollers;
-  for (size_t i = 0; i < addresses.size(); ++i) {
-    PollerOptions options;
-    options.address = addresses[i];
-    options.scheme = *scheme;
-    options.procfs = procfs;
-    options.timeout = std::max(absl::Seconds(1), 2 * interval);
-    pollers.emplace_back(PollLoop, std::ref(shared), i, options, interval, count);
+  PollerOptions options;
+  options.scheme = *scheme;
+  options.procfs = procfs;
+  options.timeout = std::max(absl::Seconds(1), 2 * interval);
+  {
+    absl::MutexLock lock(&shared.mu);
+    for (const std::string& address : addresses) {
+      StartPoller(shared, address, options, interval, count);
+    }
+  }
+  std::thread follower;
+  if (!clusters.empty()) {
+    follower = std::thread(FollowMembers, std::ref(shared), std::ref(clusters), options, interval,
+                           count, std::clamp(interval, absl::Milliseconds(100), absl::Seconds(1)));
   }
 
   // A table is redrawn at most 10 times a second; lines come once per interval.
@@ -183,7 +300,8 @@ int Main(int argc, char** argv) {
   while (!done) {
     bool interrupted = stop.WaitFor(refresh).has_value();
     absl::MutexLock lock(&shared.mu);
-    done = interrupted || (count > 0 && shared.finished == static_cast<int>(pollers.size()));
+    done = interrupted ||
+           (count > 0 && shared.finished == static_cast<int>(shared.pollers.size()));
     absl::StatusOr<size_t> pick =
         balance == "p2c" ? shared.balancer->PowerOfTwo() : shared.balancer->LeastLoaded();
     std::optional<size_t> marked;
@@ -197,11 +315,17 @@ int Main(int argc, char** argv) {
     }
     if (done) shared.stop = true;
   }
+  if (follower.joinable()) follower.join();
+  std::vector<std::thread> pollers;
+  {
+    absl::MutexLock lock(&shared.mu);
+    pollers.swap(shared.pollers);  // (none starts any more: the follower has ended)
+  }
   for (std::thread& t : pollers) t.join();
   if (metrics) metrics->Stop();
   absl::MutexLock lock(&shared.mu);
   for (const BackendState& b : shared.backends) {
-    if (count > 0 && !b.error.empty()) return 1;
+    if (count > 0 && !b.left && !b.error.empty()) return 1;
   }
   return 0;
 }

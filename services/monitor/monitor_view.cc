@@ -38,6 +38,11 @@ std::string TableText(std::span<const BackendState> backends, std::optional<size
   for (size_t i = 0; i < backends.size(); ++i) {
     const BackendState& b = backends[i];
     std::string mark = pick == i ? "*" : "";
+    if (b.left) {
+      absl::StrAppendFormat(&out, "%-2s%-22s %-12s %s\n", mark, b.address, SchemeName(b.scheme),
+                            "(left the cluster)");
+      continue;
+    }
     if (!b.sample) {
       absl::StrAppendFormat(&out, "%-2s%-22s %-12s %s\n", mark, b.address, SchemeName(b.scheme),
                             b.error.empty() ? "(no sample yet)" : b.error);
@@ -56,6 +61,9 @@ std::string TableText(std::span<const BackendState> backends, std::optional<size
 
 std::string LineText(const BackendState& b) {
   std::string when = absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone());
+  if (b.left) {
+    return absl::StrCat(when, " ", b.address, " ", SchemeName(b.scheme), " left the cluster");
+  }
   if (!b.error.empty() || !b.sample) {
     return absl::StrCat(when, " ", b.address, " ", SchemeName(b.scheme),
                         " error: ", b.error.empty() ? "no sample yet" : b.error);
@@ -84,7 +92,7 @@ std::string PrometheusText(std::span<const BackendState> backends) {
   };
   family("up", "gauge", "1 if the last poll of the back end succeeded.");
   for (const BackendState& b : backends) {
-    sample("up", b, uint64_t{b.error.empty() && b.sample ? 1u : 0u});
+    sample("up", b, uint64_t{!b.left && b.error.empty() && b.sample ? 1u : 0u});
   }
   family("poll_seconds", "gauge", "Round-trip time of the last poll.");
   for (const BackendState& b : backends) sample("poll_seconds", b, absl::ToDoubleSeconds(b.latency));

@@ -29,6 +29,8 @@ struct BackendState {
   absl::Duration latency;            // of the last poll
   std::string error;                 // of the last poll; empty if it succeeded
   uint64_t polls = 0, failures = 0;
+  // A member of the watched cluster that left it: no longer polled nor picked.
+  bool left = false;
 };
 
 // A table with one row per back end; `pick` (if any) is marked with '*'.
