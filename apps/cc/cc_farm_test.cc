@@ -19,6 +19,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/client/client.h"
+#include "core/status_macros.h"
+#include "core/testing/etcd_process.h"
 #include "core/testing/run_command.h"
 #include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
@@ -220,6 +222,66 @@ TEST_F(CcFarmTest, ACProjectBuiltOnTwoSlavesMatchesTheLocalBuildByteForByte) {
 
 // ccache in front of the farm (CCACHE_PREFIX=ardma-cc, as distcc users run it): its misses are
 // compiled on the farm, its hits never reach it, and the objects are the local build's.
+// ardma-ccd given a cluster's address takes the jobs of every member's submitters, and those of a
+// member that joins later, without a restart.
+TEST_F(CcFarmTest, ASlaveOfAClusterServesEveryMembersFarmAndOneThatJoins) {
+  if (::ardma::testing::TestTransport() != "tcp") {
+    GTEST_SKIP() << "a slave reaches the members at their tcp addresses";
+  }
+  ::ardma::testing::EtcdProcess etcd;
+  ASSERT_FALSE(etcd.endpoint().empty()) << "etcd did not start";
+  const std::string cluster = absl::StrCat("etcd://", etcd.endpoint(), "/farm");
+  auto member = [&] {
+    return std::make_unique<ServerProcess>(std::vector<std::string>{
+        "--register-dir", stage_, "--cluster", cluster, "--cluster-ttl", "2s"});
+  };
+  std::vector<std::unique_ptr<ServerProcess>> members;
+  for (int i = 0; i < 2; ++i) {
+    members.push_back(member());
+    ASSERT_FALSE(members.back()->address().empty());
+  }
+  slaves_["cs"] = std::make_unique<Child>(
+      std::vector<std::string>{BinDir() + "/ardma-ccd", "--server", cluster, "--slots", "1",
+                               "--name", "cs", "--tmpdir", stage_},
+      std::map<std::string, std::string>{});
+  const std::string src = CopyProject("wordfreq", "src");
+  auto farm_of = [&](const ServerProcess& m) -> absl::StatusOr<FarmStatus> {
+    ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(m.address()));
+    return CcClient(client.get()).Status();
+  };
+  auto served = [&](const ServerProcess& m) {
+    absl::StatusOr<FarmStatus> st = farm_of(m);
+    return st.ok() && std::any_of(st->slaves.begin(), st->slaves.end(),
+                                  [](const SlaveRow& r) { return r.name == "cs"; });
+  };
+  // A compile submitted on member `m` runs on the slave: the member's farm finished it.
+  auto compiled_on = [&](const ServerProcess& m, int n) {
+    std::string out;
+    std::string object = absl::StrCat(root_, "/main", n, ".o");
+    EXPECT_EQ(RunCommand(absl::StrCat("ARDMA_SERVER=", Quote(m.address()),
+                                      " ARDMA_CC_DIR=", Quote(stage_), " ", Cc(), " gcc -O2 -c ",
+                                      src, "/main.c -o ", object),
+                         &out),
+              0)
+        << out;
+    EXPECT_FALSE(Slurp(object).empty());
+    absl::StatusOr<FarmStatus> st = farm_of(m);
+    EXPECT_TRUE(st.ok() && st->finished == 1) << "the compile did not go to the farm: " << out;
+  };
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(testing::WaitUntil([&] { return served(*members[i]); }, absl::Seconds(20),
+                                   absl::Milliseconds(50)))
+        << "the slave does not take member " << i << "'s jobs";
+    compiled_on(*members[i], i);
+  }
+  members.push_back(member());
+  ASSERT_FALSE(members.back()->address().empty());
+  EXPECT_TRUE(testing::WaitUntil([&] { return served(*members[2]); }, absl::Seconds(20),
+                                 absl::Milliseconds(50)))
+      << "the slave does not take the jobs of a member that joined";
+  compiled_on(*members[2], 2);
+}
+
 TEST_F(CcFarmTest, CcacheInFrontSendsOnlyItsMissesToTheFarm) {
   StartSlave("s1");
   std::string local = CopyProject("wordfreq", "local"), farm = CopyProject("wordfreq", "farm");

@@ -130,7 +130,9 @@ absl::Status Slave::Serve() {
     if (!taken->has_value()) continue;
     const Job& job = **taken;
     absl::StatusOr<CompileJob> decoded = DecodeJob(job.descriptor);
+    if (options_.compile_slots != nullptr) options_.compile_slots->Acquire();
     CompileResult result = decoded.ok() ? Compile(*decoded) : Failed("a malformed job");
+    if (options_.compile_slots != nullptr) options_.compile_slots->Release();
     if (options_.verbose) {
       ARDMA_LOG(kInfo, "job %016x: %s", job.id,
                 result.compiled ? absl::StrCat("exit ", result.exit_code, ", object ",

@@ -8,14 +8,36 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "apps/cc/cc_job.h"
 #include "core/client/client.h"
 
 namespace ardma::cc {
+
+// Compiles running at once in this process, at most `limit`: what --slots bounds when one process
+// serves several farms (each member of a cluster, each with its own takers).
+class CompileSlots {
+ public:
+  explicit CompileSlots(int limit) : free_(limit) {}
+  void Acquire() {
+    absl::MutexLock lock(&mu_, absl::Condition(this, &CompileSlots::Available));
+    --free_;
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    ++free_;
+  }
+
+ private:
+  bool Available() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return free_ > 0; }
+  absl::Mutex mu_;
+  int free_ ABSL_GUARDED_BY(mu_);
+};
 
 struct SlaveOptions {
   std::string name;  // in `ardma cc status`; default HOST:PID
@@ -23,6 +45,9 @@ struct SlaveOptions {
   std::set<std::string> allow = {"gcc", "g++", "cc", "c++"};
   std::string tmpdir = "/dev/shm";
   bool verbose = false;
+  // Shared by the Slaves of one process that serves several farms; null: `slots` takers bound
+  // the compiles alone.
+  std::shared_ptr<CompileSlots> compile_slots;
 };
 
 // Parses "gcc,g++,clang" into base names; INVALID_ARGUMENT for an entry with a '/'.

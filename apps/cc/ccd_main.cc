@@ -1,7 +1,11 @@
 // ardma-ccd: a compile farm slave (ccd.h).
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -12,6 +16,9 @@
 #include "apps/cc/ccd.h"
 #include "core/cli/client_flags.h"
 #include "core/client/client.h"
+#include "core/cluster/admin.h"
+#include "core/cluster/etcd_client.h"
+#include "core/cluster/member.h"
 #include "core/host_port.h"
 #include "core/log.h"
 
@@ -22,7 +29,107 @@ constexpr char kUsage[] =
 A compile farm slave: takes compile jobs from the farm's ardmad (first come, first served), reads
 each preprocessed source from the submitter's registered region, compiles it here and writes the
 object back into the submitter's region, then completes the job. A slave that exits or dies gives
-its running jobs back to the queue. Stop it with SIGTERM or SIGINT.)";
+its running jobs back to the queue. Stop it with SIGTERM or SIGINT.
+With --server etcd://HOST:PORT/NAME it serves the farm of every member of that cluster (each
+member's own submitters' jobs), following members as they join and leave, with --slots compiles at
+once in all.)";
+
+// What a slave of a cluster keeps for one member: its client and the Slave taking its jobs.
+struct Served {
+  std::string address;
+  std::unique_ptr<ardma::Client> client;
+  std::unique_ptr<ardma::cc::Slave> slave;
+  std::shared_ptr<std::atomic<bool>> ended = std::make_shared<std::atomic<bool>>(false);
+  std::thread thread;
+};
+
+// The address a slave reaches member `m` at: tcp, else tls; empty if it has neither.
+std::string FarmAddress(const ardma::cluster::MemberInfo& m) {
+  for (const char* transport : {"tcp", "tls"}) {
+    if (auto it = m.addresses.find(transport); it != m.addresses.end()) return it->second;
+  }
+  return "";
+}
+
+// --server etcd://...: serves the farm of every member of the cluster (each member's ardmad has a
+// queue of its own submitters' jobs), with --slots takers on each and --slots compiles at once in
+// all; reads the members again every second: one that joins is served from then on, one that
+// leaves is let go (its jobs in hand finish first). Runs until killed, as a slave of one server.
+int ServeCluster(const std::string& address, const ardma::ClientOptions& client_options,
+                 ardma::cc::SlaveOptions options) {
+  absl::StatusOr<ardma::cluster::ClusterAddress> where =
+      ardma::cluster::ParseClusterAddress(address);
+  if (!where.ok()) {
+    std::cerr << "ardma-ccd: " << where.status().message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<ardma::cluster::EtcdClient>> etcd =
+      ardma::cluster::EtcdClient::Connect(where->endpoints);
+  if (!etcd.ok()) {
+    std::cerr << "ardma-ccd: " << address << ": " << etcd.status().message() << "\n";
+    return 1;
+  }
+  const int slots = options.slots > 0
+                        ? options.slots
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.compile_slots = std::make_shared<ardma::cc::CompileSlots>(slots);
+  std::map<std::string, Served> served;  // by member id
+  std::vector<Served> leaving;           // let go; destroyed once their Run has ended
+  for (bool first = true;; first = false) {
+    absl::StatusOr<std::vector<ardma::cluster::MemberInfo>> members =
+        ardma::cluster::ListMembers(**etcd, where->name);
+    if (!members.ok() && first) {
+      std::cerr << "ardma-ccd: " << address << ": " << members.status().message() << "\n";
+      return 1;
+    }
+    if (!members.ok()) {
+      ARDMA_LOG(kWarning, "reading the members of %s: %s (serving those known)", address,
+                members.status().ToString());
+    } else {
+      std::map<std::string, std::string> now;
+      for (const ardma::cluster::MemberInfo& m : *members) now[m.id] = FarmAddress(m);
+      for (auto it = served.begin(); it != served.end();) {
+        auto is = now.find(it->first);
+        if (is != now.end() && is->second == it->second.address) {
+          ++it;
+          continue;
+        }
+        ARDMA_LOG(kInfo, "member %s (%s) left: no longer taking its jobs", it->first,
+                  it->second.address);
+        it->second.slave->Stop();
+        leaving.push_back(std::move(it->second));
+        it = served.erase(it);
+      }
+      for (const auto& [id, member_address] : now) {
+        if (served.contains(id) || member_address.empty()) continue;
+        absl::StatusOr<std::unique_ptr<ardma::Client>> client =
+            ardma::Client::Connect(member_address, client_options);
+        if (!client.ok()) {
+          ARDMA_LOG(kWarning, "member %s (%s): %s (trying again)", id, member_address,
+                    client.status().ToString());
+          continue;
+        }
+        Served& s = served[id];
+        s.address = member_address;
+        s.client = *std::move(client);
+        s.slave = std::make_unique<ardma::cc::Slave>(s.client.get(), options);
+        s.thread = std::thread([slave = s.slave.get(), ended = s.ended, id = id] {
+          absl::Status status = slave->Run();
+          if (!status.ok()) ARDMA_LOG(kWarning, "member %s: %s", id, status.ToString());
+          ended->store(true);
+        });
+        ARDMA_LOG(kInfo, "serving the farm of member %s (%s) with %d slots", id, member_address,
+                  slots);
+      }
+    }
+    std::erase_if(leaving, [](Served& s) {
+      if (!s.ended->load()) return false;
+      s.thread.join();
+      return true;
+    });
+    absl::SleepFor(absl::Seconds(1));
+  }
+}
 
 }  // namespace
 
@@ -36,8 +143,7 @@ int main(int argc, char** argv) {
   ardma::FlagSet flags("ardma-ccd", kUsage);
   farm.Declare(flags);  // the farm's ardmad and how to authenticate to it
   flags.Int("slots", &slots, "N", "compiles at once (default: this machine's CPUs)");
-  flags.String("allow", &allow, "LIST",
-               "compilers this slave runs, by name on its PATH");
+  flags.String("allow", &allow, "LIST", "compilers this slave runs, by name on its PATH");
   flags.String("name", &options.name, "NAME", "this slave in 'ardma cc status' (default HOST:PID)");
   flags.String("tmpdir", &options.tmpdir, "DIR", "where compiles run (default /dev/shm)");
   flags.Bool("wait", &wait,
@@ -77,6 +183,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   client_options->connect_attempts = 2;  // as the other tools: a missing server fails fast
+  if (ardma::cluster::IsClusterAddress(farm.server)) {
+    return ServeCluster(farm.server, *client_options, options);
+  }
   absl::StatusOr<std::unique_ptr<ardma::Client>> client =
       ardma::Client::Connect(farm.server, *client_options);
   if (!client.ok() && wait && absl::IsUnavailable(client.status())) {
