@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -175,6 +176,30 @@ TEST_F(PeerCallTest, ACallToAMemberThatIsDownFailsWithUnavailableNamingIt) {
       clients_[0]->Execute("test.peer", absl::StrCat("slot=", SlotOf(1), "\ntest.who\n"));
   ASSERT_TRUE(up.ok()) << up.status();
   EXPECT_EQ(*up, "peer");
+}
+
+TEST_F(PeerCallTest, AMemberKilledMidCallEndsTheCallWithUnavailableNamingIt) {
+  // Member 0's code calls member 1, which sleeps 20 s in it; member 1 dies meanwhile.
+  std::string args = absl::StrCat("member=", ids_[1], "\ntest.sleep\n");
+  args += U64s({20000});
+  std::future<absl::StatusOr<std::string>> call = std::async(
+      std::launch::async, [&] { return clients_[0]->Execute("test.peer", args); });
+  ASSERT_TRUE(testing::WaitUntil([&] { return Stat(1, "peer.calls_in") == 1; },
+                                 absl::Seconds(10), absl::Milliseconds(10)));
+  absl::Time killed = absl::Now();
+  members_[1]->Kill(SIGKILL);
+  ASSERT_EQ(call.wait_for(std::chrono::seconds(15)), std::future_status::ready)
+      << "the caller hangs on a dead member";
+  absl::StatusOr<std::string> r = call.get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr(ids_[1]));
+  RecordProperty("answered_after_kill_ms",
+                 static_cast<int>((absl::Now() - killed) / absl::Milliseconds(1)));
+  // Member 0 serves on, and calls member 2.
+  absl::StatusOr<std::string> other =
+      clients_[0]->Execute("test.peer", absl::StrCat("member=", ids_[2], "\ntest.who\n"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(*other, "peer");
 }
 
 TEST(PeerCallOutsideAClusterTest, CallPeerIsAClearErrorOnAServerOutsideACluster) {

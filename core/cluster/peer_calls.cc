@@ -44,7 +44,15 @@ absl::StatusOr<std::string> PeerCalls::Call(const PeerTarget& target, std::strin
     CallOptions options;
     options.timeout = *now_left == absl::InfiniteDuration() ? absl::ZeroDuration() : *now_left;
     options.peer = true;
-    return client.Execute(function, args, options);
+    absl::StatusOr<std::string> result = client.Execute(function, args, options);
+    if (absl::IsUnavailable(result.status())) {
+      // The member went away mid-call (or answered so itself): say which.
+      const std::string member =
+          target.slot.has_value() ? cluster->map()->Owner(*target.slot) : target.member;
+      return absl::UnavailableError(absl::StrCat("member ", member, " (", client.address(),
+                                                 "): ", result.status().message()));
+    }
+    return result;
   };
   if (target.slot.has_value()) {
     return RouteToSlot<std::string>(*cluster, *target.slot, left, function, execute);
