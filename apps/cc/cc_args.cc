@@ -107,20 +107,28 @@ const char* LocalOnly(std::string_view a) {
     return "an option that writes files beside the object or reads this machine's";
   }
   if (std::string_view(a).starts_with("@")) return "a response file";
+  // Options that read profiles, lists or module caches of this machine, write files beside the
+  // object, or pass anything to clang's front end unseen.
+  if (StartsWithAny(a, {"-fprofile-use", "-fprofile-instr-use", "-fprofile-sample-use",
+                        "-fauto-profile", "-fsanitize-ignorelist", "-fsanitize-blacklist",
+                        "-fmodules", "-fcxx-modules", "-fprebuilt-module-path", "-Xclang",
+                        "-ftime-trace", "-fcrash-diagnostics"})) {
+    return "an option that reads this machine's files or writes files beside the object";
+  }
   return nullptr;
 }
 
-bool KnownCompiler(std::string_view compiler) {
-  std::string_view base = compiler.substr(compiler.rfind('/') + 1);
-  // gcc, g++, cc, c++, gcc-13, x86_64-linux-gnu-g++-13, ...
-  for (std::string_view driver : {"gcc", "g++", "cc", "c++"}) {
-    size_t at = base.find(driver);
-    if (at == std::string_view::npos) continue;
+// Whether `base` is `driver`, perhaps after a target ("x86_64-linux-gnu-") and before a version
+// ("-13", "-14.0").
+bool IsDriver(std::string_view base, std::string_view driver) {
+  size_t at = base.find(driver);
+  while (at != std::string_view::npos) {
     bool starts = at == 0 || base[at - 1] == '-';
     std::string_view rest = base.substr(at + driver.size());
     bool ends = rest.empty() || (rest[0] == '-' &&
                                  rest.find_first_not_of("-0123456789.") == std::string_view::npos);
     if (starts && ends) return true;
+    at = base.find(driver, at + 1);
   }
   return false;
 }
@@ -157,11 +165,25 @@ std::string DefaultObject(std::string_view input) {
 
 }  // namespace
 
-std::vector<std::string> RemoteLanguageFlags(SourceKind kind) {
+std::optional<CompilerFamily> FamilyOf(std::string_view compiler) {
+  std::string_view base = compiler.substr(compiler.rfind('/') + 1);
+  for (std::string_view driver : {"clang", "clang++"}) {
+    if (IsDriver(base, driver)) return CompilerFamily::kClang;
+  }
+  for (std::string_view driver : {"gcc", "g++", "cc", "c++"}) {
+    if (IsDriver(base, driver)) return CompilerFamily::kGcc;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> RemoteLanguageFlags(SourceKind kind, CompilerFamily family) {
+  const bool clang = family == CompilerFamily::kClang;
   switch (kind) {
     case SourceKind::kC:
+      if (clang) return {"-x", "c"};  // -frewrite-includes output is C still to preprocess
       return {"-x", "c", "-fpreprocessed", "-fdirectives-only"};
     case SourceKind::kCxx:
+      if (clang) return {"-x", "c++"};
       return {"-x", "c++", "-fpreprocessed", "-fdirectives-only"};
     case SourceKind::kPreprocessedC:
       return {"-x", "cpp-output"};
@@ -198,9 +220,11 @@ CompilePlan PlanCompile(const std::vector<std::string>& args) {
   };
   if (args.empty()) return local("no compiler");
   plan.compiler = args[0];
-  if (!KnownCompiler(plan.compiler)) {
-    return local(absl::StrCat(plan.compiler, " is not one of GCC's drivers"));
+  std::optional<CompilerFamily> family = FamilyOf(plan.compiler);
+  if (!family.has_value()) {
+    return local(absl::StrCat(plan.compiler, " is not one of GCC's or clang's drivers"));
   }
+  plan.family = *family;
   bool compile_only = false, md = false, deps_only = false, mf = false, mt = false;
   std::vector<std::string> inputs;
   std::vector<std::string> rest;  // every argument but -c, -o and the inputs, in order
@@ -264,7 +288,12 @@ CompilePlan PlanCompile(const std::vector<std::string>& args) {
     plan.preprocess.push_back(plan.compiler);
     plan.preprocess.insert(plan.preprocess.end(), rest.begin(), rest.end());
     plan.preprocess.push_back("-E");
-    if (plan.kind != SourceKind::kAssemblerCpp) plan.preprocess.push_back("-fdirectives-only");
+    if (plan.kind != SourceKind::kAssemblerCpp && plan.family == CompilerFamily::kClang) {
+      // (-w: the compile there gives the warnings, #warning's included; errors still stop here)
+      plan.preprocess.insert(plan.preprocess.end(), {"-frewrite-includes", "-w"});
+    } else if (plan.kind != SourceKind::kAssemblerCpp) {
+      plan.preprocess.push_back("-fdirectives-only");
+    }
     if (md && !mf) {
       std::string_view out = plan.output;
       size_t slash = out.rfind('/');

@@ -7,14 +7,21 @@
 //
 // With -fdirectives-only the includes are resolved locally but macros expand on the slave, so
 // the compiler's diagnostics (macro-expansion notes included) and objects are the same as a local
-// compile's. Anything else — linking, -E, -M without -MD, -S, several or no inputs, stdin,
+// compile's. clang has no -fdirectives-only; its equivalent is -frewrite-includes (includes inlined
+// between line markers, macros and conditionals left as written):
+//
+//   local:  clang -O2 -E -frewrite-includes a.c -o TMP.i
+//   remote: clang -O2 -x c -c DIR/a.c -o OBJ        (the shipped source named as the input was:
+//                                                    clang names the object's FILE symbol so) Anything else — linking, -E, -M without -MD, -S, several or no inputs, stdin,
 // languages other than C, C++ and assembler, explicit -x, options that write files beside the
 // object or depend on the local machine (-march=native, --coverage, -save-temps, -specs=, ...),
-// response files, compilers other than GCC's — runs locally, with the reason.
+// response files, compilers other than GCC's and clang's — runs locally, with the reason.
 #ifndef ARDMA_APPS_CC_CC_ARGS_H_
 #define ARDMA_APPS_CC_CC_ARGS_H_
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ardma::cc {
@@ -28,10 +35,19 @@ enum class SourceKind {
   kAssembler,        // .s: shipped as is
 };
 
+enum class CompilerFamily {
+  kGcc,    // gcc, g++, cc, c++ (and versioned, target-prefixed names)
+  kClang,  // clang, clang++ (likewise)
+};
+
+// The family of a compiler by its base name; nullopt for any other program.
+std::optional<CompilerFamily> FamilyOf(std::string_view compiler);
+
 struct CompilePlan {
   bool remote = false;
   std::string local_reason;  // why not, when !remote
   std::string compiler;      // as given (argv[1] of ardma-cc)
+  CompilerFamily family = CompilerFamily::kGcc;
   std::string input;
   std::string output;  // -o, or the input's base name with .o
   SourceKind kind = SourceKind::kC;
@@ -47,7 +63,8 @@ struct CompilePlan {
 CompilePlan PlanCompile(const std::vector<std::string>& args);
 
 // The -x value and extra flags the slave compiles a shipped source of `kind` with.
-std::vector<std::string> RemoteLanguageFlags(SourceKind kind);
+std::vector<std::string> RemoteLanguageFlags(SourceKind kind,
+                                             CompilerFamily family = CompilerFamily::kGcc);
 // The suffix of a shipped source of `kind` (".i", ".ii", ".s").
 const char* ShippedSuffix(SourceKind kind);
 

@@ -29,6 +29,24 @@ TEST(PlanCompileTest, ACompileOfOneCFileIsRemote) {
               ElementsAre("-x", "c", "-fpreprocessed", "-fdirectives-only"));
 }
 
+TEST(PlanCompileTest, ClangRewritesIncludesHereAndCompilesCThere) {
+  CompilePlan p = Plan({"clang", "-O2", "-Iinc", "-MD", "-c", "src/a.c", "-o", "obj/a.o"});
+  ASSERT_TRUE(p.remote) << p.local_reason;
+  EXPECT_EQ(p.family, CompilerFamily::kClang);
+  EXPECT_THAT(p.preprocess, ElementsAre("clang", "-O2", "-Iinc", "-MD", "-E", "-frewrite-includes",
+                                        "-w", "-MF", "obj/a.d", "-MT", "obj/a.o", "src/a.c"));
+  EXPECT_THAT(p.remote_flags, ElementsAre("-O2"));
+  EXPECT_THAT(RemoteLanguageFlags(p.kind, p.family), ElementsAre("-x", "c"));
+  CompilePlan cxx = Plan({"/usr/bin/x86_64-linux-gnu-clang++-14", "-c", "b.cc"});
+  ASSERT_TRUE(cxx.remote) << cxx.local_reason;
+  EXPECT_EQ(cxx.family, CompilerFamily::kClang);
+  EXPECT_THAT(RemoteLanguageFlags(cxx.kind, cxx.family), ElementsAre("-x", "c++"));
+  EXPECT_EQ(FamilyOf("g++-12"), CompilerFamily::kGcc);
+  EXPECT_EQ(FamilyOf("c++"), CompilerFamily::kGcc);
+  EXPECT_EQ(FamilyOf("clang++"), CompilerFamily::kClang);
+  EXPECT_EQ(FamilyOf("tcc"), std::nullopt);
+}
+
 TEST(PlanCompileTest, PreprocessorOptionsStayHereWithTheirValues) {
   CompilePlan p = Plan({"g++", "-std=c++20", "-I", "inc", "-isystem", "/opt/x", "-include", "pre.h",
                         "-D", "Y", "-UZ", "-Wp,-MD,x.d", "-nostdinc++", "-c", "b.cpp"});
@@ -90,8 +108,11 @@ TEST(PlanCompileTest, EverythingElseRunsHereWithAReason) {
            {{"gcc", "-fdump-tree-all", "-c", "a.c"}, "writes files"},
            {{"gcc", "-specs=x.specs", "-c", "a.c"}, "writes files"},
            {{"gcc", "@args.rsp"}, "response file"},
-           {{"clang", "-c", "a.c"}, "not one of GCC's drivers"},
-           {{"tcc", "-c", "a.c"}, "not one of GCC's drivers"},
+           {{"tcc", "-c", "a.c"}, "not one of GCC's or clang's drivers"},
+           {{"clang-cl", "-c", "a.c"}, "not one of GCC's or clang's drivers"},
+           {{"clang", "-fmodules", "-c", "a.c"}, "reads this machine's files"},
+           {{"clang", "-Xclang", "-ast-dump", "-c", "a.c"}, "reads this machine's files"},
+           {{"gcc", "-fprofile-use", "-c", "a.c"}, "reads this machine's files"},
            {{"gcc", "-c", "a.c", "-o"}, "-o without"},
        }) {
     CompilePlan p = PlanCompile(c.args);
@@ -101,7 +122,8 @@ TEST(PlanCompileTest, EverythingElseRunsHereWithAReason) {
 }
 
 TEST(CompileJobTest, JobsAndResultsRoundTrip) {
-  CompileJob job{"g++", {"-O2", "-g0"}, SourceKind::kCxx, "/src", 70000, 1234, 70001, 1 << 20};
+  CompileJob job{"g++", {"-O2", "-g0"}, SourceKind::kCxx, "/src", 70000, 1234, 70001, 1 << 20,
+                 "b.cc"};
   absl::StatusOr<CompileJob> back = DecodeJob(EncodeJob(job));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->compiler, "g++");
@@ -112,7 +134,15 @@ TEST(CompileJobTest, JobsAndResultsRoundTrip) {
   EXPECT_EQ(back->source_size, 1234u);
   EXPECT_EQ(back->object_region, 70001u);
   EXPECT_EQ(back->object_capacity, 1u << 20);
+  EXPECT_EQ(back->source_name, "b.cc");
   EXPECT_FALSE(DecodeJob(EncodeJob(job).substr(1)).ok());
+  // An older submitter's job has no name; a name with a slash would leave the slave's directory.
+  std::string old = EncodeJob(job);
+  old.resize(old.size() - 2 - 4);
+  ASSERT_TRUE(DecodeJob(old).ok());
+  EXPECT_EQ(DecodeJob(old)->source_name, "");
+  job.source_name = "../x.c";
+  EXPECT_FALSE(DecodeJob(EncodeJob(job)).ok());
 
   CompileResult r{true, "", 1, "out", "a.c:1: error", 0, 42};
   absl::StatusOr<CompileResult> rb = DecodeResult(EncodeResult(r));

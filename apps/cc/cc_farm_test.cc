@@ -108,7 +108,8 @@ class CcFarmTest : public ::testing::Test {
   }
 
   // A slave with one slot; `path_first` goes before $PATH (a slow compiler).
-  void StartSlave(const std::string& name, const std::string& allow = "gcc,g++,cc,c++",
+  void StartSlave(const std::string& name,
+                  const std::string& allow = "gcc,g++,cc,c++,clang,clang++",
                   const std::string& path_first = "") {
     std::map<std::string, std::string> env;
     if (!path_first.empty()) env["PATH"] = absl::StrCat(path_first, ":", std::getenv("PATH"));
@@ -130,6 +131,35 @@ class CcFarmTest : public ::testing::Test {
     std::string to = absl::StrCat(root_, "/", dir);
     fs::copy(absl::StrCat(ARDMA_CC_TESTDATA, "/", name), to, fs::copy_options::recursive);
     return to;
+  }
+
+  // Builds testdata project `name` here and through the farm (`make -j4 VAR=COMPILER check`, the
+  // farm's build as VAR='ardma-cc COMPILER'): the same objects and dependency files.
+  void ExpectFarmBuildIsTheLocalOne(const std::string& name, const std::string& var,
+                                    const std::string& compiler,
+                                    const std::vector<std::string>& objects) {
+    std::string local = CopyProject(name, "local-" + compiler);
+    std::string farm = CopyProject(name, "farm-" + compiler);
+    std::string out;
+    ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", local, " -j4 ", var, "=", compiler, " check"),
+                         &out),
+              0)
+        << out;
+    ASSERT_EQ(RunCommand(absl::StrCat(FarmEnv(), "make -s -C ", farm, " -j4 ", var, "=",
+                                      Quote(Cc() + " " + compiler), " check"),
+                         &out),
+              0)
+        << out;
+    EXPECT_THAT(out, ::testing::Not(HasSubstr("ardma-cc: warning")));
+    for (const std::string& object : objects) {
+      EXPECT_FALSE(Slurp(absl::StrCat(farm, "/", object, ".o")).empty()) << object << ".o";
+      EXPECT_EQ(Slurp(absl::StrCat(local, "/", object, ".o")),
+                Slurp(absl::StrCat(farm, "/", object, ".o")))
+          << compiler << ": " << object << ".o";
+      EXPECT_EQ(Slurp(absl::StrCat(local, "/", object, ".d")),
+                Slurp(absl::StrCat(farm, "/", object, ".d")))
+          << compiler << ": " << object << ".d";
+    }
   }
 
   std::vector<std::string> LogLines() {
@@ -172,23 +202,7 @@ class CcFarmTest : public ::testing::Test {
 TEST_F(CcFarmTest, ACProjectBuiltOnTwoSlavesMatchesTheLocalBuildByteForByte) {
   StartSlave("s1");
   StartSlave("s2");
-  std::string local = CopyProject("wordfreq", "local"), farm = CopyProject("wordfreq", "farm");
-  std::string out;
-  ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", local, " -j4 CC=gcc check"), &out), 0) << out;
-  ASSERT_EQ(RunCommand(absl::StrCat(FarmEnv(), "make -s -C ", farm,
-                                    " -j4 CC=", Quote(Cc() + " gcc"), " check"),
-                       &out),
-            0)
-      << out;
-  EXPECT_THAT(out, ::testing::Not(HasSubstr("ardma-cc: warning")));
-  for (const char* object : {"main", "table", "words", "sort"}) {
-    EXPECT_EQ(Slurp(absl::StrCat(local, "/", object, ".o")),
-              Slurp(absl::StrCat(farm, "/", object, ".o")))
-        << object << ".o";
-    EXPECT_EQ(Slurp(absl::StrCat(local, "/", object, ".d")),
-              Slurp(absl::StrCat(farm, "/", object, ".d")))
-        << object << ".d";
-  }
+  ExpectFarmBuildIsTheLocalOne("wordfreq", "CC", "gcc", {"main", "table", "words", "sort"});
   // Four compiles ran on the farm, the link here; both slaves took part.
   std::vector<std::string> lines = LogLines();
   EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
@@ -282,32 +296,50 @@ TEST_F(CcFarmTest, ASlaveOfAClusterServesEveryMembersFarmAndOneThatJoins) {
   compiled_on(*members[2], 2);
 }
 
+// clang and clang++ (-frewrite-includes here, the compile there): the local build's objects.
+TEST_F(CcFarmTest, ClangAndClangxxBuildsMatchTheLocalBuildsByteForByte) {
+  StartSlave("s1");
+  ExpectFarmBuildIsTheLocalOne("wordfreq", "CC", "clang", {"main", "table", "words", "sort"});
+  ExpectFarmBuildIsTheLocalOne("rpn", "CXX", "clang++", {"main", "lexer", "parser", "eval"});
+  std::vector<std::string> lines = LogLines();
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) { return l.starts_with("remote "); }),
+            8)
+      << Slurp(root_ + "/cc.log");
+}
+
 TEST_F(CcFarmTest, CcacheInFrontSendsOnlyItsMissesToTheFarm) {
   StartSlave("s1");
-  std::string local = CopyProject("wordfreq", "local"), farm = CopyProject("wordfreq", "farm");
-  std::string out;
-  ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", local, " CC=gcc check"), &out), 0) << out;
-  std::string ccache = absl::StrCat(FarmEnv(), "CCACHE_DIR=", Quote(root_ + "/ccache"),
-                                    " CCACHE_PREFIX=", Quote(Cc()), " ");
-  for (int build = 0; build < 2; ++build) {
-    SCOPED_TRACE(build == 0 ? "first build: all misses" : "second build: all hits");
-    ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", farm, " clean && ", ccache, "make -s -C ",
-                                      farm, " CC='ccache gcc' check"),
-                         &out),
-              0)
-        << out;
-    for (const char* object : {"main", "table", "words", "sort"}) {
-      EXPECT_EQ(Slurp(absl::StrCat(local, "/", object, ".o")),
-                Slurp(absl::StrCat(farm, "/", object, ".o")))
-          << object << ".o";
+  uint64_t farmed = 0;
+  for (const std::string cc : {"gcc", "clang"}) {
+    SCOPED_TRACE(cc);
+    std::string local = CopyProject("wordfreq", "local-" + cc);
+    std::string farm = CopyProject("wordfreq", "farm-" + cc);
+    std::string out;
+    ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", local, " CC=", cc, " check"), &out), 0) << out;
+    const std::string cache_dir = root_ + "/ccache-" + cc;
+    std::string ccache = absl::StrCat(FarmEnv(), "CCACHE_DIR=", Quote(cache_dir),
+                                      " CCACHE_PREFIX=", Quote(Cc()), " ");
+    farmed += 4;  // the four misses of the first build, nothing more
+    for (int build = 0; build < 2; ++build) {
+      SCOPED_TRACE(build == 0 ? "first build: all misses" : "second build: all hits");
+      ASSERT_EQ(RunCommand(absl::StrCat("make -s -C ", farm, " clean && ", ccache, "make -s -C ",
+                                        farm, " CC='ccache ", cc, "' check"),
+                           &out),
+                0)
+          << out;
+      for (const char* object : {"main", "table", "words", "sort"}) {
+        EXPECT_EQ(Slurp(absl::StrCat(local, "/", object, ".o")),
+                  Slurp(absl::StrCat(farm, "/", object, ".o")))
+            << object << ".o";
+      }
+      absl::StatusOr<FarmStatus> st = Status();
+      ASSERT_TRUE(st.ok()) << st.status();
+      EXPECT_EQ(st->finished, farmed);
     }
-    absl::StatusOr<FarmStatus> st = Status();
-    ASSERT_TRUE(st.ok()) << st.status();
-    EXPECT_EQ(st->finished, 4u) << "the four misses of the first build, nothing more";
+    ASSERT_EQ(RunCommand(absl::StrCat("CCACHE_DIR=", Quote(cache_dir), " ccache -s"), &out), 0);
+    EXPECT_THAT(out, ::testing::ContainsRegex("Hits: +4 / +8"));
   }
-  ASSERT_EQ(RunCommand(absl::StrCat("CCACHE_DIR=", Quote(root_ + "/ccache"), " ccache -s"), &out),
-            0);
-  EXPECT_THAT(out, ::testing::ContainsRegex("Hits: +4 / +8"));
 }
 
 // ardma-cc as CMake's compiler launcher (-DCMAKE_C_COMPILER_LAUNCHER): CMake's own compile lines
@@ -384,7 +416,10 @@ TEST_F(CcFarmTest, DiagnosticsAndExitStatusAreTheCompilers) {
     int status;
   };
   for (const Case& c :
-       std::vector<Case>{{"gcc", "warn.c", "warn.o", 0}, {"g++", "bad.cc", "bad.o", 1}}) {
+       std::vector<Case>{{"gcc", "warn.c", "warn.o", 0},
+                         {"g++", "bad.cc", "bad.o", 1},
+                         {"clang", "warn.c", "clang-warn.o", 0},
+                         {"clang++", "bad.cc", "clang-bad.o", 1}}) {
     std::string flags = absl::StrCat("-Wall -Wextra -O2 -c ", c.source, " -o ");
     std::string local_out, local_err, farm_out, farm_err;
     int local = RunCommandSplit(
@@ -401,9 +436,11 @@ TEST_F(CcFarmTest, DiagnosticsAndExitStatusAreTheCompilers) {
     EXPECT_EQ(fs::exists(absl::StrCat(dir, "/farm-", c.object)), c.status == 0);
   }
   std::vector<std::string> lines = LogLines();
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 4u);
   EXPECT_THAT(lines[0], HasSubstr("remote warn.c"));
   EXPECT_THAT(lines[1], HasSubstr("remote bad.cc"));
+  EXPECT_THAT(lines[2], HasSubstr("remote warn.c"));
+  EXPECT_THAT(lines[3], HasSubstr("remote bad.cc"));
 }
 
 // The local build a failover must end in: the object is the local compile's, one warning line.

@@ -25,6 +25,7 @@ std::string EncodeJob(const CompileJob& job) {
   w.U64(job.source_size);
   w.U32(job.object_region);
   w.U64(job.object_capacity);
+  w.Str16(job.source_name);  // (absent from older submitters' jobs)
   return out;
 }
 
@@ -45,11 +46,19 @@ absl::StatusOr<CompileJob> DecodeJob(std::string_view bytes) {
   }
   if (!r.U8(&kind) || kind > static_cast<uint8_t>(SourceKind::kAssembler) || !r.Str16(&s) ||
       !r.U32(&job.source_region) || !r.U64(&job.source_size) || !r.U32(&job.object_region) ||
-      !r.U64(&job.object_capacity) || !r.AtEnd()) {
+      !r.U64(&job.object_capacity)) {
     return bad();
   }
   job.kind = static_cast<SourceKind>(kind);
   job.cwd = std::string(s);
+  if (!r.AtEnd()) {
+    std::string_view name;
+    if (!r.Str16(&name) || !r.AtEnd() || name.find('/') != std::string_view::npos ||
+        name == "." || name == "..") {
+      return bad();
+    }
+    job.source_name = std::string(name);
+  }
   return job;
 }
 

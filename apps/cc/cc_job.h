@@ -21,6 +21,9 @@ struct CompileJob {
   uint64_t source_size = 0;
   RegionId object_region = 0;
   uint64_t object_capacity = 0;
+  // The input's base name ("a.c"): clang names the object's FILE symbol after the file it
+  // compiles, so the slave gives the shipped source this name. Empty from older submitters.
+  std::string source_name;
 };
 
 struct CompileResult {

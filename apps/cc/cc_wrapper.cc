@@ -157,6 +157,7 @@ absl::StatusOr<int> CompileOnFarm(const CompilePlan& plan, const WrapperSettings
   job.source_size = source_size;
   job.object_region = object.region;
   job.object_capacity = object.size;
+  job.source_name = plan.input.substr(plan.input.rfind('/') + 1);
   uint64_t id = security::RandomU64();
   ARDMA_ASSIGN_OR_RETURN(std::string answer,
                          CcClient(client.get()).Submit(id, EncodeJob(job), settings.timeout));

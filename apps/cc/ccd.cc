@@ -1,8 +1,11 @@
 #include "apps/cc/ccd.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -37,6 +40,12 @@ struct TempFile {
     if (!path.empty()) ::unlink(path.c_str());
   }
 };
+struct TempDir {  // (declared before the files in it: removed after them)
+  std::string path;
+  ~TempDir() {
+    if (!path.empty()) ::rmdir(path.c_str());
+  }
+};
 
 }  // namespace
 
@@ -64,7 +73,16 @@ CompileResult Slave::Compile(const CompileJob& job) {
   }
   std::string stem =
       absl::StrCat(options_.tmpdir, "/ardma-ccd-", ::getpid(), "-", security::RandomU64());
-  TempFile source{stem + ShippedSuffix(job.kind)}, object{stem + ".o"};
+  const CompilerFamily family = FamilyOf(job.compiler).value_or(CompilerFamily::kGcc);
+  // clang names the object's FILE symbol after the file it compiles (its base name): the source
+  // gets the input's name, in a directory of its own.
+  const bool named = family == CompilerFamily::kClang && !job.source_name.empty();
+  TempDir dir{named ? stem : ""};
+  if (named && ::mkdir(stem.c_str(), 0700) != 0) {
+    return Failed(absl::StrCat("making ", stem, ": ", std::strerror(errno)));
+  }
+  TempFile source{named ? stem + "/" + job.source_name : stem + ShippedSuffix(job.kind)},
+      object{stem + ".o"};
   {
     // The source, READ from the submitter's region (one-sided over UCX).
     std::ofstream out(source.path, std::ios::binary);
@@ -79,7 +97,7 @@ CompileResult Slave::Compile(const CompileJob& job) {
   }
   std::vector<std::string> argv{base};
   argv.insert(argv.end(), job.flags.begin(), job.flags.end());
-  for (std::string& f : RemoteLanguageFlags(job.kind)) argv.push_back(std::move(f));
+  for (std::string& f : RemoteLanguageFlags(job.kind, family)) argv.push_back(std::move(f));
   argv.insert(argv.end(), {"-c", source.path, "-o", object.path});
   // In the submitter's directory where it exists here (diagnostics quote source lines from it),
   // else in the temporary directory.

@@ -42,7 +42,7 @@ class CompileSlots {
 struct SlaveOptions {
   std::string name;  // in `ardma cc status`; default HOST:PID
   int slots = 0;     // jobs at once; 0: this machine's CPUs
-  std::set<std::string> allow = {"gcc", "g++", "cc", "c++"};
+  std::set<std::string> allow = {"gcc", "g++", "cc", "c++", "clang", "clang++"};
   std::string tmpdir = "/dev/shm";
   bool verbose = false;
   // Shared by the Slaves of one process that serves several farms; null: `slots` takers bound

@@ -135,7 +135,7 @@ int ServeCluster(const std::string& address, const ardma::ClientOptions& client_
 
 int main(int argc, char** argv) {
   ardma::ClientFlags farm;
-  std::string allow = "gcc,g++,cc,c++";
+  std::string allow = "gcc,g++,cc,c++,clang,clang++";
   ardma::cc::SlaveOptions options;  // options.name: HOST:PID unless --name says (after parsing, so
                                     // --help, and the man page made from it, stays reproducible)
   int64_t slots = 0;
