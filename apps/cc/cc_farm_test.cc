@@ -342,6 +342,39 @@ TEST_F(CcFarmTest, CcacheInFrontSendsOnlyItsMissesToTheFarm) {
   }
 }
 
+// This project's own core/wire library, configured with CMake and built through ardma-cc as the
+// compiler launcher: the objects of the same build without it.
+TEST_F(CcFarmTest, ThisProjectsWireLibraryThroughTheFarmIsTheLocalBuild) {
+  StartSlave("s1");
+  StartSlave("s2");
+  std::string out;
+  for (const std::string dir : {"local", "farm"}) {
+    std::string launcher = dir == "farm" ? Cc() : "";  // (empty: not even ccache)
+    ASSERT_EQ(RunCommand(absl::StrCat(
+                             FarmEnv(), "cmake -S ", Quote(ARDMA_PROJECT_SOURCE_DIR), " -B ", root_,
+                             "/", dir, " -G Ninja -DCMAKE_BUILD_TYPE=Release",
+                             " '-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG' -DARDMA_BUILD_TESTS=OFF",
+                             " -DARDMA_BUILD_BENCHMARKS=OFF -DARDMA_PYTHON=OFF",
+                             " -DCMAKE_CXX_COMPILER_LAUNCHER=", Quote(launcher), " > /dev/null && ",
+                             FarmEnv(), "cmake --build ", root_, "/", dir, " --target wire"),
+                         &out),
+              0)
+        << out;
+  }
+  for (const char* object : {"frame", "frame_reader", "messages"}) {
+    std::string path = absl::StrCat("/core/wire/CMakeFiles/wire.dir/", object, ".cc.o");
+    EXPECT_FALSE(Slurp(root_ + "/farm" + path).empty()) << path;
+    EXPECT_EQ(Slurp(root_ + "/local" + path), Slurp(root_ + "/farm" + path)) << path;
+  }
+  // Every compile of the build (wire and what it links: core's base) went to the farm.
+  std::vector<std::string> lines = LogLines();
+  EXPECT_GE(lines.size(), 3u);
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) { return l.starts_with("remote "); }),
+            static_cast<ptrdiff_t>(lines.size()))
+      << Slurp(root_ + "/cc.log");
+}
+
 // ardma-cc as CMake's compiler launcher (-DCMAKE_C_COMPILER_LAUNCHER): CMake's own compile lines
 // (full compiler path, -MD -MT -MF, -o before -c) go to the farm, and the objects are those of
 // the same CMake build without it.
