@@ -1,10 +1,15 @@
 // The demo library (ardma-demo's list): one function, two modes, the round trips each costs.
+#include <cstdlib>
 #include <string>
 
 #include "core/active/testdata/test_library.h"
 #include "core/client/invoke.h"
+#include "absl/strings/str_cat.h"
+#include "core/testing/run_command.h"
 #include "core/testing/server_fixture.h"
+#include "core/testing/server_process.h"
 #include "core/testing/test_server.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/demo_library.h"
 
@@ -50,6 +55,26 @@ TEST_F(DemoTest, SameFunctionSameResultInBothModesWithExpectedRoundTrips) {
   EXPECT_EQ(
       U64At(*Invoke(*client_, Mode::kActive, demo, "demo.sum_list", rdma_head->substr(0, 8)), 0),
       55u);
+}
+
+// The main job's demo (scripts/run.sh): the same walks over tcp and over UCX, side by side.
+TEST(DemoProgramTest, WalksTheListOverTcpAndUcxSideBySide) {
+  testing::ApplyTestTransport();
+  ::setenv("UCX_TLS", "shm,self", /*overwrite=*/0);  // (the server inherits it)
+  testing::ServerProcess daemon({"--memory", "32M"});
+  ASSERT_FALSE(daemon.address().empty());
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(absl::StrCat(testing::BinDir(), "/ardma-demo --server ",
+                                             daemon.address(), " --length 20 --repeats 2"),
+                                &out),
+            0)
+      << out;
+  // Each row: transport, mode, the sum 1 + ... + 20, round trips per walk, latency.
+  EXPECT_THAT(out, ::testing::ContainsRegex("tcp +rdma +210 +20\\.0 "));
+  EXPECT_THAT(out, ::testing::ContainsRegex("tcp +active +210 +1\\.0 "));
+  EXPECT_THAT(out, ::testing::ContainsRegex("ucx +rdma +210 +20\\.0 "));
+  EXPECT_THAT(out, ::testing::ContainsRegex("ucx +active +210 +1\\.0 "));
+  EXPECT_THAT(out, ::testing::HasSubstr("faster over tcp and "));
 }
 
 }  // namespace
