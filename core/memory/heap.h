@@ -49,7 +49,10 @@
 //
 // Free memory serves any size: an empty slab is returned to the pool (or re-cut for another class)
 // when the pool cannot satisfy a request, and a slab with free blocks is found again by a scan of
-// the descriptors when its class needs a page and the pool has none. Fragmentation that remains:
+// the descriptors when its class needs a page and the pool has none (begun where this process's
+// last such scan ended, read in windows of 4 KiB growing to 256 KiB: a refill reads a few KiB,
+// not the table). Fresh pages go first, so under churn the region's pages all become resident
+// before freed blocks are reused. Fragmentation that remains:
 //   - inside blocks: a block is the next power of two (up to 2x the size asked); a run is whole
 //     pages (under 4 KiB lost per run);
 //   - slabs: a page with one live block holds its 4 KiB; with live small blocks at fraction f of
