@@ -139,7 +139,11 @@ same() {
   local variant=$1 total=0 equal=0
   while IFS= read -r -d '' o; do
     total=$((total + 1))
-    cmp -s "$o" "$work/$variant/${o#"$work"/local/}" && equal=$((equal + 1))
+    if cmp -s "$o" "$work/$variant/${o#"$work"/local/}"; then
+      equal=$((equal + 1))
+    else
+      echo "  $variant: ${o#"$work"/local/} differs from the local build's" >&2
+    fi
   done < <(find "$work/local" -name '*.o' -print0)
   echo "$equal/$total"
 }

@@ -236,7 +236,7 @@ CompilePlan PlanCompile(const std::vector<std::string>& args) {
       inputs.push_back(a);
       continue;
     }
-    if (const char* why = LocalOnly(a)) return local(why);
+    if (const char* why = LocalOnly(a)) return local(absl::StrCat(why, " (", a, ")"));
     if (a == "-c") {
       compile_only = true;
       continue;
