@@ -237,11 +237,12 @@ TEST_F(CcFarmTest, ACProjectBuiltOnTwoSlavesMatchesTheLocalBuildByteForByte) {
 // ccache in front of the farm (CCACHE_PREFIX=ardma-cc, as distcc users run it): its misses are
 // compiled on the farm, its hits never reach it, and the objects are the local build's.
 // ardma-ccd given a cluster's address takes the jobs of every member's submitters, and those of a
-// member that joins later, without a restart.
+// member that joins later, without a restart (over tcp, or over ucx with --transport ucx).
 TEST_F(CcFarmTest, ASlaveOfAClusterServesEveryMembersFarmAndOneThatJoins) {
-  if (::ardma::testing::TestTransport() != "tcp") {
-    GTEST_SKIP() << "a slave reaches the members at their tcp addresses";
-  }
+  // Over UCX (the ucx transports of this suite) the slave reads and writes one-sidedly.
+  ::ardma::testing::ApplyTestTransport();  // UCX_TLS for the members and the slave
+  const std::string transport =
+      ::ardma::testing::TestTransport() == "tcp" ? "tcp" : "ucx";
   ::ardma::testing::EtcdProcess etcd;
   ASSERT_FALSE(etcd.endpoint().empty()) << "etcd did not start";
   const std::string cluster = absl::StrCat("etcd://", etcd.endpoint(), "/farm");
@@ -255,8 +256,8 @@ TEST_F(CcFarmTest, ASlaveOfAClusterServesEveryMembersFarmAndOneThatJoins) {
     ASSERT_FALSE(members.back()->address().empty());
   }
   slaves_["cs"] = std::make_unique<Child>(
-      std::vector<std::string>{BinDir() + "/ardma-ccd", "--server", cluster, "--slots", "1",
-                               "--name", "cs", "--tmpdir", stage_},
+      std::vector<std::string>{BinDir() + "/ardma-ccd", "--server", cluster, "--transport",
+                               transport, "--slots", "1", "--name", "cs", "--tmpdir", stage_},
       std::map<std::string, std::string>{});
   const std::string src = CopyProject("wordfreq", "src");
   auto farm_of = [&](const ServerProcess& m) -> absl::StatusOr<FarmStatus> {
@@ -294,6 +295,15 @@ TEST_F(CcFarmTest, ASlaveOfAClusterServesEveryMembersFarmAndOneThatJoins) {
                                  absl::Milliseconds(50)))
       << "the slave does not take the jobs of a member that joined";
   compiled_on(*members[2], 2);
+  // The slave reached the members by the transport asked for.
+  for (const auto& m : members) {
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(m->address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    absl::StatusOr<uint64_t> ucx_connects =
+        ::ardma::testing::StatValue(**client, "requests.ucx_connect");
+    ASSERT_TRUE(ucx_connects.ok()) << ucx_connects.status();
+    EXPECT_EQ(*ucx_connects > 0, transport == "ucx") << m->address();
+  }
 }
 
 // clang and clang++ (-frewrite-includes here, the compile there): the local build's objects.

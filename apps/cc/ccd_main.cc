@@ -43,10 +43,11 @@ struct Served {
   std::thread thread;
 };
 
-// The address a slave reaches member `m` at: tcp, else tls; empty if it has neither.
-std::string FarmAddress(const ardma::cluster::MemberInfo& m) {
-  for (const char* transport : {"tcp", "tls"}) {
-    if (auto it = m.addresses.find(transport); it != m.addresses.end()) return it->second;
+// The address a slave reaches member `m` at: by `transport` ("ucx": one-sided transfers) if the
+// member offers it, else tcp, else tls; empty if it has none of them.
+std::string FarmAddress(const ardma::cluster::MemberInfo& m, const std::string& transport) {
+  for (const std::string& t : {transport, std::string("tcp"), std::string("tls")}) {
+    if (auto it = m.addresses.find(t); it != m.addresses.end()) return it->second;
   }
   return "";
 }
@@ -55,8 +56,8 @@ std::string FarmAddress(const ardma::cluster::MemberInfo& m) {
 // queue of its own submitters' jobs), with --slots takers on each and --slots compiles at once in
 // all; reads the members again every second: one that joins is served from then on, one that
 // leaves is let go (its jobs in hand finish first). Runs until killed, as a slave of one server.
-int ServeCluster(const std::string& address, const ardma::ClientOptions& client_options,
-                 ardma::cc::SlaveOptions options) {
+int ServeCluster(const std::string& address, const std::string& transport,
+                 const ardma::ClientOptions& client_options, ardma::cc::SlaveOptions options) {
   absl::StatusOr<ardma::cluster::ClusterAddress> where =
       ardma::cluster::ParseClusterAddress(address);
   if (!where.ok()) {
@@ -87,7 +88,7 @@ int ServeCluster(const std::string& address, const ardma::ClientOptions& client_
                 members.status().ToString());
     } else {
       std::map<std::string, std::string> now;
-      for (const ardma::cluster::MemberInfo& m : *members) now[m.id] = FarmAddress(m);
+      for (const ardma::cluster::MemberInfo& m : *members) now[m.id] = FarmAddress(m, transport);
       for (auto it = served.begin(); it != served.end();) {
         auto is = now.find(it->first);
         if (is != now.end() && is->second == it->second.address) {
@@ -140,12 +141,16 @@ int main(int argc, char** argv) {
                                     // --help, and the man page made from it, stays reproducible)
   int64_t slots = 0;
   bool verbose = false, wait = false;
+  std::string transport = "tcp";
   ardma::FlagSet flags("ardma-ccd", kUsage);
   farm.Declare(flags);  // the farm's ardmad and how to authenticate to it
   flags.Int("slots", &slots, "N", "compiles at once (default: this machine's CPUs)");
   flags.String("allow", &allow, "LIST", "compilers this slave runs, by name on its PATH");
   flags.String("name", &options.name, "NAME", "this slave in 'ardma cc status' (default HOST:PID)");
   flags.String("tmpdir", &options.tmpdir, "DIR", "where compiles run (default /dev/shm)");
+  flags.String("transport", &transport, "NAME",
+               "with --server etcd://...: reach the members over NAME when they offer it (ucx: "
+               "one-sided transfers; default tcp)");
   flags.Bool("wait", &wait,
              "if the farm's ardmad cannot be reached, say so and keep trying until it can "
              "(default: exit 1 at once)");
@@ -184,7 +189,7 @@ int main(int argc, char** argv) {
   }
   client_options->connect_attempts = 2;  // as the other tools: a missing server fails fast
   if (ardma::cluster::IsClusterAddress(farm.server)) {
-    return ServeCluster(farm.server, *client_options, options);
+    return ServeCluster(farm.server, transport, *client_options, options);
   }
   absl::StatusOr<std::unique_ptr<ardma::Client>> client =
       ardma::Client::Connect(farm.server, *client_options);
