@@ -21,6 +21,8 @@
 # object through sockets; plus, for ardma-cc, the object copied out of tmpfs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/farm_lib.sh
+source bench/farm_lib.sh
 root=$(pwd)
 bin=$root/${BUILD_DIR:-build}/bin
 runs=${1:-2}
@@ -30,17 +32,7 @@ targets=${TARGETS:-"server ardma_dht_library ardma_lock_library ardma_dfs_librar
 ./scripts/setup.sh >/dev/null
 ./scripts/build.sh ardmad ardma_cc ardma_ccd ardma >/dev/null
 
-work=$(mktemp -d /tmp/ardma_cc_cmp.XXXXXX)
-chmod 755 "$work"  # distccd, started as root, runs as its own user
-stage=/dev/shm/ardma_cc_cmp.$$
-mkdir -p "$stage"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work" "$stage"
-}
-trap cleanup EXIT
+farm_workspace ardma_cc_cmp
 
 # Three build trees of the same sources (no ccache: every compile must happen).
 # Every compile runs under /usr/bin/time, which appends "user sys" to $work/jobs.
@@ -55,30 +47,10 @@ configure local ""
 configure distcc distcc
 configure ardma "$bin/ardma-cc"
 
-# The farm: ardmad (staging in /dev/shm) and its slaves.
-"$bin"/ardmad --listen 127.0.0.1:0 --port-file "$work/port" --register-dir "$stage" --quiet &
-ardmad_pid=$!
-pids+=($ardmad_pid)
-for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
-server=ucx://$(cat "$work/port")
-for i in $(seq "$slaves"); do
-  "$bin"/ardma-ccd --server "$server" --slots 1 --name "slave$i" --tmpdir "$stage" 2>/dev/null &
-  pids+=($!)
-done
-# distccd: the same number of slaves, on a free loopback port.
-touch "$work/distccd.log"
-chmod 666 "$work/distccd.log"
-dport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-distccd --no-detach --daemon --allow 127.0.0.1 --listen 127.0.0.1 --port "$dport" \
-  --jobs "$slaves" --log-file "$work/distccd.log" &
-pids+=($!)
-sleep 0.5
-export DISTCC_HOSTS="127.0.0.1:$dport/$slaves" DISTCC_DIR=$work/distcc DISTCC_LOG=$work/distcc.log
-export ARDMA_SERVER=$server ARDMA_CC_DIR=$stage
+# The farms: ardmad with its slaves, and distccd with as many.
+start_farms
 
-calc() { awk "BEGIN { print $* }"; }
 lo_bytes() { awk '$1 == "lo:" { printf "%.0f\n", $2 + $10 }' /proc/net/dev; }
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
 # One build from clean: "wall jobs job_cpu_s lo_bytes server_cpu_s log_copied"
@@ -132,7 +104,6 @@ remote=$(grep -c '^remote ' "$work/cc.ardma.log" || true)
 fell_back=$(grep -c 'compiling locally' "$work/ardma.err" || true)
 distcc_local=$(grep -c 'failed to distribute\|running locally' "$work/distcc.log" 2>/dev/null || true)
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 printf '\n%-8s %10s %12s %16s %18s\n' variant "wall (s)" "vs distcc" "master CPU/job" "master bytes/job"
 dw=$(echo "${walls[distcc]}" | median)
 dc=$(echo "${cpus[distcc]}" | median)

@@ -17,6 +17,8 @@
 # them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/farm_lib.sh
+source bench/farm_lib.sh
 root=$(pwd)
 bin=$root/${BUILD_DIR:-build}/bin
 runs=${1:-1}
@@ -34,17 +36,7 @@ if ((${#missing[@]})); then
 fi
 ./scripts/build.sh ardmad ardma_cc ardma_ccd >/dev/null
 
-work=$(mktemp -d /tmp/ardma_kernel_cmp.XXXXXX)
-chmod 755 "$work"  # distccd, started as root, runs as its own user
-stage=/dev/shm/ardma_kernel_cmp.$$
-mkdir -p "$stage"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work" "$stage"
-}
-trap cleanup EXIT
+farm_workspace ardma_kernel_cmp
 
 tarball=$(ls /usr/src/linux-source-6.1*.tar.xz | head -1)
 echo "kernel_compare.sh: unpacking $tarball" >&2
@@ -75,28 +67,9 @@ for variant in local distcc ardma; do
   make -s -C "$src" O="$work/$variant" CC="$work/cc-$variant" "$config" >/dev/null
 done
 
-# The farm: ardmad (staging in /dev/shm) and its slaves; distccd with as many.
-"$bin"/ardmad --listen 127.0.0.1:0 --port-file "$work/port" --register-dir "$stage" --quiet &
-ardmad_pid=$!
-pids+=($ardmad_pid)
-for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
-server=ucx://$(cat "$work/port")
-for i in $(seq "$slaves"); do
-  "$bin"/ardma-ccd --server "$server" --slots 1 --name "slave$i" --tmpdir "$stage" 2>/dev/null &
-  pids+=($!)
-done
-touch "$work/distccd.log"
-chmod 666 "$work/distccd.log"
-dport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-distccd --no-detach --daemon --allow 127.0.0.1 --listen 127.0.0.1 --port "$dport" \
-  --jobs "$slaves" --log-file "$work/distccd.log" &
-pids+=($!)
-sleep 0.5
-export DISTCC_HOSTS="127.0.0.1:$dport/$slaves" DISTCC_DIR=$work/distcc DISTCC_LOG=$work/distcc.log
-export ARDMA_SERVER=$server ARDMA_CC_DIR=$stage
+# The farms: ardmad with its slaves, and distccd with as many.
+start_farms
 
-calc() { awk "BEGIN { print $* }"; }
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
 # One build from clean: "wall jobs job_cpu_s server_cpu_s"
@@ -150,7 +123,6 @@ same() {
 remote=$(grep -c '^remote ' "$work/cc.ardma.log" || true)
 local_here=$(grep -c '^local ' "$work/cc.ardma.log" || true)
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 printf '\nLinux %s (%s), make -j%s, %s slaves\n' "$(basename "$src")" "$config" "$jobs" "$slaves"
 printf '%-8s %10s %12s %16s %24s\n' variant "wall (s)" "vs distcc" "master CPU/job" "objects = local build's"
 dw=$(echo "${walls[distcc]}" | median)
