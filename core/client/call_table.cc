@@ -7,7 +7,8 @@
 namespace ardma {
 
 struct CallTable::Call {
-  bool done = false;
+  // Set under mu_ once `result` is; a reader polls it without the lock.
+  std::atomic<bool> done{false};
   bool transport_failed = false;  // done because the transport broke, not by an answer
   ResponsePayload result = absl::UnknownError("no response");
   ResponseCallback callback;  // set for asynchronous calls
@@ -28,10 +29,17 @@ absl::StatusOr<CallTable::Expected> CallTable::Expect(absl::Span<const uint64_t>
   return expected;
 }
 
-bool CallTable::StepAsReader(Step step) {
+bool CallTable::StepAsReader(Step step, const Call* until_done) {
   reader_active_ = true;
   mu_.Unlock();
-  bool clock_due = step();
+  bool clock_due;
+  // A caller's own call: steps without the lock until it is answered (or the transport breaks,
+  // or the clock is due), so a call that takes many polls takes the lock twice, not per poll.
+  do {
+    clock_due = step();
+  } while (until_done != nullptr && !clock_due &&
+           !until_done->done.load(std::memory_order_acquire) &&
+           !broken_.load(std::memory_order_acquire));
   mu_.Lock();
   reader_active_ = false;
   changed_.SignalAll();
@@ -43,16 +51,16 @@ absl::StatusOr<std::vector<ResponsePayload>> CallTable::Await(Expected& expected
   absl::MutexLock lock(&mu_);
   for (const std::shared_ptr<Call>& call : expected.calls) {
     bool clock_due = false;  // a step first: most answers come before a clock is worth reading
-    while (!call->done && failure_.ok()) {
+    while (!call->done.load(std::memory_order_relaxed) && failure_.ok()) {
       if (clock_due && absl::Now() >= deadline) break;
       if (!reader_active_) {
-        clock_due = StepAsReader(step);
+        clock_due = StepAsReader(step, call.get());
       } else {
         changed_.WaitWithDeadline(&mu_, deadline);
         clock_due = true;
       }
     }
-    if (!call->done) {
+    if (!call->done.load(std::memory_order_relaxed)) {
       // Broken calls are done (with the failure); these are the ones out of time.
       for (uint64_t id : expected.ids) calls_.erase(id);
       return failure_.ok() ? absl::DeadlineExceededError("no response in time") : failure_;
@@ -115,7 +123,7 @@ void CallTable::Complete(uint64_t id, ResponsePayload result) {
     calls_.erase(it);
     if (!call->callback) {
       call->result = std::move(result);
-      call->done = true;
+      call->done.store(true, std::memory_order_release);
       changed_.SignalAll();
       return;
     }
@@ -144,7 +152,7 @@ bool CallTable::Break(const absl::Status& status) {
       } else {
         call->result = failure_;
         call->transport_failed = true;
-        call->done = true;
+        call->done.store(true, std::memory_order_release);
       }
     }
     calls_.clear();

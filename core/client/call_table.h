@@ -95,8 +95,9 @@ class CallTable {
   absl::Time NextAsyncDeadline() const;
 
  private:
-  // Takes the reader role, runs one step, gives it back; called with mu_ held.
-  bool StepAsReader(Step step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the reader role, runs one step (or, given `until_done`, steps until that call is done
+  // or the step says the clock is due), gives it back; called with mu_ held.
+  bool StepAsReader(Step step, const Call* until_done = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);

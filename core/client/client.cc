@@ -165,6 +165,22 @@ absl::StatusOr<std::string> Client::Call(Op op, std::string payload, const CallO
 
 absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOptions& options,
                                          bool retryable) {
+  // A one-sided operation the transport does on this thread (UCX) needs no flight: no request
+  // ids, no vectors. A transport failure falls through to Flight's retry rules.
+  if (!std::holds_alternative<std::monostate>(request.data) &&
+      options_.extra_round_trip_time == absl::ZeroDuration()) {
+    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
+    ResponsePayload result;
+    absl::StatusOr<bool> done = conn->Direct(request, DeadlineFor(options), &result);
+    if (done.ok() && *done) return result;
+    if (!done.ok()) {
+      if (done.status().code() != absl::StatusCode::kUnavailable || !retryable ||
+          !conn->Deduplicated(request)) {
+        return done.status();
+      }
+      counters_.retries.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   std::vector<OutgoingRequest> requests;
   requests.push_back(std::move(request));
   ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> responses,

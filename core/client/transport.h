@@ -84,6 +84,15 @@ class Transport {
   virtual void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
                      absl::Time deadline, ResponseCallback done) = 0;
 
+  // One request done on the calling thread without a flight, where the transport can: UCX's
+  // one-sided READ, WRITE, CAS and FETCH_ADD. True with the answer in *result (counted as one
+  // round trip, as RoundTrip would); false, with nothing done, for a request that must go through
+  // RoundTrip; or the transport's failure, as RoundTrip's outer status.
+  virtual absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Time deadline,
+                                      ResponsePayload* result) {
+    return false;
+  }
+
   virtual bool broken() const = 0;
   // What carries the requests, for people: "tcp", or UCX's endpoint configuration (its lanes).
   virtual std::string Describe() const = 0;

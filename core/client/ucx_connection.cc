@@ -100,7 +100,7 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
     ucs_status_t s = ucp_ep_rkey_unpack(ep_, k.rkey.data(), &r.rkey);
     if (s != UCS_OK) return UcsError(s, absl::StrCat("unpacking the key of region ", k.region));
     void* local = nullptr;
-    r.mapped = ucp_rkey_ptr(r.rkey, r.base, &local) == UCS_OK;
+    if (ucp_rkey_ptr(r.rkey, r.base, &local) == UCS_OK) r.local = static_cast<char*>(local);
     regions_.push_back(r);
   }
   watcher_ = std::thread([this] { WatchServer(); });
@@ -150,7 +150,7 @@ void UcxConnection::Close() {
 }
 
 bool UcxConnection::OneSidedAtomics(RegionId region) const {
-  return region < regions_.size() && regions_[region].mapped;
+  return region < regions_.size() && regions_[region].mapped();
 }
 
 std::string UcxConnection::EndpointInfo() const {
@@ -168,7 +168,7 @@ std::string UcxConnection::EndpointInfo() const {
 std::string UcxConnection::Describe() const {
   std::string out = "UCX session; one-sided CAS/FETCH_ADD on regions:";
   for (RegionId r = 0; r < regions_.size(); ++r) {
-    absl::StrAppend(&out, " ", r, regions_[r].mapped ? "=yes" : "=no(server)");
+    absl::StrAppend(&out, " ", r, regions_[r].mapped() ? "=yes" : "=no(server)");
   }
   return absl::StrCat(out, "\n", EndpointInfo());
 }
@@ -205,6 +205,8 @@ absl::StatusOr<UcxConnection::RegionHandle> UcxConnection::AttachRegion(RegionId
   if (!key.rkey.empty()) {
     ucs_status_t s = ucp_ep_rkey_unpack(ep_, key.rkey.data(), &r->rkey);
     if (s != UCS_OK) return UcsError(s, absl::StrCat("unpacking the key of region ", region));
+    void* local = nullptr;
+    if (ucp_rkey_ptr(r->rkey, r->base, &local) == UCS_OK) r->local = static_cast<char*>(local);
   }
   absl::MutexLock lock(&attached_mu_);
   auto [it, added] = attached_.emplace(region, std::move(r));
@@ -274,7 +276,7 @@ absl::StatusOr<bool> UcxConnection::OneSided(const OutgoingRequest& request, abs
   return OneSidedAtomic(request, deadline, result);
 }
 
-absl::Status UcxConnection::WaitAll(std::vector<ucs_status_ptr_t>* requests, absl::Time deadline,
+absl::Status UcxConnection::WaitAll(Inflight* requests, absl::Time deadline,
                                     std::string_view what) {
   absl::Status status;
   for (ucs_status_ptr_t r : *requests) status.Update(ucx_->Wait(r, deadline, what));
@@ -284,7 +286,7 @@ absl::Status UcxConnection::WaitAll(std::vector<ucs_status_ptr_t>* requests, abs
 
 absl::StatusOr<bool> UcxConnection::OneSidedRead(const OutgoingRequest::Reads& entries,
                                                  absl::Time deadline, ResponsePayload* result) {
-  std::vector<ucs_status_ptr_t> inflight;
+  Inflight inflight;
   ucp_request_param_t param{};
   if (absl::Status s = wire::CheckBatchSize(entries.size(), limits_, "READ"); !s.ok()) {
     return Refuse(result, s);
@@ -305,10 +307,14 @@ absl::StatusOr<bool> UcxConnection::OneSidedRead(const OutgoingRequest::Reads& e
   }
   std::string out(total, '\0');
   size_t at = 0;
+  std::atomic_thread_fence(std::memory_order_acquire);  // after what the server wrote before
   for (size_t i = 0; i < entries.size(); ++i) {
     const wire::ReadEntry& e = entries[i];
     const RemoteRegion& r = *found[i];
-    if (e.len > 0) {
+    if (e.len == 0) continue;
+    if (r.mapped()) {
+      std::memcpy(out.data() + at, r.local + e.addr, e.len);
+    } else {
       inflight.push_back(ucp_get_nbx(ep_, out.data() + at, e.len, r.base + e.addr, r.rkey, &param));
     }
     at += e.len;
@@ -321,7 +327,7 @@ absl::StatusOr<bool> UcxConnection::OneSidedRead(const OutgoingRequest::Reads& e
 
 absl::StatusOr<bool> UcxConnection::OneSidedWrite(const OutgoingRequest::Writes& entries,
                                                   absl::Time deadline, ResponsePayload* result) {
-  std::vector<ucs_status_ptr_t> inflight;
+  Inflight inflight;
   ucp_request_param_t param{};
   if (absl::Status s = wire::CheckBatchSize(entries.size(), limits_, "WRITE"); !s.ok()) {
     return Refuse(result, s);
@@ -336,25 +342,35 @@ absl::StatusOr<bool> UcxConnection::OneSidedWrite(const OutgoingRequest::Writes&
     if ((*r)->rkey == nullptr) return false;
     found.push_back(*std::move(r));
   }
+  bool put = false;
   for (size_t i = 0; i < entries.size(); ++i) {
     const wire::WriteEntry& e = entries[i];
     const RemoteRegion& r = *found[i];
     if (e.data.empty()) continue;
-    inflight.push_back(
-        ucp_put_nbx(ep_, e.data.data(), e.data.size(), r.base + e.addr, r.rkey, &param));
+    if (r.mapped()) {
+      std::memcpy(r.local + e.addr, e.data.data(), e.data.size());
+    } else {
+      inflight.push_back(
+          ucp_put_nbx(ep_, e.data.data(), e.data.size(), r.base + e.addr, r.rkey, &param));
+      put = true;
+    }
     counters_->bytes_sent.fetch_add(e.data.size(), std::memory_order_relaxed);
   }
-  ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_put"));
-  // Acknowledged means done at the server.
-  inflight.push_back(ucp_ep_flush_nbx(ep_, &param));
-  ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_ep_flush"));
+  // Acknowledged means done at the server: stores to the mapping are visible to it in order
+  // with this thread's next ones; a put is once the endpoint is flushed.
+  std::atomic_thread_fence(std::memory_order_release);
+  if (put) {
+    ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_put"));
+    inflight.push_back(ucp_ep_flush_nbx(ep_, &param));
+    ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_ep_flush"));
+  }
   *result = std::string();
   return true;
 }
 
 absl::StatusOr<bool> UcxConnection::OneSidedAtomic(const OutgoingRequest& request,
                                                    absl::Time deadline, ResponsePayload* result) {
-  std::vector<ucs_status_ptr_t> inflight;
+  Inflight inflight;
   ucp_request_param_t param{};
   RegionId region;
   uint64_t addr, operand, swap = 0;
@@ -375,6 +391,19 @@ absl::StatusOr<bool> UcxConnection::OneSidedAtomic(const OutgoingRequest& reques
   if (!r.ok()) return Refuse(result, r.status());
   if (absl::Status s = (*r)->bounds.CheckAtomic(addr); !s.ok()) return Refuse(result, s);
   uint64_t reply = swap;  // CSWAP: in, the value to store; out, the old value
+  if ((*r)->mapped()) {  // the region's word itself, as active code's atomics see it
+    std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>((*r)->local + addr));
+    if (cas) {
+      reply = operand;
+      word.compare_exchange_strong(reply, swap);
+    } else {
+      reply = word.fetch_add(operand);
+    }
+    std::string out;
+    wire::EncodeU64Response(reply, &out);
+    *result = std::move(out);
+    return true;
+  }
   param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
   param.datatype = ucp_dt_make_contig(8);
   param.reply_buffer = &reply;
@@ -441,6 +470,21 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
     i = end;
   }
   return results;
+}
+
+absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request, absl::Time deadline,
+                                           ResponsePayload* result) {
+  if (!IsOneSided(request)) return false;
+  if (server_gone_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError("ardmad closed the connection");
+  }
+  ARDMA_RETURN_IF_ERROR(calls_.failure());
+  ARDMA_ASSIGN_OR_RETURN(bool done, OneSided(request, deadline, result));
+  if (done) {
+    counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
+    counters_->requests.fetch_add(1, std::memory_order_relaxed);
+  }
+  return done;
 }
 
 void UcxConnection::Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,

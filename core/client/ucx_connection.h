@@ -5,9 +5,10 @@
 //
 //   - READ and WRITE are ucp_get / ucp_put on the region's key: one-sided wherever the transport
 //     is (shared memory, CMA, verbs) — no server thread runs for them. A WRITE is complete at the
-//     server (ucp_ep_flush) before it is acknowledged.
-//   - CAS and FETCH_ADD are ucp atomics when the region is mapped into this process (shared
-//     memory: ucp_rkey_ptr succeeds), so they are CPU atomics on the very words active code uses.
+//     server (ucp_ep_flush) before it is acknowledged. Where the region is mapped into this
+//     process (shared memory: ucp_rkey_ptr succeeds) they are copies to and from the mapping,
+//     which is what UCX's shared-memory get and put do, without a request to track.
+//   - CAS and FETCH_ADD on a mapped region are CPU atomics on the very words active code uses.
 //     Elsewhere (CMA, TCP, a NIC whose atomics need not be coherent with the CPU's) they go to the
 //     server as requests and are done there, atomically with active code.
 //   - Every other request (PING, LOAD, HAS_CODE, EXECUTE, STATS) is an active message carrying the
@@ -34,6 +35,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -64,6 +66,8 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
       uint64_t client_id, absl::Time deadline) override;
   void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
              absl::Time deadline, ResponseCallback done) override;
+  absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Time deadline,
+                              ResponsePayload* result) override;
   bool broken() const override;
   // Which regions take one-sided atomics, then the endpoint's lanes.
   std::string Describe() const override;
@@ -90,8 +94,14 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
     RegionBounds bounds;
     uint64_t base = 0;
     ucp_rkey_h rkey = nullptr;  // null: this connection may not access it one-sidedly
-    bool mapped = false;        // ucp_rkey_ptr works: shared memory
+    // Where the region's byte 0 is mapped in this process (ucp_rkey_ptr works: shared memory),
+    // else null. Accesses to a mapped region are loads, stores and CPU atomics on it: what UCX's
+    // shared-memory transports do for a get, put or atomic, without a request to track.
+    char* local = nullptr;
+    bool mapped() const { return local != nullptr; }
   };
+  // Requests handed to UCX and not yet complete.
+  using Inflight = absl::InlinedVector<ucs_status_ptr_t, 4>;
 
   UcxConnection(const wire::WireLimits& limits, ClientCounters* counters)
       : limits_(limits), counters_(counters) {}
@@ -110,8 +120,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   absl::StatusOr<bool> OneSidedAtomic(const OutgoingRequest& request, absl::Time deadline,
                                       ResponsePayload* result);
   // Waits for every request (a ucs_status_ptr_t each) and clears them; the first failure.
-  absl::Status WaitAll(std::vector<ucs_status_ptr_t>* requests, absl::Time deadline,
-                       std::string_view what);
+  absl::Status WaitAll(Inflight* requests, absl::Time deadline, std::string_view what);
   // Whether `request` is tried one-sidedly: READ and WRITE given as values (OneSided sends those
   // naming a region without a key to the server), CAS and FETCH_ADD on a mapped region.
   bool IsOneSided(const OutgoingRequest& request) const;

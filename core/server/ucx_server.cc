@@ -472,6 +472,7 @@ void UcxServer::Lane::Enqueue(std::shared_ptr<Session> session, std::string fram
   {
     absl::MutexLock lock(&send_mu);
     send_queue.emplace_back(std::move(session), std::move(frame));
+    queued.store(true, std::memory_order_release);
   }
   Wake();
 }
@@ -482,10 +483,12 @@ void UcxServer::Lane::Wake() {
 }
 
 bool UcxServer::Lane::SendQueued() {
+  if (!queued.load(std::memory_order_acquire)) return false;
   std::vector<std::pair<std::shared_ptr<Session>, std::string>> queue;
   {
     absl::MutexLock lock(&send_mu);
     queue.swap(send_queue);
+    queued.store(false, std::memory_order_relaxed);
   }
   for (auto& [session, frame] : queue) session->SendNow(std::move(frame));
   return !queue.empty();

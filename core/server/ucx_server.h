@@ -106,6 +106,7 @@ class UcxServer : public RegionKeys {
     // Responses produced on other threads, for this thread to send.
     std::vector<std::pair<std::shared_ptr<Session>, std::string>> send_queue
         ABSL_GUARDED_BY(send_mu);
+    std::atomic<bool> queued{false};  // send_queue may be non-empty: the spin reads only this
     // Its sessions that hold requests until they have room (this thread's only).
     std::vector<std::shared_ptr<Session>> holding;
 
