@@ -314,10 +314,10 @@ class UcxEventLoop {
     std::string payload;
     wire::EncodeUcxConnectRequest({.worker_address = worker_address}, &payload);
     ARDMA_ASSIGN_OR_RETURN(
-        std::vector<ResponsePayload> responses,
-        s.bootstrap->RoundTrip({{wire::Op::kUcxConnect, std::move(payload)}}, {0}, 0, deadline));
-    if (!responses[0].ok()) return responses[0].status();
-    ARDMA_ASSIGN_OR_RETURN(wire::UcxHello hello, wire::DecodeUcxHello(*responses[0]));
+        ResponsePayload answer,
+        s.bootstrap->RoundTripOne({wire::Op::kUcxConnect, std::move(payload)}, 0, 0, deadline));
+    if (!answer.ok()) return answer.status();
+    ARDMA_ASSIGN_OR_RETURN(wire::UcxHello hello, wire::DecodeUcxHello(*answer));
     s.id = hello.session;
     s.client_id = RandomClientId();
     ARDMA_ASSIGN_OR_RETURN(s.ep, ucx_->Connect(hello.worker_address, deadline));

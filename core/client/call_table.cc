@@ -46,8 +46,8 @@ bool CallTable::StepAsReader(Step step, const Call* until_done) {
   return clock_due;
 }
 
-absl::StatusOr<std::vector<ResponsePayload>> CallTable::Await(Expected& expected,
-                                                              absl::Time deadline, Step step) {
+absl::Status CallTable::Await(Expected& expected, absl::Time deadline, Step step,
+                              absl::Span<ResponsePayload> results) {
   absl::MutexLock lock(&mu_);
   for (const std::shared_ptr<Call>& call : expected.calls) {
     bool clock_due = false;  // a step first: most answers come before a clock is worth reading
@@ -70,11 +70,10 @@ absl::StatusOr<std::vector<ResponsePayload>> CallTable::Await(Expected& expected
   for (const std::shared_ptr<Call>& call : expected.calls) {
     if (call->transport_failed) return failure_;
   }
-  std::vector<ResponsePayload> results;
-  results.reserve(expected.calls.size());
-  for (const std::shared_ptr<Call>& call : expected.calls)
-    results.push_back(std::move(call->result));
-  return results;
+  for (size_t i = 0; i < expected.calls.size(); ++i) {
+    results[i] = std::move(expected.calls[i]->result);
+  }
+  return absl::OkStatus();
 }
 
 bool CallTable::ExpectAsync(uint64_t id, absl::Time deadline, ResponseCallback done) {

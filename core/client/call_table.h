@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -45,8 +46,8 @@ class CallTable {
   struct Call;
   // Synchronous calls registered by Expect, in the order of their ids.
   struct Expected {
-    std::vector<uint64_t> ids;
-    std::vector<std::shared_ptr<Call>> calls;
+    absl::InlinedVector<uint64_t, 4> ids;
+    absl::InlinedVector<std::shared_ptr<Call>, 4> calls;
   };
 
   CallTable();
@@ -57,11 +58,12 @@ class CallTable {
   // Registers synchronous calls under `ids`, before their requests are sent; the transport's
   // failure if it is broken.
   absl::StatusOr<Expected> Expect(absl::Span<const uint64_t> ids);
-  // Waits until every expected call has its response, running `step` whenever nobody else reads.
-  // DEADLINE_EXCEEDED once `deadline` passes; the transport's UNAVAILABLE once it breaks. Either
-  // way the calls are forgotten, and a late answer is dropped.
-  absl::StatusOr<std::vector<ResponsePayload>> Await(Expected& expected, absl::Time deadline,
-                                                     Step step);
+  // Waits until every expected call has its response, running `step` whenever nobody else reads,
+  // and moves the responses to `results` (one per call). DEADLINE_EXCEEDED once `deadline`
+  // passes; the transport's UNAVAILABLE once it breaks. Either way the calls are forgotten, and a
+  // late answer is dropped.
+  absl::Status Await(Expected& expected, absl::Time deadline, Step step,
+                     absl::Span<ResponsePayload> results);
 
   // Registers an asynchronous call, before its request is sent. False if the transport is broken;
   // `done` has then run with its failure.

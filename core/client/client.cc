@@ -3,6 +3,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/client/ucx_connection.h"
@@ -130,22 +131,21 @@ absl::Time Client::DeadlineFor(const CallOptions& options) const {
   return absl::Now() + timeout;
 }
 
-absl::StatusOr<std::vector<ResponsePayload>> Client::Flight(std::vector<OutgoingRequest> requests,
-                                                            const CallOptions& options,
-                                                            bool retryable) {
+absl::Status Client::Flight(absl::Span<const OutgoingRequest> requests, const CallOptions& options,
+                            bool retryable, absl::Span<ResponsePayload> results) {
   absl::Time deadline = DeadlineFor(options);
   // Ids are fixed before the first attempt: a retry reuses them, so the server can recognise it.
-  std::vector<uint64_t> ids(requests.size());
+  absl::InlinedVector<uint64_t, 4> ids(requests.size());
   uint64_t first = next_request_id_.fetch_add(requests.size(), std::memory_order_relaxed);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + i;
   for (int attempt = 0;; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
     const bool delayed = options_.extra_round_trip_time > absl::ZeroDuration();
     absl::Time sent = delayed ? absl::Now() : absl::InfinitePast();  // no clock read otherwise
-    absl::StatusOr<std::vector<ResponsePayload>> r =
-        conn->RoundTrip(requests, ids, options.idempotent ? 0 : client_id_, deadline);
+    absl::Status r =
+        conn->RoundTrip(requests, ids, options.idempotent ? 0 : client_id_, deadline, results);
     if (delayed) WaitUntil(sent + options_.extra_round_trip_time);
-    if (r.ok() || r.status().code() != absl::StatusCode::kUnavailable || !retryable ||
+    if (r.ok() || r.code() != absl::StatusCode::kUnavailable || !retryable ||
         absl::Now() >= deadline || attempt + 1 >= std::max(1, options_.connect_attempts)) {
       return r;
     }
@@ -181,11 +181,9 @@ absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOpti
       counters_.retries.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  std::vector<OutgoingRequest> requests;
-  requests.push_back(std::move(request));
-  ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> responses,
-                         Flight(std::move(requests), options, retryable));
-  return std::move(responses[0]);
+  ResponsePayload response;
+  ARDMA_RETURN_IF_ERROR(Flight({&request, 1}, options, retryable, {&response, 1}));
+  return response;
 }
 
 absl::Status Client::Ping(const CallOptions& options) {
@@ -457,8 +455,8 @@ absl::StatusOr<Batch::Result> Batch::Send(const CallOptions& options) {
     frames.emplace_back(op.kind, j - i);
     i = j;
   }
-  ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> responses,
-                         client_->Flight(std::move(requests), options, retryable));
+  std::vector<ResponsePayload> responses(requests.size());
+  ARDMA_RETURN_IF_ERROR(client_->Flight(requests, options, retryable, absl::MakeSpan(responses)));
   size_t op_index = 0;
   for (size_t f = 0; f < frames.size(); ++f) {
     ARDMA_RETURN_IF_ERROR(responses[f].status());

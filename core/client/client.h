@@ -219,9 +219,10 @@ class Client {
   friend class ::ardma::Batch;
   Client(std::string address, const ClientOptions& options);
 
-  // One flight with retries on a new connection when `retryable`.
-  absl::StatusOr<std::vector<ResponsePayload>> Flight(std::vector<OutgoingRequest> requests,
-                                                      const CallOptions& options, bool retryable);
+  // One flight with retries on a new connection when `retryable`; the responses in `results` (as
+  // many as `requests`).
+  absl::Status Flight(absl::Span<const OutgoingRequest> requests, const CallOptions& options,
+                      bool retryable, absl::Span<ResponsePayload> results);
   absl::StatusOr<std::string> Call(wire::Op op, std::string payload, const CallOptions& options,
                                    bool retryable);
   absl::StatusOr<std::string> Call(OutgoingRequest request, const CallOptions& options,

@@ -181,9 +181,9 @@ absl::Status Connection::Send(std::string_view bytes) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<ResponsePayload>> Connection::RoundTrip(
-    const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
-    uint64_t client_id, absl::Time deadline) {
+absl::Status Connection::RoundTrip(absl::Span<const OutgoingRequest> requests,
+                                   absl::Span<const uint64_t> request_ids, uint64_t client_id,
+                                   absl::Time deadline, absl::Span<ResponsePayload> results) {
   std::string out;
   for (size_t i = 0; i < requests.size(); ++i) {
     AppendFrame(requests[i], request_ids[i], client_id, &out);
@@ -195,10 +195,13 @@ absl::StatusOr<std::vector<ResponsePayload>> Connection::RoundTrip(
     Break(s);
     return s;
   }
-  return calls_.Await(expected, deadline, [this] {
-    ReadOnce();
-    return true;
-  });
+  return calls_.Await(
+      expected, deadline,
+      [this] {
+        ReadOnce();
+        return true;
+      },
+      results);
 }
 
 void Connection::Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,

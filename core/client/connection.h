@@ -73,9 +73,9 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
 
   // Transport (transport.h). RoundTrip sends a flight's frames in one write.
   std::string Describe() const override { return "a TCP or Unix-domain stream connection"; }
-  absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(
-      const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
-      uint64_t client_id, absl::Time deadline) override;
+  absl::Status RoundTrip(absl::Span<const OutgoingRequest> requests,
+                         absl::Span<const uint64_t> request_ids, uint64_t client_id,
+                         absl::Time deadline, absl::Span<ResponsePayload> results) override;
   void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
              absl::Time deadline, ResponseCallback done) override;
   bool broken() const override;

@@ -11,6 +11,15 @@ void JoinUnlessSelf(std::thread& thread) {
   }
 }
 
+absl::StatusOr<std::string> Transport::RoundTripOne(const OutgoingRequest& request,
+                                                    uint64_t request_id, uint64_t client_id,
+                                                    absl::Time deadline) {
+  ResponsePayload result;
+  absl::Status sent = RoundTrip({&request, 1}, {&request_id, 1}, client_id, deadline, {&result, 1});
+  if (!sent.ok()) return sent;
+  return result;
+}
+
 void AppendFrame(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
                  std::string* out) {
   size_t start = wire::BeginFrame(out);

@@ -18,6 +18,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "core/context/context.h"
 #include "core/wire/frame.h"
 #include "core/wire/messages.h"
@@ -72,12 +73,15 @@ class Transport {
   virtual ~Transport() = default;
 
   // Sends all requests as one flight, with the given request ids, then waits until every response
-  // has arrived or the deadline passes. The outer status is the transport's (UNAVAILABLE: it broke;
-  // DEADLINE_EXCEEDED: no answer in time); the inner ones are the server's. Requests are applied
-  // in order.
-  virtual absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(
-      const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
-      uint64_t client_id, absl::Time deadline) = 0;
+  // has arrived or the deadline passes, and puts them in `results` (as many as `requests`). The
+  // returned status is the transport's (UNAVAILABLE: it broke; DEADLINE_EXCEEDED: no answer in
+  // time); the responses' are the server's. Requests are applied in order.
+  virtual absl::Status RoundTrip(absl::Span<const OutgoingRequest> requests,
+                                 absl::Span<const uint64_t> request_ids, uint64_t client_id,
+                                 absl::Time deadline, absl::Span<ResponsePayload> results) = 0;
+  // RoundTrip of one request: its response, or the transport's failure.
+  absl::StatusOr<std::string> RoundTripOne(const OutgoingRequest& request, uint64_t request_id,
+                                           uint64_t client_id, absl::Time deadline);
 
   // Sends one request; `done` runs on some client thread when the response arrives, the deadline
   // passes or the transport breaks. Never blocks on the response.

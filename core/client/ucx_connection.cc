@@ -73,11 +73,11 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
   wire::EncodeUcxConnectRequest(
       {.worker_address = worker_address, .peer_error_handling = ucx_->HandlesPeerFailure()},
       &payload);
-  ARDMA_ASSIGN_OR_RETURN(
-      std::vector<ResponsePayload> responses,
-      tcp_->RoundTrip({{Op::kUcxConnect, std::move(payload)}}, {0}, 0, absl::Now() + timeout));
-  if (!responses[0].ok()) return responses[0].status();
-  ARDMA_ASSIGN_OR_RETURN(wire::UcxHello hello, wire::DecodeUcxHello(*responses[0]));
+  ARDMA_ASSIGN_OR_RETURN(ResponsePayload answer,
+                         tcp_->RoundTripOne({Op::kUcxConnect, std::move(payload)}, 0, 0,
+                                            absl::Now() + timeout));
+  if (!answer.ok()) return answer.status();
+  ARDMA_ASSIGN_OR_RETURN(wire::UcxHello hello, wire::DecodeUcxHello(*answer));
   session_ = hello.session;
 
   ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmResponse, &UcxConnection::OnResponse, this));
@@ -190,12 +190,12 @@ absl::StatusOr<UcxConnection::RegionHandle> UcxConnection::AttachRegion(RegionId
   // An active message like any request to the server (the bootstrap connection is the watcher's),
   // with an id from a range the client's own never reach.
   uint64_t id = (1ull << 63) | attach_ids_.fetch_add(1, std::memory_order_relaxed);
-  ARDMA_ASSIGN_OR_RETURN(
-      std::vector<ResponsePayload> answer,
-      const_cast<UcxConnection*>(this)->RoundTrip({{Op::kRegionInfo, std::move(payload)}}, {id}, 0,
-                                                  absl::Now() + absl::Seconds(10)));
-  if (!answer[0].ok()) return answer[0].status();
-  ARDMA_ASSIGN_OR_RETURN(wire::UcxRegionKey key, wire::DecodeRegionKey(*answer[0]));
+  ARDMA_ASSIGN_OR_RETURN(ResponsePayload answer,
+                         const_cast<UcxConnection*>(this)->RoundTripOne(
+                             {Op::kRegionInfo, std::move(payload)}, id, 0,
+                             absl::Now() + absl::Seconds(10)));
+  if (!answer.ok()) return answer.status();
+  ARDMA_ASSIGN_OR_RETURN(wire::UcxRegionKey key, wire::DecodeRegionKey(*answer));
   auto r = std::shared_ptr<RemoteRegion>(new RemoteRegion, [](RemoteRegion* r) {
     if (r->rkey != nullptr) ucp_rkey_destroy(r->rkey);
     delete r;
@@ -430,16 +430,15 @@ absl::Status UcxConnection::SendRequests(absl::Span<const OutgoingRequest> reque
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
-    const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
-    uint64_t client_id, absl::Time deadline) {
+absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests,
+                                      absl::Span<const uint64_t> request_ids, uint64_t client_id,
+                                      absl::Time deadline, absl::Span<ResponsePayload> results) {
   if (server_gone_.load(std::memory_order_acquire)) {
     return absl::UnavailableError("ardmad closed the connection");
   }
   ARDMA_RETURN_IF_ERROR(calls_.failure());
   counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
   counters_->requests.fetch_add(requests.size(), std::memory_order_relaxed);
-  std::vector<ResponsePayload> results(requests.size());
   // In order: one-sided operations complete before the next request starts, and a run of
   // requests for the server is sent at once and awaited before the next one-sided operation.
   for (size_t i = 0; i < requests.size();) {
@@ -455,21 +454,19 @@ absl::StatusOr<std::vector<ResponsePayload>> UcxConnection::RoundTrip(
     if (window_ != 0) end = std::min(end, i + window_);  // the rest in the next part
     auto n = static_cast<uint32_t>(end - i);
     ARDMA_RETURN_IF_ERROR(TakeWindow(n, deadline));
-    absl::Span<const uint64_t> ids = absl::MakeConstSpan(request_ids).subspan(i, n);
+    absl::Span<const uint64_t> ids = request_ids.subspan(i, n);
     absl::StatusOr<CallTable::Expected> expected = calls_.Expect(ids);
     if (!expected.ok()) {
       ReleaseWindow(n);
       return expected.status();
     }
-    ARDMA_RETURN_IF_ERROR(
-        SendRequests(absl::MakeConstSpan(requests).subspan(i, n), ids, client_id));
+    ARDMA_RETURN_IF_ERROR(SendRequests(requests.subspan(i, n), ids, client_id));
     PollPacer pacer(ucx_.get(), deadline);  // (answers are active messages: they wake it)
-    ARDMA_ASSIGN_OR_RETURN(std::vector<ResponsePayload> answers,
-                           calls_.Await(*expected, deadline, [&] { return ProgressStep(pacer); }));
-    std::move(answers.begin(), answers.end(), results.begin() + i);
+    ARDMA_RETURN_IF_ERROR(calls_.Await(
+        *expected, deadline, [&] { return ProgressStep(pacer); }, results.subspan(i, n)));
     i = end;
   }
-  return results;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request, absl::Time deadline,

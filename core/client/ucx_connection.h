@@ -61,9 +61,9 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   UcxConnection(const UcxConnection&) = delete;
   UcxConnection& operator=(const UcxConnection&) = delete;
 
-  absl::StatusOr<std::vector<ResponsePayload>> RoundTrip(
-      const std::vector<OutgoingRequest>& requests, const std::vector<uint64_t>& request_ids,
-      uint64_t client_id, absl::Time deadline) override;
+  absl::Status RoundTrip(absl::Span<const OutgoingRequest> requests,
+                         absl::Span<const uint64_t> request_ids, uint64_t client_id,
+                         absl::Time deadline, absl::Span<ResponsePayload> results) override;
   void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
              absl::Time deadline, ResponseCallback done) override;
   absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Time deadline,

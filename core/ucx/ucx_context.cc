@@ -75,6 +75,20 @@ bool HasSharedMemory(ucp_context_h context) {
 
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
                                std::string frame, std::shared_ptr<SendTally> tally) {
+  // Most sends (a request or an answer that fits a shared-memory FIFO entry) complete at once:
+  // tried first from `frame` itself, with nothing allocated, counted or kept.
+  uint64_t now_header = header.value_or(0);
+  ucp_request_param_t now{};
+  now.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+  now.flags = UCP_AM_SEND_FLAG_EAGER;
+  ucs_status_ptr_t at_once =
+      ucp_am_send_nbx(ep, id, header ? &now_header : nullptr, header ? sizeof(now_header) : 0,
+                      frame.data(), frame.size(), &now);
+  // (FORCE_IMM_CMPL never makes a request: done, NO_RESOURCE, or another failure.)
+  if (at_once == nullptr) return absl::OkStatus();
+  if (UCS_PTR_STATUS(at_once) != UCS_ERR_NO_RESOURCE) {
+    return UcsError(UCS_PTR_STATUS(at_once), "ucp_am_send");
+  }
   if (tally != nullptr) {
     tally->bytes.fetch_add(frame.size(), std::memory_order_relaxed);
     if (tally->total != nullptr) tally->total->fetch_add(frame.size(), std::memory_order_relaxed);

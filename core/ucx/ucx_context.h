@@ -49,9 +49,10 @@ struct SendTally {
 
 // Sends `frame` on `ep` as active message `id`, with `header` (8 bytes: the session) if given.
 // Eager only: both sides create their endpoints from worker addresses, without the wire-up
-// handshake a rendezvous reply needs; eager messages of any size are fragmented and copied. The
-// bytes are kept until UCX is done with them, counted meanwhile in `tally` if given. UNAVAILABLE
-// if the send fails at once.
+// handshake a rendezvous reply needs; eager messages of any size are fragmented and copied. A
+// message UCX can send at once (a short one) costs nothing more; otherwise the bytes are kept
+// until UCX is done with them, counted meanwhile in `tally` if given. UNAVAILABLE if the send
+// fails at once.
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
                                std::string frame, std::shared_ptr<SendTally> tally = nullptr);
 
