@@ -3,30 +3,20 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "core/clock.h"
 
 namespace ardma {
-
-struct CallTable::Call {
-  // Set under mu_ once `result` is; a reader polls it without the lock.
-  std::atomic<bool> done{false};
-  bool transport_failed = false;  // done because the transport broke, not by an answer
-  ResponsePayload result = absl::UnknownError("no response");
-  ResponseCallback callback;  // set for asynchronous calls
-  absl::Time deadline;
-};
 
 CallTable::CallTable() = default;
 CallTable::~CallTable() = default;
 
-absl::StatusOr<CallTable::Expected> CallTable::Expect(absl::Span<const uint64_t> ids) {
-  Expected expected;
-  expected.ids.assign(ids.begin(), ids.end());
-  expected.calls.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) expected.calls.push_back(std::make_shared<Call>());
+absl::Status CallTable::Expect(Expected& expected) {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
-  for (size_t i = 0; i < ids.size(); ++i) calls_[ids[i]] = expected.calls[i];
-  return expected;
+  for (size_t i = 0; i < expected.ids_.size(); ++i) {
+    calls_[expected.ids_[i]] = std::shared_ptr<Call>(std::shared_ptr<Call>(), &expected.calls_[i]);
+  }
+  return absl::OkStatus();
 }
 
 bool CallTable::StepAsReader(Step step, const Call* until_done) {
@@ -49,29 +39,30 @@ bool CallTable::StepAsReader(Step step, const Call* until_done) {
 absl::Status CallTable::Await(Expected& expected, absl::Time deadline, Step step,
                               absl::Span<ResponsePayload> results) {
   absl::MutexLock lock(&mu_);
-  for (const std::shared_ptr<Call>& call : expected.calls) {
+  for (Call& call : expected.calls_) {
     bool clock_due = false;  // a step first: most answers come before a clock is worth reading
-    while (!call->done.load(std::memory_order_relaxed) && failure_.ok()) {
-      if (clock_due && absl::Now() >= deadline) break;
+    while (!call.done.load(std::memory_order_relaxed) && failure_.ok()) {
+      if (clock_due && FastNow() >= deadline) break;
       if (!reader_active_) {
-        clock_due = StepAsReader(step, call.get());
+        clock_due = StepAsReader(step, &call);
       } else {
         changed_.WaitWithDeadline(&mu_, deadline);
         clock_due = true;
       }
     }
-    if (!call->done.load(std::memory_order_relaxed)) {
-      // Broken calls are done (with the failure); these are the ones out of time.
-      for (uint64_t id : expected.ids) calls_.erase(id);
+    if (!call.done.load(std::memory_order_relaxed)) {
+      // Broken calls are done (with the failure); these are the ones out of time. None stays
+      // registered: the table must not refer to an Expected after its Await.
+      for (uint64_t id : expected.ids_) calls_.erase(id);
       return failure_.ok() ? absl::DeadlineExceededError("no response in time") : failure_;
     }
   }
   // Every call done; a transport failure reaches the caller as the outer status.
-  for (const std::shared_ptr<Call>& call : expected.calls) {
-    if (call->transport_failed) return failure_;
+  for (const Call& call : expected.calls_) {
+    if (call.transport_failed) return failure_;
   }
-  for (size_t i = 0; i < expected.calls.size(); ++i) {
-    results[i] = std::move(expected.calls[i]->result);
+  for (size_t i = 0; i < expected.calls_.size(); ++i) {
+    results[i] = std::move(expected.calls_[i].result);
   }
   return absl::OkStatus();
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/fixed_array.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
@@ -43,11 +44,28 @@ class CallTable {
   // Returns whether the caller should look at the clock now (false: still polling hot).
   using Step = absl::FunctionRef<bool()>;
 
-  struct Call;
-  // Synchronous calls registered by Expect, in the order of their ids.
-  struct Expected {
-    absl::InlinedVector<uint64_t, 4> ids;
-    absl::InlinedVector<std::shared_ptr<Call>, 4> calls;
+  struct Call {
+    // Set under mu_ once `result` is; a reader polls it without the lock.
+    std::atomic<bool> done{false};
+    bool transport_failed = false;  // done because the transport broke, not by an answer
+    ResponsePayload result = absl::UnknownError("no response");
+    ResponseCallback callback;  // set for asynchronous calls
+    absl::Time deadline;
+  };
+  // Synchronous calls under `ids`, in that order, for Expect to register and Await to wait for.
+  // The table refers to them where they are, so an Expected stays put (it is neither copied nor
+  // moved) and outlives its Await; a few calls take no allocation.
+  class Expected {
+   public:
+    explicit Expected(absl::Span<const uint64_t> ids)
+        : ids_(ids.begin(), ids.end()), calls_(ids.size()) {}
+    Expected(const Expected&) = delete;
+    Expected& operator=(const Expected&) = delete;
+
+   private:
+    friend class CallTable;
+    absl::InlinedVector<uint64_t, 4> ids_;
+    absl::FixedArray<Call, 4> calls_;
   };
 
   CallTable();
@@ -55,9 +73,9 @@ class CallTable {
   CallTable(const CallTable&) = delete;
   CallTable& operator=(const CallTable&) = delete;
 
-  // Registers synchronous calls under `ids`, before their requests are sent; the transport's
-  // failure if it is broken.
-  absl::StatusOr<Expected> Expect(absl::Span<const uint64_t> ids);
+  // Registers `expected`'s calls, before their requests are sent; the transport's failure if it
+  // is broken.
+  absl::Status Expect(Expected& expected);
   // Waits until every expected call has its response, running `step` whenever nobody else reads,
   // and moves the responses to `results` (one per call). DEADLINE_EXCEEDED once `deadline`
   // passes; the transport's UNAVAILABLE once it breaks. Either way the calls are forgotten, and a
@@ -102,6 +120,7 @@ class CallTable {
   bool StepAsReader(Step step, const Call* until_done = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
+  // Asynchronous calls are owned here; synchronous ones (no owner) by their Expected.
   absl::flat_hash_map<uint64_t, std::shared_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);
   size_t async_pending_ ABSL_GUARDED_BY(mu_) = 0;
   bool reader_active_ ABSL_GUARDED_BY(mu_) = false;

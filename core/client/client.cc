@@ -6,6 +6,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/clock.h"
 #include "core/client/ucx_connection.h"
 #include "core/status_macros.h"
 
@@ -125,10 +126,12 @@ absl::StatusOr<std::shared_ptr<Transport>> Client::CurrentConnection() {
                                              " attempts: ", last.message()));
 }
 
+absl::Duration Client::TimeoutFor(const CallOptions& options) const {
+  return options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
+}
+
 absl::Time Client::DeadlineFor(const CallOptions& options) const {
-  absl::Duration timeout =
-      options.timeout > absl::ZeroDuration() ? options.timeout : options_.timeout;
-  return absl::Now() + timeout;
+  return FastNow() + TimeoutFor(options);
 }
 
 absl::Status Client::Flight(absl::Span<const OutgoingRequest> requests, const CallOptions& options,
@@ -146,7 +149,7 @@ absl::Status Client::Flight(absl::Span<const OutgoingRequest> requests, const Ca
         conn->RoundTrip(requests, ids, options.idempotent ? 0 : client_id_, deadline, results);
     if (delayed) WaitUntil(sent + options_.extra_round_trip_time);
     if (r.ok() || r.code() != absl::StatusCode::kUnavailable || !retryable ||
-        absl::Now() >= deadline || attempt + 1 >= std::max(1, options_.connect_attempts)) {
+        FastNow() >= deadline || attempt + 1 >= std::max(1, options_.connect_attempts)) {
       return r;
     }
     // A one-sided WRITE (UCX) may have landed before the failure, and the server cannot recognise
@@ -171,7 +174,7 @@ absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOpti
       options_.extra_round_trip_time == absl::ZeroDuration()) {
     ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
     ResponsePayload result;
-    absl::StatusOr<bool> done = conn->Direct(request, DeadlineFor(options), &result);
+    absl::StatusOr<bool> done = conn->Direct(request, TimeoutFor(options), &result);
     if (done.ok() && *done) return result;
     if (!done.ok()) {
       if (done.status().code() != absl::StatusCode::kUnavailable || !retryable ||

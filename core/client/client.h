@@ -228,6 +228,8 @@ class Client {
   absl::StatusOr<std::string> Call(OutgoingRequest request, const CallOptions& options,
                                    bool retryable);
   absl::StatusOr<std::shared_ptr<Transport>> CurrentConnection();
+  // How long a call made with `options` may take (DeadlineFor's, from now).
+  absl::Duration TimeoutFor(const CallOptions& options) const;
   // The deadline an EXECUTE carries (CallOptions::server_deadline).
   absl::Duration ServerDeadline(const CallOptions& options) const;
 

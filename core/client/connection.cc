@@ -188,7 +188,8 @@ absl::Status Connection::RoundTrip(absl::Span<const OutgoingRequest> requests,
   for (size_t i = 0; i < requests.size(); ++i) {
     AppendFrame(requests[i], request_ids[i], client_id, &out);
   }
-  ARDMA_ASSIGN_OR_RETURN(CallTable::Expected expected, calls_.Expect(request_ids));
+  CallTable::Expected expected(request_ids);
+  ARDMA_RETURN_IF_ERROR(calls_.Expect(expected));
   counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
   counters_->requests.fetch_add(requests.size(), std::memory_order_relaxed);
   if (absl::Status s = Send(out); !s.ok()) {

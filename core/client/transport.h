@@ -92,7 +92,8 @@ class Transport {
   // one-sided READ, WRITE, CAS and FETCH_ADD. True with the answer in *result (counted as one
   // round trip, as RoundTrip would); false, with nothing done, for a request that must go through
   // RoundTrip; or the transport's failure, as RoundTrip's outer status.
-  virtual absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Time deadline,
+  // `timeout` counts from when it first waits, if it does.
+  virtual absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Duration timeout,
                                       ResponsePayload* result) {
     return false;
   }

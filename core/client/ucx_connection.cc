@@ -10,6 +10,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/clock.h"
 #include "core/status_macros.h"
 #include "core/wire/frame_reader.h"
 #include "core/wire/messages.h"
@@ -265,8 +266,8 @@ void UcxConnection::WatchServer() {
   }
 }
 
-absl::StatusOr<bool> UcxConnection::OneSided(const OutgoingRequest& request, absl::Time deadline,
-                                             ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::OneSided(const OutgoingRequest& request,
+                                             LazyDeadline& deadline, ResponsePayload* result) {
   if (const auto* reads = std::get_if<OutgoingRequest::Reads>(&request.data)) {
     return OneSidedRead(*reads, deadline, result);
   }
@@ -276,16 +277,19 @@ absl::StatusOr<bool> UcxConnection::OneSided(const OutgoingRequest& request, abs
   return OneSidedAtomic(request, deadline, result);
 }
 
-absl::Status UcxConnection::WaitAll(Inflight* requests, absl::Time deadline,
+absl::Status UcxConnection::WaitAll(Inflight* requests, LazyDeadline& deadline,
                                     std::string_view what) {
   absl::Status status;
-  for (ucs_status_ptr_t r : *requests) status.Update(ucx_->Wait(r, deadline, what));
+  for (ucs_status_ptr_t r : *requests) {
+    // (A request done at once is null: no wait, no clock.)
+    status.Update(r == nullptr ? absl::OkStatus() : ucx_->Wait(r, deadline.Get(), what));
+  }
   requests->clear();
   return status;
 }
 
 absl::StatusOr<bool> UcxConnection::OneSidedRead(const OutgoingRequest::Reads& entries,
-                                                 absl::Time deadline, ResponsePayload* result) {
+                                                 LazyDeadline& deadline, ResponsePayload* result) {
   Inflight inflight;
   ucp_request_param_t param{};
   if (absl::Status s = wire::CheckBatchSize(entries.size(), limits_, "READ"); !s.ok()) {
@@ -326,7 +330,8 @@ absl::StatusOr<bool> UcxConnection::OneSidedRead(const OutgoingRequest::Reads& e
 }
 
 absl::StatusOr<bool> UcxConnection::OneSidedWrite(const OutgoingRequest::Writes& entries,
-                                                  absl::Time deadline, ResponsePayload* result) {
+                                                  LazyDeadline& deadline,
+                                                  ResponsePayload* result) {
   Inflight inflight;
   ucp_request_param_t param{};
   if (absl::Status s = wire::CheckBatchSize(entries.size(), limits_, "WRITE"); !s.ok()) {
@@ -369,7 +374,8 @@ absl::StatusOr<bool> UcxConnection::OneSidedWrite(const OutgoingRequest::Writes&
 }
 
 absl::StatusOr<bool> UcxConnection::OneSidedAtomic(const OutgoingRequest& request,
-                                                   absl::Time deadline, ResponsePayload* result) {
+                                                   LazyDeadline& deadline,
+                                                   ResponsePayload* result) {
   Inflight inflight;
   ucp_request_param_t param{};
   RegionId region;
@@ -443,7 +449,8 @@ absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests
   // requests for the server is sent at once and awaited before the next one-sided operation.
   for (size_t i = 0; i < requests.size();) {
     if (IsOneSided(requests[i])) {
-      ARDMA_ASSIGN_OR_RETURN(bool done, OneSided(requests[i], deadline, &results[i]));
+      LazyDeadline until(deadline);
+      ARDMA_ASSIGN_OR_RETURN(bool done, OneSided(requests[i], until, &results[i]));
       if (done) {
         ++i;
         continue;
@@ -455,27 +462,28 @@ absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests
     auto n = static_cast<uint32_t>(end - i);
     ARDMA_RETURN_IF_ERROR(TakeWindow(n, deadline));
     absl::Span<const uint64_t> ids = request_ids.subspan(i, n);
-    absl::StatusOr<CallTable::Expected> expected = calls_.Expect(ids);
-    if (!expected.ok()) {
+    CallTable::Expected expected(ids);
+    if (absl::Status registered = calls_.Expect(expected); !registered.ok()) {
       ReleaseWindow(n);
-      return expected.status();
+      return registered;
     }
     ARDMA_RETURN_IF_ERROR(SendRequests(requests.subspan(i, n), ids, client_id));
     PollPacer pacer(ucx_.get(), deadline);  // (answers are active messages: they wake it)
     ARDMA_RETURN_IF_ERROR(calls_.Await(
-        *expected, deadline, [&] { return ProgressStep(pacer); }, results.subspan(i, n)));
+        expected, deadline, [&] { return ProgressStep(pacer); }, results.subspan(i, n)));
     i = end;
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request, absl::Time deadline,
-                                           ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request,
+                                           absl::Duration timeout, ResponsePayload* result) {
   if (!IsOneSided(request)) return false;
   if (server_gone_.load(std::memory_order_acquire)) {
     return absl::UnavailableError("ardmad closed the connection");
   }
   ARDMA_RETURN_IF_ERROR(calls_.failure());
+  LazyDeadline deadline = LazyDeadline::After(timeout);
   ARDMA_ASSIGN_OR_RETURN(bool done, OneSided(request, deadline, result));
   if (done) {
     counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
@@ -489,7 +497,8 @@ void UcxConnection::Async(const OutgoingRequest& request, uint64_t request_id, u
   if (IsOneSided(request)) {
     // One-sided operations complete on the calling thread.
     ResponsePayload result;
-    absl::StatusOr<bool> s = OneSided(request, deadline, &result);
+    LazyDeadline until(deadline);
+    absl::StatusOr<bool> s = OneSided(request, until, &result);
     if (!s.ok() || *s) {
       done(s.ok() ? std::move(result) : ResponsePayload(s.status()));
       return;
@@ -587,7 +596,7 @@ absl::Status UcxConnection::TakeWindow(uint32_t n, absl::Time deadline) {
   PollPacer pacer(ucx_.get());
   while (!TryTakeWindow(n)) {
     ARDMA_RETURN_IF_ERROR(calls_.failure());
-    if (ProgressStep(pacer) && absl::Now() >= deadline) {
+    if (ProgressStep(pacer) && FastNow() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("the server's limit of ", window_,
                        " requests in flight stayed reached until the deadline"));

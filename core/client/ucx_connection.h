@@ -43,6 +43,7 @@
 #include "core/client/call_table.h"
 #include "core/client/connection.h"
 #include "core/client/transport.h"
+#include "core/clock.h"
 #include "core/context/context.h"
 #include "core/memory/region_bounds.h"
 #include "core/ucx/ucx_context.h"
@@ -66,7 +67,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
                          absl::Time deadline, absl::Span<ResponsePayload> results) override;
   void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
              absl::Time deadline, ResponseCallback done) override;
-  absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Time deadline,
+  absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Duration timeout,
                               ResponsePayload* result) override;
   bool broken() const override;
   // Which regions take one-sided atomics, then the endpoint's lanes.
@@ -111,16 +112,16 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   // One READ, WRITE, CAS or FETCH_ADD done one-sidedly: true, with the server's answer in
   // *result; false, with nothing done, if a READ or WRITE names a region that has no key here
   // (the caller sends it to the server, which checks it as on TCP); or a transport failure.
-  absl::StatusOr<bool> OneSided(const OutgoingRequest& request, absl::Time deadline,
+  absl::StatusOr<bool> OneSided(const OutgoingRequest& request, LazyDeadline& deadline,
                                 ResponsePayload* result);
-  absl::StatusOr<bool> OneSidedRead(const OutgoingRequest::Reads& entries, absl::Time deadline,
-                                    ResponsePayload* result);
-  absl::StatusOr<bool> OneSidedWrite(const OutgoingRequest::Writes& entries, absl::Time deadline,
-                                     ResponsePayload* result);
-  absl::StatusOr<bool> OneSidedAtomic(const OutgoingRequest& request, absl::Time deadline,
+  absl::StatusOr<bool> OneSidedRead(const OutgoingRequest::Reads& entries,
+                                    LazyDeadline& deadline, ResponsePayload* result);
+  absl::StatusOr<bool> OneSidedWrite(const OutgoingRequest::Writes& entries,
+                                     LazyDeadline& deadline, ResponsePayload* result);
+  absl::StatusOr<bool> OneSidedAtomic(const OutgoingRequest& request, LazyDeadline& deadline,
                                       ResponsePayload* result);
   // Waits for every request (a ucs_status_ptr_t each) and clears them; the first failure.
-  absl::Status WaitAll(Inflight* requests, absl::Time deadline, std::string_view what);
+  absl::Status WaitAll(Inflight* requests, LazyDeadline& deadline, std::string_view what);
   // Whether `request` is tried one-sidedly: READ and WRITE given as values (OneSided sends those
   // naming a region without a key to the server), CAS and FETCH_ADD on a mapped region.
   bool IsOneSided(const OutgoingRequest& request) const;

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/security/auth.h"
 #include "core/server/request_handler.h"
+#include "core/clock.h"
 #include "core/status_macros.h"
 #include "core/wire/frame.h"
 #include "core/wire/frame_reader.h"
@@ -73,8 +74,7 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   // On the progress thread: every frame answers one request.
   void SendNow(std::string frame) {
     if (inflight_ > 0) --inflight_;
-    absl::MutexLock lock(&mu_);
-    if (ep_ == nullptr || closed_ || poisoned_) return;
+    if (ep_ == nullptr || shut_.load(std::memory_order_acquire)) return;
     // A failure means the client has gone; the sweep will close the session.
     SendActiveMessage(ep_, kAmResponse, std::nullopt, std::move(frame), tally_).IgnoreError();
   }
@@ -114,10 +114,7 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   }
 
   bool Open() const override {
-    {
-      absl::MutexLock lock(&mu_);
-      if (closed_ || poisoned_) return false;
-    }
+    if (shut_.load(std::memory_order_acquire)) return false;
     std::shared_ptr<ResponseSink> tcp = tcp_.lock();
     return tcp != nullptr && tcp->Open();
   }
@@ -128,15 +125,19 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
     if (std::shared_ptr<ResponseSink> tcp = tcp_.lock()) tcp->Touch();
   }
 
+  // A request arrived: Open, then Touch, in one look at the bootstrap connection.
+  bool Arrive() {
+    if (shut_.load(std::memory_order_acquire)) return false;
+    std::shared_ptr<ResponseSink> tcp = tcp_.lock();
+    if (tcp == nullptr || !tcp->Open()) return false;
+    tcp->Touch();
+    return true;
+  }
+
   // Closes the endpoint (on its lane's thread, or once that has stopped). Idempotent.
   void Close() {
-    ucp_ep_h ep;
-    {
-      absl::MutexLock lock(&mu_);
-      ep = ep_;
-      ep_ = nullptr;
-      closed_ = true;
-    }
+    ucp_ep_h ep = std::exchange(ep_, nullptr);
+    shut_.store(true, std::memory_order_release);
     if (ep != nullptr) lane_->ucx->CloseEndpoint(ep, absl::Milliseconds(200));
   }
 
@@ -144,11 +145,8 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   // connection that sends a malformed frame is closed: the client sees it and reconnects. The
   // next sweep closes the session.
   void Poison() {
-    {
-      absl::MutexLock lock(&mu_);
-      if (poisoned_) return;
-      poisoned_ = true;
-    }
+    if (poisoned_.exchange(true, std::memory_order_acq_rel)) return;
+    shut_.store(true, std::memory_order_release);
     if (std::shared_ptr<ResponseSink> tcp = tcp_.lock()) tcp->Shutdown();
     lane_->sweep_now.store(true, std::memory_order_relaxed);  // closed at its thread's next look
     lane_->Wake();
@@ -156,10 +154,7 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
 
   uint64_t id() const { return id_; }
   Lane* lane() const { return lane_; }
-  bool Uses(ucp_ep_h ep) const {
-    absl::MutexLock lock(&mu_);
-    return ep_ == ep;
-  }
+  bool Uses(ucp_ep_h ep) const { return ep_ == ep; }
 
  private:
   Lane* const lane_;
@@ -169,10 +164,11 @@ class UcxServer::Session : public ResponseSink, public std::enable_shared_from_t
   uint32_t inflight_ = 0;
   std::deque<std::string> held_;
   uint64_t held_bytes_ = 0;
-  mutable absl::Mutex mu_;
-  ucp_ep_h ep_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool poisoned_ ABSL_GUARDED_BY(mu_) = false;
+  // The endpoint: set before the session is published, then used and closed on its lane's thread
+  // only (or once that has stopped), so no lock.
+  ucp_ep_h ep_;
+  std::atomic<bool> poisoned_{false};
+  std::atomic<bool> shut_{false};  // closed or poisoned: no more requests or answers
   const ResponseSink* const tcp_raw_;  // (compared with closing connections only)
   const std::weak_ptr<ResponseSink> tcp_;
 
@@ -390,9 +386,14 @@ ucs_status_t UcxServer::OnRequest(void* arg, const void* header, size_t header_l
   UcxServer* self = lane->server;
   uint64_t id = 0;
   if (header_length == sizeof(id)) std::memcpy(&id, header, sizeof(id));
-  std::shared_ptr<Session> session = self->FindSession(id);
-  // A session's requests arrive on its own lane's worker.
-  if (session != nullptr && session->lane() != lane) session = nullptr;
+  Session* session = nullptr;
+  if (auto known = lane->known.find(id); known != lane->known.end()) {
+    session = known->second.get();
+  } else if (std::shared_ptr<Session> found = self->FindSession(id);
+             found != nullptr && found->lane() == lane) {  // its requests come to its own lane
+    session = found.get();
+    lane->known.emplace(id, std::move(found));
+  }
   // Clients send eagerly (see Session::Send); a rendezvous or an oversized message is not ours.
   bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   if (session == nullptr || rendezvous) {
@@ -405,9 +406,8 @@ ucs_status_t UcxServer::OnRequest(void* arg, const void* header, size_t header_l
   return UCS_OK;
 }
 
-void UcxServer::Arrived(const std::shared_ptr<Session>& session, std::string_view frame) {
-  if (!session->Open()) return;  // closing: what it sends now is dropped
-  session->Touch();
+void UcxServer::Arrived(Session* session, std::string_view frame) {
+  if (!session->Arrive()) return;  // closing: what it sends now is dropped
   if (!session->holding() && !session->Full()) {
     HandleFrame(session, frame);
     return;
@@ -424,8 +424,9 @@ void UcxServer::Arrived(const std::shared_ptr<Session>& session, std::string_vie
   }
   ServerCounters::Add(handler_->counters().ucx_held, 1);
   Lane& lane = *session->lane();
-  if (std::find(lane.holding.begin(), lane.holding.end(), session) == lane.holding.end()) {
-    lane.holding.push_back(session);
+  if (std::none_of(lane.holding.begin(), lane.holding.end(),
+                   [&](const std::shared_ptr<Session>& s) { return s.get() == session; })) {
+    lane.holding.push_back(session->shared_from_this());
   }
 }
 
@@ -436,7 +437,7 @@ bool UcxServer::HandleHeld(Lane& lane) {
     while (session->Open()) {
       std::optional<std::string> frame = session->NextHeld();
       if (!frame.has_value()) break;
-      HandleFrame(session, *frame);
+      HandleFrame(session.get(), *frame);
       handled = true;
     }
     if (!session->Open() || !session->holding()) {
@@ -448,7 +449,7 @@ bool UcxServer::HandleHeld(Lane& lane) {
   return handled;
 }
 
-void UcxServer::HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame) {
+void UcxServer::HandleFrame(Session* session, std::string_view frame) {
   absl::StatusOr<wire::Frame> parsed = wire::ParseWholeFrame(frame, handler_->limits());
   if (!parsed.ok()) {
     // As a TCP session that sends a malformed frame is answered (if the frame names a request)
@@ -465,7 +466,7 @@ void UcxServer::HandleFrame(const std::shared_ptr<Session>& session, std::string
     return;
   }
   session->Started();
-  handler_->Handle(parsed->header, parsed->payload, session);
+  handler_->Handle(parsed->header, parsed->payload, session->shared_from_this());
 }
 
 void UcxServer::Lane::Enqueue(std::shared_ptr<Session> session, std::string frame) {
@@ -508,17 +509,17 @@ void UcxServer::ProgressLoop(Lane& lane) {
     ev.data.fd = fd;
     if (sleep_ok && ::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) sleep_ok = false;
   }
-  absl::Time last_event = absl::Now(), next_sweep = absl::Now() + kSweepPeriod;
+  absl::Time last_event = FastNow(), next_sweep = FastNow() + kSweepPeriod;
   for (uint64_t spins = 0; !stopping_.load(std::memory_order_relaxed); ++spins) {
     bool busy = ucp_worker_progress(worker) != 0;
     busy |= lane.SendQueued();
     busy |= HandleHeld(lane);
     if (busy) {
-      last_event = absl::Now();
+      last_event = FastNow();
       continue;
     }
     if ((spins & 15) != 0) continue;
-    absl::Time now = absl::Now();
+    absl::Time now = FastNow();
     // Idle a while (not just between a client's answer and its next call): let a thread with
     // work run on this CPU. On a machine with fewer cores than busy threads (clients, other
     // servers) a pure spin would take the rest of its time slice from them.
@@ -554,7 +555,7 @@ void UcxServer::ProgressLoop(Lane& lane) {
     }
     // Poll again only after an event: a timeout (time to sweep) goes straight back to sleep,
     // else an idle server would spin for kPollBeforeSleep every kSweepPeriod (2% of a CPU).
-    if (n > 0) last_event = absl::Now();
+    if (n > 0) last_event = FastNow();
   }
   lane.SendQueued();
   if (epfd >= 0) ::close(epfd);
@@ -581,6 +582,7 @@ bool UcxServer::CloseSessions(const Lane* lane, bool all) {
     if (handler_ != nullptr) handler_->ConnectionClosed(s.get());
     s->Close();
   }
+  for (const std::shared_ptr<Session>& s : closing) s->lane()->known.erase(s->id());
   absl::MutexLock lock(&mu_);
   for (const std::shared_ptr<Session>& s : closing) sessions_.erase(s->id());
   return waiting;

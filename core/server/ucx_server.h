@@ -109,6 +109,9 @@ class UcxServer : public RegionKeys {
     std::atomic<bool> queued{false};  // send_queue may be non-empty: the spin reads only this
     // Its sessions that hold requests until they have room (this thread's only).
     std::vector<std::shared_ptr<Session>> holding;
+    // Its sessions by id, as its thread has looked them up (this thread's only): a request finds
+    // its session without the server's lock. Dropped as the sweep closes them.
+    absl::flat_hash_map<uint64_t, std::shared_ptr<Session>> known;
 
     void Enqueue(std::shared_ptr<Session> session, std::string frame);
     void Wake();
@@ -122,10 +125,10 @@ class UcxServer : public RegionKeys {
   // UCX found a session's client dead (peer error handling): the session is closed.
   static void OnPeerFailure(void* arg, ucp_ep_h ep, ucs_status_t status);
   // A request arrived: handled now, or held while the session is full.
-  void Arrived(const std::shared_ptr<Session>& session, std::string_view frame);
+  void Arrived(Session* session, std::string_view frame);
   // Handles what `lane`'s sessions held, as far as they have room; true if anything was.
   bool HandleHeld(Lane& lane);
-  void HandleFrame(const std::shared_ptr<Session>& session, std::string_view frame);
+  void HandleFrame(Session* session, std::string_view frame);
   std::shared_ptr<Session> FindSession(uint64_t id);
   // The lane for a new session: the next in turn whose thread is not stuck.
   Lane& PickLane();

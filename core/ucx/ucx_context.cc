@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/clock.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -296,7 +297,7 @@ absl::Status UcxContext::Wait(ucs_status_ptr_t request, absl::Time deadline,
     } else {
       pacer.Idle();
     }
-    if (pacer.ClockDue() && absl::Now() >= deadline) {
+    if (pacer.ClockDue() && FastNow() >= deadline) {
       // Some requests (a flush to a peer that never answers) do not complete even when
       // cancelled: give them a moment, then leave them to UCX.
       ucp_request_cancel(worker_, request);
@@ -328,18 +329,18 @@ void PollPacer::Idle() {
   // The first polls of a wait cost no clock reading (most one-sided operations complete there).
   constexpr uint64_t kUntimedPolls = 32;
   if (++idle_spins_ <= kUntimedPolls) {
-    if (idle_spins_ == kUntimedPolls) idle_since_ = absl::Now();
+    if (idle_spins_ == kUntimedPolls) idle_since_ = FastNow();
     return;
   }
   if (delay_ == absl::ZeroDuration()) {
     // Still hot: look at the clock only now and then.
-    if ((idle_spins_ & 15) != 0 || absl::Now() - idle_since_ < kHot) return;
+    if ((idle_spins_ & 15) != 0 || FastNow() - idle_since_ < kHot) return;
     delay_ = kFirstSleep;
   }
   absl::Duration sleep = delay_;
   if (long_waits_) {  // never past the deadline, where the caller looks at the clock
     absl::Time deadline = next_deadline_ ? next_deadline_() : deadline_;
-    sleep = std::clamp(deadline - absl::Now(), absl::ZeroDuration(), delay_);
+    sleep = std::clamp(deadline - FastNow(), absl::ZeroDuration(), delay_);
   }
   ucx_->SleepUntilEvent(sleep);
   slept_ = true;
