@@ -11,8 +11,9 @@ size_t ResultBytes(const absl::StatusOr<std::string>& r) {
 
 }  // namespace
 
-DedupWindow::Admission DedupWindow::Admit(uint64_t client_id, uint64_t request_id,
-                                          std::shared_ptr<Responder> responder) {
+DedupWindow::Admission DedupWindow::Admit(
+    uint64_t client_id, uint64_t request_id,
+    absl::FunctionRef<std::shared_ptr<Responder>()> responder) {
   std::optional<absl::StatusOr<std::string>> answer;
   Admission admission;
   {
@@ -26,7 +27,7 @@ DedupWindow::Admission DedupWindow::Admit(uint64_t client_id, uint64_t request_i
     if (it != window.records.end()) {
       ++replays_;
       if (!it->second.done) {
-        it->second.waiters.push_back(std::move(responder));
+        it->second.waiters.push_back(responder());
         return Admission::kAttached;
       }
       answer = it->second.result;
@@ -42,7 +43,7 @@ DedupWindow::Admission DedupWindow::Admit(uint64_t client_id, uint64_t request_i
       return Admission::kRun;
     }
   }
-  responder->Respond(std::move(*answer));
+  responder()->Respond(std::move(*answer));
   return admission;
 }
 

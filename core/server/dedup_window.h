@@ -23,6 +23,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/active/parking_lot.h"
@@ -48,7 +49,10 @@ class DedupWindow {
   DedupWindow(const DedupWindow&) = delete;
   DedupWindow& operator=(const DedupWindow&) = delete;
 
-  Admission Admit(uint64_t client_id, uint64_t request_id, std::shared_ptr<Responder> responder);
+  // `responder` makes the responder a retry is answered through; it is called only for a retry
+  // (never for the first attempt, kRun, which most requests are).
+  Admission Admit(uint64_t client_id, uint64_t request_id,
+                  absl::FunctionRef<std::shared_ptr<Responder>()> responder);
   // Stores the result of a request admitted with kRun and answers every waiter attached to it
   // (the original's own responder is the caller's business).
   void Finish(uint64_t client_id, uint64_t request_id, const absl::StatusOr<std::string>& result);

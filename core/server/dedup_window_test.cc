@@ -24,10 +24,10 @@ TEST(DedupWindowTest, RetryOfFinishedRequestReplaysResult) {
   DedupWindow window({});
   std::vector<std::string> log;
   auto r = std::make_shared<LogResponder>(&log);
-  EXPECT_EQ(window.Admit(1, 10, r), DedupWindow::Admission::kRun);
+  EXPECT_EQ(window.Admit(1, 10, [&] { return r; }), DedupWindow::Admission::kRun);
   window.Finish(1, 10, std::string("result"));
-  EXPECT_EQ(window.Admit(1, 10, r), DedupWindow::Admission::kAnswered);
-  EXPECT_EQ(window.Admit(2, 10, r), DedupWindow::Admission::kRun);  // another client
+  EXPECT_EQ(window.Admit(1, 10, [&] { return r; }), DedupWindow::Admission::kAnswered);
+  EXPECT_EQ(window.Admit(2, 10, [&] { return r; }), DedupWindow::Admission::kRun);  // another client
   EXPECT_THAT(log, ElementsAre("result"));
   EXPECT_EQ(window.replays(), 1u);
 }
@@ -36,8 +36,8 @@ TEST(DedupWindowTest, RetryWhileRunningWaitsForTheOriginal) {
   DedupWindow window({});
   std::vector<std::string> log;
   auto r = std::make_shared<LogResponder>(&log);
-  EXPECT_EQ(window.Admit(1, 10, r), DedupWindow::Admission::kRun);
-  EXPECT_EQ(window.Admit(1, 10, r), DedupWindow::Admission::kAttached);
+  EXPECT_EQ(window.Admit(1, 10, [&] { return r; }), DedupWindow::Admission::kRun);
+  EXPECT_EQ(window.Admit(1, 10, [&] { return r; }), DedupWindow::Admission::kAttached);
   EXPECT_TRUE(log.empty());
   window.Finish(1, 10, absl::NotFoundError("x"));
   EXPECT_THAT(log, ElementsAre("NOT_FOUND"));
@@ -48,15 +48,15 @@ TEST(DedupWindowTest, EvictedRequestsAreRefusedNotRerun) {
   std::vector<std::string> log;
   auto r = std::make_shared<LogResponder>(&log);
   for (uint64_t id = 1; id <= 3; ++id) {
-    ASSERT_EQ(window.Admit(7, id, r), DedupWindow::Admission::kRun);
+    ASSERT_EQ(window.Admit(7, id, [&] { return r; }), DedupWindow::Admission::kRun);
     window.Finish(7, id, std::string("ok"));
   }
   EXPECT_EQ(window.size(), 2u);
-  EXPECT_EQ(window.Admit(7, 1, r), DedupWindow::Admission::kTooOld);
+  EXPECT_EQ(window.Admit(7, 1, [&] { return r; }), DedupWindow::Admission::kTooOld);
   EXPECT_THAT(log, ElementsAre("FAILED_PRECONDITION"));
-  EXPECT_EQ(window.Admit(7, 3, r), DedupWindow::Admission::kAnswered);
+  EXPECT_EQ(window.Admit(7, 3, [&] { return r; }), DedupWindow::Admission::kAnswered);
   // Another client's window is its own.
-  EXPECT_EQ(window.Admit(8, 1, r), DedupWindow::Admission::kRun);
+  EXPECT_EQ(window.Admit(8, 1, [&] { return r; }), DedupWindow::Admission::kRun);
 }
 
 TEST(DedupWindowTest, BoundedNumberOfClientsForgetsTheIdlest) {
@@ -64,12 +64,12 @@ TEST(DedupWindowTest, BoundedNumberOfClientsForgetsTheIdlest) {
   std::vector<std::string> log;
   auto r = std::make_shared<LogResponder>(&log);
   for (uint64_t client : {1, 2}) {
-    ASSERT_EQ(window.Admit(client, 1, r), DedupWindow::Admission::kRun);
+    ASSERT_EQ(window.Admit(client, 1, [&] { return r; }), DedupWindow::Admission::kRun);
     window.Finish(client, 1, std::string("ok"));
   }
-  EXPECT_EQ(window.Admit(2, 1, r), DedupWindow::Admission::kAnswered);  // 2 is now the freshest
-  EXPECT_EQ(window.Admit(3, 1, r), DedupWindow::Admission::kRun);       // forgets client 1
-  EXPECT_EQ(window.Admit(2, 1, r), DedupWindow::Admission::kAnswered);
+  EXPECT_EQ(window.Admit(2, 1, [&] { return r; }), DedupWindow::Admission::kAnswered);  // 2 is now the freshest
+  EXPECT_EQ(window.Admit(3, 1, [&] { return r; }), DedupWindow::Admission::kRun);       // forgets client 1
+  EXPECT_EQ(window.Admit(2, 1, [&] { return r; }), DedupWindow::Admission::kAnswered);
   EXPECT_EQ(window.size(), 2u);
 }
 

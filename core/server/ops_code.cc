@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/server/op_support.h"
 #include "core/server/request_handler.h"
+#include "core/clock.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -140,7 +141,7 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
     return absl::OkStatus();
   }
   absl::Time deadline =
-      absl::Now() + (req->timeout_us == 0
+      FastNow() + (req->timeout_us == 0
                          ? options_.default_deadline
                          : absl::Microseconds(static_cast<int64_t>(
                                std::min<uint64_t>(req->timeout_us, INT64_MAX / 2))));

@@ -89,8 +89,10 @@ void RequestHandler::ReplyResult(const std::shared_ptr<ResponseSink>& sink,
 bool RequestHandler::AdmitOnce(const FrameHeader& header,
                                const std::shared_ptr<ResponseSink>& sink) {
   // A retry is answered through a responder that only sends; the window keeps the result.
-  auto replay = std::make_shared<ops::SinkResponder>(
-      sink, [this, sink, header](auto result) { ReplyResult(sink, header, result); });
+  auto replay = [&]() -> std::shared_ptr<Responder> {
+    return std::make_shared<ops::SinkResponder>(
+        sink, [this, sink, header](auto result) { ReplyResult(sink, header, result); });
+  };
   return dedup_.Admit(header.client_id, header.request_id, replay) == DedupWindow::Admission::kRun;
 }
 

@@ -9,6 +9,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -204,9 +205,17 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     });
   }
 
+  // Called per request of the connection's UCX session, from its progress thread: read from the
+  // kernel's tick (CLOCK_MONOTONIC_COARSE, what steady_clock reads finely: a stamp is at most a
+  // tick, 1-4 ms, early, against idle limits of seconds), and written only when it moved, so a
+  // busy session costs a read, not a shared cache line written per request.
   void Touch() override {
-    touched_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
-                      std::memory_order_relaxed);
+    timespec now;
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    const int64_t ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+    if (touched_ns_.load(std::memory_order_relaxed) != ns) {
+      touched_ns_.store(ns, std::memory_order_relaxed);
+    }
   }
 
   // The idle limit (WireLimits::idle_timeout_ms), armed while the reader waits with no partial
