@@ -31,8 +31,10 @@ class RequestHandler::ExecuteResponder : public Responder {
         start_ns_(start_ns) {}
 
   void Respond(absl::StatusOr<std::string> result) override {
-    if (deduplicated_) handler_->dedup_.Finish(header_.client_id, header_.request_id, result);
+    // The answer first: a retry that comes meanwhile finds the request running, waits, and is
+    // answered by Finish all the same.
     handler_->ReplyResult(sink_, header_, result);
+    if (deduplicated_) handler_->dedup_.Finish(header_.client_id, header_.request_id, result);
     handler_->counters_.latency[static_cast<uint8_t>(wire::Op::kExecute)].Record(NowNs() -
                                                                                  start_ns_);
   }
