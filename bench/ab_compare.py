@@ -55,6 +55,13 @@ def main():
     if ratios:
         print(f"{'geometric mean of B/A':<{width}}  {'':>12}  {'':>12}  "
               f"{statistics.geometric_mean(ratios):>6.2f}")
+    # A benchmark one side lacks (new in B, say a reference measurement) is shown, not compared.
+    for side, other in (("a", "b"), ("b", "a")):
+        for n in times[side]:
+            if n not in times[other]:
+                t = statistics.median(times[side][n])
+                a, b = (f"{t:>10.1f}{units[n]:>2}", "-") if side == "a" else ("-", f"{t:>10.1f}{units[n]:>2}")
+                print(f"{n:<{width}}  {a:>12}  {b:>12}  {'':>6}  (only in {side.upper()})")
     return 0
 
 
