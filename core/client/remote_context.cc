@@ -16,6 +16,14 @@ constexpr int kMaxCallDepth = 32;  // as on the server
 
 absl::Status RemoteContext::DoReadBatch(std::span<const ReadOp> ops) {
   if (ops.empty()) return absl::OkStatus();
+  if (ops.size() == 1 && ops[0].out.size() <= UINT32_MAX) {  // one READ: the client's own path
+    const ReadOp& op = ops[0];
+    ARDMA_ASSIGN_OR_RETURN(
+        std::string data,
+        client_->Read(op.addr, static_cast<uint32_t>(op.out.size()), op.region, options_));
+    std::memcpy(op.out.data(), data.data(), op.out.size());
+    return absl::OkStatus();
+  }
   class Batch batch = client_->Batch();
   for (const ReadOp& op : ops) {
     if (op.out.size() > UINT32_MAX) return absl::InvalidArgumentError("read too large");
@@ -30,6 +38,7 @@ absl::Status RemoteContext::DoReadBatch(std::span<const ReadOp> ops) {
 
 absl::Status RemoteContext::DoWriteBatch(std::span<const WriteOp> ops) {
   if (ops.empty()) return absl::OkStatus();
+  if (ops.size() == 1) return client_->Write(ops[0].addr, ops[0].data, ops[0].region, options_);
   class Batch batch = client_->Batch();
   for (const WriteOp& op : ops) batch.Write(op.addr, op.data, op.region);
   return batch.Send(options_).status();
