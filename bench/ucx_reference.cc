@@ -83,7 +83,9 @@ std::unique_ptr<Pair> MakePair(benchmark::State& state) {
   absl::StatusOr<std::string> far_address = pair->far->WorkerAddress();
   if (!near_address.ok()) return fail(near_address.status());
   if (!far_address.ok()) return fail(far_address.status());
-  if (absl::Status s = pair->far->SetAmHandler(kPingId, OnPing, pair.get()); !s.ok()) return fail(s);
+  if (absl::Status s = pair->far->SetAmHandler(kPingId, OnPing, pair.get()); !s.ok()) {
+    return fail(s);
+  }
   if (absl::Status s = pair->near->SetAmHandler(kPongId, OnPong, pair.get()); !s.ok()) {
     return fail(s);
   }

@@ -27,7 +27,8 @@ TEST(DedupWindowTest, RetryOfFinishedRequestReplaysResult) {
   EXPECT_EQ(window.Admit(1, 10, [&] { return r; }), DedupWindow::Admission::kRun);
   window.Finish(1, 10, std::string("result"));
   EXPECT_EQ(window.Admit(1, 10, [&] { return r; }), DedupWindow::Admission::kAnswered);
-  EXPECT_EQ(window.Admit(2, 10, [&] { return r; }), DedupWindow::Admission::kRun);  // another client
+  // Another client:
+  EXPECT_EQ(window.Admit(2, 10, [&] { return r; }), DedupWindow::Admission::kRun);
   EXPECT_THAT(log, ElementsAre("result"));
   EXPECT_EQ(window.replays(), 1u);
 }
@@ -67,8 +68,9 @@ TEST(DedupWindowTest, BoundedNumberOfClientsForgetsTheIdlest) {
     ASSERT_EQ(window.Admit(client, 1, [&] { return r; }), DedupWindow::Admission::kRun);
     window.Finish(client, 1, std::string("ok"));
   }
-  EXPECT_EQ(window.Admit(2, 1, [&] { return r; }), DedupWindow::Admission::kAnswered);  // 2 is now the freshest
-  EXPECT_EQ(window.Admit(3, 1, [&] { return r; }), DedupWindow::Admission::kRun);       // forgets client 1
+  // 2 is now the freshest; 3 makes the window forget client 1.
+  EXPECT_EQ(window.Admit(2, 1, [&] { return r; }), DedupWindow::Admission::kAnswered);
+  EXPECT_EQ(window.Admit(3, 1, [&] { return r; }), DedupWindow::Admission::kRun);
   EXPECT_EQ(window.Admit(2, 1, [&] { return r; }), DedupWindow::Admission::kAnswered);
   EXPECT_EQ(window.size(), 2u);
 }
