@@ -135,14 +135,18 @@ absl::Time Client::DeadlineFor(const CallOptions& options) const {
 }
 
 absl::Status Client::Flight(absl::Span<const OutgoingRequest> requests, const CallOptions& options,
-                            bool retryable, absl::Span<ResponsePayload> results) {
+                            bool retryable, absl::Span<ResponsePayload> results,
+                            std::shared_ptr<Transport> first_connection) {
   absl::Time deadline = DeadlineFor(options);
   // Ids are fixed before the first attempt: a retry reuses them, so the server can recognise it.
   absl::InlinedVector<uint64_t, 4> ids(requests.size());
   uint64_t first = next_request_id_.fetch_add(requests.size(), std::memory_order_relaxed);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + i;
   for (int attempt = 0;; ++attempt) {
-    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
+    std::shared_ptr<Transport> conn = std::move(first_connection);  // (attempt 0: if given)
+    if (conn == nullptr) {
+      ARDMA_ASSIGN_OR_RETURN(conn, CurrentConnection());
+    }
     const bool delayed = options_.extra_round_trip_time > absl::ZeroDuration();
     absl::Time sent = delayed ? absl::Now() : absl::InfinitePast();  // no clock read otherwise
     absl::Status r =
@@ -170,9 +174,10 @@ absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOpti
                                          bool retryable) {
   // A one-sided operation the transport does on this thread (UCX) needs no flight: no request
   // ids, no vectors. A transport failure falls through to Flight's retry rules.
+  std::shared_ptr<Transport> conn;  // the connection Flight's first attempt uses, if set here
   if (!std::holds_alternative<std::monostate>(request.data) &&
       options_.extra_round_trip_time == absl::ZeroDuration()) {
-    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
+    ARDMA_ASSIGN_OR_RETURN(conn, CurrentConnection());
     ResponsePayload result;
     absl::StatusOr<bool> done = conn->Direct(request, TimeoutFor(options), &result);
     if (done.ok() && *done) return result;
@@ -182,10 +187,12 @@ absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOpti
         return done.status();
       }
       counters_.retries.fetch_add(1, std::memory_order_relaxed);
+      conn = nullptr;  // broken: the retry connects anew
     }
   }
   ResponsePayload response;
-  ARDMA_RETURN_IF_ERROR(Flight({&request, 1}, options, retryable, {&response, 1}));
+  ARDMA_RETURN_IF_ERROR(
+      Flight({&request, 1}, options, retryable, {&response, 1}, std::move(conn)));
   return response;
 }
 

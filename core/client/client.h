@@ -220,9 +220,11 @@ class Client {
   Client(std::string address, const ClientOptions& options);
 
   // One flight with retries on a new connection when `retryable`; the responses in `results` (as
-  // many as `requests`).
+  // many as `requests`). `first_connection`, if given, is the first attempt's (the caller has just
+  // looked it up).
   absl::Status Flight(absl::Span<const OutgoingRequest> requests, const CallOptions& options,
-                      bool retryable, absl::Span<ResponsePayload> results);
+                      bool retryable, absl::Span<ResponsePayload> results,
+                      std::shared_ptr<Transport> first_connection = nullptr);
   absl::StatusOr<std::string> Call(wire::Op op, std::string payload, const CallOptions& options,
                                    bool retryable);
   absl::StatusOr<std::string> Call(OutgoingRequest request, const CallOptions& options,
