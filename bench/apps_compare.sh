@@ -6,7 +6,8 @@
 # Data lives in /dev/shm (tmpfs) so the local tools read memory too: 256 MiB of C headers
 # (/usr/include repeated) and a tree of 65,000 small files (65 directories x 1,000, 0 to 2,093
 # bytes). ardmad runs as its own process with 2 GiB. Prints one table; every ardma result is
-# checked against the GNU tool's.
+# checked against the GNU tool's. ARDMA_BENCH_TRANSPORT=ucx: the tools reach ardmad over UCX
+# (UCX_TLS, default shm,self) instead of TCP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BUILD_DIR:-build}/bin  # scripts/build.sh builds there (BUILD_DIR, BUILD_TYPE honoured)
@@ -19,6 +20,10 @@ ardmad_pid=$!
 trap 'kill $ardmad_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
 server=$(cat "$port_file")
+if [[ ${ARDMA_BENCH_TRANSPORT:-tcp} == ucx ]]; then
+  server=ucx://$server
+  export UCX_TLS=${UCX_TLS:-shm,self}
+fi
 export ARDMA_SERVER=$server
 
 # Wall seconds of a command, median of $runs.

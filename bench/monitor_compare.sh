@@ -2,24 +2,27 @@
 # The RDMA load-monitoring paper's load-monitor micro-benchmarks, all four schemes in one run (bench/monitor_bench.cc
 # says how one 2-core machine stands in for back-end host, back-end NIC and front end):
 #
-#   bench/monitor_compare.sh [OUT_DIR]      (about 3 minutes)
+#   bench/monitor_compare.sh [OUT_DIR [SUFFIX]]      (about 3 minutes)
 #
-# Keeps OUT_DIR/monitor_bench.json, draws docs/figures/monitor_{latency,slowdown,accuracy}.png
-# (gnuplot) and prints the three tables in Markdown. Uses $BUILD_DIR (default build).
+# Keeps OUT_DIR/monitor_bench<SUFFIX>.json, draws docs/figures/monitor_{latency,slowdown,accuracy}
+# <SUFFIX>.png (gnuplot) and prints the three tables in Markdown. Uses $BUILD_DIR (default build).
+# ARDMA_BENCH_TRANSPORT=ucx makes the RDMA schemes one-sided UCX reads; reproduce.sh runs it so
+# with SUFFIX _ucx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BUILD_DIR:-build}/bin
 out=${1:-$(mktemp -d)}
+suffix=${2:-}
 mkdir -p "$out" docs/figures
 command -v gnuplot >/dev/null || {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox >/dev/null
 }
-"$bin"/monitor_bench --benchmark_out="$out/monitor_bench.json" --benchmark_out_format=json >&2
+"$bin"/monitor_bench --benchmark_out="$out/monitor_bench$suffix.json" --benchmark_out_format=json >&2
 
-python3 - "$out" <<'PY'
+python3 - "$out" "$suffix" <<'PY'
 import json, os, sys
-out = sys.argv[1]
-rows = [b for b in json.load(open(os.path.join(out, "monitor_bench.json")))["benchmarks"]
+out, suffix = sys.argv[1], sys.argv[2]
+rows = [b for b in json.load(open(os.path.join(out, f"monitor_bench{suffix}.json")))["benchmarks"]
         if not b.get("error_occurred")]
 schemes = ["rdma-sync", "rdma-async", "socket-sync", "socket-async"]
 def args(b):
@@ -45,7 +48,7 @@ def grid(prefix, axis, dat, columns):
             f.write("\n\n")
     return cells, xs
 
-lat, hogs = grid("BM_Latency", "hogs", "monitor_latency.dat", (mean_us, lambda b: b["p99_us"]))
+lat, hogs = grid("BM_Latency", "hogs", f"monitor_latency{suffix}.dat", (mean_us, lambda b: b["p99_us"]))
 print("#### (1) Poll latency vs busy threads on the back end's host CPU (mean µs; p99 in brackets)\n")
 print("| scheme | " + " | ".join(f"{h} busy" for h in hogs) + f" | {hogs[-1]} busy / idle | round trips/op | bytes/op |")
 print("|---|" + "---:|" * (len(hogs) + 3))
@@ -60,7 +63,7 @@ for s in range(4):
 rt = [b.get("realtime", 0) for b in rows]
 print(f"\nFront end and ardmad I/O thread under SCHED_FIFO: {'yes' if all(rt) else 'NO (refused; figures not comparable)'}.\n")
 
-slow, intervals = grid("BM_Slowdown", "interval_ms", "monitor_slowdown.dat",
+slow, intervals = grid("BM_Slowdown", "interval_ms", f"monitor_slowdown{suffix}.dat",
                        (lambda b: b["wait_pct"], lambda b: b["slowdown_pct"]))
 print("#### (2) A CPU-bound application on the back end vs monitoring granularity\n")
 print("Extra time the application waited for its CPU, % of its run time (schedstat; wall-time slowdown in brackets):\n")
@@ -73,7 +76,7 @@ for s in range(4):
 acc = next((b for b in rows if b["name"].startswith("BM_Accuracy")), None)
 print("\n#### (3) Accuracy against a 1 ms ground-truth sampler (all four at once, every 50 ms)\n")
 if acc:
-    with open(os.path.join(out, "monitor_accuracy.dat"), "w") as f:
+    with open(os.path.join(out, f"monitor_accuracy{suffix}.dat"), "w") as f:
         for i, s in enumerate(schemes):
             k = s.replace("-", "_")
             f.write(f'{i} "{s}" {acc["dev_running_" + k]:.3f} {acc["dev_cpu_" + k]:.2f}\n')
@@ -88,23 +91,23 @@ PY
 
 gnuplot <<GP
 set terminal pngcairo size 800,500 font ",10" noenhanced
-set output "docs/figures/monitor_latency.png"
+set output "docs/figures/monitor_latency$suffix.png"
 set title "Poll latency vs background load on the back end (the RDMA load-monitoring paper, Fig. 3)"
 set xlabel "busy threads on the back end's host CPU"; set ylabel "mean poll latency (us)"
 set logscale y; set key top left
-plot for [i=0:3] "$out/monitor_latency.dat" index i using 1:2 with linespoints lw 2 \
+plot for [i=0:3] "$out/monitor_latency$suffix.dat" index i using 1:2 with linespoints lw 2 \
      title word("rdma-sync rdma-async socket-sync socket-async", i + 1)
-set output "docs/figures/monitor_slowdown.png"
+set output "docs/figures/monitor_slowdown$suffix.png"
 set title "Application delay vs monitoring granularity (the RDMA load-monitoring paper, Fig. 4)"
 set xlabel "granularity (ms)"; set ylabel "extra CPU wait of the application (%)"
 set logscale x 2; unset logscale y; set key top right
-plot for [i=0:3] "$out/monitor_slowdown.dat" index i using 1:2 with linespoints lw 2 \
+plot for [i=0:3] "$out/monitor_slowdown$suffix.dat" index i using 1:2 with linespoints lw 2 \
      title word("rdma-sync rdma-async socket-sync socket-async", i + 1)
-set output "docs/figures/monitor_accuracy.png"
+set output "docs/figures/monitor_accuracy$suffix.png"
 set title "Deviation from a 1 ms ground truth (the RDMA load-monitoring paper, Fig. 5)"
 unset logscale; set style data histograms; set style fill solid 0.7; set boxwidth 0.8
 set ylabel "mean absolute deviation"; set key top left; set xlabel ""
-plot "$out/monitor_accuracy.dat" using 3:xtic(2) title "procs_running (tasks)", \
+plot "$out/monitor_accuracy$suffix.dat" using 3:xtic(2) title "procs_running (tasks)", \
      "" using (\$4/10):xtic(2) title "host-CPU load (10 points)"
 GP
-echo "figures: docs/figures/monitor_{latency,slowdown,accuracy}.png" >&2
+echo "figures: docs/figures/monitor_{latency,slowdown,accuracy}$suffix.png" >&2

@@ -15,7 +15,10 @@ BEGIN, END = "<!-- reproduced:begin -->", "<!-- reproduced:end -->"
 
 def read(run, name):
     path = os.path.join(run, name)
-    return open(path).read() if os.path.exists(path) else None
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return f.read()
 
 
 def command(run, name):
@@ -65,6 +68,21 @@ def tcp_floor(*only):
     return find
 
 
+def ucx_own():
+    """A reference finder for core_bench's UCX rows: UCX's own operation of the same kind, measured
+    by the same binary between two of its workers (bench/ucx_reference.cc)."""
+    own = (("BM_PingUcx/", "BM_UcxOwnAmRoundTrip/"), ("BM_ExecuteNoopUcx/", "BM_UcxOwnAmRoundTrip/"),
+           ("BM_ReadUcx/8/", "BM_UcxOwnGet/8/"), ("BM_ReadUcx/4096/", "BM_UcxOwnGet/4096/"),
+           ("BM_CasUcx/", "BM_UcxOwnAtomic/"), ("BM_FetchAddUcx/", "BM_UcxOwnAtomic/"))
+
+    def find(b, by_name):
+        for ours, theirs in own:
+            if b["name"].startswith(ours):
+                return next((r for n, r in by_name.items() if n.startswith(theirs)), None)
+        return None
+    return find
+
+
 def either(*finders):
     def find(b, by_name):
         for f in finders:
@@ -107,10 +125,15 @@ def bench_table(run, name, medians_only=False, extra=(), reference=None):
     return "\n".join(out) + "\n"
 
 
-def sweep_table(run):
-    text = read(run, "latency_sweep.out")
+def us(v):
+    """Microseconds to three significant digits, or whole ones from 100 up."""
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def sweep_table(run, suffix=""):
+    text = read(run, f"latency_sweep{suffix}.out")
     if not text:
-        return "(no latency_sweep.out)\n"
+        return f"(no latency_sweep{suffix}.out)\n"
     lines = text.splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith("name,"))
     res = {}
@@ -126,7 +149,7 @@ def sweep_table(run):
             if not a or not b:
                 continue
             ta, tb = float(a["real_time"]), float(b["real_time"])
-            out.append(f'| {names[op]} | {d} | {float(a["rtt_us"]):.0f} | {ta:.0f} | {tb:.0f} | '
+            out.append(f'| {names[op]} | {d} | {us(float(a["rtt_us"]))} | {us(ta)} | {us(tb)} | '
                        f'{tb / ta:.1f}× | {float(a["model_us"]) / ta:.2f}, '
                        f'{float(b["model_us"]) / tb:.2f} |')
     return "\n".join(out) + "\n"
@@ -141,12 +164,12 @@ def verbatim(run, name):
     return "\n".join("    " + l for l in text.strip().splitlines()) + "\n"
 
 
-def scaling_table(run):
+def scaling_table(run, suffix=""):
     """scaling.sh's table, with each active row's throughput against RDMA mode's at the same
     client count."""
-    text = read(run, "scaling.out")
+    text = read(run, f"scaling{suffix}.out")
     if not text:
-        return "(no scaling.out)\n"
+        return f"(no scaling{suffix}.out)\n"
     lines = [l for l in text.splitlines() if l.startswith("|")]
     rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in lines[2:]]
     ops = {(r[0], r[1], r[2]): float(r[3]) for r in rows}
@@ -155,6 +178,17 @@ def scaling_table(run):
         other = ops.get((r[0], "rdma", r[2])) if r[1] == "active" else None
         out.append(l + (f" {float(r[3]) / other:.2f}× |" if other else " |"))
     return "\n".join(out) + "\n"
+
+
+TRANSPORTS = (("TCP", ""), ("UCX shared memory (one-sided READ/WRITE/CAS/FETCH_ADD)", "_ucx"))
+
+
+def both(title, part):
+    """A section per transport: `part(suffix)` is its Markdown ("" for TCP, "_ucx" for UCX)."""
+    out = [f"### {title}", ""]
+    for name, suffix in TRANSPORTS:
+        out += [f"#### Over {name}", "", part(suffix)]
+    return "\n".join(out)
 
 
 def report(run):
@@ -170,41 +204,41 @@ def report(run):
         "",
         "\n".join("    " + l for l in machine.strip().splitlines()),
         "",
-        "### Core ops vs the raw TCP floor (medians)",
+        "### Core ops vs the raw TCP floor and UCX's own operations (medians)",
         "", command(run, "core_bench") + bench_table(run, "core_bench", medians_only=True,
-                                                  reference=tcp_floor()),
-        "### List and hash table, both modes",
-        "", command(run, "list_dht_bench") + bench_table(
-            run, "list_dht_bench", reference=either(swap(("rdma:1", "rdma:0")), tcp_floor("BM_Dht", "AppendAt"))),
-        "### File system, both modes",
-        "", command(run, "dfs_bench") + bench_table(
-            run, "dfs_bench", extra=("round_trips/MiB",),
-            reference=swap(("rdma:1", "rdma:0"), ("BM_DfsCopy256MiB", "BM_Memcpy256MiB"))),
-        "### Java vs native active code",
-        "", command(run, "jvm_bench") + bench_table(run, "jvm_bench", extra=("server_us/op",),
-                                                 reference=swap(("lang:1", "lang:0"))),
-        "### Latency sweep and the synthetic-time model",
-        "", command(run, "latency_sweep") + sweep_table(run),
-        "### DMA-cost sweep",
-        "", command(run, "dma_sweep") + verbatim(run, "dma_sweep"),
+                                                  reference=either(ucx_own(), tcp_floor())),
+        both("List and hash table, both modes", lambda s: command(run, "list_dht_bench" + s) +
+             bench_table(run, "list_dht_bench" + s, reference=either(
+                 swap(("rdma:1", "rdma:0")), tcp_floor("BM_Dht", "AppendAt")))),
+        both("File system, both modes", lambda s: command(run, "dfs_bench" + s) + bench_table(
+            run, "dfs_bench" + s, extra=("round_trips/MiB",),
+            reference=swap(("rdma:1", "rdma:0"), ("BM_DfsCopy256MiB", "BM_Memcpy256MiB")))),
+        both("Java vs native active code", lambda s: command(run, "jvm_bench" + s) + bench_table(
+            run, "jvm_bench" + s, extra=("server_us/op",), reference=swap(("lang:1", "lang:0")))),
+        both("Latency sweep and the synthetic-time model",
+             lambda s: command(run, "latency_sweep" + s) + sweep_table(run, s)),
+        "![latency sweep](figures/latency_sweep.png)",
+        "",
+        both("DMA-cost sweep", lambda s: command(run, "dma_sweep" + s) + verbatim(run, "dma_sweep" + s)),
         "### Hash table vs Redis (and Redis Lua)",
         "", command(run, "redis_compare") + verbatim(run, "redis_compare"),
-        "### Locks vs the Redis recipe",
-        "", command(run, "lock_compare") + bench_table(
-            run, "lock_bench", extra=("items_per_second", "wait_p50_us", "wait_p99_us", "fairness"),
+        both("Locks vs the Redis recipe", lambda s: command(run, "lock_compare" + s) + bench_table(
+            run, "lock_bench" + s,
+            extra=("items_per_second", "wait_p50_us", "wait_p99_us", "fairness"),
             reference=swap(("rdma:1", "rdma:0"),
-                            ("BM_RedisLockUncontended", "BM_LockUncontended/rdma:0"),
-                            ("BM_RedisLockContended/", "BM_LockContended/rdma:0/"))),
-        "### Client-count scaling",
-        "", command(run, "scaling") + scaling_table(run),
-        "### Tools beside GNU grep/find/cp and download + upload",
-        "", command(run, "apps_compare") + verbatim(run, "apps_compare"),
-        "### Load monitor: the four schemes of the RDMA load-monitoring paper",
-        "", command(run, "monitor_compare") + verbatim(run, "monitor_compare"),
-        "![poll latency](figures/monitor_latency.png)",
-        "![application delay](figures/monitor_slowdown.png)",
-        "![accuracy](figures/monitor_accuracy.png)",
+                           ("BM_RedisLockUncontended", "BM_LockUncontended/rdma:0"),
+                           ("BM_RedisLockContended/", "BM_LockContended/rdma:0/")))),
+        both("Client-count scaling", lambda s: command(run, "scaling" + s) + scaling_table(run, s)),
+        "![scaling](figures/scaling.png)",
         "",
+        both("Tools beside GNU grep/find/cp and download + upload",
+             lambda s: command(run, "apps_compare" + s) + verbatim(run, "apps_compare" + s)),
+        both("Load monitor: the four schemes of the RDMA load-monitoring paper",
+             lambda s: command(run, "monitor_compare" + s) + verbatim(run, "monitor_compare" + s) +
+             "\n" + "\n".join(f"![{f}](figures/monitor_{f}{s}.png)"
+                               for f in ("latency", "slowdown", "accuracy")) + "\n"),
+        "### One-sided region operations (UCX shared memory)",
+        "", command(run, "region_bench") + bench_table(run, "region_bench"),
         END,
     ]
     return "\n".join(parts) + "\n"
@@ -213,13 +247,15 @@ def report(run):
 def main():
     run = sys.argv[1]
     doc = sys.argv[2] if len(sys.argv) > 2 else "docs/BENCHMARKS.md"
-    text = open(doc).read()
+    with open(doc) as f:
+        text = f.read()
     section = report(run)
     if BEGIN in text and END in text:
         text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
     else:
         text = text.rstrip("\n") + "\n\n" + section
-    open(doc, "w").write(text)
+    with open(doc, "w") as f:
+        f.write(text)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 # with 1..64 connections, active and RDMA mode, against one ardmad process, in one run.
 #
 #   bench/scaling.sh [REQUESTS]    (default 20000 per point; prints a Markdown table)
+#
+# ARDMA_BENCH_TRANSPORT=ucx: the connections are UCX (UCX_TLS, default shm,self) instead of TCP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BUILD_DIR:-build}/bin  # scripts/build.sh builds there (BUILD_DIR, BUILD_TYPE honoured)
@@ -14,6 +16,10 @@ pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -f "$port_file"' EXIT
 for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
 server=$(cat "$port_file")
+if [[ ${ARDMA_BENCH_TRANSPORT:-tcp} == ucx ]]; then
+  server=ucx://$server
+  export UCX_TLS=${UCX_TLS:-shm,self}
+fi
 bench() { "$bin"/ardma-bench --server "$server" --csv "$@" | tail -n +2; }
 echo "| test | mode | clients | ops/s | p50 ms | p99 ms | round trips/op |"
 echo "|---|---|---:|---:|---:|---:|---:|"
