@@ -22,13 +22,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/status_macros.h"
 
@@ -36,10 +37,18 @@ namespace ardma {
 
 class Client;
 
-// The cache's name for object `name` on `client`'s server: a service client over a cluster
-// (Servers) keeps one entry per server that holds an object of that name.
-inline std::string ServerScopedName(const Client& client, std::string_view name) {
-  return absl::StrCat(reinterpret_cast<uintptr_t>(&client), "/", ToAbsl(name));
+// The cache's name for an object: its name, and with ServerScopedName the server it is on (a
+// service client over a cluster, Servers, keeps one entry per server that holds an object of that
+// name). Borrows the name; looking one up builds no string.
+struct ScopedName {
+  ScopedName(const char* name) : name(name) {}        // NOLINT: a name on no particular server
+  ScopedName(std::string_view name) : name(name) {}   // NOLINT
+  ScopedName(const Client* server, std::string_view name) : server(server), name(name) {}
+  const Client* server = nullptr;
+  std::string_view name;
+};
+inline ScopedName ServerScopedName(const Client& client, std::string_view name) {
+  return ScopedName(&client, name);
 }
 
 // `status` (keeping its code and message) marked as "no such object at the address the caller
@@ -50,31 +59,31 @@ bool IsStaleRoot(const absl::Status& status);
 template <typename T>
 class RootCache {
  public:
-  std::optional<T> Find(std::string_view name) const {
+  std::optional<T> Find(ScopedName name) const {
     absl::MutexLock lock(&mu_);
-    auto it = entries_.find(ToAbsl(name));
+    auto it = entries_.find(KeyOf(name));
     if (it == entries_.end()) return std::nullopt;
     return it->second;
   }
-  void Store(std::string_view name, const T& value) {
+  void Store(ScopedName name, const T& value) {
     absl::MutexLock lock(&mu_);
-    entries_.insert_or_assign(std::string(name), value);
+    entries_.insert_or_assign(Stored{name.server, std::string(name.name)}, value);
   }
-  void Forget(std::string_view name) {
+  void Forget(ScopedName name) {
     absl::MutexLock lock(&mu_);
-    entries_.erase(ToAbsl(name));
+    entries_.erase(KeyOf(name));
   }
   // Applies `update` to the entry for `name`, if there is one.
-  void Update(std::string_view name, absl::FunctionRef<void(T&)> update) {
+  void Update(ScopedName name, absl::FunctionRef<void(T&)> update) {
     absl::MutexLock lock(&mu_);
-    auto it = entries_.find(ToAbsl(name));
+    auto it = entries_.find(KeyOf(name));
     if (it != entries_.end()) update(it->second);
   }
 
   // Runs attempt(the cached entry, or nullopt). If that fails with a stale-root status and a
   // cached entry was used, forgets it and runs attempt(nullopt) once more.
   template <typename R>
-  absl::StatusOr<R> Run(std::string_view name,
+  absl::StatusOr<R> Run(ScopedName name,
                         absl::FunctionRef<absl::StatusOr<R>(std::optional<T>)> attempt) {
     std::optional<T> cached = Find(name);
     absl::StatusOr<R> result = attempt(cached);
@@ -86,8 +95,25 @@ class RootCache {
   }
 
  private:
+  using Stored = std::pair<const Client*, std::string>;
+  using Key = std::pair<const Client*, absl::string_view>;
+  static Key KeyOf(ScopedName name) { return {name.server, ToAbsl(name.name)}; }
+  // Looks a Stored entry up by a Key (no string built).
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(const Key& k) const { return absl::HashOf(k.first, k.second); }
+    size_t operator()(const Stored& k) const { return (*this)(Key(k.first, k.second)); }
+  };
+  struct Eq {
+    using is_transparent = void;
+    static Key Of(const Key& k) { return k; }
+    static Key Of(const Stored& k) { return Key(k.first, k.second); }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const { return Of(a) == Of(b); }
+  };
+
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, T> entries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Stored, T, Hash, Eq> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ardma

@@ -199,6 +199,8 @@ class Client {
   uint64_t client_id() const { return client_id_; }
   // When a call made now with `options` gives up.
   absl::Time DeadlineFor(const CallOptions& options) const;
+  // How long a call made with `options` may take (DeadlineFor's, from now).
+  absl::Duration TimeoutFor(const CallOptions& options) const;
   // The lock owner the server gave the connection requests go over now (connecting if need be;
   // anonymous if it cannot): locks taken through this client are its connection's, and are
   // taken over by others only once that connection is gone (LockOwner in core/context/context.h).
@@ -230,8 +232,6 @@ class Client {
   absl::StatusOr<std::string> Call(OutgoingRequest request, const CallOptions& options,
                                    bool retryable);
   absl::StatusOr<std::shared_ptr<Transport>> CurrentConnection();
-  // How long a call made with `options` may take (DeadlineFor's, from now).
-  absl::Duration TimeoutFor(const CallOptions& options) const;
   // The deadline an EXECUTE carries (CallOptions::server_deadline).
   absl::Duration ServerDeadline(const CallOptions& options) const;
 

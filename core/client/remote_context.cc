@@ -91,11 +91,12 @@ absl::StatusOr<bool> RemoteContext::DoWake(std::string_view, std::string_view) {
 }
 
 absl::Status RemoteContext::DoBackoff(absl::Duration delay) {
-  absl::Time now = absl::Now();
-  if (now >= deadline_) {
+  absl::Time deadline = deadline_.Get();
+  absl::Time now = FastNow();
+  if (now >= deadline) {
     return absl::DeadlineExceededError("the operation's deadline passed while it waited");
   }
-  absl::SleepFor(std::min(delay, deadline_ - now));
+  absl::SleepFor(std::min(delay, deadline - now));
   return absl::OkStatus();
 }
 

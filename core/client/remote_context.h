@@ -3,10 +3,10 @@
 // the libraries the client links: in RDMA mode all logic stays on the client. View, Park and Wake
 // need the data to be local and fail with FAILED_PRECONDITION.
 //
-// The whole operation (the function and everything it Calls) has the deadline of a call made with
-// `options` when the context is created: past it, Backoff fails with DEADLINE_EXCEEDED, so an
-// RDMA-mode operation that waits on a lock held by a slow client gives up like an active-mode
-// one does.
+// The whole operation (the function and everything it Calls) has the timeout of a call made with
+// `options`, counted from the first time it waits (an operation that never waits reads no clock):
+// past it, Backoff fails with DEADLINE_EXCEEDED, so an RDMA-mode operation that waits on a lock
+// held by a slow client gives up like an active-mode one does.
 //
 // Borrows the Client and the libraries for its lifetime. One thread at a time.
 #ifndef ARDMA_CORE_CLIENT_REMOTE_CONTEXT_H_
@@ -16,6 +16,7 @@
 
 #include "core/active/active_library.h"
 #include "core/client/client.h"
+#include "core/clock.h"
 #include "core/context/context.h"
 
 namespace ardma {
@@ -28,7 +29,7 @@ class RemoteContext : public Context {
       : client_(client),
         libraries_(std::move(libraries)),
         options_(options),
-        deadline_(client->DeadlineFor(options)) {}
+        deadline_(LazyDeadline::After(client->TimeoutFor(options))) {}
 
   bool IsLocal() const override { return false; }
 
@@ -52,7 +53,7 @@ class RemoteContext : public Context {
   Client* const client_;
   const std::vector<const ActiveLibrary*> libraries_;
   const CallOptions options_;
-  const absl::Time deadline_;
+  LazyDeadline deadline_;  // read from the clock when the operation first waits (DoBackoff)
   int depth_ = 0;
 };
 

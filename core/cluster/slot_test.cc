@@ -17,6 +17,32 @@ TEST(SlotTest, HashIsCrc16XmodemAsRedisClusterUses) {
   EXPECT_EQ(Crc16(""), 0);
 }
 
+// CRC-16/XMODEM a bit at a time, as its definition reads.
+uint16_t BitwiseCrc16(std::string_view bytes, uint16_t crc = 0) {
+  for (unsigned char byte : bytes) {
+    crc ^= static_cast<uint16_t>(byte << 8);
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
+                                : static_cast<uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+
+TEST(SlotTest, EightBytesAtATimeIsTheSameCrcAsABitAtATime) {
+  std::string bytes;
+  uint32_t x = 12345;
+  for (int len = 0; len < 80; ++len) {
+    x = x * 1103515245u + 12345u;
+    bytes.push_back(static_cast<char>(x >> 16));
+    for (size_t from = 0; from <= bytes.size(); from += 3) {
+      std::string_view part = std::string_view(bytes).substr(from);
+      ASSERT_EQ(Crc16(part), BitwiseCrc16(part)) << "length " << part.size();
+      ASSERT_EQ(Crc16(part, 0xbeef), BitwiseCrc16(part, 0xbeef)) << "length " << part.size();
+    }
+  }
+}
+
 TEST(SlotTest, SlotsSpreadEvenlyAndHashTagsKeepKeysTogether) {
   std::array<int, 4> quarters{};
   for (int i = 0; i < 100000; ++i) ++quarters[SlotOf("table", absl::StrCat("key", i)) / (kSlots / 4)];

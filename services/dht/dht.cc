@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/memory/heap.h"
 #include "core/slots.h"
@@ -76,7 +77,7 @@ absl::StatusOr<Search> FindKey(Context& ctx, const Table& t, const Neighbourhood
                                std::string_view key, uint64_t hash, const Fence& fence = {},
                                bool write = false) {
   Search result;
-  std::vector<int> candidates;
+  absl::InlinedVector<int, kNeighbourhoodSlots> candidates;
   for (int i = 0; i < kNeighbourhoodSlots; ++i) {
     if (nb.slots[i] != 0 && SlotFingerprint(nb.slots[i]) == Fingerprint(hash)) {
       candidates.push_back(i);
@@ -94,8 +95,8 @@ absl::StatusOr<Search> FindKey(Context& ctx, const Table& t, const Neighbourhood
     }
     return result;
   }
-  std::vector<std::string> bytes(candidates.size());
-  std::vector<ReadOp> ops;
+  absl::InlinedVector<std::string, 2> bytes(candidates.size());
+  absl::InlinedVector<ReadOp, 3> ops;
   for (size_t c = 0; c < candidates.size(); ++c) {
     uint64_t slot = nb.slots[candidates[c]];
     uint64_t capacity = (1ull << SlotClass(slot)) - heap::kBlockHeader;
@@ -148,6 +149,36 @@ absl::StatusOr<Table> Resolve(Context& ctx, const Target& target, bool create) {
   if (target.header == 0) return OpenByName(ctx, target.name, create);
   if (target.geometry == 0 || target.id == 0) return ReadTable(ctx, target.header);
   return Table{target.header, target.id, Geometry{target.geometry}};
+}
+
+absl::StatusOr<Fence> FenceOf(Context& ctx, const Target& target, std::string_view key) {
+  if (target.fence != 0) return Fence{target.fence, target.slot};
+  if (target.header != 0 || target.unfenced) return Fence{};
+  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
+  if (absl::IsNotFound(fence.status())) return Fence{};
+  ARDMA_RETURN_IF_ERROR(fence.status());
+  uint32_t slot = slots::SlotOf(target.name, key);
+  return Fence{slots::FenceEntry(*fence, slot), slot};
+}
+
+absl::Status Missing(Context& ctx, const absl::Status& resolved, const Fence& fence, bool write) {
+  if (resolved.ok()) return resolved;
+  if (absl::IsNotFound(resolved) && fence.entry != 0) {
+    uint64_t words[2];
+    ARDMA_RETURN_IF_ERROR(
+        ctx.Read(fence.entry, std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));
+    ARDMA_RETURN_IF_ERROR(slots::CheckFence(fence.slot, words[0], words[1], write));
+  }
+  return resolved;
+}
+
+absl::StatusOr<Found> ReadKey(Context& ctx, const Target& target, std::string_view key,
+                              std::string* value) {
+  ARDMA_ASSIGN_OR_RETURN(Fence fence, FenceOf(ctx, target, key));
+  absl::StatusOr<Table> t = Resolve(ctx, target, /*create=*/false);
+  ARDMA_RETURN_IF_ERROR(Missing(ctx, t.status(), fence, /*write=*/false));
+  ARDMA_ASSIGN_OR_RETURN(bool present, Lookup(ctx, *t, key, value, fence));
+  return Found{*t, present};
 }
 
 // ---- Operations ----

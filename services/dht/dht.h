@@ -30,6 +30,24 @@ absl::StatusOr<Table> OpenByName(Context& ctx, std::string_view name, bool creat
 // The target's table: by name, or as the client cached it (re-read if it cached no geometry).
 absl::StatusOr<Table> Resolve(Context& ctx, const Target& target, bool create);
 
+// Where `key` of `target` checks that its slot is served here: as an RDMA-mode client cached it,
+// or, by name, this server's fence (none outside a cluster, or for an unfenced caller).
+absl::StatusOr<Fence> FenceOf(Context& ctx, const Target& target, std::string_view key);
+// A table that could not be resolved: NOT_FOUND (no table) only if the key's slot is served here,
+// else the redirect.
+absl::Status Missing(Context& ctx, const absl::Status& resolved, const Fence& fence, bool write);
+
+// get and contains from a target as the library's functions parse it: the table as the lookup
+// left it (its geometry, for the caller's cache) and whether `key` is present (its value in
+// *value, if given). A slot not served here fails with its redirect status. An RDMA-mode client
+// runs this directly, without encoding arguments for the function and decoding its answer.
+struct Found {
+  Table table;
+  bool present = false;
+};
+absl::StatusOr<Found> ReadKey(Context& ctx, const Target& target, std::string_view key,
+                              std::string* value);
+
 // Each keyed operation takes the key's Fence (none by default): a slot that is not served here
 // fails it with a redirect status (slots::RedirectOf); reads check after reading, writes after
 // locking the key's bucket.

@@ -9,6 +9,7 @@
 #include "core/slots.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
+#include "services/dht/dht.h"
 
 namespace ardma::dht {
 
@@ -47,16 +48,16 @@ absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(Client& client, std::s
 }
 
 absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view function,
-                                        std::string_view table, std::string_view rest,
+                                        std::string_view table, const std::string_view* value,
                                         ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
-  const uint32_t slot = slots::SlotOf(table, key);
+  const Keyed keyed{key, slots::SlotOf(table, key), value};
   return RouteToSlot<Reply>(
-      *servers_, slot,
+      *servers_, keyed.slot,
       options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
       absl::StrCat("table ", ToAbsl(table)),
       [&](Client& client) -> absl::StatusOr<Reply> {
-        absl::StatusOr<Reply> reply = Run(client, function, table, &slot, rest, kind, create);
+        absl::StatusOr<Reply> reply = Run(client, function, table, &keyed, "", kind, create);
         if (absl::IsNotFound(reply.status())) return AbsentHere(client, table, reply.status());
         return reply;
       },
@@ -79,45 +80,78 @@ absl::StatusOr<Reply> DhtClient::AbsentHere(Client& client, std::string_view tab
 }
 
 absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
-                                     std::string_view table, const uint32_t* slot,
+                                     std::string_view table, const Keyed* keyed,
                                      std::string_view rest, ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
-  const std::string cache_key = ServerScopedName(client, table);
+  CallOptions call = options_;
+  call.idempotent = function == "dht.get" || function == "dht.contains";  // reads run again
   auto attempt = [&](std::optional<Cached> cached) -> absl::StatusOr<Reply> {
     Target target{table};
     if (mode_ == Mode::kRdma) {
       if (!cached.has_value()) {
         ARDMA_ASSIGN_OR_RETURN(cached, ResolveTable(client, table, create));
-        tables_.Store(cache_key, *cached);
+        tables_.Store(ServerScopedName(client, table), *cached);
       }
       target.header = cached->header;
       target.id = cached->id;
       target.geometry = cached->geometry;
-      if (cached->fence != 0 && slot != nullptr) {
-        target.slot = *slot;
+      if (cached->fence != 0 && keyed != nullptr) {
+        target.slot = keyed->slot;
         target.fence = slots::FenceEntry(cached->fence, target.slot);
       }
     }
-    std::string args;
-    EncodeTarget(target, &args);
-    args.append(rest);
-    CallOptions call = options_;
-    call.idempotent = function == "dht.get" || function == "dht.contains";  // reads run again
-    ARDMA_ASSIGN_OR_RETURN(std::string result,
-                           Invoke(client, mode_, active_libraries::dht(), function, args, call));
-    ARDMA_ASSIGN_OR_RETURN(Reply reply, DecodeReply(result, kind));
-    if (mode_ == Mode::kRdma && !reply.redirect.has_value()) {
-      tables_.Update(cache_key, [&](Cached& c) { c.geometry = reply.geometry; });  // keep current
+    absl::StatusOr<Reply> reply;
+    if (mode_ == Mode::kRdma && keyed != nullptr && call.idempotent) {
+      reply = ReadHere(client, target, keyed->key, kind, call);
+    } else {
+      std::string args;
+      EncodeTarget(target, &args);
+      if (keyed == nullptr) {
+        args.append(rest);
+      } else {
+        args.append(keyed->value != nullptr ? EncodePutArgs(keyed->key, *keyed->value)
+                                            : EncodeKeyArgs(keyed->key));
+      }
+      ARDMA_ASSIGN_OR_RETURN(std::string result,
+                             Invoke(client, mode_, active_libraries::dht(), function, args, call));
+      reply = DecodeReply(result, kind);
+    }
+    if (reply.ok() && mode_ == Mode::kRdma && !reply->redirect.has_value() &&
+        reply->geometry != cached->geometry) {
+      tables_.Update(ServerScopedName(client, table),
+                     [&](Cached& c) { c.geometry = reply->geometry; });  // keep current
     }
     return reply;
   };
   if (mode_ == Mode::kActive) return attempt(std::nullopt);
-  return tables_.Run<Reply>(cache_key, attempt);
+  return tables_.Run<Reply>(ServerScopedName(client, table), attempt);
+}
+
+absl::StatusOr<Reply> DhtClient::ReadHere(Client& client, const Target& target,
+                                          std::string_view key, ReplyKind kind,
+                                          const CallOptions& call) {
+  // What dht.get and dht.contains do (dht::ReadKey), on this thread, and their answer as
+  // DecodeReply would give it.
+  RemoteContext ctx(&client, {&active_libraries::dht()}, call);
+  std::string value;
+  absl::StatusOr<Found> found =
+      ReadKey(ctx, target, key, kind == ReplyKind::kFlagAndValue ? &value : nullptr);
+  Reply reply;
+  if (!found.ok()) {
+    reply.redirect = slots::RedirectOf(found.status());
+    if (!reply.redirect.has_value()) return found.status();
+    reply.geometry = kRedirectGeometry;
+    return reply;
+  }
+  reply.geometry = found->table.geometry.word;
+  reply.flag = found->present;
+  if (found->present && kind == ReplyKind::kFlagAndValue) reply.value = std::move(value);
+  return reply;
 }
 
 absl::StatusOr<bool> DhtClient::Put(std::string_view table, std::string_view key,
                                     std::string_view value) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.put", table, EncodePutArgs(key, value),
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.put", table, &value,
                                           ReplyKind::kFlag, /*create=*/true));
   return reply.flag;
 }
@@ -125,27 +159,27 @@ absl::StatusOr<bool> DhtClient::Put(std::string_view table, std::string_view key
 absl::StatusOr<std::optional<std::string>> DhtClient::Insert(std::string_view table,
                                                              std::string_view key,
                                                              std::string_view value) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.insert", table, EncodePutArgs(key, value),
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.insert", table, &value,
                                           ReplyKind::kFlagAndValue, /*create=*/true));
   if (!reply.flag) return std::nullopt;
   return std::move(reply.value);
 }
 
 absl::StatusOr<std::string> DhtClient::Get(std::string_view table, std::string_view key) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.get", table, EncodeKeyArgs(key),
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.get", table, nullptr,
                                           ReplyKind::kFlagAndValue, /*create=*/false));
   if (!reply.flag) return absl::NotFoundError("no such key");
   return std::move(*reply.value);
 }
 
 absl::StatusOr<bool> DhtClient::Contains(std::string_view table, std::string_view key) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.contains", table, EncodeKeyArgs(key),
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.contains", table, nullptr,
                                           ReplyKind::kFlag, /*create=*/false));
   return reply.flag;
 }
 
 absl::StatusOr<bool> DhtClient::Remove(std::string_view table, std::string_view key) {
-  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.remove", table, EncodeKeyArgs(key), ReplyKind::kFlag,
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.remove", table, nullptr, ReplyKind::kFlag,
                                           /*create=*/false));
   return reply.flag;
 }

@@ -86,17 +86,28 @@ class DhtClient {
     uint64_t header = 0, id = 0, geometry = 0;
     uint64_t fence = 0;  // the server's slot fence (core/slots.h); 0: not a cluster member
   };
-  // Runs `function` on `client` with args = target + `rest`. In RDMA mode the target is the table
-  // as cached for that server (resolved once per server and name, and created when `create`),
-  // with the fence entry of the key's `slot` (if there is a key, and the server a fence).
+  // A keyed call's key, the key's slot and (put, insert) the value.
+  struct Keyed {
+    std::string_view key;
+    uint32_t slot = 0;
+    const std::string_view* value = nullptr;
+  };
+  // Runs `function` on `client` with args = target + the key's arguments (`keyed`), or + `rest`.
+  // In RDMA mode the target is the table as cached for that server (resolved once per server and
+  // name, and created when `create`), with the fence entry of the key's slot (if there is a key,
+  // and the server a fence); a get or contains runs as ReadHere.
   absl::StatusOr<Reply> Run(Client& client, std::string_view function, std::string_view table,
-                            const uint32_t* slot, std::string_view rest, ReplyKind kind,
+                            const Keyed* keyed, std::string_view rest, ReplyKind kind,
                             bool create);
-  // The same on the server that holds `key`, following redirects (a slot that moved, or is
-  // moving) for up to the call's timeout from the first one.
+  // RDMA mode's get and contains: the function's algorithm (dht::ReadKey) on this thread, with no
+  // arguments to encode and no answer to decode.
+  absl::StatusOr<Reply> ReadHere(Client& client, const Target& target, std::string_view key,
+                                 ReplyKind kind, const CallOptions& call);
+  // The same on the server that holds `key` (with `value`, if given), following redirects (a
+  // slot that moved, or is moving) for up to the call's timeout from the first one.
   absl::StatusOr<Reply> RunFor(std::string_view key, std::string_view function,
-                               std::string_view table, std::string_view rest, ReplyKind kind,
-                               bool create);
+                               std::string_view table, const std::string_view* value,
+                               ReplyKind kind, bool create);
   // `not_found` came from `client`'s server: the key is absent there, unless no server of the
   // cluster has the table.
   absl::StatusOr<Reply> AbsentHere(Client& client, std::string_view table, absl::Status not_found);

@@ -31,31 +31,6 @@ absl::StatusOr<Target> ParseTarget(ByteReader& r) {
   return t;
 }
 
-// Where `key` of `target` checks that its slot is served here: as an RDMA-mode client cached it,
-// or, by name, this server's fence (none outside a cluster, or for an unfenced caller).
-absl::StatusOr<Fence> FenceOf(Context& ctx, const Target& target, std::string_view key) {
-  if (target.fence != 0) return Fence{target.fence, target.slot};
-  if (target.header != 0 || target.unfenced) return Fence{};
-  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
-  if (absl::IsNotFound(fence.status())) return Fence{};
-  ARDMA_RETURN_IF_ERROR(fence.status());
-  uint32_t slot = slots::SlotOf(target.name, key);
-  return Fence{slots::FenceEntry(*fence, slot), slot};
-}
-
-// A table that could not be resolved: NOT_FOUND (no table) only if the key's slot is served here,
-// else the redirect.
-absl::Status Missing(Context& ctx, const absl::Status& resolved, const Fence& fence, bool write) {
-  if (resolved.ok()) return resolved;
-  if (absl::IsNotFound(resolved) && fence.entry != 0) {
-    uint64_t words[2];
-    ARDMA_RETURN_IF_ERROR(
-        ctx.Read(fence.entry, std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));
-    ARDMA_RETURN_IF_ERROR(slots::CheckFence(fence.slot, words[0], words[1], write));
-  }
-  return resolved;
-}
-
 // A keyed function's answer: its result, or the redirect its fence gave.
 absl::StatusOr<std::string> Answer(absl::StatusOr<std::string> result) {
   if (std::optional<slots::Redirect> redirect = slots::RedirectOf(result.status())) {
@@ -125,13 +100,10 @@ absl::StatusOr<std::string> Open(Context& ctx, std::string_view args) {
 // get and contains.
 absl::StatusOr<std::string> Read(Context& ctx, std::string_view args, bool with_value) {
   ARDMA_ASSIGN_OR_RETURN(KeyArgs a, ParseKeyArgs(args, false, "dht: trailing bytes"));
-  ARDMA_ASSIGN_OR_RETURN(Fence fence, FenceOf(ctx, a.target, a.key));
-  absl::StatusOr<Table> t = Resolve(ctx, a.target, /*create=*/false);
-  ARDMA_RETURN_IF_ERROR(Missing(ctx, t.status(), fence, /*write=*/false));
   std::string value;
-  ARDMA_ASSIGN_OR_RETURN(bool found, Lookup(ctx, *t, a.key, with_value ? &value : nullptr, fence));
-  std::string out = EncodeReply(*t, found);
-  if (found && with_value) ByteWriter(&out).Bytes32(value);
+  ARDMA_ASSIGN_OR_RETURN(Found found, ReadKey(ctx, a.target, a.key, with_value ? &value : nullptr));
+  std::string out = EncodeReply(found.table, found.present);
+  if (found.present && with_value) ByteWriter(&out).Bytes32(value);
   return out;
 }
 
