@@ -34,6 +34,10 @@ Server& SharedServer() {
     options.handler.workers = 2;
     options.unix_socket = "/tmp/ardma_core_bench." + std::to_string(::getpid()) + ".sock";
     options.handler.registration.dir = BenchRegisterDir();
+    // region_bench registers and deregisters in a loop, tens of thousands a second: with the
+    // default quarantine the deregistered regions would fill --register-max within milliseconds.
+    // No benchmark touches a region after deregistering it.
+    options.handler.registration.quarantine = absl::ZeroDuration();
     // ARDMA_BENCH_IO_THREADS: ardmad's --io-threads for this run (default: ardmad's default).
     if (const char* io = std::getenv("ARDMA_BENCH_IO_THREADS")) options.io_threads = std::atoi(io);
     // ARDMA_BENCH_MEMORY_FILE: ardmad's --memory-file (the durable heap; the file is made anew).

@@ -110,6 +110,10 @@ void DeclareStorageFlags(ardma::FlagSet& flags, Config& c) {
   flags.Int("register-max", &c.register_max, "N", "most regions registered at once (default 4096)");
   flags.Bytes("register-max-bytes", &c.register_max_bytes,
               "most bytes registered at once, all regions together (default 64G)");
+  flags.Duration("register-quarantine", &c.options.handler.registration.quarantine,
+                 "a deregistered region stays mapped, unreachable, this long (default 5s), so a "
+                 "one-sided write already sent cannot land in memory mapped after it; it counts "
+                 "against --register-max and --register-max-bytes until then");
 }
 
 // Threads and the DMA-cost model.
@@ -338,6 +342,9 @@ absl::Status ApplyPlacementAndStorage(Config& c) {
   }
   o.jvm.options = absl::StrSplit(c.jvm_options, ' ', absl::SkipEmpty());
   if (c.register_max < 0) return Invalid("--register-max must be 0 or more");
+  if (c.options.handler.registration.quarantine < absl::ZeroDuration()) {
+    return Invalid("--register-quarantine must be 0 or more");
+  }
   o.handler.registration.max_regions = static_cast<size_t>(c.register_max);
   o.handler.registration.max_bytes = c.register_max_bytes;
   if (!o.handler.registration.dir.empty() &&

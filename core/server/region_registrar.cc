@@ -134,20 +134,27 @@ absl::StatusOr<wire::UcxRegionKey> RegionRegistrar::Register(const wire::Registe
   absl::StatusOr<std::unique_ptr<Region>> mapped = MapRequested(req, peer_pid);
   if (!mapped.ok()) return refuse(mapped.status());
   std::shared_ptr<Region> region = *std::move(mapped);
+  std::vector<std::shared_ptr<Region>> expired;  // unmapped after the lock is released
   {
     absl::MutexLock lock(&mu_);
-    if (entries_.size() >= limits_.max_regions) {
-      return refuse(absl::ResourceExhaustedError(
-          absl::StrCat("the server has ", entries_.size(), " registered regions, its limit")));
+    expired = Expire(absl::Now());
+    const size_t held = entries_.size() + quarantined_.size();
+    if (held >= limits_.max_regions) {
+      return refuse(absl::ResourceExhaustedError(absl::StrCat(
+          "the server has ", held, " regions mapped, its limit (", quarantined_.size(),
+          " of them deregistered and kept for up to ", absl::FormatDuration(limits_.quarantine),
+          " so that a one-sided access already sent cannot reach memory mapped after them)")));
     }
     if (per_owner_[owner] >= limits_.max_per_connection) {
       return refuse(absl::ResourceExhaustedError(absl::StrCat(
           "this connection has ", limits_.max_per_connection, " registered regions, its limit")));
     }
-    if (bytes_ + region->size() > limits_.max_bytes) {
+    if (bytes_ + quarantined_bytes_ + region->size() > limits_.max_bytes) {
       return refuse(absl::ResourceExhaustedError(absl::StrCat(
           "registering ", region->size(), " more bytes would pass the server's limit of ",
-          limits_.max_bytes, " registered bytes")));
+          limits_.max_bytes, " registered bytes (", quarantined_bytes_,
+          " of them in deregistered regions kept mapped for up to ",
+          absl::FormatDuration(limits_.quarantine), ")")));
     }
     bytes_ += region->size();
     ++per_owner_[owner];
@@ -234,17 +241,21 @@ void RegionRegistrar::Remove(wire::RegionId id) {
   std::vector<std::shared_ptr<Region>> expired;  // unmapped after the lock is released
   absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
-  for (auto it = quarantined_.begin(); it != quarantined_.end();) {
-    if (it->first <= now) {
-      expired.push_back(std::move(it->second));
-      it = quarantined_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  expired = Expire(now);
   if (region != nullptr && limits_.quarantine > absl::ZeroDuration()) {
+    quarantined_bytes_ += region->size();
     quarantined_.emplace_back(now + limits_.quarantine, std::move(region));
   }
+}
+
+std::vector<std::shared_ptr<Region>> RegionRegistrar::Expire(absl::Time now) {
+  std::vector<std::shared_ptr<Region>> expired;
+  while (!quarantined_.empty() && quarantined_.front().first <= now) {
+    quarantined_bytes_ -= quarantined_.front().second->size();
+    expired.push_back(std::move(quarantined_.front().second));
+    quarantined_.pop_front();
+  }
+  return expired;
 }
 
 void RegionRegistrar::OwnerGone(const void* owner) {
@@ -264,6 +275,7 @@ void RegionRegistrar::AppendStats(std::vector<wire::StatsEntry>* out) const {
     absl::MutexLock lock(&mu_);
     out->emplace_back("regions.registered", entries_.size());
     out->emplace_back("regions.bytes", bytes_);
+    out->emplace_back("regions.quarantined", quarantined_.size());
   }
   out->emplace_back("regions.registered_total", registered_total_.load(std::memory_order_relaxed));
   out->emplace_back("regions.refused", refused_.load(std::memory_order_relaxed));

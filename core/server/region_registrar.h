@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <deque>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -38,7 +39,10 @@ struct RegistrationLimits {
   size_t max_per_connection = 1024;  // registered at once by one connection
   // A removed region stays mapped (unreachable) this long, so that a one-sided write already on
   // its way through a transport that cannot revoke keys (CMA) lands in it, never in memory the
-  // server maps next at that address.
+  // server maps next at that address. Until then it still counts against max_regions and
+  // max_bytes: it is still a mapping (a client that registers and removes in a loop is refused,
+  // where the server would otherwise run out of mappings, vm.max_map_count, and fail anything
+  // that maps memory).
   absl::Duration quarantine = absl::Seconds(5);
 };
 
@@ -74,7 +78,8 @@ class RegionRegistrar {
   // Removes every region `owner` registered (its connection closed).
   void OwnerGone(const void* owner);
 
-  // regions.registered, regions.bytes (now); regions.registered_total, regions.refused.
+  // regions.registered, regions.bytes, regions.quarantined (now); regions.registered_total,
+  // regions.refused.
   void AppendStats(std::vector<wire::StatsEntry>* out) const;
 
  private:
@@ -89,6 +94,9 @@ class RegionRegistrar {
   wire::UcxRegionKey KeyFor(wire::RegionId id, const Region& region, std::string rkey,
                             const security::Grant& grant) const;
   void Remove(wire::RegionId id);
+  // Takes the quarantined regions whose time has come out of the quarantine (and the counts),
+  // for the caller to unmap once it has released the lock.
+  std::vector<std::shared_ptr<Region>> Expire(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RegistrationLimits limits_;
   RegionTable* const regions_;
@@ -100,8 +108,10 @@ class RegionRegistrar {
   absl::flat_hash_map<wire::RegionId, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<const void*, size_t> per_owner_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Removed regions kept mapped until their time (RegistrationLimits::quarantine).
-  std::vector<std::pair<absl::Time, std::shared_ptr<Region>>> quarantined_ ABSL_GUARDED_BY(mu_);
+  // Removed regions kept mapped until their time (RegistrationLimits::quarantine), oldest first,
+  // and their sizes added up.
+  std::deque<std::pair<absl::Time, std::shared_ptr<Region>>> quarantined_ ABSL_GUARDED_BY(mu_);
+  uint64_t quarantined_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ardma

@@ -195,6 +195,43 @@ TEST_F(RegionRegistrationTest, LimitsOnCountBytesAndPerConnection) {
   EXPECT_EQ(Stat("regions.registered"), 3u);
 }
 
+// Deregistered regions stay mapped for the quarantine and count against the server's limits
+// until then: a client registering and deregistering in a loop used to pile up mappings without
+// bound (region_bench's loop passed vm.max_map_count in seconds, and UCX aborted the server).
+TEST_F(RegionRegistrationTest, QuarantinedRegionsCountAgainstTheLimitsUntilTheirTimeEnds) {
+  Start({.dir = dir_, .max_regions = 3, .max_bytes = 1 << 20, .max_per_connection = 3,
+         .quarantine = absl::Milliseconds(300)});
+  std::string path = MakeFile("loop", 4096);
+  for (int i = 0; i < 3; ++i) {
+    auto key = owner_->RegisterFile(path, false);
+    ASSERT_TRUE(key.ok()) << i << ": " << key.status();
+    ASSERT_TRUE(owner_->Deregister(key->region).ok());
+  }
+  EXPECT_EQ(Stat("regions.registered"), 0u);
+  EXPECT_EQ(Stat("regions.quarantined"), 3u);
+  auto refused = owner_->RegisterFile(path, false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("3 of them deregistered"));
+  // Once their time is over they are unmapped, and registering works again.
+  absl::StatusOr<wire::UcxRegionKey> again;
+  testing::WaitUntil([&] { return (again = owner_->RegisterFile(path, false)).ok(); },
+                     absl::Seconds(5), absl::Milliseconds(20));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(Stat("regions.quarantined"), 0u);
+}
+
+TEST_F(RegionRegistrationTest, QuarantinedBytesCountAgainstTheByteLimit) {
+  Start({.dir = dir_, .max_regions = 100, .max_bytes = 3 * 4096, .max_per_connection = 100,
+         .quarantine = absl::Seconds(30)});
+  std::string path = MakeFile("bytes", 8192);
+  auto key = owner_->RegisterFile(path, false);
+  ASSERT_TRUE(key.ok()) << key.status();
+  ASSERT_TRUE(owner_->Deregister(key->region).ok());
+  auto refused = owner_->RegisterFile(path, false);  // 8192 kept + 8192 > 3 * 4096
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("8192 of them"));
+}
+
 TEST_F(RegionRegistrationTest, RegionsDieWithTheirOwnersConnection) {
   std::string path = MakeFile("src", 8192);
   auto key = owner_->RegisterFile(path, false);
