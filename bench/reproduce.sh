@@ -151,6 +151,7 @@ unset multiplot
 GP
 fi
 if [[ -s $out/scaling.series ]]; then
+  tcp_series=$(tr ' ' '\n' < "$out/scaling.series" | grep -c '/tcp$' || true)  # they come first
   gnuplot <<GP
 set output "docs/figures/scaling.png"
 set terminal pngcairo size 1000,550 font ",10" noenhanced
@@ -158,8 +159,10 @@ set logscale x 2; set logscale y
 set title "Throughput vs connections (ardma-bench, one ardmad, 2 cores), TCP and UCX shared memory"
 set xlabel "connections"; set ylabel "operations/s"; set key outside right
 titles = system("cat $out/scaling.series")
-plot for [i=0:words(titles)-1] "$out/scaling.dat" index i using 1:2 with linespoints \
-     dt (strstrt(word(titles, i + 1), "ucx") ? 2 : 1) title word(titles, i + 1)
+plot for [i=0:$tcp_series-1] "$out/scaling.dat" index i using 1:2 with linespoints lc i + 1 \
+       title word(titles, i + 1), \
+     for [i=$tcp_series:words(titles)-1] "$out/scaling.dat" index i using 1:2 \
+       with linespoints dt 2 lc i - $tcp_series + 1 title word(titles, i + 1)
 GP
 fi
 python3 bench/report.py "$out" docs/BENCHMARKS.md
