@@ -1,6 +1,7 @@
 #include "core/ucx/ucx_context.h"
 
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -323,6 +324,7 @@ void UcxContext::SleepUntilEvent(absl::Duration timeout) {
 
 void PollPacer::Idle() {
   constexpr absl::Duration kHot = absl::Microseconds(100);
+  constexpr absl::Duration kYieldAfter = absl::Microseconds(5);
   constexpr absl::Duration kFirstSleep = absl::Microseconds(20);
   constexpr absl::Duration kLongestSleep = absl::Milliseconds(1);
   constexpr absl::Duration kLongestMessageSleep = absl::Seconds(1);
@@ -333,8 +335,16 @@ void PollPacer::Idle() {
     return;
   }
   if (delay_ == absl::ZeroDuration()) {
-    // Still hot: look at the clock only now and then.
-    if ((idle_spins_ & 15) != 0 || FastNow() - idle_since_ < kHot) return;
+    // Still hot: look at the clock only now and then, and past the first microseconds let a
+    // thread that has work run on this CPU (with more busy threads than cores, the one whose
+    // turn it is — a lock's next holder, the server's progress thread — would otherwise wait for
+    // spinners' time slices to end).
+    if ((idle_spins_ & 15) != 0) return;
+    absl::Duration hot = FastNow() - idle_since_;
+    if (hot < kHot) {
+      if (hot >= kYieldAfter) ::sched_yield();
+      return;
+    }
     delay_ = kFirstSleep;
   }
   absl::Duration sleep = delay_;
