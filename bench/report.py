@@ -54,8 +54,9 @@ def tcp_floor(*only):
     """A reference finder for single-operation rows (names containing one of `only`, or any):
     the raw TCP ping-pong of the run closest in bytes per op, with the same thread count."""
     def find(b, by_name):
-        if "RawTcpPingPong" in b["name"] or (only and not any(o in b["name"] for o in only)):
-            return None
+        if ("RawTcpPingPong" in b["name"] or "Ucx" in b["name"] or
+                (only and not any(o in b["name"] for o in only))):
+            return None  # (the TCP floor is no reference for a UCX row)
         threads = b["name"].split("threads:")[-1] if "threads:" in b["name"] else "1"
 
         def floor_threads(f):

@@ -34,7 +34,8 @@ class ReportTest(unittest.TestCase):
         core = [bench("BM_ReadUcx/8/real_time/threads:1", 80, aggregate_name="median"),
                 bench("BM_UcxOwnGet/8/real_time", 20, aggregate_name="median"),
                 bench("BM_PingUcx/real_time/threads:1", 500, aggregate_name="median"),
-                bench("BM_UcxOwnAmRoundTrip/real_time", 250, aggregate_name="median")]
+                bench("BM_UcxOwnAmRoundTrip/real_time", 250, aggregate_name="median"),
+                bench("BM_RawTcpPingPong/32/real_time/threads:1", 40000, aggregate_name="median")]
         for b in core:
             b["run_name"] = b["name"]
         write_json(os.path.join(self.run, "core_bench.json"), core)
@@ -65,6 +66,8 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| BM_ReadUcx/8/real_time/threads:1 | 80 ns |", core)
         self.assertIn("4.00× BM_UcxOwnGet/8", core)
         self.assertIn("2.00× BM_UcxOwnAmRoundTrip", core)
+        # UCX's own rows, and UCX rows without a UCX counterpart, are not set against TCP.
+        self.assertIn("| BM_UcxOwnGet/8/real_time | 20 ns | 0.00 | 0 |  |", core)
 
     def test_each_transport_has_its_own_table(self):
         lists = self.section(self.text(), "List and hash table")

@@ -1,0 +1,1 @@
+$ bench/cc_compare.sh 2

@@ -1,0 +1,1 @@
+$ env UCX_TLS=shm,self build-release/bin/core_bench --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 --benchmark_out=docs/results/2026-11-27/core_bench.json --benchmark_out_format=json

@@ -1,0 +1,1 @@
+$ env ARDMA_BENCH_TRANSPORT=tcp bench/dma_sweep.sh

@@ -1,0 +1,1 @@
+$ env ARDMA_BENCH_TRANSPORT=ucx UCX_TLS=shm,self build-release/bin/list_dht_bench --benchmark_filter=-threads:50|ClosedLoop --benchmark_min_time=0.3 --benchmark_out=docs/results/2026-11-27/list_dht_bench_ucx.json --benchmark_out_format=json

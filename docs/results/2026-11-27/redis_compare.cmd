@@ -1,0 +1,1 @@
+$ bench/redis_compare.sh 3

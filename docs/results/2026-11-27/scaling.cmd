@@ -1,0 +1,1 @@
+$ env ARDMA_BENCH_TRANSPORT=tcp bench/scaling.sh 20000
