@@ -45,7 +45,11 @@ fi
   region_bench >/dev/null
 out=docs/results/$(date -u +%Y-%m-%d)
 mkdir -p "$out" docs/figures
-{
+if ((${#selected[@]})) && [[ -s $out/machine.txt ]]; then
+  # Some suites again: the machine was described by the first run of the day.
+  echo "rerun: ${selected[*]} at $(date -u +%Y-%m-%dT%H:%M:%SZ)," \
+    "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >> "$out/machine.txt"
+else {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
@@ -53,6 +57,7 @@ mkdir -p "$out" docs/figures
   echo "kernel: $(uname -r)"
   echo "build: $BUILD_TYPE ($BUILD_DIR)"
 } > "$out/machine.txt"
+fi
 
 # run NAME COMMAND...: runs it, keeping its output and the command line, if its suite (NAME
 # without _ucx) was asked for.
