@@ -238,6 +238,12 @@ def report(run):
              lambda s: command(run, "monitor_compare" + s) + verbatim(run, "monitor_compare" + s) +
              "\n" + "\n".join(f"![{f}](figures/monitor_{f}{s}.png)"
                                for f in ("latency", "slowdown", "accuracy")) + "\n"),
+        "### Cluster: three members against a three-master Redis Cluster",
+        "", command(run, "cluster_compare") + verbatim(run, "cluster_compare"),
+        "### Cluster: moving a quarter of the slots to a fourth member, against redis-cli reshard",
+        "", command(run, "reshard_compare") + verbatim(run, "reshard_compare"),
+        "### Cluster: scale-out over 1, 2 and 3 members, and the model",
+        "", command(run, "cluster_scaling") + verbatim(run, "cluster_scaling"),
         "### One-sided region operations (UCX shared memory)",
         "", command(run, "region_bench") + bench_table(run, "region_bench"),
         END,

@@ -2,12 +2,13 @@
 # Runs every benchmark suite of the project in one go, in a Release build, with fixed seeds, and
 # keeps the raw results and plots:
 #
-#   bench/reproduce.sh [SUITE...]   (all of them: about an hour on a 2-core machine, the compile
+#   bench/reproduce.sh [SUITE...]   (all of them: over an hour on a 2-core machine, the compile
 #                                    farm 25 minutes of it; or only the SUITEs named, e.g. scaling)
 #
 # Every suite whose clients can use either transport runs twice: over TCP (NAME) and over UCX
 # shared memory (NAME_ucx: ARDMA_BENCH_TRANSPORT=ucx UCX_TLS=shm,self, so READ/WRITE/CAS/FETCH_ADD
-# are one-sided). core_bench and redis_compare hold both transports in one run already.
+# are one-sided). core_bench, redis_compare and cluster_compare hold both transports in one run
+# already; the cluster suites start etcd and several ardmad each.
 #
 # Writes docs/results/<date>/ (each suite's output, the command that made it, the machine),
 # docs/figures/*.png (gnuplot; the latency sweep and the scaling plot put both transports on the
@@ -17,7 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suites=(core_bench list_dht_bench dfs_bench jvm_bench latency_sweep dma_sweep redis_compare
-        lock_compare scaling apps_compare monitor_compare region_bench cc_compare)
+        lock_compare scaling apps_compare monitor_compare region_bench cc_compare
+        cluster_compare reshard_compare cluster_scaling)
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
   echo "suites: ${suites[*]}"
@@ -94,6 +96,10 @@ run redis_compare bench/redis_compare.sh 3
 run region_bench env UCX_TLS=shm,self "$bin"/region_bench --benchmark_min_time=0.2 \
   $(json region_bench)
 run cc_compare bench/cc_compare.sh 2
+# The cluster (etcd and several ardmad; cluster_compare has both transports in one run).
+run cluster_compare bench/cluster_compare.sh 3
+run reshard_compare bench/reshard_compare.sh 1000000
+run cluster_scaling bench/cluster_scaling.sh 200000
 
 # Plots: both transports on the same axes (a suite that did not run leaves its series empty).
 python3 - "$out" <<'PY'

@@ -1,0 +1,1 @@
+$ bench/cluster_compare.sh 3

@@ -1,0 +1,1 @@
+$ bench/cluster_scaling.sh 200000

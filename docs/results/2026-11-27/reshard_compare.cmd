@@ -1,0 +1,1 @@
+$ bench/reshard_compare.sh 1000000
