@@ -15,9 +15,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
-#include <deque>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"

@@ -83,8 +83,9 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
                                      std::string_view table, const Keyed* keyed,
                                      std::string_view rest, ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
+  const bool read = function == "dht.get" || function == "dht.contains";
   CallOptions call = options_;
-  call.idempotent = function == "dht.get" || function == "dht.contains";  // reads run again
+  call.idempotent = read;  // reads run again
   auto attempt = [&](std::optional<Cached> cached) -> absl::StatusOr<Reply> {
     Target target{table};
     if (mode_ == Mode::kRdma) {
@@ -101,7 +102,7 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
       }
     }
     absl::StatusOr<Reply> reply;
-    if (mode_ == Mode::kRdma && keyed != nullptr && call.idempotent) {
+    if (mode_ == Mode::kRdma && keyed != nullptr && read) {
       reply = ReadHere(client, target, keyed->key, kind, call);
     } else {
       std::string args;
