@@ -103,8 +103,8 @@ TEST_F(CpTest, SpecialFilesAreReportedAndLinksCopiedAsLinks) {
   for (int i = 0; i < 300; ++i) std::ofstream(absl::StrCat(dir_, "/t/d/f", i)) << i;
   fsys::remove(dir_ + "/t/pipe");
   auto executes = [&] {
-    return server_->server().handler().counters().requests[static_cast<int>(wire::Op::kExecute)]
-        .load();
+    return server_->server().handler().counters().Requests(
+        static_cast<uint8_t>(wire::Op::kExecute));
   };
   uint64_t before = executes();
   EXPECT_EQ(Cp("-r " + dir_ + "/t dfs:/many", &out), 0) << out;

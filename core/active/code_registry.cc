@@ -33,7 +33,7 @@ class TableLibrary : public LoadedLibrary {
 
 absl::StatusOr<std::string> BoundFunction::Run(Context& ctx, std::string_view args) const {
   try {
-    return library_->Run(index_, ctx, args);
+    return code_->library->Run(index_, ctx, args);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         absl::StrCat("active function ", ToAbsl(name()), " ran out of memory (std::bad_alloc)"));
@@ -73,7 +73,7 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
                                                    ToAbsl(library->name()), "'"));
   }
   // Unloaded (if at all) after the lock is released: dlclose may take a while.
-  std::vector<std::shared_ptr<LoadedLibrary>> evicted;
+  std::vector<std::shared_ptr<const LoadedCode>> evicted;
   absl::MutexLock lock(&mu_);
   if (by_hash_.contains(hash)) return hash;
   if (!by.may_repoint) {
@@ -93,7 +93,7 @@ absl::StatusOr<CodeHash> CodeRegistry::Load(CodeKind kind, std::string_view libr
       if (holder.owner == by.owner) continue;
       return absl::PermissionDeniedError(
           absl::StrCat("this LOAD would re-point '", ToAbsl(library->function_name(i)),
-                       "' from library '", ToAbsl(holder.library->name()),
+                       "' from library '", ToAbsl(holder.library().name()),
                        "', which another secret loaded; that needs the 'admin' "
                        "permission"));
     }
@@ -118,12 +118,12 @@ absl::StatusOr<CodeRegistry::Source> CodeRegistry::SourceOf(const CodeHash& hash
     return absl::NotFoundError("the code of that library is not kept");
   }
   const Slot& slot = it->second;
-  return Source{slot.kind, std::string(slot.library->name()), slot.code,
-                std::vector<CodeHash>(slot.scope->begin() + 1, slot.scope->end())};
+  return Source{slot.kind, std::string(slot.library().name()), slot.code,
+                std::vector<CodeHash>(slot.scope().begin() + 1, slot.scope().end())};
 }
 
 bool CodeRegistry::MakeRoomLocked(uint64_t bytes,
-                                  std::vector<std::shared_ptr<LoadedLibrary>>* evicted) {
+                                  std::vector<std::shared_ptr<const LoadedCode>>* evicted) {
   auto fits = [&] {
     return by_hash_.size() + 1 <= limits_.max_libraries && bytes_ + bytes <= limits_.max_bytes;
   };
@@ -131,13 +131,13 @@ bool CodeRegistry::MakeRoomLocked(uint64_t bytes,
   // call (the registry's is the only reference), and no library's dependency.
   absl::flat_hash_set<CodeHash> depended_on;
   for (const auto& [hash, slot] : by_hash_) {
-    for (size_t i = 1; i < slot.scope->size(); ++i) depended_on.insert((*slot.scope)[i]);
+    for (size_t i = 1; i < slot.scope().size(); ++i) depended_on.insert(slot.scope()[i]);
   }
   std::vector<std::pair<uint64_t, CodeHash>> candidates;
   for (const auto& [hash, slot] : by_hash_) {
-    auto newest = by_library_.find(std::string(slot.library->name()));
+    auto newest = by_library_.find(std::string(slot.library().name()));
     bool current = newest != by_library_.end() && newest->second == hash;
-    if (slot.bytes == 0 || current || depended_on.contains(hash) || slot.library.use_count() > 1) {
+    if (slot.bytes == 0 || current || depended_on.contains(hash) || slot.loaded.use_count() > 1) {
       continue;
     }
     candidates.emplace_back(slot.sequence, hash);
@@ -168,7 +168,7 @@ bool CodeRegistry::MakeRoomLocked(uint64_t bytes,
     }
     bytes_ -= it->second.bytes;
     ++unloaded_;
-    evicted->push_back(std::move(it->second.library));  // unloaded by its destructor, unlocked
+    evicted->push_back(std::move(it->second.loaded));  // unloaded by its destructor, unlocked
     by_hash_.erase(it);
   }
   return fits();
@@ -190,26 +190,19 @@ void CodeRegistry::AddLinked(const FunctionTable& table, const CodeHash& hash) {
 void CodeRegistry::InsertLocked(const CodeHash& hash, CodeKind kind,
                                 std::unique_ptr<LoadedLibrary> library, const LoadAuthority& by,
                                 uint64_t bytes, std::shared_ptr<const std::string> code) {
-  size_t n = library->num_functions();
-  auto scope = std::make_shared<std::vector<CodeHash>>();
-  scope->push_back(hash);
-  scope->insert(scope->end(), by.deps.begin(), by.deps.end());
-  Slot slot{kind,
-            std::shared_ptr<LoadedLibrary>(std::move(library)),
-            {},
-            std::shared_ptr<FunctionStats[]>(new FunctionStats[n]),
-            next_sequence_++,
-            by.owner,
-            std::move(scope),
-            bytes,
-            std::move(code)};
+  auto loaded = std::make_shared<LoadedCode>();
+  loaded->stats = std::make_unique<FunctionStats[]>(library->num_functions());
+  loaded->library = std::move(library);
+  loaded->scope.push_back(hash);
+  loaded->scope.insert(loaded->scope.end(), by.deps.begin(), by.deps.end());
+  Slot slot{kind, std::move(loaded), {}, next_sequence_++, by.owner, bytes, std::move(code)};
   bytes_ += bytes;
-  for (size_t i = 0; i < slot.library->num_functions(); ++i) {
-    std::string fn(slot.library->function_name(i));
+  for (size_t i = 0; i < slot.library().num_functions(); ++i) {
+    std::string fn(slot.library().function_name(i));
     slot.functions.emplace(fn, i);
     by_function_[fn] = hash;
   }
-  by_library_[std::string(slot.library->name())] = hash;
+  by_library_[std::string(slot.library().name())] = hash;
   by_hash_.emplace(hash, std::move(slot));
 }
 
@@ -251,8 +244,7 @@ absl::StatusOr<BoundFunction> CodeRegistry::ResolveFrom(const BoundFunction& cal
 }
 
 BoundFunction CodeRegistry::BindLocked(const Slot& slot, size_t index) const {
-  return BoundFunction(slot.library, index,
-                       std::shared_ptr<FunctionStats>(slot.stats, &slot.stats[index]), slot.scope);
+  return BoundFunction(slot.loaded, index);
 }
 
 absl::StatusOr<BoundFunction> CodeRegistry::Resolve(const CodeHash& hash,
@@ -264,7 +256,7 @@ absl::StatusOr<BoundFunction> CodeRegistry::Resolve(const CodeHash& hash,
   }
   auto fn = it->second.functions.find(ToAbsl(function));
   if (fn == it->second.functions.end()) {
-    return absl::NotFoundError(absl::StrCat("library '", ToAbsl(it->second.library->name()),
+    return absl::NotFoundError(absl::StrCat("library '", ToAbsl(it->second.library().name()),
                                             "' does not export '", ToAbsl(function), "'"));
   }
   return BindLocked(it->second, fn->second);
@@ -274,9 +266,9 @@ std::vector<LibraryInfo> CodeRegistry::List() const {
   absl::MutexLock lock(&mu_);
   std::vector<LibraryInfo> out;
   for (const auto& [hash, slot] : by_hash_) {
-    LibraryInfo info{hash, slot.kind, std::string(slot.library->name()), {}, false};
-    for (size_t i = 0; i < slot.library->num_functions(); ++i) {
-      info.functions.emplace_back(slot.library->function_name(i));
+    LibraryInfo info{hash, slot.kind, std::string(slot.library().name()), {}, false};
+    for (size_t i = 0; i < slot.library().num_functions(); ++i) {
+      info.functions.emplace_back(slot.library().function_name(i));
     }
     auto newest = by_library_.find(info.name);
     info.newest = newest != by_library_.end() && newest->second == hash;

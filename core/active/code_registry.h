@@ -71,30 +71,31 @@ struct FunctionStats {
   }
 };
 
-// A resolved function: keeps its library alive.
+// A library as the registry and the calls of its functions hold it: one reference (one atomic
+// count per call) keeps its code, its functions' stats and its scope.
+struct LoadedCode {
+  std::unique_ptr<LoadedLibrary> library;
+  std::unique_ptr<FunctionStats[]> stats;  // one per function
+  // Where its functions' own calls of other functions look first: the library itself (its
+  // hash), then the libraries it was built against.
+  std::vector<CodeHash> scope;
+};
+
+// A resolved function: keeps its library alive (it may be unloaded meanwhile).
 class BoundFunction {
  public:
-  // `scope`: where the function's own calls of other functions look first (its library, then
-  // the libraries it was built against); null: nowhere (newest exporter of each name).
-  BoundFunction(std::shared_ptr<LoadedLibrary> library, size_t index,
-                std::shared_ptr<FunctionStats> stats,
-                std::shared_ptr<const std::vector<CodeHash>> scope = nullptr)
-      : library_(std::move(library)),
-        index_(index),
-        stats_(std::move(stats)),
-        scope_(std::move(scope)) {}
-  std::string_view name() const { return library_->function_name(index_); }
-  FunctionStats& stats() const { return *stats_; }
+  BoundFunction(std::shared_ptr<const LoadedCode> code, size_t index)
+      : code_(std::move(code)), index_(index) {}
+  std::string_view name() const { return code_->library->function_name(index_); }
+  FunctionStats& stats() const { return code_->stats[index_]; }
   // Runs the function. Shipped code that throws costs its request, not the server: a C++
   // exception leaving the function is RESOURCE_EXHAUSTED (std::bad_alloc) or INTERNAL naming it.
   absl::StatusOr<std::string> Run(Context& ctx, std::string_view args) const;
-  const std::vector<CodeHash>* scope() const { return scope_.get(); }
+  const std::vector<CodeHash>* scope() const { return &code_->scope; }
 
  private:
-  std::shared_ptr<LoadedLibrary> library_;
+  std::shared_ptr<const LoadedCode> code_;
   size_t index_;
-  std::shared_ptr<FunctionStats> stats_;  // shared with the registry: a library may be unloaded
-  std::shared_ptr<const std::vector<CodeHash>> scope_;
 };
 
 // Who loads code, for the name rules (docs/SECURITY.md).
@@ -185,18 +186,18 @@ class CodeRegistry {
  private:
   struct Slot {
     CodeKind kind;
-    std::shared_ptr<LoadedLibrary> library;
+    std::shared_ptr<const LoadedCode> loaded;  // held by running calls too
     absl::flat_hash_map<std::string, size_t> functions;
-    std::shared_ptr<FunctionStats[]> stats;              // one per function
-    uint64_t sequence;                                   // load order; higher is newer
-    std::string owner;                                   // who loaded it
-    std::shared_ptr<const std::vector<CodeHash>> scope;  // its own hash, then its deps
-    uint64_t bytes;                                      // of its code (0: linked in)
-    std::shared_ptr<const std::string> code;             // kept for SourceOf (KeepLoadedCode)
+    uint64_t sequence;                        // load order; higher is newer
+    std::string owner;                        // who loaded it
+    uint64_t bytes;                           // of its code (0: linked in)
+    std::shared_ptr<const std::string> code;  // kept for SourceOf (KeepLoadedCode)
+    const LoadedLibrary& library() const { return *loaded->library; }
+    const std::vector<CodeHash>& scope() const { return loaded->scope; }
   };
   // Unloads unused superseded versions, oldest first, until one more library of `bytes` fits;
   // false if it still does not.
-  bool MakeRoomLocked(uint64_t bytes, std::vector<std::shared_ptr<LoadedLibrary>>* evicted)
+  bool MakeRoomLocked(uint64_t bytes, std::vector<std::shared_ptr<const LoadedCode>>* evicted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertLocked(const CodeHash& hash, CodeKind kind, std::unique_ptr<LoadedLibrary> library,
                     const LoadAuthority& by, uint64_t bytes,

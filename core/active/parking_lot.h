@@ -35,6 +35,12 @@ class Responder {
   virtual ~Responder() = default;
   // Called at most once per request.
   virtual void Respond(absl::StatusOr<std::string> result) = 0;
+  // The same, from a caller that has just read the steady clock (`steady_ns`, nanoseconds since
+  // its epoch): a responder that times its request need not read it again.
+  virtual void RespondAt(absl::StatusOr<std::string> result, uint64_t steady_ns) {
+    (void)steady_ns;
+    Respond(std::move(result));
+  }
   // False once the requesting connection is gone (a wake then goes to the next waiter).
   virtual bool Alive() const = 0;
 };

@@ -31,12 +31,15 @@ class RequestHandler::ExecuteResponder : public Responder {
         start_ns_(start_ns) {}
 
   void Respond(absl::StatusOr<std::string> result) override {
+    RespondAt(std::move(result), NowNs());
+  }
+  void RespondAt(absl::StatusOr<std::string> result, uint64_t steady_ns) override {
     // The answer first: a retry that comes meanwhile finds the request running, waits, and is
     // answered by Finish all the same.
     handler_->ReplyResult(sink_, header_, result);
     if (deduplicated_) handler_->dedup_.Finish(header_.client_id, header_.request_id, result);
-    handler_->counters_.latency[static_cast<uint8_t>(wire::Op::kExecute)].Record(NowNs() -
-                                                                                 start_ns_);
+    handler_->counters_.Latency(static_cast<uint8_t>(wire::Op::kExecute))
+        .Record(steady_ns - start_ns_);
   }
   bool Alive() const override { return sink_->Open(); }
 
@@ -59,7 +62,7 @@ absl::Status RequestHandler::Load(const Request& request, std::string*) {
   std::string_view payload = request.payload;
   const std::shared_ptr<ResponseSink>& sink = request.sink;
   const uint64_t start_ns = request.start_ns;
-  LatencyRecorder recorder(&counters_.latency[static_cast<uint8_t>(Op::kLoad)], start_ns);
+  LatencyRecorder recorder(&counters_.Latency(static_cast<uint8_t>(Op::kLoad)), start_ns);
   absl::StatusOr<wire::LoadRequest> req = wire::DecodeLoadRequest(payload);
   if (!req.ok()) {
     ReplyError(sink, header, req.status());
@@ -72,7 +75,7 @@ absl::Status RequestHandler::Load(const Request& request, std::string*) {
     by.may_repoint = grant->Has(security::kAdmin);
   }
   auto load = [this, header, sink, by, start_ns](const wire::LoadRequest& r) {
-    LatencyRecorder loaded(&counters_.latency[static_cast<uint8_t>(Op::kLoad)], start_ns);
+    LatencyRecorder loaded(&counters_.Latency(static_cast<uint8_t>(Op::kLoad)), start_ns);
     LoadAuthority with_deps = by;
     with_deps.deps = r.deps;
     std::string_view code = r.code;
@@ -122,8 +125,8 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
   }
   const bool from_peer = (header.flags & wire::kFlagPeer) != 0;
   if (from_peer && !request.grant.Has(security::kPeer)) {
-    ServerCounters::Add(counters_.peer_refused, 1);
-    ServerCounters::Add(counters_.permission_denied, 1);
+    counters_.Add(Stat::kPeerRefused, 1);
+    counters_.Add(Stat::kPermissionDenied, 1);
     ReplyError(request.sink, header,
                absl::PermissionDeniedError(
                    absl::StrCat("a call of ", std::string(req->function),
@@ -131,7 +134,7 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
                                 "but this connection's credentials lack the 'peer' permission")));
     return absl::OkStatus();
   }
-  if (from_peer) ServerCounters::Add(counters_.peer_calls_in, 1);
+  if (from_peer) counters_.Add(Stat::kPeerCallsIn, 1);
   const bool deduplicate = header.client_id != 0;
   std::shared_ptr<Responder> responder =
       std::make_shared<ExecuteResponder>(this, request.sink, header, deduplicate, request.start_ns);
@@ -148,7 +151,7 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
                          : absl::Microseconds(static_cast<int64_t>(
                                std::min<uint64_t>(req->timeout_us, INT64_MAX / 2))));
   Start({*fn, req->args, deadline, responder, request.sink, Isolated(*fn, request.sink.get()),
-         MayWrite(request.sink.get()), from_peer},
+         MayWrite(request.sink.get()), from_peer, request.start_ns},
         /*may_inline=*/true);
   return absl::OkStatus();
 }
@@ -225,7 +228,7 @@ void RequestHandler::Start(const Call& call, bool may_inline) {
   // if its worker is busy or the call outlasts an inline run.)
   const bool here = workers_ == nullptr || (may_inline && MayRunInline(call.fn));
   if (may_inline) {
-    ServerCounters::Add(here ? counters_.executes_inline : counters_.executes_pooled, 1);
+    counters_.Add(here ? Stat::kExecutesInline : Stat::kExecutesPooled, 1);
   }
   if (here) {
     Run(call, /*on_worker=*/workers_ == nullptr);  // without workers every run may sleep
@@ -239,11 +242,11 @@ void RequestHandler::Start(const Call& call, bool may_inline) {
     Run({fn, args, deadline, responder, sink, isolated, writable, from_peer}, /*on_worker=*/true);
   };
   job.expired = [this, responder = call.responder] {
-    ServerCounters::Add(counters_.executes_expired, 1);
+    counters_.Add(Stat::kExecutesExpired, 1);
     responder->Respond(absl::DeadlineExceededError("deadline passed before the function started"));
   };
   if (!workers_->Submit(std::move(job))) {
-    ServerCounters::Add(counters_.executes_rejected, 1);
+    counters_.Add(Stat::kExecutesRejected, 1);
     call.responder->Respond(absl::ResourceExhaustedError("worker queue is full"));
   }
 }
@@ -257,7 +260,7 @@ class RequestHandler::Host : public RequestHost {
     return [handler = handler_, fn = call_.fn, args = std::move(args), deadline = call_.deadline,
             responder = call_.responder, sink = call_.sink, isolated = call_.isolated,
             writable = call_.writable, from_peer = call_.from_peer] {
-      ServerCounters::Add(handler->counters_.executes_resumed, 1);
+      handler->counters_.Add(Stat::kExecutesResumed, 1);
       handler->Start({fn, args, deadline, responder, sink, isolated, writable, from_peer},
                      /*may_inline=*/false);
     };
@@ -297,7 +300,8 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
   // Inline on an I/O thread where there are workers: the function's run is stamped, so a run
   // that does not end sends the next caller to the pool.
   bool inlined = !on_worker;
-  int64_t start = SteadyNanos();
+  // (A call run as it arrives is timed from its arrival: one clock read fewer per call.)
+  int64_t start = call.arrived_ns != 0 ? static_cast<int64_t>(call.arrived_ns) : SteadyNanos();
   bool stamped = false;
   if (inlined) {
     int64_t idle = 0;
@@ -334,7 +338,8 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
     result = call.isolated ? isolated_->Run(fn, call.args, ex, call.writable)
                            : LocalContext::Run(&ex, fn, call.args);
   }
-  uint64_t ns = static_cast<uint64_t>(SteadyNanos() - start);
+  const int64_t end = SteadyNanos();
+  uint64_t ns = static_cast<uint64_t>(end - start);
   unstamp();
   if (inlined) {
     if (absl::Nanoseconds(ns) > options_.inline_overrun) {
@@ -343,7 +348,7 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
       fn.stats().overruns.store(0, std::memory_order_relaxed);
     }
   }
-  Complete(call, ex, std::move(result), ns);
+  Complete(call, ex, std::move(result), ns, static_cast<uint64_t>(end));
 }
 
 void RequestHandler::HandOff(const Call& call, std::unique_ptr<IsolatedPool::InFlight> in_flight,
@@ -361,39 +366,42 @@ void RequestHandler::HandOff(const Call& call, std::unique_ptr<IsolatedPool::InF
     ex.counts = counts;
     ex.parked = parked;
     absl::StatusOr<std::string> result = isolated_->Finish(std::move(*held), ex);
-    Complete(call, ex, std::move(result), static_cast<uint64_t>(SteadyNanos() - start));
+    const int64_t end = SteadyNanos();
+    Complete(call, ex, std::move(result), static_cast<uint64_t>(end - start),
+             static_cast<uint64_t>(end));
   };
   job.expired = [this, responder = call.responder] {  // (its worker is ended with `held`)
-    ServerCounters::Add(counters_.executes_expired, 1);
+    counters_.Add(Stat::kExecutesExpired, 1);
     responder->Respond(absl::DeadlineExceededError("deadline passed before the function ended"));
   };
   if (!workers_->Submit(std::move(job))) {
-    ServerCounters::Add(counters_.executes_rejected, 1);
+    counters_.Add(Stat::kExecutesRejected, 1);
     call.responder->Respond(absl::ResourceExhaustedError("worker queue is full"));
   }
 }
 
 void RequestHandler::Complete(const Call& call, Execution& ex, absl::StatusOr<std::string> result,
-                              uint64_t ns) {
+                              uint64_t ns, uint64_t end_ns) {
   const BoundFunction& fn = call.fn;
   fn.stats().Record(ns);
-  ServerCounters::Add(counters_.execute_ns, ns);
+  counters_.Add(Stat::kExecuteNs, ns);
   counters_.AddActive(ex.counts);
   if (ex.parked != nullptr) {
-    ServerCounters::Add(counters_.parked_total, 1);
+    counters_.Add(Stat::kParkedTotal, 1);
     parking_.FunctionReturned(ex.parked, result.status());
     return;
   }
   if (ex.rescheduled && IsRescheduled(result.status()) && workers_ != nullptr) {
     // It backed off on an I/O thread: run it again, from the start, where it may sleep.
-    ServerCounters::Add(counters_.executes_rescheduled, 1);
+    counters_.Add(Stat::kExecutesRescheduled, 1);
     Start(call, /*may_inline=*/false);
     return;
   }
   if (result.ok() && syncer_.always()) {
     if (absl::Status synced = syncer_.RanCode(); !synced.ok()) result = synced;
+    end_ns = NowNs();  // (the sync is part of the answer's time)
   }
-  call.responder->Respond(std::move(result));
+  call.responder->RespondAt(std::move(result), end_ns);
 }
 
 }  // namespace ardma

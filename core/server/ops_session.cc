@@ -39,7 +39,7 @@ std::string RequestHandler::Greeting(ResponseSink& sink) {
   size_t start = wire::BeginFrame(&out);
   wire::EncodeHello(hello, &out);
   wire::FinishFrame({.op = Op::kHello, .flags = wire::kFlagResponse}, start, &out);
-  ServerCounters::Add(counters_.bytes_out, out.size());
+  counters_.Add(Stat::kBytesOut, out.size());
   return out;
 }
 
@@ -55,7 +55,7 @@ void RequestHandler::AuthenticateCertificate(ResponseSink& sink, std::string_vie
   auth.name = std::string(name);
   auth.grant = entry->grant;
   auth.authenticated.store(true, std::memory_order_release);
-  ServerCounters::Add(counters_.auth_ok, 1);
+  counters_.Add(Stat::kAuthOk, 1);
 }
 
 void RequestHandler::InheritAuth(const ResponseSink& from, ResponseSink& to) {
@@ -114,22 +114,22 @@ void RequestHandler::HandleAuth(const FrameHeader& header, std::string_view payl
   if (!ok) {
     // One message for an unknown name and a wrong secret: names are not to be guessed here. The
     // connection closes, so its challenge cannot be tried twice.
-    ServerCounters::Add(counters_.auth_refused, 1);
-    ServerCounters::Add(counters_.errors, 1);
+    counters_.Add(Stat::kAuthRefused, 1);
+    counters_.Add(Stat::kErrors, 1);
     ARDMA_LOG(kWarning, "authentication failed%s; closing the connection",
               req.ok() ? absl::StrCat(" for '", std::string(req->name), "'") : std::string());
     std::string frame = wire::EncodeErrorResponse(
         header, req.ok() ? absl::UnauthenticatedError("authentication failed: unknown name or "
                                                       "wrong secret")
                          : req.status());
-    ServerCounters::Add(counters_.bytes_out, frame.size());
+    counters_.Add(Stat::kBytesOut, frame.size());
     sink->SendAndClose(std::move(frame));
     return;
   }
   auth.name = std::string(req->name);
   auth.grant = entry->grant;
   auth.authenticated.store(true, std::memory_order_release);
-  ServerCounters::Add(counters_.auth_ok, 1);
+  counters_.Add(Stat::kAuthOk, 1);
   ARDMA_LOG(kDebug, "connection authenticated as '%s' (%s)", auth.name, auth.grant.ToString());
   wire::AuthResponse resp{.proof = security::ComputeProof(entry->secret, security::Role::kServer,
                                                           auth.nonce, req->client_nonce, req->name),

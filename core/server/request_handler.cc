@@ -63,13 +63,13 @@ void RequestHandler::Stop() {
 }
 
 void RequestHandler::Reply(const std::shared_ptr<ResponseSink>& sink, std::string frame) {
-  ServerCounters::Add(counters_.bytes_out, frame.size());
+  counters_.Add(Stat::kBytesOut, frame.size());
   sink->Send(std::move(frame));
 }
 
 void RequestHandler::ReplyError(const std::shared_ptr<ResponseSink>& sink,
                                 const FrameHeader& header, const absl::Status& status) {
-  ServerCounters::Add(counters_.errors, 1);
+  counters_.Add(Stat::kErrors, 1);
   ARDMA_LOG(kDebug, "%s #%u of client %016x failed: %s", wire::OpName(header.op), header.request_id,
             header.client_id, status.ToString());
   Reply(sink, wire::EncodeErrorResponse(header, status));
@@ -98,15 +98,15 @@ bool RequestHandler::AdmitOnce(const FrameHeader& header,
 
 void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
                             const std::shared_ptr<ResponseSink>& sink) {
-  ServerCounters::Add(counters_.bytes_in, wire::kHeaderSize + payload.size());
+  counters_.Add(Stat::kBytesIn, wire::kHeaderSize + payload.size());
   uint8_t op = static_cast<uint8_t>(header.op);
   if (!wire::IsKnownOp(op)) {
     ReplyError(sink, header, absl::InvalidArgumentError(absl::StrCat("unknown op ", op)));
     return;
   }
-  ServerCounters::Add(counters_.requests[op], 1);
+  counters_.AddRequest(op);
   const uint64_t start_ns = NowNs();
-  LatencyRecorder recorder(&counters_.latency[op], start_ns);
+  LatencyRecorder recorder(&counters_.Latency(op), start_ns);
   if (header.is_response()) {
     ReplyError(sink, header, absl::InvalidArgumentError("server received a response frame"));
     return;
@@ -117,9 +117,9 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
   }
   const security::Grant* grant = sink->auth().Granted();
   if (grant == nullptr) {
-    ServerCounters::Add(counters_.auth_refused, 1);
-    ServerCounters::Add(counters_.errors, 1);
-    ServerCounters::Add(counters_.bytes_out, wire::kHeaderSize);
+    counters_.Add(Stat::kAuthRefused, 1);
+    counters_.Add(Stat::kErrors, 1);
+    counters_.Add(Stat::kBytesOut, wire::kHeaderSize);
     sink->SendAndClose(wire::EncodeErrorResponse(
         header, absl::UnauthenticatedError(
                     "this server requires authentication before any other request (give the "
@@ -134,7 +134,7 @@ void RequestHandler::Handle(const FrameHeader& header, std::string_view payload,
     return;
   }
   if (absl::Status allowed = Allowed(header.op, row, *grant); !allowed.ok()) {
-    ServerCounters::Add(counters_.permission_denied, 1);
+    counters_.Add(Stat::kPermissionDenied, 1);
     ReplyError(sink, header, allowed);
     return;
   }
@@ -224,7 +224,7 @@ class LogResponder : public Responder {
 void RequestHandler::RunCloseHook(const std::string& function, const std::string& args,
                                   bool writable) {
   if (cancelled_.load()) return;  // shutting down: no worker will run it
-  ServerCounters::Add(counters_.close_hooks_run, 1);
+  counters_.Add(Stat::kCloseHooksRun, 1);
   auto responder = std::make_shared<LogResponder>(function);
   absl::StatusOr<BoundFunction> fn = registry_->Resolve(function);
   if (!fn.ok()) {

@@ -253,6 +253,8 @@ class RequestHandler {
     // read-only otherwise. A close hook's is its registering connection's.
     bool writable;
     bool from_peer = false;  // another member's server-to-server call (wire::kFlagPeer)
+    // The steady clock (ns) at the request's arrival, for a call run as it arrives; 0 otherwise.
+    uint64_t arrived_ns = 0;
   };
   // Whether code called on `sink`'s connection may write memory, and whether it runs isolated
   // (decided once per call).
@@ -272,7 +274,9 @@ class RequestHandler {
   void HandOff(const Call& call, std::unique_ptr<IsolatedPool::InFlight> in_flight,
                const Execution& so_far, int64_t start);
   // What follows a run: its statistics, then the answer (or parking it, or running it again).
-  void Complete(const Call& call, Execution& ex, absl::StatusOr<std::string> result, uint64_t ns);
+  // `ns`: the run's time; `end_ns`: the steady clock when it ended.
+  void Complete(const Call& call, Execution& ex, absl::StatusOr<std::string> result, uint64_t ns,
+                uint64_t end_ns);
 
   void Reply(const std::shared_ptr<ResponseSink>& sink, std::string frame);
   void ReplyError(const std::shared_ptr<ResponseSink>& sink, const wire::FrameHeader& header,

@@ -164,7 +164,7 @@ struct Server::Impl {
         boost::system::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
       }
-      handler->counters().connections_accepted.fetch_add(1, std::memory_order_relaxed);
+      handler->counters().Add(Stat::kConnectionsAccepted, 1);
       if constexpr (std::is_same_v<Socket, tcp::socket>) {
         if (tls != nullptr) {
           HandshakeThenServe(std::move(socket), io);
@@ -212,7 +212,7 @@ struct Server::Impl {
         asio::ssl::stream_base::server, [this, stream, timer, &io](boost::system::error_code ec) {
           timer->cancel();
           if (ec) {
-            handler->counters().auth_refused.fetch_add(1, std::memory_order_relaxed);
+            handler->counters().Add(Stat::kAuthRefused, 1);
             ARDMA_LOG(kWarning, "TLS handshake failed: %s", ec.message());
             return;
           }

@@ -5,80 +5,149 @@
 
 namespace ardma {
 
+namespace {
+
+// Stat's names, in its order.
+constexpr std::array<const char*, static_cast<size_t>(Stat::kCount)> kStatNames = {
+    "bytes_in",
+    "bytes_out",
+    "errors",
+    "connections.accepted",
+    "connections.open",
+    "connections.protocol_errors",
+    "ucx.held",
+    "ucx.overruns",
+    "auth.ok",
+    "auth.refused",
+    "auth.permission_denied",
+    "execute.ns",
+    "execute.inline",
+    "execute.pooled",
+    "execute.expired",
+    "execute.rejected",
+    "execute.rescheduled",
+    "parked.total",
+    "execute.resumed",
+    "close_hooks.run",
+    "active.reads",
+    "active.writes",
+    "active.cas",
+    "active.fetch_adds",
+    "active.bytes_read",
+    "active.bytes_written",
+    "active.calls",
+    "peer.calls_out",
+    "peer.calls_in",
+    "peer.refused",
+    "sync.flushes",
+    "sync.ns",
+    "sync.errors",
+};
+
+std::atomic<uint64_t> next_id{1};
+
+}  // namespace
+
 void LatencyHistogram::Record(uint64_t ns) {
   double seconds = static_cast<double>(ns) * 1e-9;
   size_t b = 0;
   while (b < kLatencyBounds.size() && seconds > kLatencyBounds[b]) ++b;
-  buckets[b].fetch_add(1, std::memory_order_relaxed);
-  sum_ns.fetch_add(ns, std::memory_order_relaxed);
-  count.fetch_add(1, std::memory_order_relaxed);
+  buckets[b] += 1;
+  sum_ns += ns;
+  count += 1;
 }
 
-std::array<uint64_t, kLatencyBounds.size()> LatencyHistogram::Cumulative() const {
+std::array<uint64_t, kLatencyBounds.size()> LatencyTotals::Cumulative() const {
   std::array<uint64_t, kLatencyBounds.size()> out{};
   uint64_t running = 0;
   for (size_t b = 0; b < kLatencyBounds.size(); ++b) {
-    running += buckets[b].load(std::memory_order_relaxed);
+    running += buckets[b];
     out[b] = running;
   }
   return out;
 }
 
+ServerCounters::ServerCounters() : id_(next_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+ServerCounters::~ServerCounters() = default;
+
+ServerCounters::Set& ServerCounters::MineSlow() {
+  Set* set;
+  {
+    absl::MutexLock lock(&mu_);
+    std::unique_ptr<Set>& mine = sets_[std::this_thread::get_id()];
+    if (mine == nullptr) mine = std::make_unique<Set>();
+    set = mine.get();
+  }
+  server_counters_internal::cached = {id_, set};
+  return *set;
+}
+
+template <typename F>
+void ServerCounters::ForEachSet(F f) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [thread, set] : sets_) f(*set);
+}
+
 void ServerCounters::AddActive(const ActiveOpCounts& c) {
-  Add(active_reads, c.reads);
-  Add(active_writes, c.writes);
-  Add(active_cas, c.cas);
-  Add(active_fetch_adds, c.fetch_adds);
-  Add(active_bytes_read, c.bytes_read);
-  Add(active_bytes_written, c.bytes_written);
-  Add(active_calls, c.calls);
-  Add(peer_calls_out, c.peer_calls);
+  if ((c.reads | c.writes | c.cas | c.fetch_adds | c.bytes_read | c.bytes_written | c.calls |
+       c.peer_calls) == 0) {
+    return;  // (most calls of short functions)
+  }
+  std::array<Count, static_cast<size_t>(Stat::kCount)>& stats = Mine().stats;
+  auto add = [&stats](Stat stat, uint64_t n) { stats[static_cast<size_t>(stat)] += n; };
+  add(Stat::kActiveReads, c.reads);
+  add(Stat::kActiveWrites, c.writes);
+  add(Stat::kActiveCas, c.cas);
+  add(Stat::kActiveFetchAdds, c.fetch_adds);
+  add(Stat::kActiveBytesRead, c.bytes_read);
+  add(Stat::kActiveBytesWritten, c.bytes_written);
+  add(Stat::kActiveCalls, c.calls);
+  add(Stat::kPeerCallsOut, c.peer_calls);
+}
+
+uint64_t ServerCounters::Get(Stat stat) const {
+  uint64_t sum = 0;
+  ForEachSet([&](const Set& set) { sum += set.stats[static_cast<size_t>(stat)].value(); });
+  return sum;
+}
+
+uint64_t ServerCounters::Requests(uint8_t op) const {
+  uint64_t sum = 0;
+  ForEachSet([&](const Set& set) { sum += set.requests[op].value(); });
+  return sum;
+}
+
+LatencyTotals ServerCounters::Latencies(uint8_t op) const {
+  LatencyTotals totals;
+  ForEachSet([&](const Set& set) {
+    const LatencyHistogram& h = set.latency[op];
+    for (size_t b = 0; b < totals.buckets.size(); ++b) totals.buckets[b] += h.buckets[b].value();
+    totals.sum_ns += h.sum_ns.value();
+    totals.count += h.count.value();
+  });
+  return totals;
 }
 
 std::vector<wire::StatsEntry> ServerCounters::Snapshot() const {
+  std::array<uint64_t, wire::kNumOps> requests{};
+  std::array<uint64_t, static_cast<size_t>(Stat::kCount)> stats{};
+  ForEachSet([&](const Set& set) {
+    for (size_t op = 0; op < requests.size(); ++op) requests[op] += set.requests[op].value();
+    for (size_t i = 0; i < stats.size(); ++i) stats[i] += set.stats[i].value();
+  });
   std::vector<wire::StatsEntry> out;
-  auto put = [&out](const char* name, const Counter& c) {
-    out.emplace_back(name, c.load(std::memory_order_relaxed));
-  };
   for (int op = 1; op < wire::kNumOps; ++op) {
     out.emplace_back(
         absl::StrCat("requests.", absl::AsciiStrToLower(wire::OpName(static_cast<wire::Op>(op)))),
-        requests[op].load(std::memory_order_relaxed));
+        requests[op]);
   }
-  put("bytes_in", bytes_in);
-  put("bytes_out", bytes_out);
-  put("errors", errors);
-  put("connections.accepted", connections_accepted);
-  put("connections.open", connections_open);
-  put("connections.queued_bytes", queued_bytes);
-  put("connections.protocol_errors", protocol_errors);
-  put("ucx.held", ucx_held);
-  put("ucx.overruns", ucx_overruns);
-  put("auth.ok", auth_ok);
-  put("auth.refused", auth_refused);
-  put("auth.permission_denied", permission_denied);
-  put("execute.ns", execute_ns);
-  put("execute.inline", executes_inline);
-  put("execute.pooled", executes_pooled);
-  put("execute.expired", executes_expired);
-  put("execute.rejected", executes_rejected);
-  put("execute.rescheduled", executes_rescheduled);
-  put("parked.total", parked_total);
-  put("execute.resumed", executes_resumed);
-  put("close_hooks.run", close_hooks_run);
-  put("active.reads", active_reads);
-  put("active.writes", active_writes);
-  put("active.cas", active_cas);
-  put("active.fetch_adds", active_fetch_adds);
-  put("active.bytes_read", active_bytes_read);
-  put("active.bytes_written", active_bytes_written);
-  put("active.calls", active_calls);
-  put("peer.calls_out", peer_calls_out);
-  put("peer.calls_in", peer_calls_in);
-  put("peer.refused", peer_refused);
-  put("sync.flushes", sync_flushes);
-  put("sync.ns", sync_ns);
-  put("sync.errors", sync_errors);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    out.emplace_back(kStatNames[i], stats[i]);
+    if (static_cast<Stat>(i) == Stat::kConnectionsOpen) {
+      out.emplace_back("connections.queued_bytes", queued_bytes.load(std::memory_order_relaxed));
+    }
+  }
   return out;
 }
 

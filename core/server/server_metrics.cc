@@ -59,21 +59,21 @@ std::string RequestHandler::MetricsText() const {
     w.Sample("ardma_requests_total",
              PrometheusWriter::Label(
                  "op", absl::AsciiStrToLower(wire::OpName(static_cast<wire::Op>(op)))),
-             counters_.requests[op].load(std::memory_order_relaxed));
+             counters_.Requests(static_cast<uint8_t>(op)));
   }
   w.Family("ardma_request_duration_seconds", "histogram",
            "Time from a request's arrival to its answer, by op (one-sided UCX operations never "
            "reach the server).");
   for (int op = 1; op < wire::kNumOps; ++op) {
-    const LatencyHistogram& h = counters_.latency[op];
-    uint64_t count = h.count.load(std::memory_order_relaxed);
+    const LatencyTotals h = counters_.Latencies(static_cast<uint8_t>(op));
+    uint64_t count = h.count;
     if (count == 0) continue;
     std::array<uint64_t, kLatencyBounds.size()> cumulative = h.Cumulative();
     w.Histogram("ardma_request_duration_seconds",
                 PrometheusWriter::Label(
                     "op", absl::AsciiStrToLower(wire::OpName(static_cast<wire::Op>(op)))),
                 kLatencyBounds, cumulative,
-                static_cast<double>(h.sum_ns.load(std::memory_order_relaxed)) * 1e-9, count);
+                static_cast<double>(h.sum_ns) * 1e-9, count);
   }
   for (const auto& [name, value] : Stats()) {
     if (absl::StartsWith(name, "requests.")) continue;  // ardma_requests_total above
@@ -88,7 +88,7 @@ std::string RequestHandler::MetricsText() const {
 
 std::vector<wire::StatsEntry> RequestHandler::StatsSummary() const {
   std::vector<wire::StatsEntry> out;
-  out.emplace_back("connections.open", counters_.connections_open.load(std::memory_order_relaxed));
+  out.emplace_back("connections.open", counters_.Get(Stat::kConnectionsOpen));
   out.emplace_back("code.libraries", registry_->size());
   if (absl::StatusOr<RegionRef> heap = regions_->Get(kHeapRegion); heap.ok()) {
     out.emplace_back("heap.size", (*heap)->size());

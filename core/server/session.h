@@ -71,7 +71,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   void Start() {
     ARDMA_LOG(kDebug, "connection from %s opened", peer_);
-    handler_.counters().connections_open.fetch_add(1, std::memory_order_relaxed);
+    handler_.counters().Add(Stat::kConnectionsOpen, 1);
     Send(handler_.Greeting(*this));
     asio::co_spawn(executor_, ReadLoop(shared_from_this()), asio::detached);
   }
@@ -197,7 +197,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     frame_timed_ = true;
     frame_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || !self->frame_timed_ || !self->Open()) return;
-      self->handler_.counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      self->handler_.counters().Add(Stat::kProtocolErrors, 1);
       ARDMA_LOG(kWarning,
                 "closing the connection from %s: a frame begun did not arrive whole in %u ms",
                 self->peer_, self->handler_.limits().frame_timeout_ms);
@@ -273,10 +273,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   // The frame cannot be parsed: nothing more is read; the requests before it are answered, and
   // this one too if its header names a request, then the connection closes (ReadLoop).
   void ProtocolError(std::string_view raw, const absl::Status& status) {
-    handler_.counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    handler_.counters().Add(Stat::kProtocolErrors, 1);
     ARDMA_LOG(kDebug, "closing connection: %s", status.ToString());
     if (std::string answer = wire::ErrorResponseForHeader(raw, status); !answer.empty()) {
-      handler_.counters().errors.fetch_add(1, std::memory_order_relaxed);
+      handler_.counters().Add(Stat::kErrors, 1);
       ++inflight_;  // Enqueue counts an answer off
       Enqueue(std::move(answer));
     }
@@ -296,7 +296,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (inflight_ + 1 == handler_.limits().max_inflight_per_connection) resume_.cancel();
     if (!Open()) return;
     queued_bytes_ += frame.size();
-    ServerCounters::Add(handler_.counters().queued_bytes, frame.size());
+    handler_.counters().queued_bytes.fetch_add(frame.size(), std::memory_order_relaxed);
     queue_.push_back(std::move(frame));
   }
 
@@ -327,7 +327,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   void Close() {
     if (!open_.exchange(false)) return;
     ARDMA_LOG(kDebug, "connection from %s closed after %u requests", peer_, requests_);
-    handler_.counters().connections_open.fetch_sub(1, std::memory_order_relaxed);
+    handler_.counters().Subtract(Stat::kConnectionsOpen, 1);
     handler_.ConnectionClosed(this);
     boost::system::error_code ignored;
     socket_.lowest_layer().shutdown(asio::socket_base::shutdown_both, ignored);

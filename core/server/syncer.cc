@@ -40,12 +40,12 @@ absl::Status Syncer::Wrote(Region& region, uint64_t addr, uint64_t len) {
 absl::Status Syncer::Sync(Region& region, uint64_t addr, uint64_t len) {
   auto start = std::chrono::steady_clock::now();
   absl::Status synced = region.Sync(addr, len);
-  ServerCounters::Add(counters_->sync_flushes, 1);
-  ServerCounters::Add(counters_->sync_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(
+  counters_->Add(Stat::kSyncFlushes, 1);
+  counters_->Add(Stat::kSyncNs, std::chrono::duration_cast<std::chrono::nanoseconds>(
                                               std::chrono::steady_clock::now() - start)
                                               .count());
   if (!synced.ok()) {
-    ServerCounters::Add(counters_->sync_errors, 1);
+    counters_->Add(Stat::kSyncErrors, 1);
     return absl::InternalError(absl::StrCat("written but not synced: ", synced.message()));
   }
   return absl::OkStatus();

@@ -397,7 +397,7 @@ ucs_status_t UcxServer::OnRequest(void* arg, const void* header, size_t header_l
   // Clients send eagerly (see Session::Send); a rendezvous or an oversized message is not ours.
   bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   if (session == nullptr || rendezvous) {
-    self->handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    self->handler_->counters().Add(Stat::kProtocolErrors, 1);
     if (rendezvous) ucp_am_data_release(lane->ucx->worker(), data);
     if (session != nullptr) session->Poison();
     return UCS_OK;
@@ -414,15 +414,15 @@ void UcxServer::Arrived(Session* session, std::string_view frame) {
   }
   // Full (or already holding: requests are handled in order).
   if (!session->Hold(frame)) {
-    ServerCounters::Add(handler_->counters().ucx_overruns, 1);
-    handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    handler_->counters().Add(Stat::kUcxOverruns, 1);
+    handler_->counters().Add(Stat::kProtocolErrors, 1);
     ARDMA_LOG(kWarning,
               "ucx session ...%04x sent more than %u requests beyond its limit; closing it",
               session->id() & 0xffff, handler_->limits().max_inflight_per_connection);
     session->Poison();
     return;
   }
-  ServerCounters::Add(handler_->counters().ucx_held, 1);
+  handler_->counters().Add(Stat::kUcxHeld, 1);
   Lane& lane = *session->lane();
   if (std::none_of(lane.holding.begin(), lane.holding.end(),
                    [&](const std::shared_ptr<Session>& s) { return s.get() == session; })) {
@@ -454,7 +454,7 @@ void UcxServer::HandleFrame(Session* session, std::string_view frame) {
   if (!parsed.ok()) {
     // As a TCP session that sends a malformed frame is answered (if the frame names a request)
     // and closed, so is this one.
-    handler_->counters().protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    handler_->counters().Add(Stat::kProtocolErrors, 1);
     std::string answer = wire::ErrorResponseForHeader(frame, parsed.status());
     if (!answer.empty()) {
       session->Started();
@@ -510,16 +510,19 @@ void UcxServer::ProgressLoop(Lane& lane) {
     if (sleep_ok && ::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) sleep_ok = false;
   }
   absl::Time last_event = FastNow(), next_sweep = FastNow() + kSweepPeriod;
+  // Work since the clock was last read: the clock is read when idle, not once per request.
+  bool busy_since = false;
   for (uint64_t spins = 0; !stopping_.load(std::memory_order_relaxed); ++spins) {
     bool busy = ucp_worker_progress(worker) != 0;
     busy |= lane.SendQueued();
     busy |= HandleHeld(lane);
     if (busy) {
-      last_event = FastNow();
+      busy_since = true;
       continue;
     }
     if ((spins & 15) != 0) continue;
     absl::Time now = FastNow();
+    if (std::exchange(busy_since, false)) last_event = now;
     // Idle a while (not just between a client's answer and its next call): let a thread with
     // work run on this CPU. On a machine with fewer cores than busy threads (clients, other
     // servers) a pure spin would take the rest of its time slice from them.

@@ -76,7 +76,7 @@ bool HasSharedMemory(ucp_context_h context) {
 }  // namespace
 
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
-                               std::string frame, std::shared_ptr<SendTally> tally) {
+                               std::string frame, const std::shared_ptr<SendTally>& tally) {
   // Most sends (a request or an answer that fits a shared-memory FIFO entry) complete at once:
   // tried first from `frame` itself, with nothing allocated, counted or kept.
   uint64_t now_header = header.value_or(0);
@@ -95,7 +95,7 @@ absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t>
     tally->bytes.fetch_add(frame.size(), std::memory_order_relaxed);
     if (tally->total != nullptr) tally->total->fetch_add(frame.size(), std::memory_order_relaxed);
   }
-  auto* message = new OutgoingMessage{header.value_or(0), std::move(frame), std::move(tally)};
+  auto* message = new OutgoingMessage{header.value_or(0), std::move(frame), tally};
   ucp_request_param_t param{};
   param.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;

@@ -54,7 +54,8 @@ struct SendTally {
 // until UCX is done with them, counted meanwhile in `tally` if given. UNAVAILABLE if the send
 // fails at once.
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
-                               std::string frame, std::shared_ptr<SendTally> tally = nullptr);
+                               std::string frame,
+                               const std::shared_ptr<SendTally>& tally = nullptr);
 
 struct UcxContextOptions {
   bool wakeup = false;  // the worker gets an event fd (ucp_worker_get_efd) to sleep on
