@@ -56,6 +56,13 @@ class OneServer final : public Servers {
   Client* const client_;
 };
 
+// What a slot's call is about, for its error message ("table t", "lock l"): pieces, so a call
+// that succeeds builds no string.
+struct SlotSubject {
+  std::string_view kind;  // "table", "lock", "list", "function"
+  std::string_view name;
+};
+
 // Runs `call(Client&) -> StatusOr<T>` on the server that holds `slot`, following redirects (the
 // slot moved: learn where; or is moving: try again shortly): an error status that carries one
 // (slots::RedirectOf; it crosses the wire whole), or an answer for which
@@ -63,7 +70,7 @@ class OneServer final : public Servers {
 // after the first redirect fails with DEADLINE_EXCEEDED naming `what`.
 template <typename T, typename Call, typename RedirectOf>
 absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration timeout,
-                              std::string_view what, Call call, RedirectOf redirect_of) {
+                              SlotSubject what, Call call, RedirectOf redirect_of) {
   absl::Time deadline = absl::InfinitePast();  // set at the first redirect
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<Client*> client = servers.ForSlot(slot);
@@ -78,7 +85,8 @@ absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration ti
       deadline = absl::Now() + timeout;
     } else if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
-          absl::StrCat("slot ", slot, " of ", absl::string_view(what.data(), what.size()),
+          absl::StrCat("slot ", slot, " of ", absl::string_view(what.kind.data(), what.kind.size()),
+                       " ", absl::string_view(what.name.data(), what.name.size()),
                        " did not settle on a server within the call's timeout",
                        learned.ok() ? "" : absl::StrCat(": ", learned.message())));
     }
@@ -89,7 +97,7 @@ absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration ti
 
 template <typename T, typename Call>
 absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration timeout,
-                              std::string_view what, Call call) {
+                              SlotSubject what, Call call) {
   return RouteToSlot<T>(servers, slot, timeout, what, call,
                         [](const T&) { return std::optional<slots::Redirect>(); });
 }

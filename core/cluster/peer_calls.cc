@@ -55,7 +55,8 @@ absl::StatusOr<std::string> PeerCalls::Call(const PeerTarget& target, std::strin
     return result;
   };
   if (target.slot.has_value()) {
-    return RouteToSlot<std::string>(*cluster, *target.slot, left, function, execute);
+    return RouteToSlot<std::string>(*cluster, *target.slot, left, SlotSubject{"function", function},
+                                    execute);
   }
   ARDMA_ASSIGN_OR_RETURN(Client * client, cluster->ForMember(target.member));
   return execute(*client);

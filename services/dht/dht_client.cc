@@ -55,7 +55,7 @@ absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view f
   return RouteToSlot<Reply>(
       *servers_, keyed.slot,
       options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
-      absl::StrCat("table ", ToAbsl(table)),
+      SlotSubject{"table", table},
       [&](Client& client) -> absl::StatusOr<Reply> {
         absl::StatusOr<Reply> reply = Run(client, function, table, &keyed, "", kind, create);
         if (absl::IsNotFound(reply.status())) return AbsentHere(client, table, reply.status());

@@ -40,7 +40,7 @@ absl::StatusOr<std::string> ListClient::Run(std::string_view function, std::stri
   return RouteToSlot<std::string>(
       *servers_, slots::SlotOf(kListSpace, list),
       options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
-      absl::StrCat("list ", ToAbsl(list)), on);
+      SlotSubject{"list", list}, on);
 }
 
 absl::Status ListClient::Append(std::string_view list, const ListValue& value) {

@@ -87,7 +87,7 @@ absl::StatusOr<std::optional<Grant>> LockClient::Run(std::string_view name, Lock
   ARDMA_ASSIGN_OR_RETURN(
       Sent sent,
       RouteToSlot<Sent>(*servers_, slots::SlotOf(kLockSpace, name), RedirectTimeout(),
-                        absl::StrCat("lock ", ToAbsl(name)), on));
+                        SlotSubject{"lock", name}, on));
   const AcquireResult& r = sent.result;
   if (!r.granted) {
     if (r.kick && sent.addr != 0) ARDMA_RETURN_IF_ERROR(Kick(*sent.client, sent.addr));
@@ -148,7 +148,7 @@ absl::StatusOr<LockState> LockClient::Inspect(std::string_view name) {
   wire::ByteWriter(&args).Str16(name);
   absl::StatusOr<std::string> bytes =
       RouteToSlot<std::string>(*servers_, slots::SlotOf(kLockSpace, name), RedirectTimeout(),
-                               absl::StrCat("lock ", ToAbsl(name)), [&](Client& client) {
+                               SlotSubject{"lock", name}, [&](Client& client) {
                                  return Call(client, mode_, "lock.inspect", args);
                                });
   if (!bytes.ok()) return bytes.status();
