@@ -52,11 +52,12 @@ def swap(*pairs):
 
 def tcp_floor(*only):
     """A reference finder for single-operation rows (names containing one of `only`, or any):
-    the raw TCP ping-pong of the run closest in bytes per op, with the same thread count."""
+    the raw TCP ping-pong of the run closest in bytes per op, with the same thread count. Not for
+    a UCX row, nor for one that crosses no network (no round trips counted: the server alone)."""
     def find(b, by_name):
-        if ("RawTcpPingPong" in b["name"] or "Ucx" in b["name"] or
+        if ("RawTcpPingPong" in b["name"] or "Ucx" in b["name"] or "round_trips/op" not in b or
                 (only and not any(o in b["name"] for o in only))):
-            return None  # (the TCP floor is no reference for a UCX row)
+            return None
         threads = b["name"].split("threads:")[-1] if "threads:" in b["name"] else "1"
 
         def floor_threads(f):

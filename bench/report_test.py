@@ -35,7 +35,10 @@ class ReportTest(unittest.TestCase):
                 bench("BM_UcxOwnGet/8/real_time", 20, aggregate_name="median"),
                 bench("BM_PingUcx/real_time/threads:1", 500, aggregate_name="median"),
                 bench("BM_UcxOwnAmRoundTrip/real_time", 250, aggregate_name="median"),
-                bench("BM_RawTcpPingPong/32/real_time/threads:1", 40000, aggregate_name="median")]
+                bench("BM_RawTcpPingPong/32/real_time/threads:1", 40000, aggregate_name="median"),
+                bench("BM_Ping/real_time/threads:1", 50000, aggregate_name="median",
+                      **{"round_trips/op": 1.0, "bytes/op": 64.0}),
+                bench("BM_HandlerPing", 80, aggregate_name="median")]
         for b in core:
             b["run_name"] = b["name"]
         write_json(os.path.join(self.run, "core_bench.json"), core)
@@ -68,6 +71,9 @@ class ReportTest(unittest.TestCase):
         self.assertIn("2.00× BM_UcxOwnAmRoundTrip", core)
         # UCX's own rows, and UCX rows without a UCX counterpart, are not set against TCP.
         self.assertIn("| BM_UcxOwnGet/8/real_time | 20 ns | 0.00 | 0 |  |", core)
+        # TCP rows are set against the raw ping-pong; the server alone (no round trip) is not.
+        self.assertIn("1.25× BM_RawTcpPingPong/32", core)
+        self.assertIn("| BM_HandlerPing | 80 ns | 0.00 | 0 |  |", core)
 
     def test_each_transport_has_its_own_table(self):
         lists = self.section(self.text(), "List and hash table")
