@@ -1,7 +1,6 @@
 // The code ops: HAS_CODE, LOAD and EXECUTE, and where an EXECUTE runs (Start: inline on the I/O
 // thread, or on the worker pool; isolated or not, decided once per call).
 #include <algorithm>
-#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "core/active/local_context.h"
@@ -158,11 +157,9 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
 
 namespace {
 
-int64_t SteadyNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// The steady clock as the stamps keep it (signed); the same clock as a request's arrival
+// (NowNs), which a call run as it arrives is timed from.
+int64_t SteadyNanos() { return static_cast<int64_t>(NowNs()); }
 
 thread_local std::atomic<int64_t>* io_busy_stamp = nullptr;
 
