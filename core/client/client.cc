@@ -1,5 +1,6 @@
 #include "core/client/client.h"
 
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -211,6 +212,38 @@ absl::StatusOr<std::string> Client::Read(uint64_t addr, uint32_t len, RegionId r
   ARDMA_ASSIGN_OR_RETURN(std::string data, Call(std::move(request), options, true));
   if (data.size() != len) return absl::InternalError("READ response of the wrong size");
   return data;
+}
+
+absl::Status Client::ReadInto(std::span<const ReadOp> ops, const CallOptions& options) {
+  if (ops.empty()) return absl::OkStatus();
+  if (options_.extra_round_trip_time == absl::ZeroDuration()) {
+    ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
+    absl::Status answer;
+    absl::StatusOr<bool> done = conn->DirectReads(ops, TimeoutFor(options), &answer);
+    if (done.ok() && *done) return answer;
+    // A broken transport: the flight below connects anew, as Call's retry would.
+    if (!done.ok() && done.status().code() != absl::StatusCode::kUnavailable) {
+      return done.status();
+    }
+  }
+  if (ops.size() == 1) {
+    if (ops[0].out.size() > UINT32_MAX) return absl::InvalidArgumentError("read too large");
+    ARDMA_ASSIGN_OR_RETURN(std::string data, Read(ops[0].addr, static_cast<uint32_t>(
+                                                                   ops[0].out.size()),
+                                                  ops[0].region, options));
+    std::memcpy(ops[0].out.data(), data.data(), data.size());
+    return absl::OkStatus();
+  }
+  class Batch batch(this);
+  for (const ReadOp& op : ops) {
+    if (op.out.size() > UINT32_MAX) return absl::InvalidArgumentError("read too large");
+    batch.Read(op.addr, static_cast<uint32_t>(op.out.size()), op.region);
+  }
+  ARDMA_ASSIGN_OR_RETURN(Batch::Result result, batch.Send(options));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::memcpy(ops[i].out.data(), result.reads[i].data(), ops[i].out.size());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Client::Write(uint64_t addr, std::string_view data, RegionId region,

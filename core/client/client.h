@@ -138,6 +138,10 @@ class Client {
 
   absl::StatusOr<std::string> Read(uint64_t addr, uint32_t len, RegionId region = kHeapRegion,
                                    const CallOptions& options = {});
+  // The READs of `ops`, each into its buffer, in one round trip: straight into them where the
+  // transport reads on this thread (UCX's one-sided READ: no copy, no allocation), else as one
+  // Batch. The first READ's failure (e.g. OUT_OF_RANGE past a region's end) fails them all.
+  absl::Status ReadInto(std::span<const ReadOp> ops, const CallOptions& options = {});
   absl::Status Write(uint64_t addr, std::string_view data, RegionId region = kHeapRegion,
                      const CallOptions& options = {});
   absl::StatusOr<CasResult> CompareAndSwap(uint64_t addr, uint64_t expected, uint64_t desired,

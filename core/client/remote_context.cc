@@ -15,25 +15,7 @@ constexpr int kMaxCallDepth = 32;  // as on the server
 }  // namespace
 
 absl::Status RemoteContext::DoReadBatch(std::span<const ReadOp> ops) {
-  if (ops.empty()) return absl::OkStatus();
-  if (ops.size() == 1 && ops[0].out.size() <= UINT32_MAX) {  // one READ: the client's own path
-    const ReadOp& op = ops[0];
-    ARDMA_ASSIGN_OR_RETURN(
-        std::string data,
-        client_->Read(op.addr, static_cast<uint32_t>(op.out.size()), op.region, options_));
-    std::memcpy(op.out.data(), data.data(), op.out.size());
-    return absl::OkStatus();
-  }
-  class Batch batch = client_->Batch();
-  for (const ReadOp& op : ops) {
-    if (op.out.size() > UINT32_MAX) return absl::InvalidArgumentError("read too large");
-    batch.Read(op.addr, static_cast<uint32_t>(op.out.size()), op.region);
-  }
-  ARDMA_ASSIGN_OR_RETURN(Batch::Result result, batch.Send(options_));
-  for (size_t i = 0; i < ops.size(); ++i) {
-    std::memcpy(ops[i].out.data(), result.reads[i].data(), ops[i].out.size());
-  }
-  return absl::OkStatus();
+  return client_->ReadInto(ops, options_);
 }
 
 absl::Status RemoteContext::DoWriteBatch(std::span<const WriteOp> ops) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <thread>
 #include <variant>
@@ -95,6 +96,16 @@ class Transport {
   // `timeout` counts from when it first waits, if it does.
   virtual absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Duration timeout,
                                       ResponsePayload* result) {
+    return false;
+  }
+
+  // READs done on the calling thread straight into the callers' buffers, where the transport
+  // can (UCX's one-sided READ): no request, no copy, no allocation. True once done, with OK in
+  // *answer and every ops[i].out filled, or with the refusal a server would have answered (bad
+  // range or region) in *answer; counted as one round trip. False, with nothing done, where the
+  // READs must go through RoundTrip; or the transport's failure, as RoundTrip's outer status.
+  virtual absl::StatusOr<bool> DirectReads(std::span<const ReadOp> ops, absl::Duration timeout,
+                                           absl::Status* answer) {
     return false;
   }
 

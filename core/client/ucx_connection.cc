@@ -290,42 +290,71 @@ absl::Status UcxConnection::WaitAll(Inflight* requests, LazyDeadline& deadline,
 
 absl::StatusOr<bool> UcxConnection::OneSidedRead(const OutgoingRequest::Reads& entries,
                                                  LazyDeadline& deadline, ResponsePayload* result) {
-  Inflight inflight;
-  ucp_request_param_t param{};
+  // (ReadInto checks these too; here before the answer's buffer is allocated.)
   if (absl::Status s = wire::CheckBatchSize(entries.size(), limits_, "READ"); !s.ok()) {
     return Refuse(result, s);
   }
-  if (absl::Status s = wire::CheckReadResponseSize({entries.data(), entries.size()}, limits_);
-      !s.ok()) {
+  uint64_t total = 0;
+  for (const wire::ReadEntry& e : entries) total += e.len;
+  if (absl::Status s = wire::CheckReadResponseSize(total, limits_); !s.ok()) {
     return Refuse(result, s);
   }
-  size_t total = 0;
-  absl::InlinedVector<RegionHandle, 4> found;
+  std::string out(total, '\0');
+  absl::InlinedVector<ReadOp, 4> ops;
+  size_t at = 0;
   for (const wire::ReadEntry& e : entries) {
-    absl::StatusOr<RegionHandle> r = FindRegion(e.region);
-    if (!r.ok()) return Refuse(result, r.status());
-    if (absl::Status s = (*r)->bounds.CheckRange(e.addr, e.len); !s.ok()) return Refuse(result, s);
+    ops.push_back({e.addr, std::span<char>(out.data() + at, e.len), e.region});
+    at += e.len;
+  }
+  absl::Status answer;
+  ARDMA_ASSIGN_OR_RETURN(bool done, ReadInto(ops, deadline, &answer));
+  if (done) *result = answer.ok() ? ResponsePayload(std::move(out)) : ResponsePayload(answer);
+  return done;
+}
+
+absl::StatusOr<bool> UcxConnection::ReadInto(std::span<const ReadOp> ops, LazyDeadline& deadline,
+                                             absl::Status* answer) {
+  if (absl::Status s = wire::CheckBatchSize(ops.size(), limits_, "READ"); !s.ok()) {
+    *answer = std::move(s);
+    return true;
+  }
+  uint64_t total = 0;
+  for (const ReadOp& op : ops) total += op.out.size();
+  if (absl::Status s = wire::CheckReadResponseSize(total, limits_); !s.ok()) {
+    *answer = std::move(s);
+    return true;
+  }
+  absl::InlinedVector<RegionHandle, 4> found;
+  for (const ReadOp& op : ops) {
+    absl::StatusOr<RegionHandle> r = FindRegion(op.region);
+    if (!r.ok()) {
+      *answer = r.status();
+      return true;
+    }
+    if (absl::Status s = (*r)->bounds.CheckRange(op.addr, op.out.size()); !s.ok()) {
+      *answer = std::move(s);
+      return true;
+    }
     if ((*r)->rkey == nullptr) return false;
     found.push_back(*std::move(r));
-    total += e.len;
   }
-  std::string out(total, '\0');
-  size_t at = 0;
+  Inflight inflight;
+  ucp_request_param_t param{};
   std::atomic_thread_fence(std::memory_order_acquire);  // after what the server wrote before
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const wire::ReadEntry& e = entries[i];
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const ReadOp& op = ops[i];
     const RemoteRegion& r = *found[i];
-    if (e.len == 0) continue;
+    if (op.out.empty()) continue;
     if (r.mapped()) {
-      std::memcpy(out.data() + at, r.local + e.addr, e.len);
+      std::memcpy(op.out.data(), r.local + op.addr, op.out.size());
     } else {
-      inflight.push_back(ucp_get_nbx(ep_, out.data() + at, e.len, r.base + e.addr, r.rkey, &param));
+      inflight.push_back(
+          ucp_get_nbx(ep_, op.out.data(), op.out.size(), r.base + op.addr, r.rkey, &param));
     }
-    at += e.len;
   }
   ARDMA_RETURN_IF_ERROR(WaitAll(&inflight, deadline, "ucp_get"));
   counters_->bytes_received.fetch_add(total, std::memory_order_relaxed);
-  *result = std::move(out);
+  *answer = absl::OkStatus();
   return true;
 }
 
@@ -485,6 +514,21 @@ absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request,
   ARDMA_RETURN_IF_ERROR(calls_.failure());
   LazyDeadline deadline = LazyDeadline::After(timeout);
   ARDMA_ASSIGN_OR_RETURN(bool done, OneSided(request, deadline, result));
+  if (done) {
+    counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
+    counters_->requests.fetch_add(1, std::memory_order_relaxed);
+  }
+  return done;
+}
+
+absl::StatusOr<bool> UcxConnection::DirectReads(std::span<const ReadOp> ops,
+                                                absl::Duration timeout, absl::Status* answer) {
+  if (server_gone_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError("ardmad closed the connection");
+  }
+  ARDMA_RETURN_IF_ERROR(calls_.failure());
+  LazyDeadline deadline = LazyDeadline::After(timeout);
+  ARDMA_ASSIGN_OR_RETURN(bool done, ReadInto(ops, deadline, answer));
   if (done) {
     counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
     counters_->requests.fetch_add(1, std::memory_order_relaxed);

@@ -69,6 +69,8 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
              absl::Time deadline, ResponseCallback done) override;
   absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Duration timeout,
                               ResponsePayload* result) override;
+  absl::StatusOr<bool> DirectReads(std::span<const ReadOp> ops, absl::Duration timeout,
+                                   absl::Status* answer) override;
   bool broken() const override;
   // Which regions take one-sided atomics, then the endpoint's lanes.
   std::string Describe() const override;
@@ -116,6 +118,9 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
                                 ResponsePayload* result);
   absl::StatusOr<bool> OneSidedRead(const OutgoingRequest::Reads& entries,
                                     LazyDeadline& deadline, ResponsePayload* result);
+  // The READs of `ops` into their buffers: as OneSidedRead, with a refusal in *answer.
+  absl::StatusOr<bool> ReadInto(std::span<const ReadOp> ops, LazyDeadline& deadline,
+                                absl::Status* answer);
   absl::StatusOr<bool> OneSidedWrite(const OutgoingRequest::Writes& entries,
                                      LazyDeadline& deadline, ResponsePayload* result);
   absl::StatusOr<bool> OneSidedAtomic(const OutgoingRequest& request, LazyDeadline& deadline,

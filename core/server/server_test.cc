@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -110,6 +111,30 @@ TEST_F(ServerTest, ReadWriteAndBatchesAreOneRoundTrip) {
   EXPECT_EQ(U64At(r->reads[2], 0), 9u);
   EXPECT_EQ(r->fetch_adds[0], 0u);
   EXPECT_TRUE(r->cas[0].swapped);
+}
+
+TEST_F(ServerTest, ReadIntoFillsTheCallersBuffersInOneRoundTrip) {
+  ASSERT_TRUE(client_->Write(kScratch, "0123456789abcdef").ok());
+  char one[4], two[6];
+  std::array<ReadOp, 2> ops = {ReadOp{kScratch + 2, one}, ReadOp{kScratch + 10, two}};
+  uint64_t before = client_->counters().round_trips.load();
+  ASSERT_TRUE(client_->ReadInto(ops).ok());
+  EXPECT_EQ(client_->counters().round_trips.load() - before, 1u);
+  EXPECT_EQ(std::string_view(one, 4), "2345");
+  EXPECT_EQ(std::string_view(two, 6), "abcdef");
+  ASSERT_TRUE(client_->ReadInto(std::span(ops).first(1)).ok());  // one READ alone
+  EXPECT_EQ(client_->counters().round_trips.load() - before, 2u);
+  // The errors a READ gets, for the whole batch; the buffers of a refused batch are not touched.
+  char last[8] = "keepme!";
+  std::array<ReadOp, 2> bad = {ReadOp{kScratch, one}, ReadOp{(64 << 20) - 4, last}};
+  EXPECT_EQ(client_->ReadInto(bad).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(std::string_view(last), "keepme!");
+  std::array<ReadOp, 1> elsewhere = {ReadOp{0, one, /*region=*/5}};
+  EXPECT_EQ(client_->ReadInto(elsewhere).code(), absl::StatusCode::kNotFound);
+  std::string huge(100 << 20, '\0');
+  std::array<ReadOp, 1> too_big = {ReadOp{0, huge}};
+  EXPECT_EQ(client_->ReadInto(too_big).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(client_->ReadInto({}).ok());
 }
 
 TEST_F(ServerTest, BoundsAlignmentAndLimitErrors) {

@@ -137,6 +137,10 @@ absl::Status CheckBatchSize(size_t count, const WireLimits& limits, const char* 
 absl::Status CheckReadResponseSize(std::span<const ReadEntry> entries, const WireLimits& limits) {
   uint64_t total = 0;
   for (const ReadEntry& e : entries) total += e.len;
+  return CheckReadResponseSize(total, limits);
+}
+
+absl::Status CheckReadResponseSize(uint64_t total, const WireLimits& limits) {
   if (total > limits.max_payload_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "READ batch of ", total, " bytes exceeds the frame limit of ", limits.max_payload_bytes));

@@ -91,6 +91,7 @@ absl::StatusOr<std::vector<ReadEntry>> DecodeReadRequest(std::string_view payloa
 // The READ response payload is the requested bytes, entry after entry; its size is the sum of the
 // entries' lengths. This checks that sum against the frame limit.
 absl::Status CheckReadResponseSize(std::span<const ReadEntry> entries, const WireLimits& limits);
+absl::Status CheckReadResponseSize(uint64_t total_bytes, const WireLimits& limits);
 // INVALID_ARGUMENT for an empty READ/WRITE batch (`what`), RESOURCE_EXHAUSTED for one of more
 // entries than the limit — what decoding one checks, for a batch given as values.
 absl::Status CheckBatchSize(size_t count, const WireLimits& limits, const char* what);
