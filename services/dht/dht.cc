@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/fixed_array.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/memory/heap.h"
@@ -12,6 +13,7 @@
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "services/dht/dht_table.h"
+#include "services/random64.h"
 #include "services/stable_hash.h"
 
 namespace ardma::dht {
@@ -173,18 +175,49 @@ absl::Status Missing(Context& ctx, const absl::Status& resolved, const Fence& fe
 }
 
 absl::StatusOr<Found> ReadKey(Context& ctx, const Target& target, std::string_view key,
-                              std::string* value) {
+                              std::string* value, EntryRef* ref) {
   ARDMA_ASSIGN_OR_RETURN(Fence fence, FenceOf(ctx, target, key));
   absl::StatusOr<Table> t = Resolve(ctx, target, /*create=*/false);
   ARDMA_RETURN_IF_ERROR(Missing(ctx, t.status(), fence, /*write=*/false));
-  ARDMA_ASSIGN_OR_RETURN(bool present, Lookup(ctx, *t, key, value, fence));
+  ARDMA_ASSIGN_OR_RETURN(bool present, Lookup(ctx, *t, key, value, fence, ref));
   return Found{*t, present};
+}
+
+absl::StatusOr<bool> ReadCached(Context& ctx, const Target& target, std::string_view key,
+                                const EntryRef& ref, std::string* value) {
+  if (target.id == 0 || ref.size < kEntryHeaderBytes + key.size()) return false;
+  ARDMA_ASSIGN_OR_RETURN(Fence fence, FenceOf(ctx, target, key));
+  absl::FixedArray<char, 256> bytes(ref.size);
+  uint64_t fence_words[2] = {0, 0};
+  ReadOp ops[2] = {{ref.addr, std::span<char>(bytes.data(), bytes.size())},
+                   {fence.entry, std::span<char>(reinterpret_cast<char*>(fence_words), 16)}};
+  absl::Status read = ctx.ReadBatch(std::span<const ReadOp>(ops, fence.entry != 0 ? 2 : 1));
+  if (absl::IsOutOfRange(read)) return false;  // the server's memory is not what it was
+  ARDMA_RETURN_IF_ERROR(read);
+  if (fence.entry != 0) {
+    ARDMA_RETURN_IF_ERROR(slots::CheckFence(fence.slot, fence_words[0], fence_words[1], false));
+  }
+  uint64_t checksum;
+  uint32_t key_len, value_len;
+  std::memcpy(&checksum, bytes.data(), 8);
+  std::memcpy(&key_len, bytes.data() + 16, 4);
+  std::memcpy(&value_len, bytes.data() + 20, 4);
+  // The same write (its checksum), whole (the bytes check against it), not retired (its lengths).
+  std::string_view entry(bytes.data(), bytes.size());
+  if (checksum != ref.checksum || key_len != key.size() ||
+      kEntryHeaderBytes + key_len + uint64_t{value_len} != ref.size ||
+      EntryChecksum(target.id, entry.substr(8)) != checksum ||
+      entry.substr(kEntryHeaderBytes, key_len) != key) {
+    return false;
+  }
+  if (value != nullptr) value->assign(entry.substr(kEntryHeaderBytes + key_len));
+  return true;
 }
 
 // ---- Operations ----
 
 absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::string* value,
-                            const Fence& fence) {
+                            const Fence& fence, EntryRef* ref) {
   uint64_t hash = KeyHash(key);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(Neighbourhood nb, ReadNeighbourhood(ctx, t, hash));
@@ -195,6 +228,11 @@ absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::s
     ARDMA_ASSIGN_OR_RETURN(Search found, FindKey(ctx, t, nb, key, hash, fence));
     if (found.entry) {
       if (value != nullptr) value->assign(found.entry->value());
+      if (ref != nullptr) {
+        ref->addr = SlotEntry(nb.slots[found.index]);
+        std::memcpy(&ref->checksum, found.entry->bytes.data(), 8);
+        ref->size = static_cast<uint32_t>(found.entry->bytes.size());
+      }
       return true;
     }
     if (!found.stale) return false;
@@ -213,7 +251,7 @@ absl::StatusOr<uint64_t> WriteEntry(Context& ctx, const Table& t, std::string_vi
   bytes.reserve(size);
   ByteWriter w(&bytes);
   w.U64(0);
-  w.U64(hash);
+  w.U64((hash & kEntryHashMask) | Random64() << kMaxLog2Buckets);
   w.U32(static_cast<uint32_t>(key.size()));
   w.U32(static_cast<uint32_t>(value.size()));
   w.Bytes(key);
@@ -227,6 +265,14 @@ absl::StatusOr<uint64_t> WriteEntry(Context& ctx, const Table& t, std::string_vi
     return written;
   }
   return MakeSlot(addr, heap::SizeClass(size), Fingerprint(hash));
+}
+
+// Frees the entry of `slot`, which no bucket holds any more, after marking it retired: a client
+// that cached its address (ReadCached) reads the mark from then on, so once the writer answers,
+// nobody takes the entry for current.
+absl::Status Retire(Context& ctx, uint64_t slot) {
+  ARDMA_RETURN_IF_ERROR(ctx.WriteU64(SlotEntry(slot) + 16, kRetiredLengths));
+  return heap::Free(ctx, SlotEntry(slot));
 }
 
 // put (insert or replace; answers whether it created the key) and insert (only if absent;
@@ -302,7 +348,7 @@ absl::StatusOr<bool> Write(Context& ctx, Table& t, std::string_view key, std::st
     }
     if (done) {
       if (old_slot != 0) {
-        ARDMA_RETURN_IF_ERROR(heap::Free(ctx, SlotEntry(old_slot)));
+        ARDMA_RETURN_IF_ERROR(Retire(ctx, old_slot));
       } else {
         ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(t.header + kCountOffset, 1).status());
       }
@@ -358,7 +404,7 @@ absl::StatusOr<bool> Remove(Context& ctx, Table& t, std::string_view key, const 
     }
     if (!cas->swapped) return absl::DataLossError("dht slot changed under its bucket lock");
     ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(t.header + kCountOffset, ~0ull).status());
-    ARDMA_RETURN_IF_ERROR(heap::Free(ctx, SlotEntry(nb.slots[found->index])));
+    ARDMA_RETURN_IF_ERROR(Retire(ctx, nb.slots[found->index]));
     ARDMA_RETURN_IF_ERROR(unlocked);
     return true;
   }
@@ -406,7 +452,7 @@ absl::StatusOr<uint64_t> SweepBucket(Context& ctx, const Table& t, const Neighbo
     ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(nb.SlotAddr(i), slot, 0));
     if (!cas.swapped) return absl::DataLossError("dht slot changed under its bucket lock");
     ARDMA_RETURN_IF_ERROR(ctx.FetchAdd(t.header + kCountOffset, ~0ull).status());
-    ARDMA_RETURN_IF_ERROR(heap::Free(ctx, SlotEntry(slot)));
+    ARDMA_RETURN_IF_ERROR(Retire(ctx, slot));
     ++*removed;
     handled += 64;
   }

@@ -45,8 +45,23 @@ struct Found {
   Table table;
   bool present = false;
 };
+// Where a key's entry was found, for a client to read it again in one READ (ReadCached): its
+// address and length, and its checksum, which names this one write (entries carry a nonce).
+struct EntryRef {
+  uint64_t addr = 0;
+  uint64_t checksum = 0;
+  uint32_t size = 0;
+};
+// With `ref`, a key found is also described there.
 absl::StatusOr<Found> ReadKey(Context& ctx, const Target& target, std::string_view key,
-                              std::string* value);
+                              std::string* value, EntryRef* ref = nullptr);
+// The key's value from the entry `ref` names, in one READ (with the fence's words, on a cluster
+// member): true, with *value set (if given), if that very entry still holds the key; false if it
+// has been replaced, removed or moved since — its writer retires it before answering (dht_format.h)
+// — and the caller looks the key up as ReadKey does. A slot not served here fails with its
+// redirect status. `target` is a cached one (its table id checks the entry).
+absl::StatusOr<bool> ReadCached(Context& ctx, const Target& target, std::string_view key,
+                                const EntryRef& ref, std::string* value);
 
 // Each keyed operation takes the key's Fence (none by default): a slot that is not served here
 // fails it with a redirect status (slots::RedirectOf); reads check after reading, writes after
@@ -54,7 +69,7 @@ absl::StatusOr<Found> ReadKey(Context& ctx, const Target& target, std::string_vi
 //
 // Whether `key` is present; if so and `value` is not null, its value. Lock-free.
 absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::string* value,
-                            const Fence& fence = {});
+                            const Fence& fence = {}, EntryRef* ref = nullptr);
 // Inserts or replaces; true if it created the key.
 absl::StatusOr<bool> Put(Context& ctx, Table& t, std::string_view key, std::string_view value,
                          const Fence& fence = {});

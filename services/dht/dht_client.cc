@@ -95,6 +95,8 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
       }
       target.header = cached->header;
       target.id = cached->id;
+      // This client's own write replaces the key's entry: read it from its bucket next time.
+      if (keyed != nullptr && !read) entries_.Forget(&client, cached->header, keyed->key);
       target.geometry = cached->geometry;
       if (cached->fence != 0 && keyed != nullptr) {
         target.slot = keyed->slot;
@@ -135,19 +137,64 @@ absl::StatusOr<Reply> DhtClient::ReadHere(Client& client, const Target& target,
   // DecodeReply would give it.
   RemoteContext ctx(&client, {&active_libraries::dht()}, call);
   std::string value;
-  absl::StatusOr<Found> found =
-      ReadKey(ctx, target, key, kind == ReplyKind::kFlagAndValue ? &value : nullptr);
+  std::string* wanted = kind == ReplyKind::kFlagAndValue ? &value : nullptr;
   Reply reply;
-  if (!found.ok()) {
-    reply.redirect = slots::RedirectOf(found.status());
-    if (!reply.redirect.has_value()) return found.status();
+  auto redirected = [&](const absl::Status& status) -> absl::StatusOr<Reply> {
+    reply.redirect = slots::RedirectOf(status);
+    if (!reply.redirect.has_value()) return status;
     reply.geometry = kRedirectGeometry;
     return reply;
+  };
+  // The entry where the key was last found, in one READ, if it still holds the key.
+  if (std::optional<EntryRef> ref = entries_.Find(&client, target.header, key)) {
+    absl::StatusOr<bool> hit = ReadCached(ctx, target, key, *ref, wanted);
+    if (!hit.ok()) return redirected(hit.status());
+    if (*hit) {
+      reply.geometry = target.geometry;
+      reply.flag = true;
+      if (wanted != nullptr) reply.value = std::move(value);
+      return reply;
+    }
+    entries_.Forget(&client, target.header, key);
+  }
+  EntryRef ref;
+  absl::StatusOr<Found> found = ReadKey(ctx, target, key, wanted, &ref);
+  if (!found.ok()) return redirected(found.status());
+  if (found->present && key.size() <= kMaxCachedKeyBytes) {
+    entries_.Store(&client, target.header, key, ref);
   }
   reply.geometry = found->table.geometry.word;
   reply.flag = found->present;
-  if (found->present && kind == ReplyKind::kFlagAndValue) reply.value = std::move(value);
+  if (found->present && wanted != nullptr) reply.value = std::move(value);
   return reply;
+}
+
+std::optional<EntryRef> DhtClient::EntryCache::Find(const Client* server, uint64_t header,
+                                                    std::string_view key) {
+  absl::MutexLock lock(&mu_);
+  auto table = tables_.find(Table(server, header));
+  if (table == tables_.end()) return std::nullopt;
+  auto it = table->second.find(ToAbsl(key));
+  if (it == table->second.end()) return std::nullopt;
+  return it->second;
+}
+
+void DhtClient::EntryCache::Store(const Client* server, uint64_t header, std::string_view key,
+                                  const EntryRef& ref) {
+  absl::MutexLock lock(&mu_);
+  auto& table = tables_[Table(server, header)];
+  if (size_ >= kMaxCachedEntries && !table.empty()) {  // full: make room (any entry will do)
+    table.erase(table.begin());
+    --size_;
+  }
+  if (size_ >= kMaxCachedEntries) return;  // full of other tables' entries
+  if (table.insert_or_assign(std::string(key), ref).second) ++size_;
+}
+
+void DhtClient::EntryCache::Forget(const Client* server, uint64_t header, std::string_view key) {
+  absl::MutexLock lock(&mu_);
+  auto table = tables_.find(Table(server, header));
+  if (table != tables_.end() && table->second.erase(ToAbsl(key)) > 0) --size_;
 }
 
 absl::StatusOr<bool> DhtClient::Put(std::string_view table, std::string_view key,

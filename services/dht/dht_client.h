@@ -10,7 +10,8 @@
 // Mode::kActive: every call is one EXECUTE (one round trip); the "dht" library is shipped on first
 // use. Mode::kRdma: the same functions run here over one-sided operations; a GET costs 2 round
 // trips (read the key's bucket neighbourhood, then its entry) once the table's geometry is cached,
-// and torn or recycled entries are detected by their checksum, never returned. Clients in both
+// and 1 (the entry alone, where it was found) once the key has been found; torn, recycled or
+// retired entries are detected by their checksum and lengths, never returned. Clients in both
 // modes may use one table at once (dht_format.h has the protocol).
 //
 // Errors: InvalidArgument (bad table name, key over kMaxKeyBytes, value over kMaxValueBytes),
@@ -34,11 +35,14 @@
 #include <string>
 #include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
 #include "core/client/servers.h"
+#include "services/dht/dht.h"
 #include "services/dht/dht_format.h"
 #include "services/root_cache.h"
 
@@ -114,11 +118,31 @@ class DhtClient {
   // The table's header, id and geometry on `client`'s server, through the heap's roots.
   absl::StatusOr<Cached> ResolveTable(Client& client, std::string_view table, bool create);
 
+  // RDMA mode: where keys' entries were last found, by server, table (header) and key, so that a
+  // GET reads the entry in one READ (dht::ReadCached) and falls back to the neighbourhood only
+  // once the entry has been replaced. At most kMaxCachedEntries; a full cache drops an entry.
+  class EntryCache {
+   public:
+    std::optional<EntryRef> Find(const Client* server, uint64_t header, std::string_view key);
+    void Store(const Client* server, uint64_t header, std::string_view key, const EntryRef& ref);
+    void Forget(const Client* server, uint64_t header, std::string_view key);
+
+   private:
+    using Table = std::pair<const Client*, uint64_t>;
+    absl::Mutex mu_;
+    absl::flat_hash_map<Table, absl::flat_hash_map<std::string, EntryRef>> tables_
+        ABSL_GUARDED_BY(mu_);
+    size_t size_ ABSL_GUARDED_BY(mu_) = 0;
+  };
+  static constexpr size_t kMaxCachedEntries = 1 << 16;
+  static constexpr size_t kMaxCachedKeyBytes = 1024;
+
   std::unique_ptr<OneServer> one_;  // when given one Client
   Servers* const servers_;
   const Mode mode_;
   const CallOptions options_;
   RootCache<Cached> tables_;  // RDMA mode: by server and table name
+  EntryCache entries_;
 };
 
 }  // namespace ardma::dht

@@ -18,10 +18,11 @@
 //                state 0 unlocked, 1 locked (a writer owns the keys homed here), 2 moved
 //     slot := 0 (empty) | entry address | block class << 48 | fingerprint bits
 //             (fingerprint: 14 bits of the key's hash; 10 in bits 54..63, 4 in bits 0..3)
-//   entry (a heap block, immutable once published):
+//   entry (a heap block, immutable once published, until retired):
 //     0   checksum = StableHash(bytes 8.., seed = table id)
-//     8   hash of the key
-//     16  key length:u32  value length:u32
+//     8   hash of the key, bits 0..39 (a bucket array has at most 2^40 buckets) | a nonce of
+//         the write << 40 (so two writes of one key and value differ)
+//     16  key length:u32  value length:u32; both ~0 once retired
 //     24  key, value
 //
 // Protocol. Readers take no locks: read the neighbourhood, then the entries whose fingerprint
@@ -30,9 +31,12 @@
 // bucket (CAS on its control word, naming its lock-owner slot: core/context/lock_owner.h), so
 // writers of one key are serialized while writers of other keys only race for empty slots with
 // CAS. Updates are out of place: write a new entry, CAS the slot from the old entry to the new,
-// unlock, free the old. A resize claims the header, locks every home bucket, rehashes the slots
-// (entries do not move) into an array twice as large, publishes the new geometry and marks the old
-// buckets moved; whoever meets a moved bucket or a stale tag re-reads the geometry. A bucket lock whose holder's
+// unlock, retire the old (set its lengths to ~0) and free it. A client may cache where it found
+// a key's entry and read it alone next time (a checksum it knows names one write, and a retired
+// entry fails), since every entry taken out of a bucket is retired before its writer answers.
+// A resize claims the header, locks every home bucket, rehashes the slots (entries do not move)
+// into an array twice as large, publishes the new geometry and marks the old buckets moved;
+// whoever meets a moved bucket or a stale tag re-reads the geometry. A bucket lock whose holder's
 // slot is vacant, or a resize claim (a holder value, services/lock_word.h) whose owner ended,
 // belongs to a client whose connection is gone and is taken over; a slow holder keeps it.
 //

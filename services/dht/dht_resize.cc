@@ -135,8 +135,11 @@ absl::Status Grow(Context& ctx, Table& t, Geometry seen) {
   if (status.ok()) {
     std::string bytes;
     int log2 = seen.log2() + 1;
-    while (!Place(slots, t.id, log2, seen.gen() + 1, &bytes)) ++log2;
-    absl::StatusOr<uint64_t> array = heap::Allocate(ctx, bytes.size());
+    while (log2 <= kMaxLog2Buckets && !Place(slots, t.id, log2, seen.gen() + 1, &bytes)) ++log2;
+    absl::StatusOr<uint64_t> array =
+        log2 <= kMaxLog2Buckets
+            ? heap::Allocate(ctx, bytes.size())
+            : absl::ResourceExhaustedError("a dht table has at most 2^40 buckets");
     if (!array.ok()) {
       status = array.status();
     } else {

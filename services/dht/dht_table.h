@@ -27,6 +27,13 @@ inline constexpr uint64_t kBucketBytes = 64;
 inline constexpr int kSlotsPerBucket = 7;
 inline constexpr int kNeighbourhoodSlots = 2 * kSlotsPerBucket;
 inline constexpr uint64_t kEntryHeaderBytes = 24;
+// An entry's word 1: the key's hash in the bits a bucket index takes (an array of at most 2^40
+// buckets: 64 TiB), and a nonce of the write above them, so no two writes make the same bytes.
+inline constexpr int kMaxLog2Buckets = 40;
+inline constexpr uint64_t kEntryHashMask = (1ull << kMaxLog2Buckets) - 1;
+// An entry's word 2 (key and value lengths) once it is retired: no entry is that long, so every
+// reader takes the entry for one freed under it.
+inline constexpr uint64_t kRetiredLengths = ~0ull;
 inline constexpr uint64_t kFirstEntryRead = 16u << 10;  // larger entries take one more READ
 inline constexpr uint64_t kKeyHashSeed = 0x61726d6164687431ull;
 inline constexpr uint64_t kAddrMask = ((1ull << 48) - 1) & ~15ull;
@@ -35,8 +42,6 @@ inline constexpr uint64_t kSeqMask = (1ull << 20) - 1;
 inline constexpr int kMaxAttempts = 100000;
 inline constexpr size_t kOpsPerBatch = 4096;
 inline constexpr uint64_t kBytesPerTransfer = 8u << 20;
-
-// ---- Geometry, buckets and slots ----
 
 // ---- Geometry, buckets and slots ----
 
