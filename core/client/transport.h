@@ -108,6 +108,9 @@ class Transport {
                                            absl::Status* answer) {
     return false;
   }
+  // Whether DirectReads may do READs here (it can still answer false, for a region it has no
+  // key for): a caller need not prepare buffers for a transport that never does.
+  virtual bool ReadsDirectly() const { return false; }
 
   virtual bool broken() const = 0;
   // What carries the requests, for people: "tcp", or UCX's endpoint configuration (its lanes).

@@ -290,7 +290,7 @@ absl::Status UcxConnection::WaitAll(Inflight* requests, LazyDeadline& deadline,
 
 absl::StatusOr<bool> UcxConnection::OneSidedRead(const OutgoingRequest::Reads& entries,
                                                  LazyDeadline& deadline, ResponsePayload* result) {
-  // (ReadInto checks these too; here before the answer's buffer is allocated.)
+  // (Before the answer's buffer is allocated.)
   if (absl::Status s = wire::CheckBatchSize(entries.size(), limits_, "READ"); !s.ok()) {
     return Refuse(result, s);
   }
@@ -300,16 +300,21 @@ absl::StatusOr<bool> UcxConnection::OneSidedRead(const OutgoingRequest::Reads& e
     return Refuse(result, s);
   }
   std::string out(total, '\0');
-  absl::InlinedVector<ReadOp, 4> ops;
+  absl::InlinedVector<ReadOp, 16> ops;  // (a batch of 16 takes no allocation)
   size_t at = 0;
   for (const wire::ReadEntry& e : entries) {
     ops.push_back({e.addr, std::span<char>(out.data() + at, e.len), e.region});
     at += e.len;
   }
   absl::Status answer;
-  ARDMA_ASSIGN_OR_RETURN(bool done, ReadInto(ops, deadline, &answer));
-  if (done) *result = answer.ok() ? ResponsePayload(std::move(out)) : ResponsePayload(answer);
-  return done;
+  ARDMA_ASSIGN_OR_RETURN(bool done, ReadChecked(ops, total, deadline, &answer));
+  if (!done) return false;
+  if (answer.ok()) {
+    *result = std::move(out);
+  } else {
+    *result = std::move(answer);
+  }
+  return true;
 }
 
 absl::StatusOr<bool> UcxConnection::ReadInto(std::span<const ReadOp> ops, LazyDeadline& deadline,
@@ -324,19 +329,30 @@ absl::StatusOr<bool> UcxConnection::ReadInto(std::span<const ReadOp> ops, LazyDe
     *answer = std::move(s);
     return true;
   }
-  absl::InlinedVector<RegionHandle, 4> found;
+  return ReadChecked(ops, total, deadline, answer);
+}
+
+absl::StatusOr<bool> UcxConnection::ReadChecked(std::span<const ReadOp> ops, uint64_t total,
+                                                LazyDeadline& deadline, absl::Status* answer) {
+  // Each region looked up once for a run of READs in it (a batch is mostly one region).
+  absl::InlinedVector<RegionHandle, 2> held;
+  absl::InlinedVector<const RemoteRegion*, 16> found;
   for (const ReadOp& op : ops) {
-    absl::StatusOr<RegionHandle> r = FindRegion(op.region);
-    if (!r.ok()) {
-      *answer = r.status();
-      return true;
+    if (found.empty() || ops[found.size() - 1].region != op.region) {
+      absl::StatusOr<RegionHandle> r = FindRegion(op.region);
+      if (!r.ok()) {
+        *answer = r.status();
+        return true;
+      }
+      held.push_back(*std::move(r));
     }
-    if (absl::Status s = (*r)->bounds.CheckRange(op.addr, op.out.size()); !s.ok()) {
+    const RemoteRegion& r = *held.back();
+    if (absl::Status s = r.bounds.CheckRange(op.addr, op.out.size()); !s.ok()) {
       *answer = std::move(s);
       return true;
     }
-    if ((*r)->rkey == nullptr) return false;
-    found.push_back(*std::move(r));
+    if (r.rkey == nullptr) return false;
+    found.push_back(&r);
   }
   Inflight inflight;
   ucp_request_param_t param{};

@@ -71,6 +71,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
                               ResponsePayload* result) override;
   absl::StatusOr<bool> DirectReads(std::span<const ReadOp> ops, absl::Duration timeout,
                                    absl::Status* answer) override;
+  bool ReadsDirectly() const override { return true; }
   bool broken() const override;
   // Which regions take one-sided atomics, then the endpoint's lanes.
   std::string Describe() const override;
@@ -121,6 +122,9 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   // The READs of `ops` into their buffers: as OneSidedRead, with a refusal in *answer.
   absl::StatusOr<bool> ReadInto(std::span<const ReadOp> ops, LazyDeadline& deadline,
                                 absl::Status* answer);
+  // ReadInto once the batch's count and `total` bytes have been checked against the limits.
+  absl::StatusOr<bool> ReadChecked(std::span<const ReadOp> ops, uint64_t total,
+                                   LazyDeadline& deadline, absl::Status* answer);
   absl::StatusOr<bool> OneSidedWrite(const OutgoingRequest::Writes& entries,
                                      LazyDeadline& deadline, ResponsePayload* result);
   absl::StatusOr<bool> OneSidedAtomic(const OutgoingRequest& request, LazyDeadline& deadline,
