@@ -521,15 +521,14 @@ absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request,
-                                           absl::Duration timeout, ResponsePayload* result) {
-  if (!IsOneSided(request)) return false;
+absl::StatusOr<bool> UcxConnection::OnThisThread(
+    absl::Duration timeout, absl::FunctionRef<absl::StatusOr<bool>(LazyDeadline&)> op) {
   if (server_gone_.load(std::memory_order_acquire)) {
     return absl::UnavailableError("ardmad closed the connection");
   }
   ARDMA_RETURN_IF_ERROR(calls_.failure());
   LazyDeadline deadline = LazyDeadline::After(timeout);
-  ARDMA_ASSIGN_OR_RETURN(bool done, OneSided(request, deadline, result));
+  ARDMA_ASSIGN_OR_RETURN(bool done, op(deadline));
   if (done) {
     counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
     counters_->requests.fetch_add(1, std::memory_order_relaxed);
@@ -537,19 +536,17 @@ absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request,
   return done;
 }
 
+absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request,
+                                           absl::Duration timeout, ResponsePayload* result) {
+  if (!IsOneSided(request)) return false;
+  return OnThisThread(timeout,
+                      [&](LazyDeadline& deadline) { return OneSided(request, deadline, result); });
+}
+
 absl::StatusOr<bool> UcxConnection::DirectReads(std::span<const ReadOp> ops,
                                                 absl::Duration timeout, absl::Status* answer) {
-  if (server_gone_.load(std::memory_order_acquire)) {
-    return absl::UnavailableError("ardmad closed the connection");
-  }
-  ARDMA_RETURN_IF_ERROR(calls_.failure());
-  LazyDeadline deadline = LazyDeadline::After(timeout);
-  ARDMA_ASSIGN_OR_RETURN(bool done, ReadInto(ops, deadline, answer));
-  if (done) {
-    counters_->round_trips.fetch_add(1, std::memory_order_relaxed);
-    counters_->requests.fetch_add(1, std::memory_order_relaxed);
-  }
-  return done;
+  return OnThisThread(timeout,
+                      [&](LazyDeadline& deadline) { return ReadInto(ops, deadline, answer); });
 }
 
 void UcxConnection::Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,

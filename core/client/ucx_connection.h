@@ -36,6 +36,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -119,6 +120,10 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
                                 ResponsePayload* result);
   absl::StatusOr<bool> OneSidedRead(const OutgoingRequest::Reads& entries,
                                     LazyDeadline& deadline, ResponsePayload* result);
+  // Direct's and DirectReads' common part: `op` run on this thread, unless the server is gone or
+  // the transport broken, counted as one round trip if done.
+  absl::StatusOr<bool> OnThisThread(absl::Duration timeout,
+                                    absl::FunctionRef<absl::StatusOr<bool>(LazyDeadline&)> op);
   // The READs of `ops` into their buffers: as OneSidedRead, with a refusal in *answer.
   absl::StatusOr<bool> ReadInto(std::span<const ReadOp> ops, LazyDeadline& deadline,
                                 absl::Status* answer);
