@@ -12,6 +12,7 @@
 #include <cmath>
 #include <random>
 #include <thread>
+#include <initializer_list>
 #include <vector>
 
 #include "bench/bench_support.h"
@@ -49,7 +50,7 @@ void BM_AllocFree(benchmark::State& state) {
   if (rdma) {
     client = bench::NewClient(state);
     if (client == nullptr) return;
-    ctx = std::make_unique<RemoteContext>(client.get(), std::vector<const ActiveLibrary*>{});
+    ctx = std::make_unique<RemoteContext>(client.get(), std::initializer_list<const ActiveLibrary*>{});
   } else {
     ctx = std::make_unique<LocalContext>(&ex);
   }

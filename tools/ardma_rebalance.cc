@@ -20,6 +20,7 @@
 // throughout.
 #include <unistd.h>
 
+#include <initializer_list>
 #include <iostream>
 #include <map>
 #include <set>
@@ -83,8 +84,8 @@ class SlotMove {
     const absl::Time start = absl::Now();
     ARDMA_ASSIGN_OR_RETURN(giver_, ConnectMember(from_));
     ARDMA_ASSIGN_OR_RETURN(receiver_, ConnectMember(to_));
-    gctx_.emplace(giver_.get(), std::vector<const ActiveLibrary*>{});
-    rctx_.emplace(receiver_.get(), std::vector<const ActiveLibrary*>{});
+    gctx_.emplace(giver_.get(), std::initializer_list<const ActiveLibrary*>{});
+    rctx_.emplace(receiver_.get(), std::initializer_list<const ActiveLibrary*>{});
     ARDMA_ASSIGN_OR_RETURN(giver_fence_, heap::GetRoot(*gctx_, slots::kFenceRoot));
     ARDMA_ASSIGN_OR_RETURN(receiver_fence_, cluster::OpenFence(*rctx_));
     ARDMA_ASSIGN_OR_RETURN(stored_, cluster::ReadMap(etcd_, where_.name));

@@ -12,8 +12,9 @@
 #ifndef ARDMA_CORE_CLIENT_REMOTE_CONTEXT_H_
 #define ARDMA_CORE_CLIENT_REMOTE_CONTEXT_H_
 
-#include <vector>
+#include <initializer_list>
 
+#include "absl/container/inlined_vector.h"
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/clock.h"
@@ -24,10 +25,12 @@ namespace ardma {
 class RemoteContext : public Context {
  public:
   // `libraries` resolve Call; each library's dependencies are searched too.
-  RemoteContext(Client* client, std::vector<const ActiveLibrary*> libraries,
+  // (A few libraries, kept without an allocation: a context is made per operation.)
+  using Libraries = absl::InlinedVector<const ActiveLibrary*, 2>;
+  RemoteContext(Client* client, std::initializer_list<const ActiveLibrary*> libraries,
                 CallOptions options = {})
       : client_(client),
-        libraries_(std::move(libraries)),
+        libraries_(libraries),
         options_(options),
         deadline_(LazyDeadline::After(client->TimeoutFor(options))) {}
 
@@ -51,7 +54,7 @@ class RemoteContext : public Context {
 
  private:
   Client* const client_;
-  const std::vector<const ActiveLibrary*> libraries_;
+  const Libraries libraries_;
   const CallOptions options_;
   LazyDeadline deadline_;  // read from the clock when the operation first waits (DoBackoff)
   int depth_ = 0;

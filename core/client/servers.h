@@ -32,6 +32,8 @@ class Servers {
   // where it is now. OK when the caller should simply try again (For may now name another
   // server); an error when it cannot be found.
   virtual absl::Status Redirected(const slots::Redirect& redirect) = 0;
+  // Whether ForSlot depends on the slot (false: a caller need not compute it to route).
+  virtual bool RoutesBySlot() const { return true; }
 };
 
 // One server holds every key: over a Client borrowed, or owned.
@@ -43,6 +45,7 @@ class OneServer final : public Servers {
   absl::StatusOr<Client*> For(std::string_view, std::string_view) override { return client_; }
   absl::StatusOr<Client*> ForSlot(uint32_t) override { return client_; }
   absl::StatusOr<std::vector<Client*>> All() override { return std::vector<Client*>{client_}; }
+  bool RoutesBySlot() const override { return false; }
   absl::Status Redirected(const slots::Redirect& redirect) override {
     if (redirect.frozen) return absl::OkStatus();  // back shortly
     return absl::FailedPreconditionError(absl::StrCat(
@@ -63,7 +66,8 @@ struct SlotSubject {
   std::string_view name;
 };
 
-// Runs `call(Client&) -> StatusOr<T>` on the server that holds `slot`, following redirects (the
+// Runs `call(Client&) -> StatusOr<T>` on the server that holds `slot` (any value, for Servers
+// that do not route by slot), following redirects (the
 // slot moved: learn where; or is moving: try again shortly): an error status that carries one
 // (slots::RedirectOf; it crosses the wire whole), or an answer for which
 // `redirect_of(const T&) -> std::optional<slots::Redirect>` has one. A slot still moving `timeout`
@@ -85,7 +89,7 @@ absl::StatusOr<T> RouteToSlot(Servers& servers, uint32_t slot, absl::Duration ti
       deadline = absl::Now() + timeout;
     } else if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
-          absl::StrCat("slot ", slot, " of ", absl::string_view(what.kind.data(), what.kind.size()),
+          absl::StrCat("slot ", redirect->slot, " of ", absl::string_view(what.kind.data(), what.kind.size()),
                        " ", absl::string_view(what.name.data(), what.name.size()),
                        " did not settle on a server within the call's timeout",
                        learned.ok() ? "" : absl::StrCat(": ", learned.message())));

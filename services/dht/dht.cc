@@ -185,7 +185,9 @@ absl::StatusOr<Found> ReadKey(Context& ctx, const Target& target, std::string_vi
 
 absl::StatusOr<bool> ReadCached(Context& ctx, const Target& target, std::string_view key,
                                 const EntryRef& ref, std::string* value) {
-  if (target.id == 0 || ref.size < kEntryHeaderBytes + key.size()) return false;
+  if (target.id == 0 || ref.size < kEntryHeaderBytes + key.size() || ref.size > kFirstEntryRead) {
+    return false;
+  }
   ARDMA_ASSIGN_OR_RETURN(Fence fence, FenceOf(ctx, target, key));
   absl::FixedArray<char, 256> bytes(ref.size);
   uint64_t fence_words[2] = {0, 0};
@@ -228,7 +230,7 @@ absl::StatusOr<bool> Lookup(Context& ctx, Table& t, std::string_view key, std::s
     ARDMA_ASSIGN_OR_RETURN(Search found, FindKey(ctx, t, nb, key, hash, fence));
     if (found.entry) {
       if (value != nullptr) value->assign(found.entry->value());
-      if (ref != nullptr) {
+      if (ref != nullptr && found.entry->bytes.size() <= kFirstEntryRead) {  // one READ's worth
         ref->addr = SlotEntry(nb.slots[found.index]);
         std::memcpy(&ref->checksum, found.entry->bytes.data(), 8);
         ref->size = static_cast<uint32_t>(found.entry->bytes.size());

@@ -52,7 +52,8 @@ struct EntryRef {
   uint64_t checksum = 0;
   uint32_t size = 0;
 };
-// With `ref`, a key found is also described there.
+// With `ref`, a key found is also described there if its entry is one READ's worth (16 KiB);
+// else ref->addr stays 0.
 absl::StatusOr<Found> ReadKey(Context& ctx, const Target& target, std::string_view key,
                               std::string* value, EntryRef* ref = nullptr);
 // The key's value from the entry `ref` names, in one READ (with the fence's words, on a cluster

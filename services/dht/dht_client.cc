@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "core/client/remote_context.h"
 #include "core/memory/heap.h"
@@ -51,7 +52,10 @@ absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view f
                                         std::string_view table, const std::string_view* value,
                                         ReplyKind kind, bool create) {
   ARDMA_RETURN_IF_ERROR(CheckName(table));
-  const Keyed keyed{key, slots::SlotOf(table, key), value};
+  // (The slot routes the call over a cluster, and fences it on a cluster member: a lone server
+  // that is neither needs none.)
+  const bool routed = servers_->RoutesBySlot();
+  const Keyed keyed{key, routed ? slots::SlotOf(table, key) : 0, routed, value};
   return RouteToSlot<Reply>(
       *servers_, keyed.slot,
       options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
@@ -99,7 +103,7 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
       if (keyed != nullptr && !read) entries_.Forget(&client, cached->header, keyed->key);
       target.geometry = cached->geometry;
       if (cached->fence != 0 && keyed != nullptr) {
-        target.slot = keyed->slot;
+        target.slot = keyed->slot_known ? keyed->slot : slots::SlotOf(table, keyed->key);
         target.fence = slots::FenceEntry(cached->fence, target.slot);
       }
     }
@@ -145,22 +149,18 @@ absl::StatusOr<Reply> DhtClient::ReadHere(Client& client, const Target& target,
     reply.geometry = kRedirectGeometry;
     return reply;
   };
-  // The entry where the key was last found, in one READ, if it still holds the key.
-  if (std::optional<EntryRef> ref = entries_.Find(&client, target.header, key)) {
-    absl::StatusOr<bool> hit = ReadCached(ctx, target, key, *ref, wanted);
-    if (!hit.ok()) return redirected(hit.status());
-    if (*hit) {
-      reply.geometry = target.geometry;
-      reply.flag = true;
-      if (wanted != nullptr) reply.value = std::move(value);
-      return reply;
-    }
-    entries_.Forget(&client, target.header, key);
+  absl::StatusOr<bool> remembered = ReadRemembered(client, target, key, wanted, call);
+  if (!remembered.ok()) return redirected(remembered.status());
+  if (*remembered) {
+    reply.geometry = target.geometry;
+    reply.flag = true;
+    if (wanted != nullptr) reply.value = std::move(value);
+    return reply;
   }
   EntryRef ref;
   absl::StatusOr<Found> found = ReadKey(ctx, target, key, wanted, &ref);
   if (!found.ok()) return redirected(found.status());
-  if (found->present && key.size() <= kMaxCachedKeyBytes) {
+  if (found->present && ref.addr != 0) {
     entries_.Store(&client, target.header, key, ref);
   }
   reply.geometry = found->table.geometry.word;
@@ -169,32 +169,60 @@ absl::StatusOr<Reply> DhtClient::ReadHere(Client& client, const Target& target,
   return reply;
 }
 
+absl::StatusOr<bool> DhtClient::ReadRemembered(Client& client, const Target& target,
+                                               std::string_view key, std::string* value,
+                                               const CallOptions& call) {
+  std::optional<EntryRef> ref = entries_.Find(&client, target.header, key);
+  if (!ref) return false;
+  RemoteContext ctx(&client, {&active_libraries::dht()}, call);
+  ARDMA_ASSIGN_OR_RETURN(bool hit, ReadCached(ctx, target, key, *ref, value));
+  if (!hit) entries_.Forget(&client, target.header, key);
+  return hit;
+}
+
+bool DhtClient::QuickRead(std::string_view table, std::string_view key, std::string* value) {
+  if (mode_ != Mode::kRdma || servers_->RoutesBySlot()) return false;
+  absl::StatusOr<Client*> client = servers_->ForSlot(0);
+  if (!client.ok()) return false;
+  std::optional<Cached> cached = tables_.Find(ServerScopedName(**client, table));
+  if (!cached.has_value() || cached->fence != 0) return false;
+  Target target{.name = table, .header = cached->header, .id = cached->id,
+                .geometry = cached->geometry};
+  CallOptions call = options_;
+  call.idempotent = true;
+  absl::StatusOr<bool> hit = ReadRemembered(**client, target, key, value, call);
+  return hit.ok() && *hit;  // else the general path, which meets a failure again and handles it
+}
+
+namespace {
+uint64_t EntryKey(const Client* server, uint64_t header, std::string_view key) {
+  return absl::HashOf(server, header, ToAbsl(key));
+}
+}  // namespace
+
 std::optional<EntryRef> DhtClient::EntryCache::Find(const Client* server, uint64_t header,
                                                     std::string_view key) {
+  uint64_t k = EntryKey(server, header, key);
   absl::MutexLock lock(&mu_);
-  auto table = tables_.find(Table(server, header));
-  if (table == tables_.end()) return std::nullopt;
-  auto it = table->second.find(ToAbsl(key));
-  if (it == table->second.end()) return std::nullopt;
+  auto it = entries_.find(k);
+  if (it == entries_.end()) return std::nullopt;
   return it->second;
 }
 
 void DhtClient::EntryCache::Store(const Client* server, uint64_t header, std::string_view key,
                                   const EntryRef& ref) {
+  uint64_t k = EntryKey(server, header, key);
   absl::MutexLock lock(&mu_);
-  auto& table = tables_[Table(server, header)];
-  if (size_ >= kMaxCachedEntries && !table.empty()) {  // full: make room (any entry will do)
-    table.erase(table.begin());
-    --size_;
+  if (entries_.size() >= kMaxCachedEntries && !entries_.contains(k)) {
+    entries_.erase(entries_.begin());  // full: make room (any entry will do)
   }
-  if (size_ >= kMaxCachedEntries) return;  // full of other tables' entries
-  if (table.insert_or_assign(std::string(key), ref).second) ++size_;
+  entries_.insert_or_assign(k, ref);
 }
 
 void DhtClient::EntryCache::Forget(const Client* server, uint64_t header, std::string_view key) {
+  uint64_t k = EntryKey(server, header, key);
   absl::MutexLock lock(&mu_);
-  auto table = tables_.find(Table(server, header));
-  if (table != tables_.end() && table->second.erase(ToAbsl(key)) > 0) --size_;
+  entries_.erase(k);
 }
 
 absl::StatusOr<bool> DhtClient::Put(std::string_view table, std::string_view key,
@@ -214,6 +242,7 @@ absl::StatusOr<std::optional<std::string>> DhtClient::Insert(std::string_view ta
 }
 
 absl::StatusOr<std::string> DhtClient::Get(std::string_view table, std::string_view key) {
+  if (std::string value; QuickRead(table, key, &value)) return value;
   ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.get", table, nullptr,
                                           ReplyKind::kFlagAndValue, /*create=*/false));
   if (!reply.flag) return absl::NotFoundError("no such key");
@@ -221,6 +250,7 @@ absl::StatusOr<std::string> DhtClient::Get(std::string_view table, std::string_v
 }
 
 absl::StatusOr<bool> DhtClient::Contains(std::string_view table, std::string_view key) {
+  if (QuickRead(table, key, nullptr)) return true;
   ARDMA_ASSIGN_OR_RETURN(Reply reply, RunFor(key, "dht.contains", table, nullptr,
                                           ReplyKind::kFlag, /*create=*/false));
   return reply.flag;

@@ -94,6 +94,7 @@ class DhtClient {
   struct Keyed {
     std::string_view key;
     uint32_t slot = 0;
+    bool slot_known = true;  // else computed where it is needed (slots::SlotOf)
     const std::string_view* value = nullptr;
   };
   // Runs `function` on `client` with args = target + the key's arguments (`keyed`), or + `rest`.
@@ -107,6 +108,15 @@ class DhtClient {
   // arguments to encode and no answer to decode.
   absl::StatusOr<Reply> ReadHere(Client& client, const Target& target, std::string_view key,
                                  ReplyKind kind, const CallOptions& call);
+  // The key's value (into *value, if given) from the entry where `client` last found it, in one
+  // READ: true if that entry still holds it; false (the cache forgets it) if not, or if none is
+  // remembered. A slot not served there fails with its redirect status.
+  absl::StatusOr<bool> ReadRemembered(Client& client, const Target& target, std::string_view key,
+                                      std::string* value, const CallOptions& call);
+  // Get's and Contains' short way in RDMA mode on a lone server that is no cluster member (no
+  // routing, no fence): ReadRemembered on the cached table, without a Reply. False: take the
+  // general way (RunFor).
+  bool QuickRead(std::string_view table, std::string_view key, std::string* value);
   // The same on the server that holds `key` (with `value`, if given), following redirects (a
   // slot that moved, or is moving) for up to the call's timeout from the first one.
   absl::StatusOr<Reply> RunFor(std::string_view key, std::string_view function,
@@ -120,7 +130,9 @@ class DhtClient {
 
   // RDMA mode: where keys' entries were last found, by server, table (header) and key, so that a
   // GET reads the entry in one READ (dht::ReadCached) and falls back to the neighbourhood only
-  // once the entry has been replaced. At most kMaxCachedEntries; a full cache drops an entry.
+  // once the entry has been replaced. Keyed by a hash of the three alone: ReadCached checks the
+  // key it reads, so two keys with one hash cost a fall-back, never a wrong answer. At most
+  // kMaxCachedEntries; a full cache drops an entry.
   class EntryCache {
    public:
     std::optional<EntryRef> Find(const Client* server, uint64_t header, std::string_view key);
@@ -128,14 +140,10 @@ class DhtClient {
     void Forget(const Client* server, uint64_t header, std::string_view key);
 
    private:
-    using Table = std::pair<const Client*, uint64_t>;
     absl::Mutex mu_;
-    absl::flat_hash_map<Table, absl::flat_hash_map<std::string, EntryRef>> tables_
-        ABSL_GUARDED_BY(mu_);
-    size_t size_ ABSL_GUARDED_BY(mu_) = 0;
+    absl::flat_hash_map<uint64_t, EntryRef> entries_ ABSL_GUARDED_BY(mu_);
   };
   static constexpr size_t kMaxCachedEntries = 1 << 16;
-  static constexpr size_t kMaxCachedKeyBytes = 1024;
 
   std::unique_ptr<OneServer> one_;  // when given one Client
   Servers* const servers_;
