@@ -700,8 +700,8 @@ TEST_P(UcxLimitsTest, AClientKeepsWithinTheLimitAndOneThatFloodsIsClosed) {
   std::vector<uint64_t> ids;
   for (uint64_t id = 1; id <= flight.size(); ++id) ids.push_back(id);
   std::vector<ResponsePayload> answers(flight.size());
-  absl::Status sent =
-      (*ucx)->RoundTrip(flight, ids, 5, absl::Now() + absl::Seconds(30), absl::MakeSpan(answers));
+  LazyDeadline deadline = LazyDeadline::After(absl::Seconds(30));
+  absl::Status sent = (*ucx)->RoundTrip(flight, ids, 5, deadline, absl::MakeSpan(answers));
   ASSERT_TRUE(sent.ok()) << sent;
   for (const ResponsePayload& answer : answers) EXPECT_TRUE(answer.ok()) << answer.status();
   (*ucx)->Close();

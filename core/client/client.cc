@@ -138,7 +138,8 @@ absl::Time Client::DeadlineFor(const CallOptions& options) const {
 absl::Status Client::Flight(absl::Span<const OutgoingRequest> requests, const CallOptions& options,
                             bool retryable, absl::Span<ResponsePayload> results,
                             std::shared_ptr<Transport> first_connection) {
-  absl::Time deadline = DeadlineFor(options);
+  // Counted from when the first attempt's requests are sent (no clock read before they go).
+  LazyDeadline deadline = LazyDeadline::After(TimeoutFor(options));
   // Ids are fixed before the first attempt: a retry reuses them, so the server can recognise it.
   absl::InlinedVector<uint64_t, 4> ids(requests.size());
   uint64_t first = next_request_id_.fetch_add(requests.size(), std::memory_order_relaxed);
@@ -154,7 +155,7 @@ absl::Status Client::Flight(absl::Span<const OutgoingRequest> requests, const Ca
         conn->RoundTrip(requests, ids, options.idempotent ? 0 : client_id_, deadline, results);
     if (delayed) WaitUntil(sent + options_.extra_round_trip_time);
     if (r.ok() || r.code() != absl::StatusCode::kUnavailable || !retryable ||
-        FastNow() >= deadline || attempt + 1 >= std::max(1, options_.connect_attempts)) {
+        FastNow() >= deadline.Get() || attempt + 1 >= std::max(1, options_.connect_attempts)) {
       return r;
     }
     // A one-sided WRITE (UCX) may have landed before the failure, and the server cannot recognise

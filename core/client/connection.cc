@@ -183,7 +183,7 @@ absl::Status Connection::Send(std::string_view bytes) {
 
 absl::Status Connection::RoundTrip(absl::Span<const OutgoingRequest> requests,
                                    absl::Span<const uint64_t> request_ids, uint64_t client_id,
-                                   absl::Time deadline, absl::Span<ResponsePayload> results) {
+                                   LazyDeadline& deadline, absl::Span<ResponsePayload> results) {
   std::string out;
   for (size_t i = 0; i < requests.size(); ++i) {
     AppendFrame(requests[i], request_ids[i], client_id, &out);
@@ -197,7 +197,7 @@ absl::Status Connection::RoundTrip(absl::Span<const OutgoingRequest> requests,
     return s;
   }
   return calls_.Await(
-      expected, deadline,
+      expected, deadline.Get(),
       [this] {
         ReadOnce();
         return true;

@@ -75,7 +75,7 @@ class Connection : public Transport, public std::enable_shared_from_this<Connect
   std::string Describe() const override { return "a TCP or Unix-domain stream connection"; }
   absl::Status RoundTrip(absl::Span<const OutgoingRequest> requests,
                          absl::Span<const uint64_t> request_ids, uint64_t client_id,
-                         absl::Time deadline, absl::Span<ResponsePayload> results) override;
+                         LazyDeadline& deadline, absl::Span<ResponsePayload> results) override;
   void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
              absl::Time deadline, ResponseCallback done) override;
   bool broken() const override;

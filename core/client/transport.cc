@@ -15,7 +15,8 @@ absl::StatusOr<std::string> Transport::RoundTripOne(const OutgoingRequest& reque
                                                     uint64_t request_id, uint64_t client_id,
                                                     absl::Time deadline) {
   ResponsePayload result;
-  absl::Status sent = RoundTrip({&request, 1}, {&request_id, 1}, client_id, deadline, {&result, 1});
+  LazyDeadline until(deadline);
+  absl::Status sent = RoundTrip({&request, 1}, {&request_id, 1}, client_id, until, {&result, 1});
   if (!sent.ok()) return sent;
   return result;
 }

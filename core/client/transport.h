@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "core/clock.h"
 #include "core/context/context.h"
 #include "core/wire/frame.h"
 #include "core/wire/messages.h"
@@ -76,10 +77,11 @@ class Transport {
   // Sends all requests as one flight, with the given request ids, then waits until every response
   // has arrived or the deadline passes, and puts them in `results` (as many as `requests`). The
   // returned status is the transport's (UNAVAILABLE: it broke; DEADLINE_EXCEEDED: no answer in
-  // time); the responses' are the server's. Requests are applied in order.
+  // time); the responses' are the server's. Requests are applied in order. A deadline given as a
+  // timeout is read from the clock once the requests are sent, while the server works on them.
   virtual absl::Status RoundTrip(absl::Span<const OutgoingRequest> requests,
                                  absl::Span<const uint64_t> request_ids, uint64_t client_id,
-                                 absl::Time deadline, absl::Span<ResponsePayload> results) = 0;
+                                 LazyDeadline& deadline, absl::Span<ResponsePayload> results) = 0;
   // RoundTrip of one request: its response, or the transport's failure.
   absl::StatusOr<std::string> RoundTripOne(const OutgoingRequest& request, uint64_t request_id,
                                            uint64_t client_id, absl::Time deadline);

@@ -483,7 +483,7 @@ absl::Status UcxConnection::SendRequests(absl::Span<const OutgoingRequest> reque
 
 absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests,
                                       absl::Span<const uint64_t> request_ids, uint64_t client_id,
-                                      absl::Time deadline, absl::Span<ResponsePayload> results) {
+                                      LazyDeadline& deadline, absl::Span<ResponsePayload> results) {
   if (server_gone_.load(std::memory_order_acquire)) {
     return absl::UnavailableError("ardmad closed the connection");
   }
@@ -494,8 +494,7 @@ absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests
   // requests for the server is sent at once and awaited before the next one-sided operation.
   for (size_t i = 0; i < requests.size();) {
     if (IsOneSided(requests[i])) {
-      LazyDeadline until(deadline);
-      ARDMA_ASSIGN_OR_RETURN(bool done, OneSided(requests[i], until, &results[i]));
+      ARDMA_ASSIGN_OR_RETURN(bool done, OneSided(requests[i], deadline, &results[i]));
       if (done) {
         ++i;
         continue;
@@ -505,7 +504,7 @@ absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests
     while (end < requests.size() && !IsOneSided(requests[end])) ++end;
     if (window_ != 0) end = std::min(end, i + window_);  // the rest in the next part
     auto n = static_cast<uint32_t>(end - i);
-    ARDMA_RETURN_IF_ERROR(TakeWindow(n, deadline));
+    ARDMA_RETURN_IF_ERROR(TakeWindow(n, deadline));  // (reads the clock only if it waits)
     absl::Span<const uint64_t> ids = request_ids.subspan(i, n);
     CallTable::Expected expected(ids);
     if (absl::Status registered = calls_.Expect(expected); !registered.ok()) {
@@ -513,9 +512,10 @@ absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests
       return registered;
     }
     ARDMA_RETURN_IF_ERROR(SendRequests(requests.subspan(i, n), ids, client_id));
-    PollPacer pacer(ucx_.get(), deadline);  // (answers are active messages: they wake it)
+    const absl::Time until = deadline.Get();  // (the clock read while the server works)
+    PollPacer pacer(ucx_.get(), until);  // (answers are active messages: they wake it)
     ARDMA_RETURN_IF_ERROR(calls_.Await(
-        expected, deadline, [&] { return ProgressStep(pacer); }, results.subspan(i, n)));
+        expected, until, [&] { return ProgressStep(pacer); }, results.subspan(i, n)));
     i = end;
   }
   return absl::OkStatus();
@@ -577,7 +577,8 @@ void UcxConnection::SendAsync(const OutgoingRequest& request, uint64_t request_i
   // alive at the server.
   if (!counted && !TryTakeWindow(1)) return;
   if (counted) {
-    if (absl::Status room = TakeWindow(1, deadline); !room.ok()) {
+    LazyDeadline until(deadline);
+    if (absl::Status room = TakeWindow(1, until); !room.ok()) {
       done(room);
       return;
     }
@@ -643,7 +644,7 @@ bool UcxConnection::TryTakeWindow(uint32_t n) {
   return true;
 }
 
-absl::Status UcxConnection::TakeWindow(uint32_t n, absl::Time deadline) {
+absl::Status UcxConnection::TakeWindow(uint32_t n, LazyDeadline& deadline) {
   if (TryTakeWindow(n)) return absl::OkStatus();
   if (in_ucx_callback) {
     outstanding_.fetch_add(n, std::memory_order_relaxed);
@@ -653,7 +654,7 @@ absl::Status UcxConnection::TakeWindow(uint32_t n, absl::Time deadline) {
   PollPacer pacer(ucx_.get());
   while (!TryTakeWindow(n)) {
     ARDMA_RETURN_IF_ERROR(calls_.failure());
-    if (ProgressStep(pacer) && FastNow() >= deadline) {
+    if (ProgressStep(pacer) && FastNow() >= deadline.Get()) {
       return absl::DeadlineExceededError(
           absl::StrCat("the server's limit of ", window_,
                        " requests in flight stayed reached until the deadline"));

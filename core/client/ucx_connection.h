@@ -65,7 +65,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
 
   absl::Status RoundTrip(absl::Span<const OutgoingRequest> requests,
                          absl::Span<const uint64_t> request_ids, uint64_t client_id,
-                         absl::Time deadline, absl::Span<ResponsePayload> results) override;
+                         LazyDeadline& deadline, absl::Span<ResponsePayload> results) override;
   void Async(const OutgoingRequest& request, uint64_t request_id, uint64_t client_id,
              absl::Time deadline, ResponseCallback done) override;
   absl::StatusOr<bool> Direct(const OutgoingRequest& request, absl::Duration timeout,
@@ -153,7 +153,7 @@ class UcxConnection : public Transport, public std::enable_shared_from_this<UcxC
   // answers that free them) while there is no room, until `deadline`. A run longer than the window
   // is sent in parts of its size. Inside a UCX callback (an asynchronous call's callback issuing a
   // call) nothing may progress the worker: the slots are taken even without room.
-  absl::Status TakeWindow(uint32_t n, absl::Time deadline);
+  absl::Status TakeWindow(uint32_t n, LazyDeadline& deadline);
   bool TryTakeWindow(uint32_t n);
   void ReleaseWindow(uint32_t n);
   // Sends requests as active messages (their calls registered first); breaks on failure.
