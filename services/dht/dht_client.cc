@@ -139,7 +139,6 @@ absl::StatusOr<Reply> DhtClient::ReadHere(Client& client, const Target& target,
                                           const CallOptions& call) {
   // What dht.get and dht.contains do (dht::ReadKey), on this thread, and their answer as
   // DecodeReply would give it.
-  RemoteContext ctx(&client, {&active_libraries::dht()}, call);
   std::string value;
   std::string* wanted = kind == ReplyKind::kFlagAndValue ? &value : nullptr;
   Reply reply;
@@ -157,6 +156,7 @@ absl::StatusOr<Reply> DhtClient::ReadHere(Client& client, const Target& target,
     if (wanted != nullptr) reply.value = std::move(value);
     return reply;
   }
+  RemoteContext ctx(&client, {&active_libraries::dht()}, call);
   EntryRef ref;
   absl::StatusOr<Found> found = ReadKey(ctx, target, key, wanted, &ref);
   if (!found.ok()) return redirected(found.status());
