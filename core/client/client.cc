@@ -216,14 +216,10 @@ absl::StatusOr<std::string> Client::Read(uint64_t addr, uint32_t len, RegionId r
       std::string data(len, '\0');
       ReadOp op{addr, std::span<char>(data), region};
       absl::Status answer;
-      absl::StatusOr<bool> done = conn->DirectReads({&op, 1}, TimeoutFor(options), &answer);
-      if (done.ok() && *done) {
-        if (!answer.ok()) return answer;
+      ARDMA_ASSIGN_OR_RETURN(bool done, DirectReads(*conn, {&op, 1}, options, &answer));
+      if (done) {
+        ARDMA_RETURN_IF_ERROR(answer);
         return data;
-      }
-      // A broken transport: the flight below connects anew, as Call's retry would.
-      if (!done.ok() && done.status().code() != absl::StatusCode::kUnavailable) {
-        return done.status();
       }
     }
   }
@@ -234,17 +230,21 @@ absl::StatusOr<std::string> Client::Read(uint64_t addr, uint32_t len, RegionId r
   return data;
 }
 
+absl::StatusOr<bool> Client::DirectReads(Transport& conn, std::span<const ReadOp> ops,
+                                         const CallOptions& options, absl::Status* answer) {
+  absl::StatusOr<bool> done = conn.DirectReads(ops, TimeoutFor(options), answer);
+  // A broken transport: the caller's flight connects anew, as Call's retry would.
+  if (!done.ok() && done.status().code() == absl::StatusCode::kUnavailable) return false;
+  return done;
+}
+
 absl::Status Client::ReadInto(std::span<const ReadOp> ops, const CallOptions& options) {
   if (ops.empty()) return absl::OkStatus();
   if (options_.extra_round_trip_time == absl::ZeroDuration()) {
     ARDMA_ASSIGN_OR_RETURN(std::shared_ptr<Transport> conn, CurrentConnection());
     absl::Status answer;
-    absl::StatusOr<bool> done = conn->DirectReads(ops, TimeoutFor(options), &answer);
-    if (done.ok() && *done) return answer;
-    // A broken transport: the flight below connects anew, as Call's retry would.
-    if (!done.ok() && done.status().code() != absl::StatusCode::kUnavailable) {
-      return done.status();
-    }
+    ARDMA_ASSIGN_OR_RETURN(bool done, DirectReads(*conn, ops, options, &answer));
+    if (done) return answer;
   }
   if (ops.size() == 1) {
     if (ops[0].out.size() > UINT32_MAX) return absl::InvalidArgumentError("read too large");

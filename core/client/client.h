@@ -236,6 +236,10 @@ class Client {
   absl::StatusOr<std::string> Call(OutgoingRequest request, const CallOptions& options,
                                    bool retryable);
   absl::StatusOr<std::shared_ptr<Transport>> CurrentConnection();
+  // `conn`'s DirectReads: true with *answer set; false where the READs must go as a flight (also
+  // when the transport broke: the flight connects anew); or another failure of the transport.
+  absl::StatusOr<bool> DirectReads(Transport& conn, std::span<const ReadOp> ops,
+                                   const CallOptions& options, absl::Status* answer);
   // The deadline an EXECUTE carries (CallOptions::server_deadline).
   absl::Duration ServerDeadline(const CallOptions& options) const;
 
