@@ -1,6 +1,7 @@
 #include "core/active/code_registry.h"
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -170,6 +171,7 @@ bool CodeRegistry::MakeRoomLocked(uint64_t bytes,
     ++unloaded_;
     evicted->push_back(std::move(it->second.loaded));  // unloaded by its destructor, unlocked
     by_hash_.erase(it);
+    generation_.store(NextGeneration(), std::memory_order_release);
   }
   return fits();
 }
@@ -204,6 +206,7 @@ void CodeRegistry::InsertLocked(const CodeHash& hash, CodeKind kind,
   }
   by_library_[std::string(slot.library().name())] = hash;
   by_hash_.emplace(hash, std::move(slot));
+  generation_.store(NextGeneration(), std::memory_order_release);
 }
 
 bool CodeRegistry::Has(const CodeHash& hash) const {
@@ -260,6 +263,50 @@ absl::StatusOr<BoundFunction> CodeRegistry::Resolve(const CodeHash& hash,
                                             "' does not export '", ToAbsl(function), "'"));
   }
   return BindLocked(it->second, fn->second);
+}
+
+uint64_t CodeRegistry::NextGeneration() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+absl::StatusOr<BoundFunction> CodeRegistry::ResolveRemembered(const CodeHash* hash,
+                                                              std::string_view function) const {
+  // Weak references: what a thread remembers does not keep a library in use (MakeRoomLocked
+  // unloads only code no call holds). Unchanged generation: the library is still loaded.
+  struct Remembered {
+    const CodeRegistry* registry = nullptr;
+    uint64_t generation = 0;
+    bool by_hash = false;
+    CodeHash hash{};
+    std::string function;
+    std::weak_ptr<const LoadedCode> code;
+    size_t index = 0;
+  };
+  constexpr size_t kRemembered = 4;
+  thread_local std::array<Remembered, kRemembered> remembered;
+  thread_local size_t next_replaced = 0;
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
+  for (Remembered& r : remembered) {
+    if (r.registry != this || r.generation != generation || r.by_hash != (hash != nullptr) ||
+        (hash != nullptr && r.hash != *hash) || r.function != function) {
+      continue;
+    }
+    if (std::shared_ptr<const LoadedCode> code = r.code.lock(); code != nullptr) {
+      return BoundFunction(std::move(code), r.index);
+    }
+  }
+  absl::StatusOr<BoundFunction> fn = hash != nullptr ? Resolve(*hash, function) : Resolve(function);
+  if (!fn.ok()) return fn;
+  Remembered& r = remembered[next_replaced++ % kRemembered];
+  r.registry = this;
+  r.generation = generation;  // (read before resolving: a change meanwhile makes it stale)
+  r.by_hash = hash != nullptr;
+  if (hash != nullptr) r.hash = *hash;
+  r.function.assign(function.data(), function.size());
+  r.code = fn->code_;
+  r.index = fn->index_;
+  return fn;
 }
 
 std::vector<LibraryInfo> CodeRegistry::List() const {

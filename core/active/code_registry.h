@@ -94,6 +94,7 @@ class BoundFunction {
   const std::vector<CodeHash>* scope() const { return &code_->scope; }
 
  private:
+  friend class CodeRegistry;  // (ResolveRemembered)
   std::shared_ptr<const LoadedCode> code_;
   size_t index_;
 };
@@ -164,6 +165,11 @@ class CodeRegistry {
   absl::StatusOr<BoundFunction> ResolveWithin(const BoundFunction& caller,
                                               std::string_view function) const;
   absl::StatusOr<BoundFunction> Resolve(const CodeHash& hash, std::string_view function) const;
+  // Resolve(hash, function), or Resolve(function) if `hash` is null, remembered by the calling
+  // thread (its last few functions) while no library is loaded or unloaded: a request path that
+  // calls the same functions over and over skips the registry's lock and maps.
+  absl::StatusOr<BoundFunction> ResolveRemembered(const CodeHash* hash,
+                                                  std::string_view function) const;
 
   // Keeps the bytes of code loaded from now on (not linked libraries), so SourceOf can give them
   // (ardmad --isolate sends them to its worker processes). Call before serving.
@@ -219,6 +225,11 @@ class CodeRegistry {
   // function name -> the built-in service that owns it; fixed before serving
   absl::flat_hash_map<std::string, Reservation> reserved_;
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // Changes (under mu_) whenever a library is added or unloaded: what a thread remembered at
+  // another generation may resolve differently now (ResolveRemembered). Unique in the process,
+  // so a registry made where another was destroyed never matches what that one left behind.
+  static uint64_t NextGeneration();
+  std::atomic<uint64_t> generation_{NextGeneration()};
   CodeLimits limits_ ABSL_GUARDED_BY(mu_);
   bool keep_code_ = false;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -3,7 +3,6 @@
 #include <atomic>
 
 #include "absl/strings/str_split.h"
-
 #include "core/active/local_context.h"
 #include "core/active/native_loader.h"
 #include "core/active/testdata/test_library.h"
@@ -165,11 +164,49 @@ TEST(CodeLimitsTest, UnusedOldVersionsMakeRoomAndNothingInUseIsUnloaded) {
   EXPECT_EQ(registry.bytes(), 4 * std::string("a a.f 2").size());
 }
 
+// What a thread remembers resolves as the registry does now: the newest version of a name once
+// another is loaded, NotFound once the only exporter is unloaded, and it never keeps a library in
+// use (so the limits can still unload it).
+TEST(CodeLimitsTest, RememberedResolutionsFollowLoadsAndUnloads) {
+  CodeRegistry registry({.max_libraries = 2, .max_bytes = 1 << 20});
+  registry.SetLoader(CodeKind::kNative, std::make_unique<FakeLoader>());
+  auto run = [&](const CodeHash* hash, std::string_view fn) -> absl::StatusOr<std::string> {
+    absl::StatusOr<BoundFunction> bound = registry.ResolveRemembered(hash, fn);
+    if (!bound.ok()) return bound.status();
+    std::string name(bound->name());
+    return name;
+  };
+  EXPECT_EQ(run(nullptr, "a.f").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<CodeHash> a1 = registry.Load(CodeKind::kNative, "", "a a.f,a.old 1");
+  ASSERT_TRUE(a1.ok());
+  for (int i = 0; i < 2; ++i) {  // (the second time from what the thread remembered)
+    EXPECT_EQ(*run(nullptr, "a.f"), "a.f");
+    EXPECT_EQ(*run(&*a1, "a.old"), "a.old");
+    EXPECT_EQ(run(&*a1, "a.nope").status().code(), absl::StatusCode::kNotFound);
+  }
+  // a2 takes the name a.f: by name it resolves to a2 now, by a1's hash still to a1.
+  absl::StatusOr<CodeHash> a2 = registry.Load(CodeKind::kNative, "", "a a.f 2");
+  ASSERT_TRUE(a2.ok());
+  absl::StatusOr<BoundFunction> newest = registry.ResolveRemembered(nullptr, "a.f");
+  ASSERT_TRUE(newest.ok());
+  EXPECT_EQ(newest->scope()->front(), *a2);
+  newest = registry.ResolveRemembered(&*a1, "a.f");
+  ASSERT_TRUE(newest.ok());
+  EXPECT_EQ(newest->scope()->front(), *a1);
+  newest = absl::UnknownError("released");
+  // b1 needs room: a1 is superseded and unused (remembered only), so it is unloaded.
+  ASSERT_TRUE(registry.Load(CodeKind::kNative, "", "b b.f 1").ok());
+  EXPECT_FALSE(registry.Has(*a1));
+  EXPECT_EQ(run(&*a1, "a.f").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(run(nullptr, "a.old").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*run(nullptr, "a.f"), "a.f");
+}
+
 TEST(CodeLimitsTest, TheByteLimitUnloadsTheSameWay) {
   CodeRegistry registry({.max_libraries = 100, .max_bytes = 20});
   registry.SetLoader(CodeKind::kNative, std::make_unique<FakeLoader>());
-  ASSERT_TRUE(registry.Load(CodeKind::kNative, "", "x x.f 1").ok());   // 7 bytes
-  ASSERT_TRUE(registry.Load(CodeKind::kNative, "", "x x.f 22").ok());  // 8
+  ASSERT_TRUE(registry.Load(CodeKind::kNative, "", "x x.f 1").ok());    // 7 bytes
+  ASSERT_TRUE(registry.Load(CodeKind::kNative, "", "x x.f 22").ok());   // 8
   ASSERT_TRUE(registry.Load(CodeKind::kNative, "", "x x.f 333").ok());  // 9: x1 goes
   EXPECT_EQ(registry.size(), 2u);
   EXPECT_EQ(registry.bytes(), 17u);

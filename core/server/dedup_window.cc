@@ -1,5 +1,7 @@
 #include "core/server/dedup_window.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace ardma {
@@ -9,7 +11,23 @@ size_t ResultBytes(const absl::StatusOr<std::string>& r) {
   return r.ok() ? r->size() : r.status().message().size();
 }
 
+size_t ShareOf(size_t total, size_t shards) {
+  return std::max<size_t>(1, (total + shards - 1) / shards);
+}
+
 }  // namespace
+
+DedupWindow::DedupWindow(DedupLimits limits)
+    : limits_(limits),
+      num_shards_(std::max<size_t>(1, limits.shards)),
+      max_clients_(ShareOf(limits.max_clients, num_shards_)),
+      max_result_bytes_(ShareOf(limits.max_result_bytes, num_shards_)),
+      shards_(std::make_unique<Shard[]>(num_shards_)) {}
+
+DedupWindow::Shard& DedupWindow::ShardOf(uint64_t client_id) const {
+  // (Client ids are random, but a caller may number them: mix before taking the remainder.)
+  return shards_[(client_id * 0x9E3779B97F4A7C15ull >> 32) % num_shards_];
+}
 
 DedupWindow::Admission DedupWindow::Admit(
     uint64_t client_id, uint64_t request_id,
@@ -17,15 +35,18 @@ DedupWindow::Admission DedupWindow::Admit(
   std::optional<absl::StatusOr<std::string>> answer;
   Admission admission;
   {
-    absl::MutexLock lock(&mu_);
-    if (!clients_.contains(client_id) && clients_.size() >= limits_.max_clients) {
-      ForgetIdlestClientLocked();
+    Shard& shard = ShardOf(client_id);
+    absl::MutexLock lock(&shard.mu);
+    auto client = shard.clients.find(client_id);
+    if (client == shard.clients.end()) {
+      if (shard.clients.size() >= max_clients_) ForgetIdlestClientLocked(shard);
+      client = shard.clients.try_emplace(client_id).first;
     }
-    ClientWindow& window = clients_[client_id];
-    window.last_seen = ++clock_;
+    ClientWindow& window = client->second;
+    window.last_seen = ++shard.clock;
     auto it = window.records.find(request_id);
     if (it != window.records.end()) {
-      ++replays_;
+      ++shard.replays;
       if (!it->second.done) {
         it->second.waiters.push_back(responder());
         return Admission::kAttached;
@@ -37,9 +58,9 @@ DedupWindow::Admission DedupWindow::Admit(
           "request ", request_id, " is older than the de-duplication window; not run again"));
       admission = Admission::kTooOld;
     } else {
-      window.records.emplace(request_id, Record{});
+      window.records.try_emplace(request_id);
       ++window.running;
-      ++entries_;
+      ++shard.entries;
       return Admission::kRun;
     }
   }
@@ -51,9 +72,10 @@ void DedupWindow::Finish(uint64_t client_id, uint64_t request_id,
                          const absl::StatusOr<std::string>& result) {
   std::vector<std::shared_ptr<Responder>> waiters;
   {
-    absl::MutexLock lock(&mu_);
-    auto client = clients_.find(client_id);
-    if (client == clients_.end()) return;
+    Shard& shard = ShardOf(client_id);
+    absl::MutexLock lock(&shard.mu);
+    auto client = shard.clients.find(client_id);
+    if (client == shard.clients.end()) return;
     ClientWindow& window = client->second;
     auto it = window.records.find(request_id);
     if (it == window.records.end() || it->second.done) return;
@@ -61,47 +83,58 @@ void DedupWindow::Finish(uint64_t client_id, uint64_t request_id,
     it->second.result = result;
     waiters.swap(it->second.waiters);
     --window.running;
-    result_bytes_ += ResultBytes(result);
+    shard.result_bytes += ResultBytes(result);
     window.finished.push_back(request_id);
     while (window.finished.size() > limits_.max_entries_per_client ||
-           (result_bytes_ > limits_.max_result_bytes && !window.finished.empty())) {
-      EvictOldestLocked(window);
+           (shard.result_bytes > max_result_bytes_ && !window.finished.empty())) {
+      EvictOldestLocked(shard, window);
     }
   }
   for (auto& w : waiters) w->Respond(result);
 }
 
-void DedupWindow::EvictOldestLocked(ClientWindow& window) {
+void DedupWindow::EvictOldestLocked(Shard& shard, ClientWindow& window) {
   uint64_t id = window.finished.front();
   window.finished.pop_front();
   auto it = window.records.find(id);
-  result_bytes_ -= ResultBytes(it->second.result);
+  shard.result_bytes -= ResultBytes(it->second.result);
   window.records.erase(it);
-  --entries_;
+  --shard.entries;
   if (id > window.evicted_up_to) window.evicted_up_to = id;
 }
 
-void DedupWindow::ForgetIdlestClientLocked() {
-  auto idlest = clients_.end();
-  for (auto it = clients_.begin(); it != clients_.end(); ++it) {
+void DedupWindow::ForgetIdlestClientLocked(Shard& shard) {
+  auto idlest = shard.clients.end();
+  for (auto it = shard.clients.begin(); it != shard.clients.end(); ++it) {
     if (it->second.running > 0) continue;  // its waiters still need the result
-    if (idlest == clients_.end() || it->second.last_seen < idlest->second.last_seen) idlest = it;
+    if (idlest == shard.clients.end() || it->second.last_seen < idlest->second.last_seen) {
+      idlest = it;
+    }
   }
-  if (idlest == clients_.end()) return;
-  for (const auto& [id, record] : idlest->second.records)
-    result_bytes_ -= ResultBytes(record.result);
-  entries_ -= idlest->second.records.size();
-  clients_.erase(idlest);
+  if (idlest == shard.clients.end()) return;
+  for (const auto& [id, record] : idlest->second.records) {
+    shard.result_bytes -= ResultBytes(record.result);
+  }
+  shard.entries -= idlest->second.records.size();
+  shard.clients.erase(idlest);
 }
 
 uint64_t DedupWindow::replays() const {
-  absl::MutexLock lock(&mu_);
-  return replays_;
+  uint64_t n = 0;
+  for (size_t i = 0; i < num_shards_; ++i) {
+    absl::MutexLock lock(&shards_[i].mu);
+    n += shards_[i].replays;
+  }
+  return n;
 }
 
 size_t DedupWindow::size() const {
-  absl::MutexLock lock(&mu_);
-  return entries_;
+  size_t n = 0;
+  for (size_t i = 0; i < num_shards_; ++i) {
+    absl::MutexLock lock(&shards_[i].mu);
+    n += shards_[i].entries;
+  }
+  return n;
 }
 
 }  // namespace ardma

@@ -10,6 +10,10 @@
 // over all clients, and the number of clients remembered is bounded: beyond it the least recently
 // seen client's window is dropped (a retry from that client of a request older than its last
 // `max_clients` other clients' activity would then run again). Client id 0 opts out.
+//
+// Clients are spread by id over `shards` independently locked parts, so requests of different
+// clients on different threads do not queue for one lock; `max_clients` and `max_result_bytes`
+// are split evenly between the shards (each holds its share, at least one client).
 // Thread-safe.
 #ifndef ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
 #define ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
@@ -34,6 +38,7 @@ struct DedupLimits {
   size_t max_entries_per_client = 1024;
   size_t max_clients = 4096;
   size_t max_result_bytes = 64u << 20;
+  size_t shards = 16;
 };
 
 class DedupWindow {
@@ -45,7 +50,7 @@ class DedupWindow {
     kTooOld,    // evicted: `responder` was answered FAILED_PRECONDITION
   };
 
-  explicit DedupWindow(DedupLimits limits) : limits_(limits) {}
+  explicit DedupWindow(DedupLimits limits);
   DedupWindow(const DedupWindow&) = delete;
   DedupWindow& operator=(const DedupWindow&) = delete;
 
@@ -63,7 +68,7 @@ class DedupWindow {
  private:
   struct Record {
     bool done = false;
-    absl::StatusOr<std::string> result = absl::UnknownError("still running");
+    absl::StatusOr<std::string> result;  // (set when done; the default allocates nothing)
     std::vector<std::shared_ptr<Responder>> waiters;
   };
   struct ClientWindow {
@@ -73,16 +78,24 @@ class DedupWindow {
     uint64_t last_seen = 0;
     size_t running = 0;
   };
-  void EvictOldestLocked(ClientWindow& window) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ForgetIdlestClientLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct alignas(64) Shard {
+    mutable absl::Mutex mu;
+    absl::flat_hash_map<uint64_t, ClientWindow> clients ABSL_GUARDED_BY(mu);
+    uint64_t clock ABSL_GUARDED_BY(mu) = 0;  // counts admissions; orders clients by last use
+    size_t entries ABSL_GUARDED_BY(mu) = 0;
+    size_t result_bytes ABSL_GUARDED_BY(mu) = 0;
+    uint64_t replays ABSL_GUARDED_BY(mu) = 0;
+  };
+  Shard& ShardOf(uint64_t client_id) const;
+  void EvictOldestLocked(Shard& shard, ClientWindow& window)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  void ForgetIdlestClientLocked(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const DedupLimits limits_;
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint64_t, ClientWindow> clients_ ABSL_GUARDED_BY(mu_);
-  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;  // counts admissions; orders clients by last use
-  size_t entries_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t result_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t replays_ ABSL_GUARDED_BY(mu_) = 0;
+  const size_t num_shards_;
+  const size_t max_clients_;       // per shard
+  const size_t max_result_bytes_;  // per shard
+  const std::unique_ptr<Shard[]> shards_;
 };
 
 }  // namespace ardma

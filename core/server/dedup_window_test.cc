@@ -61,7 +61,7 @@ TEST(DedupWindowTest, EvictedRequestsAreRefusedNotRerun) {
 }
 
 TEST(DedupWindowTest, BoundedNumberOfClientsForgetsTheIdlest) {
-  DedupWindow window({.max_clients = 2});
+  DedupWindow window({.max_clients = 2, .shards = 1});
   std::vector<std::string> log;
   auto r = std::make_shared<LogResponder>(&log);
   for (uint64_t client : {1, 2}) {
@@ -73,6 +73,22 @@ TEST(DedupWindowTest, BoundedNumberOfClientsForgetsTheIdlest) {
   EXPECT_EQ(window.Admit(3, 1, [&] { return r; }), DedupWindow::Admission::kRun);
   EXPECT_EQ(window.Admit(2, 1, [&] { return r; }), DedupWindow::Admission::kAnswered);
   EXPECT_EQ(window.size(), 2u);
+}
+
+// In shards, each holds its share of the client limit (here 1 of 4): after 100 clients in turn,
+// at most 4 windows are left (one per shard used), and the latest client's is one of them.
+TEST(DedupWindowTest, ShardsSplitTheClientLimit) {
+  DedupWindow window({.max_clients = 4, .shards = 4});
+  std::vector<std::string> log;
+  auto r = std::make_shared<LogResponder>(&log);
+  for (uint64_t client = 1; client <= 100; ++client) {
+    ASSERT_EQ(window.Admit(client, 1, [&] { return r; }), DedupWindow::Admission::kRun);
+    window.Finish(client, 1, std::string("ok"));
+  }
+  EXPECT_LE(window.size(), 4u);
+  EXPECT_GE(window.size(), 2u);  // (the clients are spread, not all in one shard)
+  EXPECT_EQ(window.Admit(100, 1, [&] { return r; }), DedupWindow::Admission::kAnswered);
+  EXPECT_THAT(log, ElementsAre("ok"));
 }
 
 }  // namespace

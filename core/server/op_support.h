@@ -4,7 +4,6 @@
 #ifndef ARDMA_CORE_SERVER_OP_SUPPORT_H_
 #define ARDMA_CORE_SERVER_OP_SUPPORT_H_
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <string_view>
 
 #include "core/active/parking_lot.h"
+#include "core/clock.h"
 #include "core/server/request_handler.h"
 #include "core/server/server_counters.h"
 #include "core/wire/frame.h"
@@ -31,11 +31,7 @@ inline std::string OkFrame(const wire::FrameHeader& request, std::string_view pa
   return out;
 }
 
-inline uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
+inline uint64_t NowNs() { return static_cast<uint64_t>(SteadyNowNs()); }
 
 // Records a request's latency when the handler is done with it, unless dismissed (a request
 // answered later records its own).

@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/active/local_context.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/server/op_support.h"
 #include "core/server/request_handler.h"
-#include "core/clock.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -138,17 +138,18 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
   std::shared_ptr<Responder> responder =
       std::make_shared<ExecuteResponder>(this, request.sink, header, deduplicate, request.start_ns);
   if (deduplicate && !AdmitOnce(header, request.sink)) return absl::OkStatus();
-  absl::StatusOr<BoundFunction> fn = req->by_hash ? registry_->Resolve(req->hash, req->function)
-                                                  : registry_->Resolve(req->function);
+  absl::StatusOr<BoundFunction> fn =
+      registry_->ResolveRemembered(req->by_hash ? &req->hash : nullptr, req->function);
   if (!fn.ok()) {
     responder->Respond(fn.status());
     return absl::OkStatus();
   }
+  // (Counted from the request's arrival, which is stamped already: no clock read here.)
   absl::Time deadline =
-      FastNow() + (req->timeout_us == 0
-                         ? options_.default_deadline
-                         : absl::Microseconds(static_cast<int64_t>(
-                               std::min<uint64_t>(req->timeout_us, INT64_MAX / 2))));
+      WallAt(static_cast<int64_t>(request.start_ns)) +
+      (req->timeout_us == 0 ? options_.default_deadline
+                            : absl::Microseconds(static_cast<int64_t>(
+                                  std::min<uint64_t>(req->timeout_us, INT64_MAX / 2))));
   Start({*fn, req->args, deadline, responder, request.sink, Isolated(*fn, request.sink.get()),
          MayWrite(request.sink.get()), from_peer, request.start_ns},
         /*may_inline=*/true);
