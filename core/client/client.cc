@@ -7,8 +7,8 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/clock.h"
 #include "core/client/ucx_connection.h"
+#include "core/clock.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -177,8 +177,7 @@ absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOpti
   // A one-sided operation the transport does on this thread (UCX) needs no flight: no request
   // ids, no vectors. A transport failure falls through to Flight's retry rules.
   std::shared_ptr<Transport> conn;  // the connection Flight's first attempt uses, if set here
-  if (!std::holds_alternative<std::monostate>(request.data) &&
-      options_.extra_round_trip_time == absl::ZeroDuration()) {
+  if (IsDataOperation(request) && options_.extra_round_trip_time == absl::ZeroDuration()) {
     ARDMA_ASSIGN_OR_RETURN(conn, CurrentConnection());
     ResponsePayload result;
     absl::StatusOr<bool> done = conn->Direct(request, TimeoutFor(options), &result);
@@ -193,8 +192,7 @@ absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOpti
     }
   }
   ResponsePayload response;
-  ARDMA_RETURN_IF_ERROR(
-      Flight({&request, 1}, options, retryable, {&response, 1}, std::move(conn)));
+  ARDMA_RETURN_IF_ERROR(Flight({&request, 1}, options, retryable, {&response, 1}, std::move(conn)));
   return response;
 }
 
@@ -248,9 +246,9 @@ absl::Status Client::ReadInto(std::span<const ReadOp> ops, const CallOptions& op
   }
   if (ops.size() == 1) {
     if (ops[0].out.size() > UINT32_MAX) return absl::InvalidArgumentError("read too large");
-    ARDMA_ASSIGN_OR_RETURN(std::string data, Read(ops[0].addr, static_cast<uint32_t>(
-                                                                   ops[0].out.size()),
-                                                  ops[0].region, options));
+    ARDMA_ASSIGN_OR_RETURN(
+        std::string data,
+        Read(ops[0].addr, static_cast<uint32_t>(ops[0].out.size()), ops[0].region, options));
     std::memcpy(ops[0].out.data(), data.data(), data.size());
     return absl::OkStatus();
   }
@@ -312,21 +310,21 @@ absl::StatusOr<bool> Client::HasCode(const wire::CodeHash& hash, const CallOptio
 
 namespace {
 
-absl::StatusOr<std::string> EncodeExecute(bool by_hash, const wire::CodeHash& hash,
-                                          std::string_view function, std::string_view args,
-                                          absl::Duration timeout) {
+// An EXECUTE of `function` (in library `hash` if given) as values: views of the caller's name and
+// arguments.
+absl::StatusOr<wire::ExecuteRequest> MakeExecute(const wire::CodeHash* hash,
+                                                 std::string_view function, std::string_view args,
+                                                 absl::Duration timeout) {
   if (function.empty() || function.size() > wire::kMaxNameLength) {
     return absl::InvalidArgumentError("bad function name");
   }
   wire::ExecuteRequest req;
-  req.by_hash = by_hash;
-  req.hash = hash;
+  req.by_hash = hash != nullptr;
+  if (hash != nullptr) req.hash = *hash;
   req.function = function;
   req.timeout_us = static_cast<uint64_t>(absl::ToInt64Microseconds(timeout));
   req.args = args;
-  std::string payload;
-  wire::EncodeExecuteRequest(req, &payload);
-  return payload;
+  return req;
 }
 
 }  // namespace
@@ -338,20 +336,19 @@ absl::Duration Client::ServerDeadline(const CallOptions& options) const {
 
 absl::StatusOr<std::string> Client::Execute(std::string_view function, std::string_view args,
                                             const CallOptions& options) {
-  ARDMA_ASSIGN_OR_RETURN(std::string payload,
-                         EncodeExecute(false, {}, function, args, ServerDeadline(options)));
-  return Call({.op = Op::kExecute,
-               .payload = std::move(payload),
-               .flags = options.peer ? wire::kFlagPeer : uint16_t{0}},
-              options, true);
+  ARDMA_ASSIGN_OR_RETURN(wire::ExecuteRequest req,
+                         MakeExecute(nullptr, function, args, ServerDeadline(options)));
+  return Call(
+      {.op = Op::kExecute, .data = req, .flags = options.peer ? wire::kFlagPeer : uint16_t{0}},
+      options, true);
 }
 
 absl::StatusOr<std::string> Client::Execute(const wire::CodeHash& library,
                                             std::string_view function, std::string_view args,
                                             const CallOptions& options) {
-  ARDMA_ASSIGN_OR_RETURN(std::string payload,
-                         EncodeExecute(true, library, function, args, ServerDeadline(options)));
-  return Call(Op::kExecute, std::move(payload), options, true);
+  ARDMA_ASSIGN_OR_RETURN(wire::ExecuteRequest req,
+                         MakeExecute(&library, function, args, ServerDeadline(options)));
+  return Call({.op = Op::kExecute, .data = req}, options, true);
 }
 
 std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view function,
@@ -366,13 +363,15 @@ std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view f
 
 void Client::ExecuteAsync(std::string_view function, std::string_view args, ResponseCallback done,
                           const CallOptions& options) {
-  absl::StatusOr<std::string> payload =
-      EncodeExecute(false, {}, function, args, ServerDeadline(options));
-  if (!payload.ok()) {
-    done(payload.status());
+  absl::StatusOr<wire::ExecuteRequest> req =
+      MakeExecute(nullptr, function, args, ServerDeadline(options));
+  if (!req.ok()) {
+    done(req.status());
     return;
   }
-  CallAsync(Op::kExecute, std::move(*payload), std::move(done), options);
+  std::string payload;  // (the call outlives the caller's views)
+  wire::EncodeExecuteRequest(*req, &payload);
+  CallAsync(Op::kExecute, std::move(payload), std::move(done), options);
 }
 
 absl::StatusOr<std::vector<wire::StatsEntry>> Client::Stats(const CallOptions& options) {
@@ -511,7 +510,8 @@ absl::StatusOr<Batch::Result> Batch::Send(const CallOptions& options) {
       retryable = false;
       j = i + 1;
     } else {
-      requests.push_back({wire::Op::kFetchAdd, {}, wire::FetchAddRequest{op.region, op.addr, op.a}});
+      requests.push_back(
+          {wire::Op::kFetchAdd, {}, wire::FetchAddRequest{op.region, op.addr, op.a}});
       retryable = false;
       j = i + 1;
     }

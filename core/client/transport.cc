@@ -32,13 +32,14 @@ void AppendFrame(const OutgoingRequest& request, uint64_t request_id, uint64_t c
     wire::EncodeCasRequest(*cas, out);
   } else if (const auto* add = std::get_if<wire::FetchAddRequest>(&request.data)) {
     wire::EncodeFetchAddRequest(*add, out);
+  } else if (const auto* execute = std::get_if<wire::ExecuteRequest>(&request.data)) {
+    wire::EncodeExecuteRequest(*execute, out);
   } else {
     out->append(request.payload);
   }
-  wire::FinishFrame({.op = request.op, .flags = request.flags, .request_id = request_id,
-                     .client_id = client_id},
-                    start,
-                    out);
+  wire::FinishFrame(
+      {.op = request.op, .flags = request.flags, .request_id = request_id, .client_id = client_id},
+      start, out);
 }
 
 }  // namespace ardma

@@ -43,19 +43,28 @@ struct ClientCounters {
 
 // One request of a flight. The data operations (READ, WRITE, CAS, FETCH_ADD) carry their request
 // as values in `data`: a transport that sends frames encodes them straight into its frame
-// (AppendFrame), and UCX performs them one-sidedly without encoding anything. Every other op comes
-// encoded in `payload`.
+// (AppendFrame), and UCX performs them one-sidedly without encoding anything. An EXECUTE made
+// and waited for by one call may come as values too (its name and arguments the caller's, which
+// outlive the call), encoded straight into the frame. Every other op comes encoded in `payload`.
 struct OutgoingRequest {
   using Reads = absl::InlinedVector<wire::ReadEntry, 1>;
   // The data is the caller's and outlives the call.
   using Writes = absl::InlinedVector<wire::WriteEntry, 1>;
-  using Data = std::variant<std::monostate, Reads, Writes, wire::CasRequest, wire::FetchAddRequest>;
+  using Data = std::variant<std::monostate, Reads, Writes, wire::CasRequest, wire::FetchAddRequest,
+                            wire::ExecuteRequest>;
 
   wire::Op op;
   std::string payload;
   Data data;
   uint16_t flags = 0;  // header flags beyond the response bit (wire::kFlagPeer)
 };
+
+// Whether `request` is a data operation given as values: one a transport may perform itself
+// (Transport::Direct).
+inline bool IsDataOperation(const OutgoingRequest& request) {
+  return !std::holds_alternative<std::monostate>(request.data) &&
+         !std::holds_alternative<wire::ExecuteRequest>(request.data);
+}
 
 // For a connection's destructor: joins `thread`, or detaches it when the destructor runs on that
 // very thread (a connection's last reference may go on one of its own threads, which then ends

@@ -32,6 +32,17 @@ TEST(AppendFrameTest, ValuesAreFramedAsTheirEncodedPayload) {
             Framed({wire::Op::kWrite, encoded_write}));
   EXPECT_EQ(Framed({wire::Op::kCas, {}, cas}), Framed({wire::Op::kCas, encoded_cas}));
   EXPECT_EQ(Framed({wire::Op::kFetchAdd, {}, add}), Framed({wire::Op::kFetchAdd, encoded_add}));
+  for (bool by_hash : {false, true}) {
+    wire::ExecuteRequest execute{.by_hash = by_hash,
+                                 .function = "dht.get",
+                                 .timeout_us = 1500,
+                                 .args = std::string_view("k\0y", 3)};
+    execute.hash[0] = 0xab;
+    std::string encoded_execute;
+    wire::EncodeExecuteRequest(execute, &encoded_execute);
+    EXPECT_EQ(Framed({wire::Op::kExecute, {}, execute, wire::kFlagPeer}),
+              Framed({wire::Op::kExecute, encoded_execute, {}, wire::kFlagPeer}));
+  }
 
   std::string frame = Framed({wire::Op::kPing, "hi"});
   absl::StatusOr<wire::Frame> parsed = wire::ParseWholeFrame(frame, wire::WireLimits());

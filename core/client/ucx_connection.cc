@@ -22,6 +22,9 @@ namespace {
 // progressed again.
 thread_local bool in_ucx_callback = false;
 
+// A thread's frame buffer is kept for its next request up to this size.
+constexpr size_t kKeptFrameBuffer = 64 << 10;
+
 using wire::Op;
 
 // A request the server would refuse is refused here, with the server's error, before anything is
@@ -74,9 +77,9 @@ absl::Status UcxConnection::Bootstrap(std::string_view address, absl::Duration t
   wire::EncodeUcxConnectRequest(
       {.worker_address = worker_address, .peer_error_handling = ucx_->HandlesPeerFailure()},
       &payload);
-  ARDMA_ASSIGN_OR_RETURN(ResponsePayload answer,
-                         tcp_->RoundTripOne({Op::kUcxConnect, std::move(payload)}, 0, 0,
-                                            absl::Now() + timeout));
+  ARDMA_ASSIGN_OR_RETURN(
+      ResponsePayload answer,
+      tcp_->RoundTripOne({Op::kUcxConnect, std::move(payload)}, 0, 0, absl::Now() + timeout));
   if (!answer.ok()) return answer.status();
   ARDMA_ASSIGN_OR_RETURN(wire::UcxHello hello, wire::DecodeUcxHello(*answer));
   session_ = hello.session;
@@ -191,10 +194,9 @@ absl::StatusOr<UcxConnection::RegionHandle> UcxConnection::AttachRegion(RegionId
   // An active message like any request to the server (the bootstrap connection is the watcher's),
   // with an id from a range the client's own never reach.
   uint64_t id = (1ull << 63) | attach_ids_.fetch_add(1, std::memory_order_relaxed);
-  ARDMA_ASSIGN_OR_RETURN(ResponsePayload answer,
-                         const_cast<UcxConnection*>(this)->RoundTripOne(
-                             {Op::kRegionInfo, std::move(payload)}, id, 0,
-                             absl::Now() + absl::Seconds(10)));
+  ARDMA_ASSIGN_OR_RETURN(ResponsePayload answer, const_cast<UcxConnection*>(this)->RoundTripOne(
+                                                     {Op::kRegionInfo, std::move(payload)}, id, 0,
+                                                     absl::Now() + absl::Seconds(10)));
   if (!answer.ok()) return answer.status();
   ARDMA_ASSIGN_OR_RETURN(wire::UcxRegionKey key, wire::DecodeRegionKey(*answer));
   auto r = std::shared_ptr<RemoteRegion>(new RemoteRegion, [](RemoteRegion* r) {
@@ -246,7 +248,7 @@ bool UcxConnection::IsOneSided(const OutgoingRequest& request) const {
     return OneSidedAtomics(add->region);
   }
   // READ and WRITE given as values (every one a Client makes); an encoded one goes to the server.
-  return !std::holds_alternative<std::monostate>(request.data);
+  return IsDataOperation(request);
 }
 
 void UcxConnection::WatchServer() {
@@ -266,8 +268,8 @@ void UcxConnection::WatchServer() {
   }
 }
 
-absl::StatusOr<bool> UcxConnection::OneSided(const OutgoingRequest& request,
-                                             LazyDeadline& deadline, ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::OneSided(const OutgoingRequest& request, LazyDeadline& deadline,
+                                             ResponsePayload* result) {
   if (const auto* reads = std::get_if<OutgoingRequest::Reads>(&request.data)) {
     return OneSidedRead(*reads, deadline, result);
   }
@@ -375,8 +377,7 @@ absl::StatusOr<bool> UcxConnection::ReadChecked(std::span<const ReadOp> ops, uin
 }
 
 absl::StatusOr<bool> UcxConnection::OneSidedWrite(const OutgoingRequest::Writes& entries,
-                                                  LazyDeadline& deadline,
-                                                  ResponsePayload* result) {
+                                                  LazyDeadline& deadline, ResponsePayload* result) {
   Inflight inflight;
   ucp_request_param_t param{};
   if (absl::Status s = wire::CheckBatchSize(entries.size(), limits_, "WRITE"); !s.ok()) {
@@ -442,7 +443,7 @@ absl::StatusOr<bool> UcxConnection::OneSidedAtomic(const OutgoingRequest& reques
   if (!r.ok()) return Refuse(result, r.status());
   if (absl::Status s = (*r)->bounds.CheckAtomic(addr); !s.ok()) return Refuse(result, s);
   uint64_t reply = swap;  // CSWAP: in, the value to store; out, the old value
-  if ((*r)->mapped()) {  // the region's word itself, as active code's atomics see it
+  if ((*r)->mapped()) {   // the region's word itself, as active code's atomics see it
     std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>((*r)->local + addr));
     if (cas) {
       reply = operand;
@@ -469,16 +470,18 @@ absl::StatusOr<bool> UcxConnection::OneSidedAtomic(const OutgoingRequest& reques
 
 absl::Status UcxConnection::SendRequests(absl::Span<const OutgoingRequest> requests,
                                          absl::Span<const uint64_t> ids, uint64_t client_id) {
-  for (size_t i = 0; i < requests.size(); ++i) {
-    std::string frame;
+  // Framed in this thread's buffer, which UCX copies from (or the send keeps a copy).
+  thread_local std::string frame;
+  absl::Status sent;
+  for (size_t i = 0; i < requests.size() && sent.ok(); ++i) {
+    frame.clear();
     AppendFrame(requests[i], ids[i], client_id, &frame);
     counters_->bytes_sent.fetch_add(frame.size(), std::memory_order_relaxed);
-    if (absl::Status s = SendActiveMessage(ep_, kAmRequest, session_, std::move(frame)); !s.ok()) {
-      Break(s);
-      return s;
-    }
+    sent = SendActiveMessage(ep_, kAmRequest, session_, std::string_view(frame));
   }
-  return absl::OkStatus();
+  if (frame.capacity() > kKeptFrameBuffer) std::string().swap(frame);  // (after a large WRITE)
+  if (!sent.ok()) Break(sent);
+  return sent;
 }
 
 absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests,
@@ -513,7 +516,7 @@ absl::Status UcxConnection::RoundTrip(absl::Span<const OutgoingRequest> requests
     }
     ARDMA_RETURN_IF_ERROR(SendRequests(requests.subspan(i, n), ids, client_id));
     const absl::Time until = deadline.Get();  // (the clock read while the server works)
-    PollPacer pacer(ucx_.get(), until);  // (answers are active messages: they wake it)
+    PollPacer pacer(ucx_.get(), until);       // (answers are active messages: they wake it)
     ARDMA_RETURN_IF_ERROR(calls_.Await(
         expected, until, [&] { return ProgressStep(pacer); }, results.subspan(i, n)));
     i = end;
@@ -536,15 +539,15 @@ absl::StatusOr<bool> UcxConnection::OnThisThread(
   return done;
 }
 
-absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request,
-                                           absl::Duration timeout, ResponsePayload* result) {
+absl::StatusOr<bool> UcxConnection::Direct(const OutgoingRequest& request, absl::Duration timeout,
+                                           ResponsePayload* result) {
   if (!IsOneSided(request)) return false;
   return OnThisThread(timeout,
                       [&](LazyDeadline& deadline) { return OneSided(request, deadline, result); });
 }
 
-absl::StatusOr<bool> UcxConnection::DirectReads(std::span<const ReadOp> ops,
-                                                absl::Duration timeout, absl::Status* answer) {
+absl::StatusOr<bool> UcxConnection::DirectReads(std::span<const ReadOp> ops, absl::Duration timeout,
+                                                absl::Status* answer) {
   return OnThisThread(timeout,
                       [&](LazyDeadline& deadline) { return ReadInto(ops, deadline, answer); });
 }

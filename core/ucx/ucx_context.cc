@@ -75,10 +75,12 @@ bool HasSharedMemory(ucp_context_h context) {
 
 }  // namespace
 
-absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
-                               std::string frame, const std::shared_ptr<SendTally>& tally) {
-  // Most sends (a request or an answer that fits a shared-memory FIFO entry) complete at once:
-  // tried first from `frame` itself, with nothing allocated, counted or kept.
+namespace {
+
+// Sends `frame` if UCX can at once (a request or an answer that fits a shared-memory FIFO entry):
+// nothing allocated, counted or kept. NO_RESOURCE: the caller keeps the bytes and sends again.
+ucs_status_t SendAtOnce(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
+                        std::string_view frame) {
   uint64_t now_header = header.value_or(0);
   ucp_request_param_t now{};
   now.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
@@ -87,10 +89,12 @@ absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t>
       ucp_am_send_nbx(ep, id, header ? &now_header : nullptr, header ? sizeof(now_header) : 0,
                       frame.data(), frame.size(), &now);
   // (FORCE_IMM_CMPL never makes a request: done, NO_RESOURCE, or another failure.)
-  if (at_once == nullptr) return absl::OkStatus();
-  if (UCS_PTR_STATUS(at_once) != UCS_ERR_NO_RESOURCE) {
-    return UcsError(UCS_PTR_STATUS(at_once), "ucp_am_send");
-  }
+  return UCS_PTR_STATUS(at_once);
+}
+
+// The rest of a send UCX could not do at once: the bytes are kept until it is done with them.
+absl::Status SendKept(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header, std::string frame,
+                      const std::shared_ptr<SendTally>& tally) {
   if (tally != nullptr) {
     tally->bytes.fetch_add(frame.size(), std::memory_order_relaxed);
     if (tally->total != nullptr) tally->total->fetch_add(frame.size(), std::memory_order_relaxed);
@@ -112,6 +116,24 @@ absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t>
     return UcsError(UCS_PTR_STATUS(r), "ucp_am_send");
   }  // else FreeOutgoing frees both once UCX is done
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
+                               std::string frame, const std::shared_ptr<SendTally>& tally) {
+  ucs_status_t now = SendAtOnce(ep, id, header, frame);
+  if (now == UCS_OK) return absl::OkStatus();
+  if (now != UCS_ERR_NO_RESOURCE) return UcsError(now, "ucp_am_send");
+  return SendKept(ep, id, header, std::move(frame), tally);
+}
+
+absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
+                               std::string_view frame, const std::shared_ptr<SendTally>& tally) {
+  ucs_status_t now = SendAtOnce(ep, id, header, frame);
+  if (now == UCS_OK) return absl::OkStatus();
+  if (now != UCS_ERR_NO_RESOURCE) return UcsError(now, "ucp_am_send");
+  return SendKept(ep, id, header, std::string(frame), tally);
 }
 
 absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxContextOptions& options) {

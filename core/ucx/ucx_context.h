@@ -56,6 +56,10 @@ struct SendTally {
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
                                std::string frame,
                                const std::shared_ptr<SendTally>& tally = nullptr);
+// The same for bytes the caller keeps (a reused buffer): copied only if they must be kept.
+absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
+                               std::string_view frame,
+                               const std::shared_ptr<SendTally>& tally = nullptr);
 
 struct UcxContextOptions {
   bool wakeup = false;  // the worker gets an event fd (ucp_worker_get_efd) to sleep on
@@ -159,7 +163,10 @@ class PollPacer {
  public:
   explicit PollPacer(UcxContext* ucx) : ucx_(ucx) {}
   PollPacer(UcxContext* ucx, absl::Time deadline, std::function<absl::Time()> next_deadline = {})
-      : ucx_(ucx), long_waits_(true), deadline_(deadline), next_deadline_(std::move(next_deadline)) {}
+      : ucx_(ucx),
+        long_waits_(true),
+        deadline_(deadline),
+        next_deadline_(std::move(next_deadline)) {}
   void Progressed() {
     idle_spins_ = 0;
     delay_ = absl::ZeroDuration();
