@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/client/connection.h"
+#include "core/clock.h"
 #include "core/net/socket_connect.h"
 #include "core/status_macros.h"
 #include "core/ucx/ucx_context.h"
@@ -256,7 +257,8 @@ class UcxEventLoop {
     }
     // With the features every client's worker has: the server's endpoints to this worker are
     // configured for them (UCX 1.13 aborts on an endpoint it would have to reconfigure).
-    ARDMA_ASSIGN_OR_RETURN(ucx_, UcxContext::Create({}));
+    // (This thread alone uses the worker: no lock per call.)
+    ARDMA_ASSIGN_OR_RETURN(ucx_, UcxContext::Create({.single_thread = true}));
     ARDMA_ASSIGN_OR_RETURN(std::string worker_address, ucx_->WorkerAddress());
     ARDMA_RETURN_IF_ERROR(ucx_->SetAmHandler(kAmResponse, &UcxEventLoop::OnResponse, this));
     for (int i = 0; i < options_.connections; ++i) {
@@ -273,13 +275,21 @@ class UcxEventLoop {
         ARDMA_RETURN_IF_ERROR(Issue(i));
       }
     }
-    for (uint64_t spins = 0; result_.completed < options_.requests; ++spins) {
-      ucp_worker_progress(ucx_->worker());
+    PollPacer pacer(ucx_.get());
+    absl::Time next_check = FastNow();
+    while (result_.completed < options_.requests) {
+      if (ucp_worker_progress(ucx_->worker()) != 0) {
+        pacer.Progressed();
+      } else {
+        pacer.Idle();
+      }
       if (!failure_.ok()) return failure_;
       // Requests are sent here, never from inside the receive callback.
       for (uint32_t i : ready_) ARDMA_RETURN_IF_ERROR(Issue(i));
       ready_.clear();
-      if ((spins & 0xffff) == 0xffff) {
+      // (The pacer sleeps once the server has been silent a while: count time, not polls.)
+      if (pacer.ClockDue() && FastNow() >= next_check) {
+        next_check = FastNow() + absl::Milliseconds(50);
         ARDMA_RETURN_IF_ERROR(CheckStalled());
         // A session ends with its connection: a server that went away closed them.
         for (const std::unique_ptr<Session>& s : sessions_) {

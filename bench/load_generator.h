@@ -5,7 +5,10 @@
 // flight and sends the next as soon as a response comes back. A request's latency runs from when
 // its frame is queued to when its response has been read. With a `ucx://` address the same thread
 // drives one UCX worker with an endpoint per connection (a UCX session each, its requests and
-// responses active messages), polling the worker instead of sleeping in epoll.
+// responses active messages), polling the worker instead of sleeping in epoll; a poll that finds
+// nothing is paced as a Client's wait is (PollPacer: past a few microseconds it yields the CPU,
+// past 100 us it sleeps), so on a host with fewer cores than busy threads the server is not
+// kept from the CPU by a load generator that only waits for it.
 //
 // RDMA mode: an operation is a client-side algorithm of several dependent round trips, so each
 // connection gets a thread that runs operations back to back with a blocking Client.

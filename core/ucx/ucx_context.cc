@@ -158,18 +158,19 @@ absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxContextO
   ucp_config_release(config);
   if (s != UCS_OK) return UcsError(s, "ucp_init");
   return WithWorker(
-      std::make_shared<const SharedContext>(context, options.wakeup, HasSharedMemory(context)));
+      std::make_shared<const SharedContext>(context, options.wakeup, HasSharedMemory(context)),
+      options.single_thread);
 }
 
 absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::AnotherWorker() const {
-  return WithWorker(context_);
+  return WithWorker(context_, /*single_thread=*/false);
 }
 
 absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::WithWorker(
-    std::shared_ptr<const SharedContext> context) {
+    std::shared_ptr<const SharedContext> context, bool single_thread) {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_MULTI;
+  wp.thread_mode = single_thread ? UCS_THREAD_MODE_SINGLE : UCS_THREAD_MODE_MULTI;
   ucp_worker_h worker = nullptr;
   ucs_status_t s = ucp_worker_create(context->handle, &wp, &worker);
   if (s != UCS_OK) return UcsError(s, "ucp_worker_create");

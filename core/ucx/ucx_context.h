@@ -2,7 +2,8 @@
 // server (its heap allocated or registered here, requests as active messages) and each client
 // connection (one-sided operations on the server's regions, requests as active messages).
 //
-// The worker runs in UCS_THREAD_MODE_MULTI: any thread may post operations on it and progress it.
+// The worker runs in UCS_THREAD_MODE_MULTI (unless made for a single thread): any thread may post
+// operations on it and progress it.
 // Settings come from the environment as for every UCX program (UCX_TLS, UCX_NET_DEVICES, ...),
 // except the atomic mode, always `cpu` (UCX_ATOMIC_MODE is overridden): one-sided atomics must be
 // atomic with the server's own CPU atomics on the same words.
@@ -64,6 +65,9 @@ absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t>
 struct UcxContextOptions {
   bool wakeup = false;  // the worker gets an event fd (ucp_worker_get_efd) to sleep on
   bool rma = true;      // one-sided operations and atomics (UCP_FEATURE_RMA | AMO64)
+  // Only one thread ever calls into the worker (UCS_THREAD_MODE_SINGLE: no lock per call); else
+  // any thread may (MULTI).
+  bool single_thread = false;
 };
 
 class UcxContext {
@@ -143,7 +147,7 @@ class UcxContext {
     const bool shared_memory;  // among its transports
   };
   static absl::StatusOr<std::unique_ptr<UcxContext>> WithWorker(
-      std::shared_ptr<const SharedContext> context);
+      std::shared_ptr<const SharedContext> context, bool single_thread);
   UcxContext(std::shared_ptr<const SharedContext> context, ucp_worker_h worker, int efd)
       : context_(std::move(context)), worker_(worker), efd_(efd) {}
   std::shared_ptr<const SharedContext> context_;
