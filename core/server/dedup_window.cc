@@ -44,8 +44,19 @@ DedupWindow::Admission DedupWindow::Admit(
     }
     ClientWindow& window = client->second;
     window.last_seen = ++shard.clock;
-    auto it = window.records.find(request_id);
-    if (it != window.records.end()) {
+    // (One probe: most requests are new, and are recorded as running.)
+    auto [it, inserted] = window.records.try_emplace(request_id);
+    if (inserted && request_id > window.evicted_up_to) {
+      ++window.running;
+      ++shard.entries;
+      return Admission::kRun;
+    }
+    if (inserted) {
+      window.records.erase(it);
+      answer = absl::FailedPreconditionError(absl::StrCat(
+          "request ", request_id, " is older than the de-duplication window; not run again"));
+      admission = Admission::kTooOld;
+    } else {
       ++shard.replays;
       if (!it->second.done) {
         it->second.waiters.push_back(responder());
@@ -53,15 +64,6 @@ DedupWindow::Admission DedupWindow::Admit(
       }
       answer = it->second.result;
       admission = Admission::kAnswered;
-    } else if (request_id <= window.evicted_up_to) {
-      answer = absl::FailedPreconditionError(absl::StrCat(
-          "request ", request_id, " is older than the de-duplication window; not run again"));
-      admission = Admission::kTooOld;
-    } else {
-      window.records.try_emplace(request_id);
-      ++window.running;
-      ++shard.entries;
-      return Admission::kRun;
     }
   }
   responder()->Respond(std::move(*answer));

@@ -117,11 +117,12 @@ absl::Status RequestHandler::Load(const Request& request, std::string*) {
 
 absl::Status RequestHandler::Execute(const Request& request, std::string*) {
   const FrameHeader& header = request.header;
-  absl::StatusOr<wire::ExecuteRequest> req = wire::DecodeExecuteRequest(request.payload);
-  if (!req.ok()) {
-    ReplyError(request.sink, header, req.status());
+  wire::ExecuteRequest decoded;
+  if (absl::Status s = wire::DecodeExecuteRequest(request.payload, &decoded); !s.ok()) {
+    ReplyError(request.sink, header, s);
     return absl::OkStatus();
   }
+  const wire::ExecuteRequest* req = &decoded;
   const bool from_peer = (header.flags & wire::kFlagPeer) != 0;
   if (from_peer && !request.grant.Has(security::kPeer)) {
     counters_.Add(Stat::kPeerRefused, 1);

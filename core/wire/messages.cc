@@ -291,8 +291,14 @@ void EncodeExecuteRequest(const ExecuteRequest& req, std::string* out) {
 }
 
 absl::StatusOr<ExecuteRequest> DecodeExecuteRequest(std::string_view payload) {
-  ByteReader r(payload);
   ExecuteRequest req;
+  ARDMA_RETURN_IF_ERROR(DecodeExecuteRequest(payload, &req));
+  return req;
+}
+
+absl::Status DecodeExecuteRequest(std::string_view payload, ExecuteRequest* out) {
+  ByteReader r(payload);
+  ExecuteRequest& req = *out;
   uint8_t target;
   if (!r.U8(&target) || target > 1) return Malformed("EXECUTE target");
   req.by_hash = target == 1;
@@ -308,7 +314,7 @@ absl::StatusOr<ExecuteRequest> DecodeExecuteRequest(std::string_view payload) {
     return absl::InvalidArgumentError("EXECUTE needs a function name");
   }
   req.args = r.Rest();
-  return req;
+  return absl::OkStatus();
 }
 
 void EncodeStatsResponse(std::span<const StatsEntry> entries, std::string* out) {

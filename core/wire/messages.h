@@ -121,6 +121,8 @@ absl::StatusOr<bool> DecodeHasCodeResponse(std::string_view payload);
 
 void EncodeExecuteRequest(const ExecuteRequest& req, std::string* out);
 absl::StatusOr<ExecuteRequest> DecodeExecuteRequest(std::string_view payload);
+// The same into `*out` (the server's per-request path: no copy of the request).
+absl::Status DecodeExecuteRequest(std::string_view payload, ExecuteRequest* out);
 // EXECUTE responds with the function's result bytes as the whole payload.
 
 void EncodeStatsResponse(std::span<const StatsEntry> entries, std::string* out);
