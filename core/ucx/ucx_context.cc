@@ -118,22 +118,27 @@ absl::Status SendKept(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header, 
   return absl::OkStatus();
 }
 
+// At once if it can be, else kept: `frame` is a std::string (moved into what is kept) or a
+// std::string_view (copied).
+template <typename Frame>
+absl::Status Send(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header, Frame&& frame,
+                  const std::shared_ptr<SendTally>& tally) {
+  ucs_status_t now = SendAtOnce(ep, id, header, frame);
+  if (now == UCS_OK) return absl::OkStatus();
+  if (now != UCS_ERR_NO_RESOURCE) return UcsError(now, "ucp_am_send");
+  return SendKept(ep, id, header, std::string(std::forward<Frame>(frame)), tally);
+}
+
 }  // namespace
 
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
                                std::string frame, const std::shared_ptr<SendTally>& tally) {
-  ucs_status_t now = SendAtOnce(ep, id, header, frame);
-  if (now == UCS_OK) return absl::OkStatus();
-  if (now != UCS_ERR_NO_RESOURCE) return UcsError(now, "ucp_am_send");
-  return SendKept(ep, id, header, std::move(frame), tally);
+  return Send(ep, id, header, std::move(frame), tally);
 }
 
 absl::Status SendActiveMessage(ucp_ep_h ep, unsigned id, std::optional<uint64_t> header,
                                std::string_view frame, const std::shared_ptr<SendTally>& tally) {
-  ucs_status_t now = SendAtOnce(ep, id, header, frame);
-  if (now == UCS_OK) return absl::OkStatus();
-  if (now != UCS_ERR_NO_RESOURCE) return UcsError(now, "ucp_am_send");
-  return SendKept(ep, id, header, std::string(frame), tally);
+  return Send(ep, id, header, frame, tally);
 }
 
 absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxContextOptions& options) {
