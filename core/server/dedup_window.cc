@@ -36,7 +36,7 @@ DedupWindow::Admission DedupWindow::Admit(
   Admission admission;
   {
     Shard& shard = ShardOf(client_id);
-    absl::MutexLock lock(&shard.mu);
+    Locked lock(&shard.mu);
     auto client = shard.clients.find(client_id);
     if (client == shard.clients.end()) {
       if (shard.clients.size() >= max_clients_) ForgetIdlestClientLocked(shard);
@@ -75,7 +75,7 @@ void DedupWindow::Finish(uint64_t client_id, uint64_t request_id,
   std::vector<std::shared_ptr<Responder>> waiters;
   {
     Shard& shard = ShardOf(client_id);
-    absl::MutexLock lock(&shard.mu);
+    Locked lock(&shard.mu);
     auto client = shard.clients.find(client_id);
     if (client == shard.clients.end()) return;
     ClientWindow& window = client->second;
@@ -124,7 +124,7 @@ void DedupWindow::ForgetIdlestClientLocked(Shard& shard) {
 uint64_t DedupWindow::replays() const {
   uint64_t n = 0;
   for (size_t i = 0; i < num_shards_; ++i) {
-    absl::MutexLock lock(&shards_[i].mu);
+    Locked lock(&shards_[i].mu);
     n += shards_[i].replays;
   }
   return n;
@@ -133,7 +133,7 @@ uint64_t DedupWindow::replays() const {
 size_t DedupWindow::size() const {
   size_t n = 0;
   for (size_t i = 0; i < num_shards_; ++i) {
-    absl::MutexLock lock(&shards_[i].mu);
+    Locked lock(&shards_[i].mu);
     n += shards_[i].entries;
   }
   return n;

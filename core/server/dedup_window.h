@@ -18,11 +18,13 @@
 #ifndef ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
 #define ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -78,8 +80,37 @@ class DedupWindow {
     uint64_t last_seen = 0;
     size_t running = 0;
   };
+  // A lock for a critical section of a few hash probes: taken with one exchange, released with
+  // a store (an absl::Mutex costs two read-modify-writes), yielding the CPU while another holds
+  // it for long (a holder preempted on a host with more busy threads than cores).
+  class ABSL_LOCKABLE ShardLock {
+   public:
+    void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+      while (held_.exchange(true, std::memory_order_acquire)) {
+        for (int spins = 0; held_.load(std::memory_order_relaxed); ++spins) {
+          if (spins >= 64) std::this_thread::yield();
+        }
+      }
+    }
+    void Unlock() ABSL_UNLOCK_FUNCTION() { held_.store(false, std::memory_order_release); }
+
+   private:
+    std::atomic<bool> held_{false};
+  };
+  class ABSL_SCOPED_LOCKABLE Locked {
+   public:
+    explicit Locked(ShardLock* lock) ABSL_EXCLUSIVE_LOCK_FUNCTION(lock) : lock_(lock) {
+      lock_->Lock();
+    }
+    ~Locked() ABSL_UNLOCK_FUNCTION() { lock_->Unlock(); }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    ShardLock* const lock_;
+  };
   struct alignas(64) Shard {
-    mutable absl::Mutex mu;
+    mutable ShardLock mu;
     absl::flat_hash_map<uint64_t, ClientWindow> clients ABSL_GUARDED_BY(mu);
     uint64_t clock ABSL_GUARDED_BY(mu) = 0;  // counts admissions; orders clients by last use
     size_t entries ABSL_GUARDED_BY(mu) = 0;

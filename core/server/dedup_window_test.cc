@@ -1,5 +1,8 @@
 #include "core/server/dedup_window.h"
 
+#include <atomic>
+#include <thread>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -89,6 +92,38 @@ TEST(DedupWindowTest, ShardsSplitTheClientLimit) {
   EXPECT_GE(window.size(), 2u);  // (the clients are spread, not all in one shard)
   EXPECT_EQ(window.Admit(100, 1, [&] { return r; }), DedupWindow::Admission::kAnswered);
   EXPECT_THAT(log, ElementsAre("ok"));
+}
+
+// Many threads at once, their clients sharing shards: every request runs once, every retry is
+// answered, and the window holds each client's last `max_entries_per_client` results.
+TEST(DedupWindowTest, ConcurrentClientsInSharedShardsAreEachAnsweredOnce) {
+  constexpr int kThreads = 4, kClientsPerThread = 8, kRequests = 2000;
+  DedupWindow window({.max_entries_per_client = 100, .shards = 4});
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::string> log;
+      auto r = std::make_shared<LogResponder>(&log);
+      for (uint64_t id = 1; id <= kRequests; ++id) {
+        for (int c = 0; c < kClientsPerThread; ++c) {
+          uint64_t client = static_cast<uint64_t>(t * kClientsPerThread + c + 1);
+          if (window.Admit(client, id, [&] { return r; }) != DedupWindow::Admission::kRun) {
+            ++wrong;
+          }
+          window.Finish(client, id, std::to_string(id));
+          if (window.Admit(client, id, [&] { return r; }) != DedupWindow::Admission::kAnswered) {
+            ++wrong;
+          }
+        }
+      }
+      if (log.size() != static_cast<size_t>(kRequests * kClientsPerThread)) ++wrong;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(window.size(), static_cast<size_t>(kThreads * kClientsPerThread * 100));
+  EXPECT_EQ(window.replays(), static_cast<uint64_t>(kThreads * kClientsPerThread * kRequests));
 }
 
 }  // namespace
