@@ -121,7 +121,7 @@ absl::Status LocalContext::DoPark(std::string_view key, const ParkOptions& optio
     ex_->parked_by_link = true;
     return absl::OkStatus();
   }
-  if (ex_->parking == nullptr || ex_->responder == nullptr) {
+  if (ex_->parking == nullptr || ex_->responder == nullptr || *ex_->responder == nullptr) {
     return absl::FailedPreconditionError("this request cannot park");
   }
   if (ex_->parked != nullptr) return absl::FailedPreconditionError("request is already parked");
@@ -133,7 +133,7 @@ absl::Status LocalContext::DoPark(std::string_view key, const ParkOptions& optio
     resume = ex_->host->MakeResume(std::string(options.resume_args));
   }
   ex_->parked =
-      ex_->parking->Park(key, ex_->responder, ex_->deadline, std::move(resume), options.resume_at);
+      ex_->parking->Park(key, *ex_->responder, ex_->deadline, std::move(resume), options.resume_at);
   return absl::OkStatus();
 }
 

@@ -68,7 +68,9 @@ struct Execution {
   RegionTable* regions = nullptr;
   const CodeRegistry* registry = nullptr;
   ParkingLot* parking = nullptr;         // null: Park fails
-  std::shared_ptr<Responder> responder;  // how a parked request is answered later
+  // How a parked request is answered later: the caller's, which outlives the run (Park takes a
+  // reference of its own).
+  const std::shared_ptr<Responder>* responder = nullptr;
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;  // set by the server on shutdown
   LockOwner owner;  // who the request's lock words are held by (the server, when it tracks owners)

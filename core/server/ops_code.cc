@@ -280,7 +280,7 @@ void RequestHandler::Prepare(Execution& ex, const Call& call, RequestHost* host,
   ex.regions = regions_;
   ex.registry = registry_;
   ex.parking = &parking_;
-  ex.responder = call.responder;
+  ex.responder = &call.responder;
   ex.host = host;
   ex.deadline = call.deadline;
   ex.cancelled = &cancelled_;
