@@ -21,8 +21,15 @@ DedupWindow::DedupWindow(DedupLimits limits)
     : limits_(limits),
       num_shards_(std::max<size_t>(1, limits.shards)),
       max_clients_(ShareOf(limits.max_clients, num_shards_)),
-      max_result_bytes_(ShareOf(limits.max_result_bytes, num_shards_)),
       shards_(std::make_unique<Shard[]>(num_shards_)) {}
+
+// (No shared write for an empty result, which most are.)
+void DedupWindow::AddResultBytes(size_t n) {
+  if (n != 0) result_bytes_.fetch_add(n, std::memory_order_relaxed);
+}
+void DedupWindow::SubtractResultBytes(size_t n) {
+  if (n != 0) result_bytes_.fetch_sub(n, std::memory_order_relaxed);
+}
 
 DedupWindow::Shard& DedupWindow::ShardOf(uint64_t client_id) const {
   // (Client ids are random, but a caller may number them: mix before taking the remainder.)
@@ -85,10 +92,11 @@ void DedupWindow::Finish(uint64_t client_id, uint64_t request_id,
     it->second.result = result;
     waiters.swap(it->second.waiters);
     --window.running;
-    shard.result_bytes += ResultBytes(result);
+    AddResultBytes(ResultBytes(result));
     window.finished.push_back(request_id);
     while (window.finished.size() > limits_.max_entries_per_client ||
-           (shard.result_bytes > max_result_bytes_ && !window.finished.empty())) {
+           (result_bytes_.load(std::memory_order_relaxed) > limits_.max_result_bytes &&
+            !window.finished.empty())) {
       EvictOldestLocked(shard, window);
     }
   }
@@ -99,7 +107,7 @@ void DedupWindow::EvictOldestLocked(Shard& shard, ClientWindow& window) {
   uint64_t id = window.finished.front();
   window.finished.pop_front();
   auto it = window.records.find(id);
-  shard.result_bytes -= ResultBytes(it->second.result);
+  SubtractResultBytes(ResultBytes(it->second.result));
   window.records.erase(it);
   --shard.entries;
   if (id > window.evicted_up_to) window.evicted_up_to = id;
@@ -115,7 +123,7 @@ void DedupWindow::ForgetIdlestClientLocked(Shard& shard) {
   }
   if (idlest == shard.clients.end()) return;
   for (const auto& [id, record] : idlest->second.records) {
-    shard.result_bytes -= ResultBytes(record.result);
+    SubtractResultBytes(ResultBytes(record.result));
   }
   shard.entries -= idlest->second.records.size();
   shard.clients.erase(idlest);

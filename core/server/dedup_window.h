@@ -12,8 +12,9 @@
 // `max_clients` other clients' activity would then run again). Client id 0 opts out.
 //
 // Clients are spread by id over `shards` independently locked parts, so requests of different
-// clients on different threads do not queue for one lock; `max_clients` and `max_result_bytes`
-// are split evenly between the shards (each holds its share, at least one client).
+// clients on different threads do not queue for one lock; `max_clients` is split evenly between
+// the shards (each holds its share, at least one client), while the bytes of results are bounded
+// over all of them, as before.
 // Thread-safe.
 #ifndef ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
 #define ARDMA_CORE_SERVER_DEDUP_WINDOW_H_
@@ -114,18 +115,19 @@ class DedupWindow {
     absl::flat_hash_map<uint64_t, ClientWindow> clients ABSL_GUARDED_BY(mu);
     uint64_t clock ABSL_GUARDED_BY(mu) = 0;  // counts admissions; orders clients by last use
     size_t entries ABSL_GUARDED_BY(mu) = 0;
-    size_t result_bytes ABSL_GUARDED_BY(mu) = 0;
     uint64_t replays ABSL_GUARDED_BY(mu) = 0;
   };
   Shard& ShardOf(uint64_t client_id) const;
+  void AddResultBytes(size_t n);
+  void SubtractResultBytes(size_t n);
   void EvictOldestLocked(Shard& shard, ClientWindow& window)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   void ForgetIdlestClientLocked(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const DedupLimits limits_;
   const size_t num_shards_;
-  const size_t max_clients_;       // per shard
-  const size_t max_result_bytes_;  // per shard
+  const size_t max_clients_;             // per shard
+  std::atomic<size_t> result_bytes_{0};  // over every shard (the bound is the window's)
   const std::unique_ptr<Shard[]> shards_;
 };
 

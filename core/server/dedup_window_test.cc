@@ -94,6 +94,21 @@ TEST(DedupWindowTest, ShardsSplitTheClientLimit) {
   EXPECT_THAT(log, ElementsAre("ok"));
 }
 
+// The bytes of results are bounded over the whole window, not per shard: one client alone may
+// use all of them (here 10 results of 10 bytes), and the oldest go first past that.
+TEST(DedupWindowTest, TheResultBytesBoundIsTheWholeWindows) {
+  DedupWindow window({.max_result_bytes = 100, .shards = 16});
+  std::vector<std::string> log;
+  auto r = std::make_shared<LogResponder>(&log);
+  for (uint64_t id = 1; id <= 20; ++id) {
+    ASSERT_EQ(window.Admit(1, id, [&] { return r; }), DedupWindow::Admission::kRun);
+    window.Finish(1, id, std::string("0123456789"));
+  }
+  EXPECT_EQ(window.size(), 10u);
+  EXPECT_EQ(window.Admit(1, 11, [&] { return r; }), DedupWindow::Admission::kAnswered);
+  EXPECT_EQ(window.Admit(1, 10, [&] { return r; }), DedupWindow::Admission::kTooOld);
+}
+
 // Many threads at once, their clients sharing shards: every request runs once, every retry is
 // answered, and the window holds each client's last `max_entries_per_client` results.
 TEST(DedupWindowTest, ConcurrentClientsInSharedShardsAreEachAnsweredOnce) {
