@@ -47,14 +47,21 @@ TEST(DedupWindowTest, RetryWhileRunningWaitsForTheOriginal) {
   EXPECT_THAT(log, ElementsAre("NOT_FOUND"));
 }
 
+// Requests 1..`last` of `client`, each run (admitted first) and finished with `result`.
+void RunInTurn(DedupWindow& window, uint64_t client, uint64_t last, const std::string& result) {
+  std::vector<std::string> log;
+  auto r = std::make_shared<LogResponder>(&log);
+  for (uint64_t id = 1; id <= last; ++id) {
+    ASSERT_EQ(window.Admit(client, id, [&] { return r; }), DedupWindow::Admission::kRun);
+    window.Finish(client, id, result);
+  }
+}
+
 TEST(DedupWindowTest, EvictedRequestsAreRefusedNotRerun) {
   DedupWindow window({.max_entries_per_client = 2});
   std::vector<std::string> log;
   auto r = std::make_shared<LogResponder>(&log);
-  for (uint64_t id = 1; id <= 3; ++id) {
-    ASSERT_EQ(window.Admit(7, id, [&] { return r; }), DedupWindow::Admission::kRun);
-    window.Finish(7, id, std::string("ok"));
-  }
+  RunInTurn(window, 7, 3, "ok");
   EXPECT_EQ(window.size(), 2u);
   EXPECT_EQ(window.Admit(7, 1, [&] { return r; }), DedupWindow::Admission::kTooOld);
   EXPECT_THAT(log, ElementsAre("FAILED_PRECONDITION"));
@@ -100,10 +107,7 @@ TEST(DedupWindowTest, TheResultBytesBoundIsTheWholeWindows) {
   DedupWindow window({.max_result_bytes = 100, .shards = 16});
   std::vector<std::string> log;
   auto r = std::make_shared<LogResponder>(&log);
-  for (uint64_t id = 1; id <= 20; ++id) {
-    ASSERT_EQ(window.Admit(1, id, [&] { return r; }), DedupWindow::Admission::kRun);
-    window.Finish(1, id, std::string("0123456789"));
-  }
+  RunInTurn(window, 1, 20, "0123456789");
   EXPECT_EQ(window.size(), 10u);
   EXPECT_EQ(window.Admit(1, 11, [&] { return r; }), DedupWindow::Admission::kAnswered);
   EXPECT_EQ(window.Admit(1, 10, [&] { return r; }), DedupWindow::Admission::kTooOld);
