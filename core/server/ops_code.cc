@@ -117,19 +117,18 @@ absl::Status RequestHandler::Load(const Request& request, std::string*) {
 
 absl::Status RequestHandler::Execute(const Request& request, std::string*) {
   const FrameHeader& header = request.header;
-  wire::ExecuteRequest decoded;
-  if (absl::Status s = wire::DecodeExecuteRequest(request.payload, &decoded); !s.ok()) {
+  wire::ExecuteRequest req;
+  if (absl::Status s = wire::DecodeExecuteRequest(request.payload, &req); !s.ok()) {
     ReplyError(request.sink, header, s);
     return absl::OkStatus();
   }
-  const wire::ExecuteRequest* req = &decoded;
   const bool from_peer = (header.flags & wire::kFlagPeer) != 0;
   if (from_peer && !request.grant.Has(security::kPeer)) {
     counters_.Add(Stat::kPeerRefused, 1);
     counters_.Add(Stat::kPermissionDenied, 1);
     ReplyError(request.sink, header,
                absl::PermissionDeniedError(
-                   absl::StrCat("a call of ", std::string(req->function),
+                   absl::StrCat("a call of ", std::string(req.function),
                                 " claims to come from a member of the cluster, "
                                 "but this connection's credentials lack the 'peer' permission")));
     return absl::OkStatus();
@@ -140,7 +139,7 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
       std::make_shared<ExecuteResponder>(this, request.sink, header, deduplicate, request.start_ns);
   if (deduplicate && !AdmitOnce(header, request.sink)) return absl::OkStatus();
   absl::StatusOr<BoundFunction> fn =
-      registry_->ResolveRemembered(req->by_hash ? &req->hash : nullptr, req->function);
+      registry_->ResolveRemembered(req.by_hash ? &req.hash : nullptr, req.function);
   if (!fn.ok()) {
     responder->Respond(fn.status());
     return absl::OkStatus();
@@ -148,10 +147,10 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
   // (Counted from the request's arrival, which is stamped already: no clock read here.)
   absl::Time deadline =
       WallAt(static_cast<int64_t>(request.start_ns)) +
-      (req->timeout_us == 0 ? options_.default_deadline
-                            : absl::Microseconds(static_cast<int64_t>(
-                                  std::min<uint64_t>(req->timeout_us, INT64_MAX / 2))));
-  Start({*fn, req->args, deadline, responder, request.sink, Isolated(*fn, request.sink.get()),
+      (req.timeout_us == 0 ? options_.default_deadline
+                           : absl::Microseconds(static_cast<int64_t>(
+                                 std::min<uint64_t>(req.timeout_us, INT64_MAX / 2))));
+  Start({*fn, req.args, deadline, responder, request.sink, Isolated(*fn, request.sink.get()),
          MayWrite(request.sink.get()), from_peer, request.start_ns},
         /*may_inline=*/true);
   return absl::OkStatus();
