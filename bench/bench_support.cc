@@ -6,11 +6,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "core/active/local_context.h"
+#include "core/active/native_loader.h"
+#include "core/memory/heap.h"
 #include "core/net/socket_connect.h"
 
 namespace ardma::bench {
@@ -176,6 +180,64 @@ void RunRawTcpPingPong(benchmark::State& state, size_t size) {
   state.counters["round_trips/op"] = benchmark::Counter(1, benchmark::Counter::kAvgThreads);
   state.counters["bytes/op"] =
       benchmark::Counter(static_cast<double>(2 * size), benchmark::Counter::kAvgThreads);
+}
+
+class HandlerHarness::Sink : public ResponseSink {
+ public:
+  void Send(std::string frame) override {
+    last = std::move(frame);
+    answered.fetch_add(1, std::memory_order_release);
+  }
+  bool Open() const override { return true; }
+  std::string last;
+  std::atomic<uint64_t> answered{0};
+};
+
+HandlerHarness::HandlerHarness(uint64_t heap_bytes) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as ardmad does
+  regions_.Add(*Region::Create({.size = heap_bytes}));
+  Execution ex{.regions = &regions_};
+  LocalContext ctx(&ex);
+  if (absl::Status s = heap::FormatIfNeeded(ctx, heap_bytes, false).status(); !s.ok()) {
+    std::fprintf(stderr, "cannot format the heap: %s\n", s.ToString().c_str());
+    std::abort();
+  }
+  registry_.SetLoader(CodeKind::kNative, std::make_unique<NativeLoader>());
+  handler_ = std::make_unique<RequestHandler>(HandlerOptions{}, &regions_, &registry_);
+  sink_ = std::make_shared<Sink>();
+  (void)handler_->Greeting(*sink_);
+  sink_->answered.store(0);
+  header_.client_id = 0x5eed;
+}
+
+HandlerHarness::~HandlerHarness() { handler_->Stop(); }
+
+bool HandlerHarness::Load(benchmark::State& state, const ActiveLibrary& library) {
+  if (registry_.Load(CodeKind::kNative, "", library.code()).ok()) return true;
+  state.SkipWithError("cannot load the library");
+  return false;
+}
+
+void HandlerHarness::Handle(wire::Op op, std::string_view payload) {
+  header_.op = op;
+  ++header_.request_id;
+  handler_->Handle(header_, payload, sink_);
+  // A call run on a worker answers from there: wait for it, so `last` is this request's answer.
+  while (sink_->answered.load(std::memory_order_acquire) < header_.request_id) {
+    std::this_thread::yield();
+  }
+}
+
+uint16_t HandlerHarness::last_status() const {
+  if (sink_->last.size() < wire::kHeaderSize) return 0xffff;
+  uint16_t status;
+  std::memcpy(&status, sink_->last.data() + 8, 2);
+  return status;
+}
+
+std::string_view HandlerHarness::last_payload() const {
+  if (sink_->last.size() < wire::kHeaderSize) return {};
+  return std::string_view(sink_->last).substr(wire::kHeaderSize);
 }
 
 }  // namespace ardma::bench

@@ -10,6 +10,8 @@
 
 #include "benchmark/benchmark.h"
 #include "core/client/client.h"
+#include "core/active/active_library.h"
+#include "core/server/request_handler.h"
 #include "core/server/server.h"
 
 namespace ardma::bench {
@@ -31,6 +33,31 @@ std::unique_ptr<Client> NewClient(benchmark::State& state, Transport transport =
 
 // Sets round_trips/op and bytes/op from the client's counters since `rt0`/`bytes0`.
 void ReportCounters(benchmark::State& state, Client& client, uint64_t rt0, uint64_t bytes0);
+
+// A RequestHandler called on the caller's thread, its answers kept in `last` (status and
+// payload) and otherwise dropped: the server's own cost of a request, no transport, no client.
+// Region 0 is a formatted heap of `heap_bytes`, so services run as they do in ardmad.
+class HandlerHarness {
+ public:
+  explicit HandlerHarness(uint64_t heap_bytes = 1 << 20);
+  ~HandlerHarness();
+  // Loads a native library; false (state skipped) on failure.
+  bool Load(benchmark::State& state, const ActiveLibrary& library);
+  // Handles one request as client 0x5eed; each call takes the next request id.
+  void Handle(wire::Op op, std::string_view payload);
+  // The last answer's status (an absl::StatusCode value) and payload.
+  uint16_t last_status() const;
+  std::string_view last_payload() const;
+  RegionTable& regions() { return regions_; }
+
+ private:
+  class Sink;
+  RegionTable regions_;
+  CodeRegistry registry_;
+  std::unique_ptr<RequestHandler> handler_;
+  std::shared_ptr<Sink> sink_;
+  wire::FrameHeader header_;
+};
 
 // The floor: send `size` bytes to an echo thread and read them back, blocking, TCP_NODELAY.
 void RunRawTcpPingPong(benchmark::State& state, size_t size);

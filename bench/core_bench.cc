@@ -119,41 +119,21 @@ BENCHMARK(BM_ExecuteNoop)->Threads(1)->Threads(4)->UseRealTime();
 // The server's own cost of a request: RequestHandler::Handle called on this thread with a
 // connection that drops the answer, so no transport and no client is in the figure. PING against
 // a no-op EXECUTE (by hash, as the client sends it; run inline after the warm-up, as in ardmad).
-class DroppingSink : public ResponseSink {
- public:
-  void Send(std::string) override {}
-  bool Open() const override { return true; }
-};
-
 void HandlerRequest(benchmark::State& state, wire::Op op) {
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as ardmad does
-  RegionTable regions;
-  regions.Add(*Region::Create({.size = 1 << 20}));
-  CodeRegistry registry;
-  registry.SetLoader(CodeKind::kNative, std::make_unique<NativeLoader>());
+  bench::HandlerHarness harness;
   const ActiveLibrary& test = active_libraries::test();
-  if (!registry.Load(CodeKind::kNative, "", test.code()).ok()) {
-    state.SkipWithError("cannot load the test library");
-    return;
-  }
-  RequestHandler handler(HandlerOptions{}, &regions, &registry);
-  auto sink = std::make_shared<DroppingSink>();
-  (void)handler.Greeting(*sink);
+  if (!harness.Load(state, test)) return;
   std::string payload;
   if (op == wire::Op::kExecute) {
     wire::EncodeExecuteRequest({.by_hash = true, .hash = test.hash(), .function = "test.noop"},
                                &payload);
   }
-  wire::FrameHeader header{.op = op, .client_id = 0x5eed};
-  for (int i = 0; i < 10; ++i) {  // EXECUTE: short runs seen, so the next run inline
-    header.request_id = static_cast<uint64_t>(i + 1);
-    handler.Handle(header, payload, sink);
+  for (int i = 0; i < 10; ++i) harness.Handle(op, payload);  // EXECUTE: next runs inline
+  if (harness.last_status() != 0) {
+    state.SkipWithError("the request failed");
+    return;
   }
-  for (auto _ : state) {
-    ++header.request_id;
-    handler.Handle(header, payload, sink);
-  }
-  handler.Stop();
+  for (auto _ : state) harness.Handle(op, payload);
 }
 void BM_HandlerPing(benchmark::State& state) { HandlerRequest(state, wire::Op::kPing); }
 BENCHMARK(BM_HandlerPing);

@@ -19,7 +19,11 @@
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "core/client/invoke.h"
+#include "core/active/active_library.h"
+#include "core/active/local_context.h"
+#include "core/wire/messages.h"
 #include "services/dht/dht_client.h"
+#include "services/dht/dht_format.h"
 #include "services/list/list_client.h"
 
 namespace ardma {
@@ -193,6 +197,63 @@ BENCHMARK(BM_DhtPut)->Apply(DhtArgs)->Threads(1);
 // 50 connections, redis-benchmark's default shape (3-byte values).
 BENCHMARK(BM_DhtGet)->ArgNames({"rdma", "value"})->Args({0, 3})->Threads(50)->UseRealTime();
 BENCHMARK(BM_DhtPut)->ArgNames({"rdma", "value"})->Args({0, 3})->Threads(50)->UseRealTime();
+
+// The server's own cost of an active DHT GET and PUT (RequestHandler::Handle on this thread, no
+// transport, no client), the request exactly as ardma-bench sends it: the library by hash, the
+// table by name, on a table of kDhtKeys keys with 3-byte values. BM_DhtGetLocal: the GET function
+// alone, called on the server's memory (a LocalContext) without the handler.
+void HandlerDht(benchmark::State& state, bool put, bool local = false) {
+  bench::HandlerHarness harness(64 << 20);
+  const ActiveLibrary& library = active_libraries::dht();
+  if (!harness.Load(state, library)) return;
+  std::string target;
+  dht::EncodeTarget(dht::Target{"bench"}, &target);
+  auto request = [&](std::string_view function, std::string args) {
+    std::string payload;
+    wire::EncodeExecuteRequest(
+        {.by_hash = true, .hash = library.hash(), .function = function, .args = target + args},
+        &payload);
+    return payload;
+  };
+  std::vector<std::string> gets, puts;
+  for (int i = 0; i < kDhtKeys; ++i) {
+    puts.push_back(request("dht.put", dht::EncodePutArgs(Key(i), "vvv")));
+    gets.push_back(request("dht.get", dht::EncodeKeyArgs(Key(i))));
+    harness.Handle(wire::Op::kExecute, puts.back());
+    if (harness.last_status() != 0) {
+      state.SkipWithError(absl::StrCat("dht.put: ", ToAbsl(harness.last_payload())).c_str());
+      return;
+    }
+  }
+  const std::vector<std::string>& sent = put ? puts : gets;
+  size_t i = 0;
+  if (local) {
+    std::vector<std::string> args;
+    for (int k = 0; k < kDhtKeys; ++k) args.push_back(target + dht::EncodeKeyArgs(Key(k)));
+    ActiveFunction get = library.table().Find("dht.get");
+    Execution ex{.regions = &harness.regions()};
+    for (auto _ : state) {
+      LocalContext ctx(&ex);
+      benchmark::DoNotOptimize(get(ctx, args[i]));
+      if (++i == args.size()) i = 0;
+    }
+    return;
+  }
+  for (auto _ : state) {
+    harness.Handle(wire::Op::kExecute, sent[i]);
+    if (++i == sent.size()) i = 0;
+  }
+  harness.Handle(wire::Op::kExecute, gets[0]);
+  if (harness.last_status() != 0 || harness.last_payload().find("vvv") == std::string::npos) {
+    state.SkipWithError("dht.get did not answer the value put");
+  }
+}
+void BM_HandlerDhtGet(benchmark::State& state) { HandlerDht(state, false); }
+BENCHMARK(BM_HandlerDhtGet);
+void BM_HandlerDhtPut(benchmark::State& state) { HandlerDht(state, true); }
+BENCHMARK(BM_HandlerDhtPut);
+void BM_DhtGetLocal(benchmark::State& state) { HandlerDht(state, false, true); }
+BENCHMARK(BM_DhtGetLocal);
 
 // 50 connections, each with one request in flight, driven from the responses' callbacks (the
 // shape of redis-benchmark's event loop; no thread hand-off per request). Active mode.

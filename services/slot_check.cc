@@ -1,5 +1,6 @@
 #include "services/slot_check.h"
 
+#include <optional>
 #include <span>
 
 #include "core/memory/heap.h"
@@ -9,9 +10,8 @@
 namespace ardma {
 
 absl::Status CheckSlotServed(Context& ctx, uint32_t slot, bool write) {
-  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
-  if (absl::IsNotFound(fence.status())) return absl::OkStatus();
-  ARDMA_RETURN_IF_ERROR(fence.status());
+  ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> fence, heap::FindRoot(ctx, slots::kFenceRoot));
+  if (!fence) return absl::OkStatus();
   uint64_t words[2];
   ARDMA_RETURN_IF_ERROR(ctx.Read(slots::FenceEntry(*fence, slot),
                                  std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));

@@ -70,6 +70,7 @@
 #define ARDMA_CORE_MEMORY_HEAP_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -141,6 +142,8 @@ absl::StatusOr<HeapReport> Check(Context& ctx);
 // creator that dies leaves no half-made root. Deleting a root marks its entry deleted (the 32 +
 // name-length bytes of the entry stay in its chain; the name can be created again).
 absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name);  // NotFound
+// GetRoot for a root that may well not exist: none is an answer, not an error (no status built).
+absl::StatusOr<std::optional<uint64_t>> FindRoot(Context& ctx, std::string_view name);
 // Returns the root's value, creating it with `initial` if it does not exist yet. When several
 // callers race, exactly one creates it and all return the same value.
 absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view name, uint64_t initial);

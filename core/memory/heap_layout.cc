@@ -136,14 +136,15 @@ void PutLayout(const Layout& l, std::string* header) {
   for (int c = 0; c < kNumSlots; ++c) put(kClassSlots + 8 * c, EncodeSlot(0));
 }
 
-absl::StatusOr<Layout> ReadLayout(Context& ctx) {
+absl::StatusOr<Layout> ReadLayout(Context& ctx, bool with_slots) {
   char copy[kHeaderBytes];
   const char* h = copy;
+  const uint64_t bytes = with_slots ? kHeaderBytes : kClassSlots;
   if (ctx.IsLocal()) {  // on the server: read in place
-    ARDMA_ASSIGN_OR_RETURN(std::string_view view, ctx.View(0, kHeaderBytes));
+    ARDMA_ASSIGN_OR_RETURN(std::string_view view, ctx.View(0, bytes));
     h = view.data();
   } else {
-    ARDMA_RETURN_IF_ERROR(ctx.Read(0, std::span<char>(copy, sizeof(copy))));
+    ARDMA_RETURN_IF_ERROR(ctx.Read(0, std::span<char>(copy, bytes)));
   }
   auto at = [h](uint64_t offset) {
     uint64_t v;
@@ -160,7 +161,9 @@ absl::StatusOr<Layout> ReadLayout(Context& ctx) {
   l.desc = at(kDescField);
   l.dir = at(kDirField);
   l.buckets = at(kBucketsField);
-  for (int c = 0; c < kNumSlots; ++c) l.slots[c] = at(kClassSlots + 8 * c);
+  if (with_slots) {
+    for (int c = 0; c < kNumSlots; ++c) l.slots[c] = at(kClassSlots + 8 * c);
+  }
   return l;
 }
 

@@ -68,7 +68,8 @@ absl::Status ValidateHeader(std::string_view header, std::string_view directory,
 // the bucket otherwise. Reads only (heap_roots.cc).
 absl::Status CheckDirectory(Context& ctx, const Layout& l);
 // Reads the header (one READ). FailedPrecondition if region 0 holds no heap of this layout.
-absl::StatusOr<Layout> ReadLayout(Context& ctx);
+// with_slots false: the layout words only (what the root directory needs), the slots left zero.
+absl::StatusOr<Layout> ReadLayout(Context& ctx, bool with_slots = true);
 
 // Descriptors and bitmaps (heap.h has their layout).
 inline constexpr int kBitsPerWord = 48;

@@ -49,7 +49,7 @@ uint64_t NameTag(uint64_t hash) { return (hash >> 16) == 0 ? 1 : (hash >> 16); }
 
 absl::StatusOr<Name> Prepare(Context& ctx, std::string_view text, Layout* layout) {
   ARDMA_RETURN_IF_ERROR(CheckRootName(text));
-  ARDMA_ASSIGN_OR_RETURN(*layout, internal::ReadLayout(ctx));
+  ARDMA_ASSIGN_OR_RETURN(*layout, internal::ReadLayout(ctx, /*with_slots=*/false));
   Name n{text, NameHash(text), 0, 0};
   n.tag = NameTag(n.hash);
   n.bucket = layout->dir + 8 * (n.hash & (layout->buckets - 1));
@@ -88,11 +88,16 @@ absl::StatusOr<std::optional<Entry>> Find(Context& ctx, const Name& name, uint64
   return std::nullopt;
 }
 
-absl::StatusOr<Entry> FindOrNotFound(Context& ctx, std::string_view text) {
+// The live entry named `text`, if there is one.
+absl::StatusOr<std::optional<Entry>> Look(Context& ctx, std::string_view text) {
   Layout layout;
   ARDMA_ASSIGN_OR_RETURN(Name name, Prepare(ctx, text, &layout));
   ARDMA_ASSIGN_OR_RETURN(uint64_t head, ctx.ReadU64(name.bucket));
-  ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e, Find(ctx, name, head));
+  return Find(ctx, name, head);
+}
+
+absl::StatusOr<Entry> FindOrNotFound(Context& ctx, std::string_view text) {
+  ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e, Look(ctx, text));
   if (!e) return absl::NotFoundError(absl::StrCat("no root named '", ToAbsl(text), "'"));
   return *e;
 }
@@ -174,6 +179,12 @@ absl::StatusOr<uint64_t> RootValueAddress(Context& ctx, std::string_view name) {
 absl::StatusOr<uint64_t> GetRoot(Context& ctx, std::string_view name) {
   ARDMA_ASSIGN_OR_RETURN(uint64_t addr, RootValueAddress(ctx, name));
   return ctx.ReadU64(addr);  // now, not as the walk saw it: CompareAndSetRoot may have moved it
+}
+
+absl::StatusOr<std::optional<uint64_t>> FindRoot(Context& ctx, std::string_view name) {
+  ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e, Look(ctx, name));
+  if (!e) return std::nullopt;
+  return ctx.ReadU64(e->addr + 16);  // as GetRoot
 }
 
 absl::StatusOr<uint64_t> GetOrCreateRoot(Context& ctx, std::string_view text, uint64_t initial) {

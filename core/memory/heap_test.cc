@@ -82,6 +82,17 @@ TEST_F(HeapTest, RootsCreateGetAndCompareAndSet) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(HeapTest, FindRootAnswersAMissingRootWithNothingNotAnError) {
+  EXPECT_EQ(*heap::FindRoot(ctx_, "fence"), std::nullopt);
+  ASSERT_TRUE(heap::GetOrCreateRoot(ctx_, "fence", 5).ok());
+  EXPECT_EQ(*heap::FindRoot(ctx_, "fence"), 5u);
+  ASSERT_TRUE(heap::CompareAndSetRoot(ctx_, "fence", 5, 6)->swapped);
+  EXPECT_EQ(*heap::FindRoot(ctx_, "fence"), 6u);  // the value now
+  ASSERT_TRUE(heap::DeleteRoot(ctx_, "fence").ok());
+  EXPECT_EQ(*heap::FindRoot(ctx_, "fence"), std::nullopt);
+  EXPECT_EQ(heap::FindRoot(ctx_, "").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(HeapTest, RootsAreUnlimitedLongNamedAndDeletable) {
   constexpr int kRoots = 10000;
   for (int i = 0; i < kRoots; ++i) {

@@ -29,22 +29,26 @@ uint64_t EntryChecksum(uint64_t table_id, std::string_view body) {
   return StableHash(body, table_id);
 }
 
+// An entry's bytes as read: a small entry (the usual) stays off the heap.
+using EntryBytes = absl::InlinedVector<char, 112>;
+std::string_view View(const EntryBytes& bytes) { return {bytes.data(), bytes.size()}; }
+
 // A verified entry: its checksum matched, so its key and value are what a writer published.
 struct Entry {
-  std::string bytes;  // the whole entry
+  EntryBytes bytes;  // the whole entry
   uint32_t key_len = 0, value_len = 0;
   std::string_view key() const {
-    return std::string_view(bytes).substr(kEntryHeaderBytes, key_len);
+    return View(bytes).substr(kEntryHeaderBytes, key_len);
   }
   std::string_view value() const {
-    return std::string_view(bytes).substr(kEntryHeaderBytes + key_len, value_len);
+    return View(bytes).substr(kEntryHeaderBytes + key_len, value_len);
   }
 };
 
 // Parses what was read of an entry; reads the rest if it is longer than the first read. nullopt
 // when the bytes are not a valid entry of this table (it was freed, or reused, under us).
 absl::StatusOr<std::optional<Entry>> CompleteEntry(Context& ctx, const Table& t, uint64_t slot,
-                                                   std::string bytes) {
+                                                   EntryBytes bytes) {
   uint64_t capacity = (1ull << SlotClass(slot)) - heap::kBlockHeader;
   Entry e;
   uint64_t checksum;
@@ -61,7 +65,7 @@ absl::StatusOr<std::optional<Entry>> CompleteEntry(Context& ctx, const Table& t,
     ARDMA_RETURN_IF_ERROR(read);
   }
   bytes.resize(size);
-  if (EntryChecksum(t.id, std::string_view(bytes).substr(8)) != checksum) return std::nullopt;
+  if (EntryChecksum(t.id, View(bytes).substr(8)) != checksum) return std::nullopt;
   e.bytes = std::move(bytes);
   return e;
 }
@@ -97,7 +101,7 @@ absl::StatusOr<Search> FindKey(Context& ctx, const Table& t, const Neighbourhood
     }
     return result;
   }
-  absl::InlinedVector<std::string, 2> bytes(candidates.size());
+  absl::InlinedVector<EntryBytes, 2> bytes(candidates.size());
   absl::InlinedVector<ReadOp, 3> ops;
   for (size_t c = 0; c < candidates.size(); ++c) {
     uint64_t slot = nb.slots[candidates[c]];
@@ -156,9 +160,8 @@ absl::StatusOr<Table> Resolve(Context& ctx, const Target& target, bool create) {
 absl::StatusOr<Fence> FenceOf(Context& ctx, const Target& target, std::string_view key) {
   if (target.fence != 0) return Fence{target.fence, target.slot};
   if (target.header != 0 || target.unfenced) return Fence{};
-  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
-  if (absl::IsNotFound(fence.status())) return Fence{};
-  ARDMA_RETURN_IF_ERROR(fence.status());
+  ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> fence, heap::FindRoot(ctx, slots::kFenceRoot));
+  if (!fence) return Fence{};
   uint32_t slot = slots::SlotOf(target.name, key);
   return Fence{slots::FenceEntry(*fence, slot), slot};
 }
@@ -436,7 +439,7 @@ absl::StatusOr<uint64_t> SweepBucket(Context& ctx, const Table& t, const Neighbo
     uint64_t slot = nb.slots[i];
     if (slot == 0) continue;
     uint64_t capacity = (1ull << SlotClass(slot)) - heap::kBlockHeader;
-    std::string bytes(std::max(std::min(capacity, kFirstEntryRead), kEntryHeaderBytes), '\0');
+    EntryBytes bytes(std::max(std::min(capacity, kFirstEntryRead), kEntryHeaderBytes));
     absl::Status read = ctx.Read(SlotEntry(slot), std::span<char>(bytes));
     if (absl::IsOutOfRange(read)) continue;  // another bucket's key, changing under us
     ARDMA_RETURN_IF_ERROR(read);
@@ -511,7 +514,7 @@ absl::StatusOr<HomeRead> ScanHome(Context& ctx, const Table& t, uint64_t home,
   ARDMA_ASSIGN_OR_RETURN(Neighbourhood nb, ReadNeighbourhood(ctx, t, home));
   if (!Current(t, nb)) return HomeRead::kStale;
   std::vector<int> used;
-  std::vector<std::string> bytes;
+  std::vector<EntryBytes> bytes;
   std::vector<ReadOp> ops;
   for (int i = 0; i < kNeighbourhoodSlots; ++i) {
     if (nb.slots[i] != 0) used.push_back(i);

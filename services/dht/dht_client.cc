@@ -20,12 +20,8 @@ absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(Client& client, std::s
   RemoteContext ctx(&client, {&active_libraries::dht()}, options_);
   absl::StatusOr<uint64_t> header =
       heap::GetRoot(ctx, absl::StrCat(ToAbsl(kRootPrefix), ToAbsl(table)));
-  absl::StatusOr<uint64_t> fence = heap::GetRoot(ctx, slots::kFenceRoot);
-  if (fence.ok()) {
-    cached.fence = *fence;
-  } else if (!absl::IsNotFound(fence.status())) {
-    return fence.status();
-  }
+  ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> fence, heap::FindRoot(ctx, slots::kFenceRoot));
+  cached.fence = fence.value_or(0);
   if (header.ok()) {
     cached.header = *header;
     ARDMA_ASSIGN_OR_RETURN(std::string bytes, client.Read(*header, 24, kHeapRegion, options_));
@@ -40,7 +36,6 @@ absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(Client& client, std::s
   absl::StatusOr<std::string> opened =
       Invoke(client, Mode::kRdma, active_libraries::dht(), "dht.open", args, options_);
   if (!opened.ok()) return opened.status();
-  cached.fence = fence.ok() ? *fence : 0;
   wire::ByteReader r(*opened);
   if (!r.U64(&cached.header) || !r.U64(&cached.id) || !r.U64(&cached.geometry)) {
     return absl::DataLossError("dht.open: bad result");
