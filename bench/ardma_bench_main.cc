@@ -26,10 +26,10 @@ constexpr char kUsage[] =
     "\n"
     "Drives a running ardmad with CLIENTS connections and prints throughput and latency\n"
     "percentiles per test, like redis-benchmark. Active mode sends one EXECUTE per operation from\n"
-    "one event-loop thread (each connection keeps PIPELINE requests in flight); RDMA mode runs "
-    "the\n"
-    "client-side one-sided algorithm on a thread per connection. Latency is from sending an\n"
-    "operation's first request to receiving its last response.\n"
+    "an event-loop thread (THREADS of them, each with every THREADS-th connection; each\n"
+    "connection keeps PIPELINE requests in flight); RDMA mode runs the client-side one-sided\n"
+    "algorithm on a thread per connection. Latency is from sending an operation's first request\n"
+    "to receiving its last response.\n"
     "\n"
     "Tests: ping, dht.put, dht.get, dht.contains, dht.remove, list.append (to list ab-KEYINDEX,\n"
     "walking to its tail), lock.acquire (acquire + release of\n"
@@ -38,9 +38,10 @@ constexpr char kUsage[] =
     "keys by a fixed-seed hash. lock.acquire runs a blocking client per connection in both modes.\n"
     "The server defaults to $ARDMA_SERVER, then 127.0.0.1:15712. With --server\n"
     "etcd://HOST:PORT/NAME the dht.* tests run on that cluster: connection i goes to member\n"
-    "i mod N (over UCX with --ucx) and draws only keys that member holds (as redis-benchmark\n"
-    "--cluster does); with --member HOST:PORT as well, every connection goes to that one member\n"
-    "and draws its keys (one load generator per member, e.g. each pinned beside its server).\n"
+    "i mod N (over UCX with --ucx) and draws only keys that member holds, and by default an\n"
+    "event loop drives each member (as redis-benchmark --cluster does: a thread per node); with\n"
+    "--member HOST:PORT as well, every connection goes to that one member and draws its keys\n"
+    "(one load generator per member, e.g. each pinned beside its server).\n"
     "\n"
     "  ardma-bench -t dht.put,dht.get -c 50 -n 200000 -d 3 -r 10000\n"
     "  ardma-bench -t dht.get --mode rdma -c 8 -n 20000 --json\n"
@@ -162,6 +163,7 @@ int main(int argc, char** argv) {
   int64_t connections = load.connections;
   int64_t requests = static_cast<int64_t>(load.requests);
   int64_t pipeline = load.pipeline;
+  int64_t threads = 0;
   int64_t keyspace = static_cast<int64_t>(w.keyspace);
   int64_t seed = static_cast<int64_t>(w.seed);
   bool csv = false, json = false, ucx = false;
@@ -176,6 +178,8 @@ int main(int argc, char** argv) {
   flags.Bytes("data-size", &w.value_size, "value (or ping payload) size in bytes");
   flags.Int("keyspace", &keyspace, "N", "distinct keys (0: one key)");
   flags.Int("pipeline", &pipeline, "N", "requests in flight per connection (active mode)");
+  flags.Int("threads", &threads, "N",
+            "event-loop threads (active mode); 0: one, or one per member on a cluster");
   flags.String("mode", &mode, "active|rdma", "run the service next to the data or one-sided");
   flags.String("table", &w.table, "NAME", "DHT table the dht.* tests use");
   flags.Int("seed", &seed, "N", "seed of the key sequence");
@@ -216,6 +220,7 @@ int main(int argc, char** argv) {
   if (pipeline > 1 && w.mode == ardma::Mode::kRdma) {
     return usage_error("--pipeline applies to active mode only");
   }
+  if (threads < 0 || threads > 256) return usage_error("--threads must be 0 to 256");
   if (keyspace < 0) return usage_error("--keyspace must not be negative");
   if (csv && json) return usage_error("--csv and --json exclude each other");
   load.connections = static_cast<int>(connections);
@@ -243,6 +248,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::vector<ardma::Client*>& setups = targets.setups;
+  load.threads = threads > 0 ? static_cast<int>(threads)
+                             : std::max<int>(1, static_cast<int>(load.addresses.size()));
   if (csv) {
     std::printf(
         "test,mode,connections,pipeline,value_size,operations,seconds,ops_per_sec,avg_ms,p50_ms,"

@@ -9,9 +9,10 @@
 # redis-cli --cluster create, driven by redis-benchmark --cluster. ardma: etcd and three ardmad
 # with --cluster, the map made by `ardma cluster create`, driven by ardma-bench --server
 # etcd://... (each connection bound to one member and drawing that member's keys, as
-# redis-benchmark --cluster does), over TCP and over UCX shared memory (--ucx). Both drivers: one
-# event-loop thread, 50 connections, one request in flight each, 200,000 operations, 3-byte
-# values, keys from 10,000. Rounds alternate. Prints ops/s per round, medians and the ratios
+# redis-benchmark --cluster does), over TCP and over UCX shared memory (--ucx). Both drivers: an
+# event-loop thread per server (redis-benchmark --cluster starts one per node unless told
+# otherwise; ardma-bench on a cluster likewise), 50 connections in all, one request in flight
+# each, 200,000 operations, 3-byte values, keys from 10,000. Rounds alternate. Prints ops/s per round, medians and the ratios
 # ardma / Redis Cluster. Installs redis-server and redis-tools if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

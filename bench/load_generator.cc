@@ -405,6 +405,60 @@ class UcxEventLoop {
   LoadResult result_;
 };
 
+absl::StatusOr<LoadResult> RunOneLoop(const LoadOptions& options, const FrameMaker& make_frame) {
+  if (std::string_view(options.AddressOf(0)).starts_with(kUcxPrefix)) {
+    UcxEventLoop loop(options, make_frame);
+    return loop.Run();
+  }
+  EventLoop loop(options, make_frame);
+  return loop.Run();
+}
+
+// `threads` event loops at once: loop t has connections t, t + threads, ... (their addresses as
+// the whole run gives them) and every threads-th operation from t, so keys, connection numbers
+// and operation numbers are those of one loop doing it all. The result is their sum, over the
+// time of the slowest.
+absl::StatusOr<LoadResult> RunLoops(const LoadOptions& options, const FrameMaker& make_frame) {
+  const int loops = std::min(options.threads, options.connections);
+  std::vector<LoadOptions> parts(static_cast<size_t>(loops), options);
+  std::vector<FrameMaker> makers;
+  for (int t = 0; t < loops; ++t) {
+    LoadOptions& part = parts[static_cast<size_t>(t)];
+    part.threads = 1;
+    part.addresses.clear();
+    for (int c = t; c < options.connections; c += loops) {
+      part.addresses.push_back(options.AddressOf(c));
+    }
+    part.connections = static_cast<int>(part.addresses.size());
+    part.requests = options.requests / static_cast<uint64_t>(loops) +
+                    (static_cast<uint64_t>(t) < options.requests % loops ? 1 : 0);
+    const uint64_t step = static_cast<uint64_t>(loops), first = static_cast<uint64_t>(t);
+    makers.push_back([&make_frame, step, first](uint64_t i, int c, std::string* payload) {
+      return make_frame(i * step + first, static_cast<int>(static_cast<uint64_t>(c) * step + first),
+                        payload);
+    });
+  }
+  std::vector<absl::StatusOr<LoadResult>> results(static_cast<size_t>(loops));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < parts.size(); ++t) {
+    threads.emplace_back([&, t] { results[t] = RunOneLoop(parts[t], makers[t]); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  LoadResult sum;
+  for (absl::StatusOr<LoadResult>& r : results) {
+    if (!r.ok()) return r.status();
+    if (sum.errors == 0 && r->errors > 0) sum.first_error = r->first_error;
+    sum.completed += r->completed;
+    sum.errors += r->errors;
+    sum.elapsed = std::max(sum.elapsed, r->elapsed);
+    sum.round_trips += r->round_trips;
+    sum.bytes += r->bytes;
+    sum.latency_ns.insert(sum.latency_ns.end(), r->latency_ns.begin(), r->latency_ns.end());
+  }
+  std::sort(sum.latency_ns.begin(), sum.latency_ns.end());
+  return sum;
+}
+
 }  // namespace
 
 double LoadResult::OpsPerSecond() const {
@@ -437,12 +491,9 @@ double LoadResult::BytesPerOp() const {
 }
 
 absl::StatusOr<LoadResult> RunEventLoop(const LoadOptions& options, const FrameMaker& make_frame) {
-  if (std::string_view(options.AddressOf(0)).starts_with(kUcxPrefix)) {
-    UcxEventLoop loop(options, make_frame);
-    return loop.Run();
-  }
-  EventLoop loop(options, make_frame);
-  return loop.Run();
+  if (options.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
+  if (options.threads > 1 && options.connections > 1) return RunLoops(options, make_frame);
+  return RunOneLoop(options, make_frame);
 }
 
 absl::StatusOr<LoadResult> RunThreads(const LoadOptions& options, const ThreadOpFactory& factory) {

@@ -48,6 +48,10 @@ struct LoadOptions {
   int connections = 50;
   uint64_t requests = 100000;  // operations in all, over every connection
   int pipeline = 1;            // requests in flight per connection (event loop only)
+  // Event loop only: this many loops, each on its own thread with every threads-th connection
+  // (connection c on loop c % threads: on a cluster with one loop per member, each loop drives
+  // one member, as redis-benchmark --cluster does) and its share of the requests.
+  int threads = 1;
   absl::Duration connect_timeout = absl::Seconds(5);
   // A response slower than this fails the run (a lost response would otherwise hang it).
   absl::Duration response_timeout = absl::Seconds(60);
@@ -78,7 +82,7 @@ struct LoadResult {
 // *payload and returns the request's op; the generator frames it (header, request and client ids).
 using FrameMaker = std::function<wire::Op(uint64_t i, int connection, std::string* payload)>;
 
-// Active mode: one thread, `connections` sockets. Every response must be a well-formed response
+// Active mode: one thread (or `threads`), `connections` sockets. Every response must be a well-formed response
 // frame to a request in flight; a broken connection or a malformed frame ends the run with
 // UNAVAILABLE / DATA_LOSS. Error statuses from the server are counted, not fatal.
 absl::StatusOr<LoadResult> RunEventLoop(const LoadOptions& options, const FrameMaker& make_frame);

@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "absl/synchronization/mutex.h"
+
 #include "bench/workloads.h"
 #include "core/cluster/router.h"
 #include "core/testing/cluster_fixture.h"
@@ -79,6 +81,41 @@ TEST_F(LoadGeneratorTest, EventLoopSendsAndCompletesEveryRequestOnce) {
   uint64_t payload = 0;
   for (uint64_t i = 0; i < 1000; ++i) payload += i % 7;
   EXPECT_EQ(r->bytes, 2 * (1000 * wire::kHeaderSize + payload));  // echoed both ways
+}
+
+TEST_F(LoadGeneratorTest, SeveralEventLoopsShareTheRunAndSendEveryRequestOnce) {
+  uint64_t pings = Stat("requests.ping");
+  absl::Mutex mu;
+  std::multiset<uint64_t> made;
+  std::set<int> connections;
+  LoadOptions load = Load(5, 1001, 2);
+  load.threads = 3;
+  absl::StatusOr<LoadResult> r =
+      RunEventLoop(load, [&](uint64_t i, int connection, std::string* out) {
+        absl::MutexLock lock(&mu);
+        made.insert(i);
+        connections.insert(connection);
+        out->append(std::string(i % 7, 'p'));
+        return wire::Op::kPing;
+      });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->completed, 1001u);
+  EXPECT_EQ(r->errors, 0u);
+  ASSERT_EQ(made.size(), 1001u);
+  EXPECT_EQ(std::set<uint64_t>(made.begin(), made.end()).size(), 1001u);  // each once
+  EXPECT_EQ(*made.rbegin(), 1000u);
+  EXPECT_EQ(connections, (std::set<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(Stat("requests.ping"), pings + 1001);
+  ASSERT_EQ(r->latency_ns.size(), 1001u);
+  EXPECT_TRUE(std::is_sorted(r->latency_ns.begin(), r->latency_ns.end()));
+  uint64_t payload = 0;
+  for (uint64_t i = 0; i < 1001; ++i) payload += i % 7;
+  EXPECT_EQ(r->bytes, 2 * (1001 * wire::kHeaderSize + payload));
+  load.threads = 0;
+  EXPECT_EQ(RunEventLoop(load, [](uint64_t, int, std::string*) { return wire::Op::kPing; })
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(LoadGeneratorTest, ServerErrorsAreCountedNotFatal) {
