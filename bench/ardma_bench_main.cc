@@ -66,11 +66,13 @@ absl::StatusOr<std::vector<ardma::Client*>> UseCluster(ardma::cluster::Cluster& 
     size_t index = std::find(members.begin(), members.end(), owner) - members.begin();
     w.key_sets[index].push_back(n);
   }
+  w.servers = members;
   if (only.empty()) return members;
   for (size_t i = 0; i < members.size(); ++i) {
     if (members[i]->address() != only && load.addresses[i] != only) continue;
     load.addresses = {load.addresses[i]};
     w.key_sets = {w.key_sets[i]};
+    w.servers = {members[i]};
     return members;
   }
   return absl::NotFoundError(absl::StrCat("--member ", only, " is not a server of cluster ",

@@ -182,6 +182,8 @@ void RunRawTcpPingPong(benchmark::State& state, size_t size) {
       benchmark::Counter(static_cast<double>(2 * size), benchmark::Counter::kAvgThreads);
 }
 
+constexpr uint64_t kClientId = 0x5eed;
+
 class HandlerHarness::Sink : public ResponseSink {
  public:
   void Send(std::string frame) override {
@@ -207,7 +209,6 @@ HandlerHarness::HandlerHarness(uint64_t heap_bytes) {
   sink_ = std::make_shared<Sink>();
   (void)handler_->Greeting(*sink_);
   sink_->answered.store(0);
-  header_.client_id = 0x5eed;
 }
 
 HandlerHarness::~HandlerHarness() { handler_->Stop(); }
@@ -218,8 +219,9 @@ bool HandlerHarness::Load(benchmark::State& state, const ActiveLibrary& library)
   return false;
 }
 
-void HandlerHarness::Handle(wire::Op op, std::string_view payload) {
+void HandlerHarness::Handle(wire::Op op, std::string_view payload, bool idempotent) {
   header_.op = op;
+  header_.client_id = idempotent ? 0 : kClientId;
   ++header_.request_id;
   handler_->Handle(header_, payload, sink_);
   // A call run on a worker answers from there: wait for it, so `last` is this request's answer.

@@ -43,8 +43,9 @@ class HandlerHarness {
   ~HandlerHarness();
   // Loads a native library; false (state skipped) on failure.
   bool Load(benchmark::State& state, const ActiveLibrary& library);
-  // Handles one request as client 0x5eed; each call takes the next request id.
-  void Handle(wire::Op op, std::string_view payload);
+  // Handles one request as client 0x5eed (as client 0, which keeps no retry record, if
+  // `idempotent`, as ardma-bench and DhtClient send reads); each call takes the next request id.
+  void Handle(wire::Op op, std::string_view payload, bool idempotent = false);
   // The last answer's status (an absl::StatusCode value) and payload.
   uint16_t last_status() const;
   std::string_view last_payload() const;

@@ -200,7 +200,7 @@ BENCHMARK(BM_DhtPut)->ArgNames({"rdma", "value"})->Args({0, 3})->Threads(50)->Us
 
 // The server's own cost of an active DHT GET and PUT (RequestHandler::Handle on this thread, no
 // transport, no client), the request exactly as ardma-bench sends it: the library by hash, the
-// table by name, on a table of kDhtKeys keys with 3-byte values. BM_DhtGetLocal: the GET function
+// table by name, a GET with no retry record, on a table of kDhtKeys keys with 3-byte values. BM_DhtGetLocal: the GET function
 // alone, called on the server's memory (a LocalContext) without the handler.
 void HandlerDht(benchmark::State& state, bool put, bool local = false) {
   bench::HandlerHarness harness(64 << 20);
@@ -240,7 +240,7 @@ void HandlerDht(benchmark::State& state, bool put, bool local = false) {
     return;
   }
   for (auto _ : state) {
-    harness.Handle(wire::Op::kExecute, sent[i]);
+    harness.Handle(wire::Op::kExecute, sent[i], /*idempotent=*/!put);
     if (++i == sent.size()) i = 0;
   }
   harness.Handle(wire::Op::kExecute, gets[0]);

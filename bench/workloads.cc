@@ -59,16 +59,23 @@ absl::StatusOr<LoadResult> RunDht(DhtOp op, const LoadOptions& load,
   ARDMA_RETURN_IF_ERROR(PrepareDht(options, setup));
   const std::string value(options.value_size, 'x');
   if (options.mode == Mode::kActive) {
-    // Every request is EXECUTE(dht library by hash, function, target by name + key [+ value]),
-    // exactly what DhtClient sends in active mode.
-    std::string target;
-    dht::EncodeTarget(dht::Target{options.table}, &target);
+    // Every request is EXECUTE(dht library by hash, function, the table as resolved on the
+    // connection's server + key [+ value]), exactly what DhtClient sends in active mode.
+    std::vector<dht::CachedTable> tables;
+    for (Client* server : options.servers.empty() ? std::vector<Client*>{&setup} : options.servers) {
+      ARDMA_ASSIGN_OR_RETURN(tables.emplace_back(),
+                             dht::OpenTable(*server, options.table, /*create=*/true));
+    }
     const wire::CodeHash hash = active_libraries::dht().hash();
     LoadOptions sent = load;
     sent.idempotent = op == DhtOp::kGet || op == DhtOp::kContains;  // reads: no retry record
     return RunEventLoop(sent, [&, op](uint64_t i, int connection, std::string* out) {
       std::string key = BenchKey(options, i, connection);
-      std::string args = target;
+      const std::string_view key_view = key;
+      std::string args;
+      dht::EncodeTarget(dht::CachedTarget(options.table, tables[connection % tables.size()],
+                                          &key_view),
+                        &args);
       args += op == DhtOp::kPut ? dht::EncodePutArgs(key, value) : dht::EncodeKeyArgs(key);
       wire::EncodeExecuteRequest(
           {.by_hash = true, .hash = hash, .function = FunctionName(op), .args = args}, out);

@@ -41,6 +41,9 @@ struct WorkloadOptions {
   // its keys from key_sets[c % size], so every request goes to the key's server (as
   // redis-benchmark --cluster does). Empty: any key on any connection.
   std::vector<std::vector<uint64_t>> key_sets;
+  // On a cluster: a client of each server the connections go to, in the order of
+  // LoadOptions::addresses (connection c's is servers[c % size]). Empty: the one `setup` server.
+  std::vector<Client*> servers;
 };
 
 const std::vector<std::string>& KnownTests();

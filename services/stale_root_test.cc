@@ -4,11 +4,13 @@
 #include <memory>
 #include <string>
 
+#include "core/client/remote_context.h"
 #include "core/memory/heap.h"
 #include "core/server/server.h"
 #include "core/testing/test_server.h"
 #include "gtest/gtest.h"
 #include "services/dht/dht_client.h"
+#include "services/dht/dht_table.h"
 #include "services/list/list_client.h"
 #include "services/lock/lock_client.h"
 
@@ -66,6 +68,42 @@ TEST_F(StaleRootTest, HashTableResolvesAgain) {
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_TRUE(*created);
   EXPECT_EQ(*tables.Get("t", "k"), std::optional<std::string>("v2"));
+}
+
+TEST_F(StaleRootTest, HashTableResolvesAgainInActiveMode) {
+  // An active-mode client caches its table too (its keyed calls name no table the server must
+  // look up): the server's stale answer crosses the wire and the client resolves again.
+  dht::DhtClient tables(client_.get(), Mode::kActive);
+  ASSERT_TRUE(tables.Put("t", "k", "v1").ok());
+  ASSERT_NO_FATAL_FAILURE(RestartWithoutMemory());
+  ASSERT_NO_FATAL_FAILURE(Scribble());
+  absl::StatusOr<bool> created = tables.Put("t", "k", "v2");
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_TRUE(*created);
+  EXPECT_EQ(*tables.Get("t", "k"), std::optional<std::string>("v2"));
+}
+
+TEST_F(StaleRootTest, ACachedTableIsNeverAnotherTableMadeWhereItWas) {
+  for (Mode mode : {Mode::kActive, Mode::kRdma}) {
+    SCOPED_TRACE(mode == Mode::kActive ? "active" : "rdma");
+    dht::DhtClient tables(client_.get(), mode);
+    ASSERT_TRUE(tables.Put("t", "k", "mine").ok());
+    ASSERT_NO_FATAL_FAILURE(RestartWithoutMemory());
+    // In the new memory, another table's header lands where "t"'s was, and its buckets elsewhere:
+    // a block of the bucket array's size is taken first.
+    absl::StatusOr<std::unique_ptr<Client>> other =
+        Client::Connect(testing::ClientAddress(server_->address()));
+    ASSERT_TRUE(other.ok()) << other.status();
+    RemoteContext ctx(other->get(), {});
+    ASSERT_TRUE(
+        heap::Allocate(ctx, ((uint64_t{1} << dht::kInitialLog2Buckets) + 1) * dht::kBucketBytes)
+            .ok());
+    dht::DhtClient theirs(other->get(), Mode::kActive);
+    ASSERT_TRUE(theirs.Put("u", "k", "theirs").ok());
+    // "t" is gone with the old memory: its key is not found, and never read from "u".
+    absl::StatusOr<std::optional<std::string>> got = tables.Get("t", "k");
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << got.status();
+  }
 }
 
 TEST_F(StaleRootTest, LockResolvesAgain) {

@@ -14,8 +14,40 @@
 
 namespace ardma::dht {
 
+absl::StatusOr<CachedTable> OpenTable(Client& client, std::string_view table, bool create,
+                                      const CallOptions& options) {
+  std::string args;
+  wire::ByteWriter w(&args);
+  w.Str16(table);
+  w.U8(create ? 1 : 0);
+  absl::StatusOr<std::string> opened =
+      Invoke(client, Mode::kActive, active_libraries::dht(), "dht.open", args, options);
+  if (!opened.ok()) return opened.status();
+  CachedTable cached;
+  wire::ByteReader r(*opened);
+  if (!r.U64(&cached.header) || !r.U64(&cached.id) || !r.U64(&cached.geometry) ||
+      !r.U64(&cached.fence)) {
+    return absl::DataLossError("dht.open: bad result");
+  }
+  return cached;
+}
+
+Target CachedTarget(std::string_view table, const CachedTable& cached, const std::string_view* key,
+                    std::optional<uint32_t> slot) {
+  Target target{table};
+  target.header = cached.header;
+  target.id = cached.id;
+  target.geometry = cached.geometry;
+  if (cached.fence != 0 && key != nullptr) {
+    target.slot = slot.has_value() ? *slot : slots::SlotOf(table, *key);
+    target.fence = slots::FenceEntry(cached.fence, target.slot);
+  }
+  return target;
+}
+
 absl::StatusOr<DhtClient::Cached> DhtClient::ResolveTable(Client& client, std::string_view table,
                                                           bool create) {
+  if (mode_ == Mode::kActive) return OpenTable(client, table, create, options_);
   Cached cached;
   RemoteContext ctx(&client, {&active_libraries::dht()}, options_);
   absl::StatusOr<uint64_t> header =
@@ -85,22 +117,23 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
   const bool read = function == "dht.get" || function == "dht.contains";
   CallOptions call = options_;
   call.idempotent = read;  // reads run again
+  // Active mode's unkeyed calls (size, scan) go by name: they read the header's words themselves.
+  const bool cache = mode_ == Mode::kRdma || keyed != nullptr;
   auto attempt = [&](std::optional<Cached> cached) -> absl::StatusOr<Reply> {
     Target target{table};
-    if (mode_ == Mode::kRdma) {
+    if (cache) {
       if (!cached.has_value()) {
         ARDMA_ASSIGN_OR_RETURN(cached, ResolveTable(client, table, create));
         tables_.Store(ServerScopedName(client, table), *cached);
       }
-      target.header = cached->header;
-      target.id = cached->id;
       // This client's own write replaces the key's entry: read it from its bucket next time.
-      if (keyed != nullptr && !read) entries_.Forget(&client, cached->header, keyed->key);
-      target.geometry = cached->geometry;
-      if (cached->fence != 0 && keyed != nullptr) {
-        target.slot = keyed->slot_known ? keyed->slot : slots::SlotOf(table, keyed->key);
-        target.fence = slots::FenceEntry(cached->fence, target.slot);
+      if (mode_ == Mode::kRdma && keyed != nullptr && !read) {
+        entries_.Forget(&client, cached->header, keyed->key);
       }
+      target = CachedTarget(table, *cached, keyed != nullptr ? &keyed->key : nullptr,
+                            keyed != nullptr && keyed->slot_known
+                                ? std::optional<uint32_t>(keyed->slot)
+                                : std::nullopt);
     }
     absl::StatusOr<Reply> reply;
     if (mode_ == Mode::kRdma && keyed != nullptr && read) {
@@ -118,14 +151,14 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
                              Invoke(client, mode_, active_libraries::dht(), function, args, call));
       reply = DecodeReply(result, kind);
     }
-    if (reply.ok() && mode_ == Mode::kRdma && !reply->redirect.has_value() &&
+    if (reply.ok() && cache && !reply->redirect.has_value() &&
         reply->geometry != cached->geometry) {
       tables_.Update(ServerScopedName(client, table),
                      [&](Cached& c) { c.geometry = reply->geometry; });  // keep current
     }
     return reply;
   };
-  if (mode_ == Mode::kActive) return attempt(std::nullopt);
+  if (!cache) return attempt(std::nullopt);
   return tables_.Run<Reply>(ServerScopedName(client, table), attempt);
 }
 

@@ -8,7 +8,8 @@
 //   ARDMA_ASSIGN_OR_RETURN(bool gone, dht.Remove("sessions", "alice"));        // true
 //
 // Mode::kActive: every call is one EXECUTE (one round trip); the "dht" library is shipped on first
-// use. Mode::kRdma: the same functions run here over one-sided operations; a GET costs 2 round
+// use, and the first keyed call on a table resolves it (one dht.open per server and table), so the
+// server looks no name up afterwards. Mode::kRdma: the same functions run here over one-sided operations; a GET costs 2 round
 // trips (read the key's bucket neighbourhood, then its entry) once the table's geometry is cached,
 // and 1 (the entry alone, where it was found) once the key has been found; torn, recycled or
 // retired entries are detected by their checksum and lengths, never returned. Clients in both
@@ -50,6 +51,21 @@ ARDMA_DECLARE_ACTIVE_LIBRARY(dht);
 
 namespace ardma::dht {
 
+// A table as a client caches it, to name it in calls (dht_format.h's targets 1 and 2): its header,
+// id and geometry on one server, and that server's slot fence (0: none).
+struct CachedTable {
+  uint64_t header = 0, id = 0, geometry = 0;
+  uint64_t fence = 0;  // the server's slot fence (core/slots.h); 0: not a cluster member
+};
+// Resolves `table` on `client`'s server with one dht.open (active mode: it needs no permission but
+// exec), creating it if `create`; NotFound if it does not exist and not `create`.
+absl::StatusOr<CachedTable> OpenTable(Client& client, std::string_view table, bool create,
+                                      const CallOptions& options = {});
+// The target naming `table` as cached, for a call on `key` (null: a call on no key, which names no
+// fence) whose slot is `slot`, or computed here if needed (on a cluster member) and not given.
+Target CachedTarget(std::string_view table, const CachedTable& cached, const std::string_view* key,
+                    std::optional<uint32_t> slot = std::nullopt);
+
 class DhtClient {
  public:
   DhtClient(Client* client, Mode mode, CallOptions options = {})
@@ -86,10 +102,7 @@ class DhtClient {
   Mode mode() const { return mode_; }
 
  private:
-  struct Cached {
-    uint64_t header = 0, id = 0, geometry = 0;
-    uint64_t fence = 0;  // the server's slot fence (core/slots.h); 0: not a cluster member
-  };
+  using Cached = CachedTable;
   // A keyed call's key, the key's slot and (put, insert) the value.
   struct Keyed {
     std::string_view key;
@@ -98,9 +111,10 @@ class DhtClient {
     const std::string_view* value = nullptr;
   };
   // Runs `function` on `client` with args = target + the key's arguments (`keyed`), or + `rest`.
-  // In RDMA mode the target is the table as cached for that server (resolved once per server and
-  // name, and created when `create`), with the fence entry of the key's slot (if there is a key,
-  // and the server a fence); a get or contains runs as ReadHere.
+  // In RDMA mode, and for a keyed call in active mode, the target is the table as cached for that
+  // server (resolved once per server and name, and created when `create`), with the fence entry
+  // of the key's slot (if there is a key, and the server a fence): the server then looks no name
+  // up. In RDMA mode a get or contains runs as ReadHere.
   absl::StatusOr<Reply> Run(Client& client, std::string_view function, std::string_view table,
                             const Keyed* keyed, std::string_view rest, ReplyKind kind,
                             bool create);
@@ -125,7 +139,8 @@ class DhtClient {
   // `not_found` came from `client`'s server: the key is absent there, unless no server of the
   // cluster has the table.
   absl::StatusOr<Reply> AbsentHere(Client& client, std::string_view table, absl::Status not_found);
-  // The table's header, id and geometry on `client`'s server, through the heap's roots.
+  // The table's header, id and geometry on `client`'s server, through the heap's roots (RDMA mode:
+  // one-sided), or in one dht.open (active mode, which may lack the read permission).
   absl::StatusOr<Cached> ResolveTable(Client& client, std::string_view table, bool create);
 
   // RDMA mode: where keys' entries were last found, by server, table (header) and key, so that a
@@ -149,7 +164,7 @@ class DhtClient {
   Servers* const servers_;
   const Mode mode_;
   const CallOptions options_;
-  RootCache<Cached> tables_;  // RDMA mode: by server and table name
+  RootCache<Cached> tables_;  // by server and table name
   EntryCache entries_;
 };
 

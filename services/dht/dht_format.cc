@@ -1,7 +1,9 @@
 #include "services/dht/dht_format.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "core/wire/byte_io.h"
+#include "services/root_cache.h"
 #include "services/service_name.h"
 
 namespace ardma::dht {
@@ -54,6 +56,11 @@ absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind) {
     if (!reply.redirect) return absl::DataLossError("malformed dht redirect");
     return reply;
   }
+  if (ok && reply.geometry == kStaleGeometry) {
+    std::string_view message;
+    if (!r.Bytes32(&message)) return absl::DataLossError("malformed dht stale answer");
+    return StaleRootError(absl::FailedPreconditionError(ToAbsl(message)));
+  }
   if (kind == ReplyKind::kCount) {
     ok = ok && r.U64(&reply.count);
   } else if (kind == ReplyKind::kScan) {
@@ -76,6 +83,14 @@ absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind) {
   }
   if (!ok || !r.AtEnd()) return absl::DataLossError("malformed dht reply");
   return reply;
+}
+
+std::string EncodeStale(const absl::Status& status) {
+  std::string out;
+  ByteWriter w(&out);
+  w.U64(kStaleGeometry);
+  w.Bytes32(std::string_view(status.message().data(), status.message().size()));
+  return out;
 }
 
 std::string EncodeRedirect(const slots::Redirect& redirect) {

@@ -41,16 +41,18 @@
 // belongs to a client whose connection is gone and is taken over; a slow holder keeps it.
 //
 // Functions (u64/u32/u16 little-endian):
-//   target := 0:u8 name:str16                      ; by name (active mode), fenced by the
-//                                                  ; server's slot fence if it has one
-//           | 1:u8 header:u64 id:u64 geometry:u64  ; cached by an RDMA-mode client (geometry 0:
-//                                                  ; unknown, read the header)
+//   target := 0:u8 name:str16                      ; by name, fenced by the server's slot
+//                                                  ; fence if it has one
+//           | 1:u8 header:u64 id:u64 geometry:u64  ; cached by a client (dht.open resolves it;
+//                                                  ; geometry 0: unknown, read the header)
 //           | 2:u8 header:u64 id:u64 geometry:u64 fence:u64 slot:u32
 //                                                  ; the same, on a cluster member: the key's
 //                                                  ; slot and its fence entry (core/slots.h)
 //           | 3:u8 name:str16                      ; by name, unfenced: services that keep
 //                                                  ; tables of their own (the lock service)
-//   dht.open      name:str16                 -> header:u64 id:u64 geometry:u64  (creates it)
+//   dht.open      name:str16 [create:u8]     -> header:u64 id:u64 geometry:u64 fence:u64
+//                 the table (created unless create = 0: then NOT_FOUND if missing) and the
+//                 server's slot fence (0: none), for a client to cache as a target
 //   dht.put       target key:bytes32 value:bytes32 -> geometry:u64 created:u8   (creates)
 //   dht.get       target key:bytes32         -> geometry:u64 found:u8 [value:bytes32]
 //   dht.contains  target key:bytes32         -> geometry:u64 found:u8
@@ -66,6 +68,10 @@
 // functions answer instead
 //   redirect := ~0:u64 frozen:u8 slot:u32 epoch:u64 owner:u64
 // (frozen: the slot is moving away, ask again shortly; else it moved: refresh the slot map).
+// A cached target whose header holds no longer that table (the server lost its memory) is
+// answered with
+//   stale := ~1:u64 message:bytes32
+// and the client resolves the name again (RootCache).
 //
 // Moving slots (the cluster's rebalance, run against a member in active mode):
 //   dht.tables                                -> count:u32 (name:str16)*    ; tables held here
@@ -120,6 +126,10 @@ std::string EncodeKeyArgs(std::string_view key);
 std::string EncodePutArgs(std::string_view key, std::string_view value);
 
 inline constexpr uint64_t kRedirectGeometry = ~0ull;
+// A reply's geometry word when the table address the caller gave (a cached target) holds no longer
+// that table: the message follows (Bytes32). DecodeReply turns it back into StaleRootError, so the
+// caller's RootCache resolves the name again.
+inline constexpr uint64_t kStaleGeometry = ~1ull;
 
 struct Reply {
   uint64_t geometry = 0;
@@ -134,6 +144,8 @@ enum class ReplyKind { kFlag, kFlagAndValue, kCount, kScan };
 absl::StatusOr<Reply> DecodeReply(std::string_view bytes, ReplyKind kind);
 // The redirect answer.
 std::string EncodeRedirect(const slots::Redirect& redirect);
+// The stale-target answer, with the status's message.
+std::string EncodeStale(const absl::Status& status);
 
 }  // namespace ardma::dht
 

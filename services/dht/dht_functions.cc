@@ -7,6 +7,7 @@
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "services/dht/dht.h"
+#include "services/root_cache.h"
 
 namespace ardma::dht::functions {
 namespace {
@@ -36,6 +37,7 @@ absl::StatusOr<std::string> Answer(absl::StatusOr<std::string> result) {
   if (std::optional<slots::Redirect> redirect = slots::RedirectOf(result.status())) {
     return EncodeRedirect(*redirect);
   }
+  if (IsStaleRoot(result.status())) return EncodeStale(result.status());  // crosses the wire
   return result;
 }
 
@@ -87,13 +89,18 @@ std::string EncodeReply(const Table& t, bool flag) {
 absl::StatusOr<std::string> Open(Context& ctx, std::string_view args) {
   ByteReader r(args);
   std::string_view name;
-  if (!r.Str16(&name) || !r.AtEnd()) return absl::InvalidArgumentError("dht.open takes a name");
-  ARDMA_ASSIGN_OR_RETURN(Table t, OpenByName(ctx, name, /*create=*/true));
+  uint8_t create = 1;
+  if (!r.Str16(&name) || (!r.AtEnd() && (!r.U8(&create) || create > 1 || !r.AtEnd()))) {
+    return absl::InvalidArgumentError("dht.open takes a name and an optional create flag");
+  }
+  ARDMA_ASSIGN_OR_RETURN(Table t, OpenByName(ctx, name, create == 1));
+  ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> fence, heap::FindRoot(ctx, slots::kFenceRoot));
   std::string out;
   ByteWriter w(&out);
   w.U64(t.header);
   w.U64(t.id);
   w.U64(t.geometry.word);
+  w.U64(fence.value_or(0));
   return out;
 }
 

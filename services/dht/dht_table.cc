@@ -61,7 +61,14 @@ absl::StatusOr<Table> ReadTable(Context& ctx, uint64_t header) {
 
 absl::Status Refresh(Context& ctx, Table& t) {
   uint64_t before = t.geometry.word;
+  const uint64_t id = t.id;
   ARDMA_ASSIGN_OR_RETURN(t, ReadTable(ctx, t.header));
+  if (id != 0 && t.id != id) {
+    // Another table's header where a caller's cached target pointed (the server lost its memory
+    // and made its tables again): not this table.
+    return StaleRootError(absl::FailedPreconditionError(
+        absl::StrCat("the dht table at address ", t.header, " is another table now")));
+  }
   if (t.geometry.word == before) {
     // A resize publishes the geometry before marking buckets moved, so this is corruption,
     // unless the header was only just created under a stale cached geometry of 0.
