@@ -12,8 +12,9 @@
 # redis-benchmark --cluster does), over TCP and over UCX shared memory (--ucx). Both drivers: an
 # event-loop thread per server (redis-benchmark --cluster starts one per node unless told
 # otherwise; ardma-bench on a cluster likewise), 50 connections in all, one request in flight
-# each, 200,000 operations, 3-byte values, keys from 10,000. Rounds alternate. Prints ops/s per round, medians and the ratios
-# ardma / Redis Cluster. Installs redis-server and redis-tools if missing.
+# each, 200,000 operations, 3-byte values, keys from 10,000. Rounds alternate. Prints ops/s per
+# round, medians and the ratios ardma / Redis Cluster. Installs redis-server and redis-tools if
+# missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/cluster_lib.sh

@@ -199,9 +199,10 @@ BENCHMARK(BM_DhtGet)->ArgNames({"rdma", "value"})->Args({0, 3})->Threads(50)->Us
 BENCHMARK(BM_DhtPut)->ArgNames({"rdma", "value"})->Args({0, 3})->Threads(50)->UseRealTime();
 
 // The server's own cost of an active DHT GET and PUT (RequestHandler::Handle on this thread, no
-// transport, no client), the request exactly as ardma-bench sends it: the library by hash, the
-// table by name, a GET with no retry record, on a table of kDhtKeys keys with 3-byte values. BM_DhtGetLocal: the GET function
-// alone, called on the server's memory (a LocalContext) without the handler.
+// transport, no client): the library by hash, the table by name (the server looks it up: the
+// request a client sends before it has resolved the table), a GET with no retry record, on a
+// table of kDhtKeys keys with 3-byte values. BM_DhtGetLocal: the GET function alone, called on
+// the server's memory (a LocalContext) without the handler.
 void HandlerDht(benchmark::State& state, bool put, bool local = false) {
   bench::HandlerHarness harness(64 << 20);
   const ActiveLibrary& library = active_libraries::dht();

@@ -82,9 +82,10 @@ struct LoadResult {
 // *payload and returns the request's op; the generator frames it (header, request and client ids).
 using FrameMaker = std::function<wire::Op(uint64_t i, int connection, std::string* payload)>;
 
-// Active mode: one thread (or `threads`), `connections` sockets. Every response must be a well-formed response
-// frame to a request in flight; a broken connection or a malformed frame ends the run with
-// UNAVAILABLE / DATA_LOSS. Error statuses from the server are counted, not fatal.
+// Active mode: one thread (or `threads`), `connections` sockets. Every response must be a
+// well-formed response frame to a request in flight; a broken connection or a malformed frame
+// ends the run with UNAVAILABLE / DATA_LOSS. Error statuses from the server are counted, not
+// fatal.
 absl::StatusOr<LoadResult> RunEventLoop(const LoadOptions& options, const FrameMaker& make_frame);
 
 // Operation `i` on one thread's client: OK, or the error it met (counted, not fatal).

@@ -62,7 +62,9 @@ absl::StatusOr<LoadResult> RunDht(DhtOp op, const LoadOptions& load,
     // Every request is EXECUTE(dht library by hash, function, the table as resolved on the
     // connection's server + key [+ value]), exactly what DhtClient sends in active mode.
     std::vector<dht::CachedTable> tables;
-    for (Client* server : options.servers.empty() ? std::vector<Client*>{&setup} : options.servers) {
+    const std::vector<Client*> servers =
+        options.servers.empty() ? std::vector<Client*>{&setup} : options.servers;
+    for (Client* server : servers) {
       ARDMA_ASSIGN_OR_RETURN(tables.emplace_back(),
                              dht::OpenTable(*server, options.table, /*create=*/true));
     }

@@ -9,11 +9,12 @@
 //
 // Mode::kActive: every call is one EXECUTE (one round trip); the "dht" library is shipped on first
 // use, and the first keyed call on a table resolves it (one dht.open per server and table), so the
-// server looks no name up afterwards. Mode::kRdma: the same functions run here over one-sided operations; a GET costs 2 round
-// trips (read the key's bucket neighbourhood, then its entry) once the table's geometry is cached,
-// and 1 (the entry alone, where it was found) once the key has been found; torn, recycled or
-// retired entries are detected by their checksum and lengths, never returned. Clients in both
-// modes may use one table at once (dht_format.h has the protocol).
+// server looks no name up afterwards. Mode::kRdma: the same functions run here over one-sided
+// operations; a GET costs 2 round trips (read the key's bucket neighbourhood, then its entry)
+// once the table's geometry is cached, and 1 (the entry alone, where it was found) once the key
+// has been found; torn, recycled or retired entries are detected by their checksum and lengths,
+// never returned. Clients in both modes may use one table at once (dht_format.h has the
+// protocol).
 //
 // Errors: InvalidArgument (bad table name, key over kMaxKeyBytes, value over kMaxValueBytes),
 // NotFound (Get of a missing key; any read of a table never written), ResourceExhausted (server
