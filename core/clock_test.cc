@@ -1,5 +1,8 @@
 #include "core/clock.h"
 
+#include <chrono>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -31,6 +34,61 @@ TEST(ClockTest, WallAtKeepsTheDistanceBetweenStamps) {
   absl::Time a = WallAt(now);
   absl::Time b = WallAt(now - 1'000'000);
   EXPECT_EQ(a - b, absl::Milliseconds(1));
+}
+
+// Read back to back for longer than the calibration, on two threads at once, the steady clock
+// never goes back on a thread, also when it changes from CLOCK_MONOTONIC to the TSC.
+TEST(ClockTest, SteadyNowNeverGoesBackOnAThread) {
+  auto run = [] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+    int64_t last = SteadyNowNs();
+    uint64_t backwards = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      for (int i = 0; i < 1000; ++i) {
+        int64_t now = SteadyNowNs();
+        if (now < last) ++backwards;
+        last = now;
+      }
+    }
+    EXPECT_EQ(backwards, 0u);
+  };
+  std::thread other(run);
+  run();
+  other.join();
+}
+
+// It keeps time with CLOCK_MONOTONIC (std::chrono::steady_clock): over a stretch of either, the
+// other measures the same length, within what a preempted thread between two reads can add.
+TEST(ClockTest, SteadyNowKeepsTimeWithTheMonotonicClock) {
+  auto monotonic = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t ours0 = SteadyNowNs(), theirs0 = monotonic();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // past the calibration
+  const int64_t ours1 = SteadyNowNs(), theirs1 = monotonic();
+  EXPECT_NEAR(static_cast<double>(ours1 - ours0), static_cast<double>(theirs1 - theirs0), 5e6);
+  // And from here on: 100 ms more.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int64_t ours2 = SteadyNowNs(), theirs2 = monotonic();
+  EXPECT_NEAR(static_cast<double>(ours2 - ours1), static_cast<double>(theirs2 - theirs1), 5e6);
+  EXPECT_NEAR(static_cast<double>(ours2), static_cast<double>(theirs2), 5e6);  // no step either
+  // Where the kernel keeps time with the TSC, so does this clock by now.
+  std::ifstream source("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string name;
+#if defined(__x86_64__)
+  if (std::getline(source, name) && name == "tsc") {
+    EXPECT_TRUE(SteadyClockOnTsc());
+  }
+#endif
+}
+
+TEST(ClockTest, ElapsedIsNeverNegative) {
+  EXPECT_EQ(ElapsedNs(int64_t{10}, int64_t{25}), 15u);
+  EXPECT_EQ(ElapsedNs(int64_t{25}, int64_t{10}), 0u);
+  EXPECT_EQ(ElapsedNs(uint64_t{25}, uint64_t{10}), 0u);
+  EXPECT_EQ(ElapsedNs(uint64_t{10}, uint64_t{25}), 15u);
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ class LatencyRecorder {
   LatencyRecorder(LatencyHistogram* histogram, uint64_t start_ns)
       : histogram_(histogram), start_ns_(start_ns) {}
   ~LatencyRecorder() {
-    if (histogram_ != nullptr) histogram_->Record(NowNs() - start_ns_);
+    if (histogram_ != nullptr) histogram_->Record(ElapsedNs(start_ns_, NowNs()));
   }
   void Dismiss() { histogram_ = nullptr; }
 

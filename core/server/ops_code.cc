@@ -38,7 +38,7 @@ class RequestHandler::ExecuteResponder : public Responder {
     handler_->ReplyResult(sink_, header_, result);
     if (deduplicated_) handler_->dedup_.Finish(header_.client_id, header_.request_id, result);
     handler_->counters_.Latency(static_cast<uint8_t>(wire::Op::kExecute))
-        .Record(steady_ns - start_ns_);
+        .Record(ElapsedNs(start_ns_, steady_ns));
   }
   bool Alive() const override { return sink_->Open(); }
 
@@ -326,7 +326,8 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
         return;
       case IsolatedPool::Tried::kStillRunning:
         unstamp();
-        MarkOverran(fn, SteadyNanos() - start, options_.overruns_to_pool);
+        MarkOverran(fn, static_cast<int64_t>(ElapsedNs(start, SteadyNanos())),
+                    options_.overruns_to_pool);
         HandOff(call, std::move(in_flight), ex, start);
         return;
       case IsolatedPool::Tried::kDone:
@@ -337,7 +338,7 @@ void RequestHandler::Run(const Call& call, bool on_worker) {
                            : LocalContext::Run(&ex, fn, call.args);
   }
   const int64_t end = SteadyNanos();
-  uint64_t ns = static_cast<uint64_t>(end - start);
+  uint64_t ns = ElapsedNs(start, end);
   unstamp();
   if (inlined) {
     if (absl::Nanoseconds(ns) > options_.inline_overrun) {
@@ -365,7 +366,7 @@ void RequestHandler::HandOff(const Call& call, std::unique_ptr<IsolatedPool::InF
     ex.parked = parked;
     absl::StatusOr<std::string> result = isolated_->Finish(std::move(*held), ex);
     const int64_t end = SteadyNanos();
-    Complete(call, ex, std::move(result), static_cast<uint64_t>(end - start),
+    Complete(call, ex, std::move(result), ElapsedNs(start, end),
              static_cast<uint64_t>(end));
   };
   job.expired = [this, responder = call.responder] {  // (its worker is ended with `held`)
