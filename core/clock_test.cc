@@ -65,23 +65,34 @@ TEST(ClockTest, SteadyNowKeepsTimeWithTheMonotonicClock) {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   };
+  // Reads this clock (which is what calibrates it) until `done`, or until the monotonic clock
+  // reads `deadline`.
+  auto read_until = [&](auto done, int64_t deadline) {
+    while (!done() && monotonic() < deadline) {
+      (void)SteadyNowNs();
+      std::this_thread::yield();
+    }
+  };
+  std::ifstream source("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string name;
+  bool kernel_on_tsc = std::getline(source, name) && name == "tsc";
+#if !defined(__x86_64__)
+  kernel_on_tsc = false;
+#endif
   const int64_t ours0 = SteadyNowNs(), theirs0 = monotonic();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // past the calibration
+  // Past the calibration: where the kernel keeps time with the TSC, so does this clock then.
+  if (kernel_on_tsc) {
+    read_until([] { return SteadyClockOnTsc(); }, theirs0 + 5'000'000'000);
+    EXPECT_TRUE(SteadyClockOnTsc());
+  }
+  read_until([&] { return monotonic() - theirs0 >= 200'000'000; }, theirs0 + 5'000'000'000);
   const int64_t ours1 = SteadyNowNs(), theirs1 = monotonic();
   EXPECT_NEAR(static_cast<double>(ours1 - ours0), static_cast<double>(theirs1 - theirs0), 5e6);
   // And from here on: 100 ms more.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  read_until([&] { return monotonic() - theirs1 >= 100'000'000; }, theirs1 + 5'000'000'000);
   const int64_t ours2 = SteadyNowNs(), theirs2 = monotonic();
   EXPECT_NEAR(static_cast<double>(ours2 - ours1), static_cast<double>(theirs2 - theirs1), 5e6);
   EXPECT_NEAR(static_cast<double>(ours2), static_cast<double>(theirs2), 5e6);  // no step either
-  // Where the kernel keeps time with the TSC, so does this clock by now.
-  std::ifstream source("/sys/devices/system/clocksource/clocksource0/current_clocksource");
-  std::string name;
-#if defined(__x86_64__)
-  if (std::getline(source, name) && name == "tsc") {
-    EXPECT_TRUE(SteadyClockOnTsc());
-  }
-#endif
 }
 
 TEST(ClockTest, ElapsedIsNeverNegative) {
