@@ -266,16 +266,21 @@ absl::StatusOr<std::optional<Entry>> LookupEntry(Context& ctx, const Fs& fs, uin
   return e;
 }
 
+// (The reply is decoded for its status: a table that is not where its root says answers in the
+// reply, as stale, not in the call's status.)
 absl::Status PutEntry(Context& ctx, const Fs& fs, uint64_t parent, std::string_view name,
                       const Entry& e) {
-  return ctx
-      .Call("dht.put", TableArgs(fs) + dht::EncodePutArgs(EntryKey(parent, name), EntryValue(e)))
-      .status();
+  absl::StatusOr<std::string> put = ctx.Call(
+      "dht.put", TableArgs(fs) + dht::EncodePutArgs(EntryKey(parent, name), EntryValue(e)));
+  if (!put.ok()) return put.status();
+  return dht::DecodeReply(*put, dht::ReplyKind::kFlag).status();
 }
 
 absl::Status RemoveEntry(Context& ctx, const Fs& fs, uint64_t parent, std::string_view name) {
-  return ctx.Call("dht.remove", TableArgs(fs) + dht::EncodeKeyArgs(EntryKey(parent, name)))
-      .status();
+  absl::StatusOr<std::string> removed =
+      ctx.Call("dht.remove", TableArgs(fs) + dht::EncodeKeyArgs(EntryKey(parent, name)));
+  if (!removed.ok()) return removed.status();
+  return dht::DecodeReply(*removed, dht::ReplyKind::kFlag).status();
 }
 
 // ---- Inode locks ----
