@@ -165,6 +165,10 @@ class Context {
   // Backoff sleeps. Past the request's deadline it fails with DEADLINE_EXCEEDED.
   absl::Status Backoff(int round) { return DoBackoff(BackoffDelay(round)); }
   static absl::Duration BackoffDelay(int round);
+  // Before the first change of a request that will block later (a server-to-server call after
+  // it has written): on a server I/O thread returns the Rescheduled status Backoff would (return
+  // it, having changed nothing), so the whole request runs on a worker thread; OK elsewhere.
+  absl::Status MoveToWorker() { return DoBackoff(absl::ZeroDuration()); }
 
   // Calls `function(args)` on another member of this server's cluster (a server-to-server call)
   // with this request's deadline and the server's own credentials; the callee sees a peer's call

@@ -32,6 +32,11 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners) {
   etcd_client_ = *std::move(client);
   std::vector<std::string> ids;
   for (int i = 0; i < n; ++i) {
+    cluster::Cluster::Options peer_options;
+    peer_options.client.credentials_from_environment = false;
+    peer_options.client.connect_attempts = 1;  // a member that is down fails the call at once
+    peers_.push_back(std::make_unique<cluster::PeerCalls>(address(), peer_options));
+    options.handler.peers = peers_.back().get();
     absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(options);
     if (!server.ok()) {
       why_ = std::string(server.status().message());

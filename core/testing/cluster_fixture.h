@@ -1,5 +1,6 @@
 // ClusterFixture: a cluster for a test — a real etcd (EtcdProcess) and `n` in-process servers
-// (TestServer) registered as its members s0, s1, ... with the slots even over them. The servers
+// (TestServer) registered as its members s0, s1, ... with the slots even over them, each able to
+// call the others (Context::CallPeer). The servers
 // are registered by hand (what `ardmad --cluster` writes), so they live in the test's process;
 // tools/cluster_test.cc covers ardmad's own joining.
 #ifndef ARDMA_CORE_TESTING_CLUSTER_FIXTURE_H_
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/cluster/etcd_client.h"
+#include "core/cluster/peer_calls.h"
 #include "core/cluster/router.h"
 #include "core/testing/etcd_process.h"
 #include "core/testing/test_server.h"
@@ -48,6 +50,8 @@ class ClusterFixture {
  private:
   EtcdProcess etcd_;
   std::unique_ptr<cluster::EtcdClient> etcd_client_;
+  // How each server's active code calls the others (Context::CallPeer), as ardmad --cluster's.
+  std::vector<std::unique_ptr<cluster::PeerCalls>> peers_;  // outlive the servers
   std::vector<std::unique_ptr<TestServer>> servers_;
   std::string why_;
 };

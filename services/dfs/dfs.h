@@ -59,14 +59,18 @@ absl::Status SetAttr(Context& ctx, const Fs& fs, std::string_view path, uint32_t
 // [offset, offset + len) of the file, short at its end; len at most kMaxIoBytes.
 absl::StatusOr<std::string> Read(Context& ctx, const Fs& fs, std::string_view path, uint64_t offset,
                                  uint64_t len);
-// The same through a handle; NOT_FOUND once the file was removed.
-absl::StatusOr<std::string> Pread(Context& ctx, uint64_t ino, uint64_t offset, uint64_t len);
+// The same through a handle; NOT_FOUND once the file was removed. A file whose bytes are on
+// another member of the cluster is read there: `fs_name` names its file system.
+absl::StatusOr<std::string> Pread(Context& ctx, uint64_t ino, uint64_t offset, uint64_t len,
+                                  std::string_view fs_name = {});
 // Writes (at most kMaxIoBytes); returns the file's new size.
 absl::StatusOr<uint64_t> Write(Context& ctx, const Fs& fs, std::string_view path, uint64_t offset,
                                std::string_view data);
 absl::StatusOr<uint64_t> Pwrite(Context& ctx, uint64_t sb, uint64_t ino, uint64_t offset,
-                                std::string_view data);
+                                std::string_view data, std::string_view fs_name = {});
 absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_t len);
+// The same through a handle (a local file only): NOT_FOUND once it was removed.
+absl::Status TruncateInode(Context& ctx, const Fs& fs, uint64_t ino, uint64_t len);
 // Copies a file's data to `to` (overwritten, or created with the source's mode).
 absl::StatusOr<Stat> Copy(Context& ctx, const Fs& fs, std::string_view from, std::string_view to);
 // Files, directories and data blocks of the file system, and the heap's allocated bytes.

@@ -88,6 +88,7 @@ absl::Status Apply(Context& ctx, const Fs& fs, const BatchOp& op) {
 
 std::vector<absl::Status> ApplyBatch(Context& ctx, const Fs& fs, std::span<const BatchOp> ops) {
   std::vector<absl::Status> results;
+
   results.reserve(ops.size());
   for (const BatchOp& op : ops) results.push_back(Apply(ctx, fs, op));
   return results;

@@ -29,7 +29,85 @@ std::string DfsClient::Args() const {
 
 absl::StatusOr<std::string> DfsClient::Call(std::string_view function, std::string_view args) {
   ARDMA_RETURN_IF_ERROR(CheckFsName(fs_));
-  return Invoke(*client_, mode_, active_libraries::dfs(), function, args, options_);
+  return OnSlot(NamespaceSlot(fs_), [&](Client& client) {
+    return Invoke(client, mode_, active_libraries::dfs(), function, args, options_);
+  });
+}
+
+absl::Status DfsClient::LoadEverywhere() {
+  absl::MutexLock lock(&mu_);
+  if (loaded_) return absl::OkStatus();
+  // The members call each other's content functions (dfs_content.h): each needs the library.
+  ARDMA_ASSIGN_OR_RETURN(std::vector<Client*> all, servers_->All());
+  for (Client* client : all) ARDMA_RETURN_IF_ERROR(EnsureLoaded(*client, active_libraries::dfs()));
+  loaded_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> DfsClient::OnSlot(
+    uint32_t slot, const std::function<absl::StatusOr<std::string>(Client&)>& call) {
+  if (servers_->RoutesBySlot()) {
+    if (mode_ == Mode::kRdma) {
+      return absl::FailedPreconditionError(
+          "dfs: RDMA mode runs the file system on one server; across a cluster's members it "
+          "takes active mode");
+    }
+    ARDMA_RETURN_IF_ERROR(LoadEverywhere());
+  }
+  return RouteToSlot<std::string>(
+      *servers_, slot,
+      options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
+      SlotSubject{"file system", fs_}, call);
+}
+
+namespace {
+
+// A handle call's arguments: straight to the file's member (`direct`: the fs name, the inode,
+// `rest`), or to the namespace's (the handle, `rest`, and for a remote file the fs name: that
+// member fetches its bytes).
+std::string HandleArgs(std::string_view fs, const FileHandle& file, bool direct,
+                       std::string_view rest) {
+  std::string args;
+  ByteWriter w(&args);
+  if (direct) {
+    w.Str16(fs);
+    w.U64(file.ino);
+    args.append(rest);
+    return args;
+  }
+  w.U64(file.sb);
+  w.U64(file.ino);
+  args.append(rest);
+  if (file.remote) w.Str16(fs);
+  return args;
+}
+
+}  // namespace
+
+bool DfsClient::Direct(const FileHandle& file) const {
+  return file.remote && servers_->RoutesBySlot();
+}
+
+absl::StatusOr<std::string> DfsClient::HandleCall(const FileHandle& file,
+                                                  std::string_view function,
+                                                  std::string_view cluster_function,
+                                                  std::string_view rest,
+                                                  std::string_view cluster_rest) {
+  if (!Direct(file)) return Call(function, HandleArgs(fs_, file, false, rest));
+  std::string args = HandleArgs(fs_, file, true, cluster_rest);
+  return OnSlot(DataSlot(fs_, file.ino), [&](Client& client) {
+    return Invoke(client, mode_, active_libraries::dfs(), cluster_function, args, options_);
+  });
+}
+
+absl::StatusOr<Client*> DfsClient::HandleClient(const FileHandle& file) {
+  if (Direct(file)) {
+    ARDMA_RETURN_IF_ERROR(LoadEverywhere());
+    return servers_->ForSlot(DataSlot(fs_, file.ino));
+  }
+  ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->ForSlot(NamespaceSlot(fs_)));
+  ARDMA_RETURN_IF_ERROR(EnsureLoaded(*client, active_libraries::dfs()));
+  return client;
 }
 
 absl::StatusOr<Stat> DfsClient::Mkdir(std::string_view path, uint32_t mode) {
@@ -245,6 +323,18 @@ absl::StatusOr<Usage> DfsClient::GetUsage() {
     return absl::DataLossError("dfs: bad usage result");
   }
   ARDMA_RETURN_IF_ERROR(Check(r, "usage"));
+  if (!servers_->RoutesBySlot()) return u;
+  // On a cluster the files' blocks are counted where they are: add every member's.
+  ARDMA_ASSIGN_OR_RETURN(std::vector<Client*> all, servers_->All());
+  for (Client* client : all) {
+    ARDMA_ASSIGN_OR_RETURN(std::string counts, Invoke(*client, mode_, active_libraries::dfs(),
+                                                      "dfs.cusage", Args(), options_));
+    ByteReader c(counts);
+    uint64_t files, blocks;
+    if (!c.U64(&files) || !c.U64(&blocks)) return absl::DataLossError("dfs: bad usage result");
+    ARDMA_RETURN_IF_ERROR(Check(c, "usage"));
+    u.data_blocks += blocks;
+  }
   return u;
 }
 
@@ -254,9 +344,11 @@ absl::StatusOr<std::pair<FileHandle, Stat>> DfsClient::OpenWithStat(std::string_
   absl::StatusOr<std::string> bytes = Call("dfs.open", args);
   if (!bytes.ok()) return bytes.status();
   FileHandle h;
-  if (bytes->size() < 8) return absl::DataLossError("dfs: bad open result");
+  if (bytes->size() < 9) return absl::DataLossError("dfs: bad open result");
   std::memcpy(&h.sb, bytes->data(), 8);
-  ARDMA_ASSIGN_OR_RETURN(Stat st, DecodeStat(std::string_view(*bytes).substr(8)));
+  h.remote = bytes->back() != 0;
+  ARDMA_ASSIGN_OR_RETURN(Stat st,
+                         DecodeStat(std::string_view(*bytes).substr(8, bytes->size() - 9)));
   h.ino = st.ino;
   return std::make_pair(h, st);
 }
@@ -268,30 +360,48 @@ absl::StatusOr<FileHandle> DfsClient::Open(std::string_view path) {
 
 absl::StatusOr<std::string> DfsClient::ReadAt(const FileHandle& file, uint64_t offset,
                                               uint64_t len) {
-  std::string args;
-  ByteWriter w(&args);
-  w.U64(file.sb);
-  w.U64(file.ino);
+  std::string rest;
+  ByteWriter w(&rest);
   w.U64(offset);
   w.U64(len);
-  return Call("dfs.pread", args);
+  return HandleCall(file, "dfs.pread", "dfs.cread", rest, rest);
 }
+
+namespace {
+
+// A handle's write: dfs.pwrite's arguments after the handle, and dfs.cwrite's after the file.
+std::pair<std::string, std::string> WriteRests(uint64_t offset, std::string_view data) {
+  std::pair<std::string, std::string> rests;
+  ByteWriter p(&rests.first);
+  p.U64(offset);
+  p.Bytes32(data);
+  ByteWriter c(&rests.second);
+  c.U64(offset);
+  c.U8(kSyncNamespace);
+  c.Bytes32(data);
+  return rests;
+}
+
+// The new size in a pwrite's answer, or in a cwrite's (size mtime gen).
+absl::StatusOr<uint64_t> WrittenSize(std::string_view bytes) {
+  ByteReader r(bytes);
+  uint64_t size = 0, unused;
+  if (!r.U64(&size)) return absl::DataLossError("dfs: bad write result");
+  if (!r.AtEnd() && (!r.U64(&unused) || !r.U64(&unused))) {
+    return absl::DataLossError("dfs: bad write result");
+  }
+  ARDMA_RETURN_IF_ERROR(Check(r, "write"));
+  return size;
+}
+
+}  // namespace
 
 absl::StatusOr<uint64_t> DfsClient::WriteAt(const FileHandle& file, uint64_t offset,
                                             std::string_view data) {
-  std::string args;
-  ByteWriter w(&args);
-  w.U64(file.sb);
-  w.U64(file.ino);
-  w.U64(offset);
-  w.Bytes32(data);
-  absl::StatusOr<std::string> bytes = Call("dfs.pwrite", args);
-  if (!bytes.ok()) return bytes.status();
-  ByteReader r(*bytes);
-  uint64_t size = 0;
-  if (!r.U64(&size)) return absl::DataLossError("dfs: bad write result");
-  ARDMA_RETURN_IF_ERROR(Check(r, "pwrite"));
-  return size;
+  auto [rest, cluster_rest] = WriteRests(offset, data);
+  ARDMA_ASSIGN_OR_RETURN(std::string bytes,
+                         HandleCall(file, "dfs.pwrite", "dfs.cwrite", rest, cluster_rest));
+  return WrittenSize(bytes);
 }
 
 namespace {
@@ -328,15 +438,6 @@ class Pipeline {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
-std::string HandleArgs(const FileHandle& h, uint64_t offset) {
-  std::string args;
-  ByteWriter w(&args);
-  w.U64(h.sb);
-  w.U64(h.ino);
-  w.U64(offset);
-  return args;
-}
-
 }  // namespace
 
 absl::Status DfsClient::Upload(std::string_view path, std::string_view data, uint32_t mode,
@@ -353,16 +454,17 @@ absl::Status DfsClient::Upload(std::string_view path, std::string_view data, uin
     }
     return absl::OkStatus();
   }
-  ARDMA_RETURN_IF_ERROR(EnsureLoaded(*client_, active_libraries::dfs()));
+  ARDMA_ASSIGN_OR_RETURN(Client * client, HandleClient(h));
+  const bool direct = Direct(h);
   Pipeline pipe(window);
   std::atomic<uint64_t> written{0};
   for (uint64_t done = 0; done < data.size(); done += chunk) {
     if (!pipe.Acquire()) break;
     std::string_view piece = data.substr(done, chunk);
-    std::string args = HandleArgs(h, done);
-    ByteWriter(&args).Bytes32(piece);
-    client_->ExecuteAsync(
-        "dfs.pwrite", args,
+    auto rests = WriteRests(done, piece);
+    client->ExecuteAsync(
+        direct ? "dfs.cwrite" : "dfs.pwrite",
+        HandleArgs(fs_, h, direct, direct ? rests.second : rests.first),
         [&pipe, &written, &progress, n = piece.size()](ResponsePayload r) {
           if (r.ok() && progress) progress(written.fetch_add(n) + n);
           pipe.Done(r.status());
@@ -388,15 +490,18 @@ absl::StatusOr<uint64_t> DfsClient::Download(
     }
     return size;
   }
-  ARDMA_RETURN_IF_ERROR(EnsureLoaded(*client_, active_libraries::dfs()));
+  ARDMA_ASSIGN_OR_RETURN(Client * client, HandleClient(h));
+  const bool direct = Direct(h);
   Pipeline pipe(window);
   std::atomic<uint64_t> read{0};
   for (uint64_t done = 0; done < size; done += chunk) {
     if (!pipe.Acquire()) break;
-    std::string args = HandleArgs(h, done);
-    ByteWriter(&args).U64(std::min(chunk, size - done));
-    client_->ExecuteAsync(
-        "dfs.pread", args,
+    std::string rest;
+    ByteWriter w(&rest);
+    w.U64(done);
+    w.U64(std::min(chunk, size - done));
+    client->ExecuteAsync(
+        direct ? "dfs.cread" : "dfs.pread", HandleArgs(fs_, h, direct, rest),
         [&pipe, &read, &progress, &sink, done](ResponsePayload r) {
           absl::Status s = r.status();
           if (s.ok()) s = sink(done, *r);

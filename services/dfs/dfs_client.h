@@ -23,15 +23,18 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/active/active_library.h"
 #include "core/client/client.h"
 #include "core/client/invoke.h"
+#include "core/client/servers.h"
 #include "services/dfs/dfs_format.h"
 
 ARDMA_DECLARE_ACTIVE_LIBRARY(dfs);
@@ -42,12 +45,19 @@ namespace ardma::dfs {
 struct FileHandle {
   uint64_t sb = 0;
   uint64_t ino = 0;
+  bool remote = false;  // on a cluster: its bytes are on its data slot's member (docs/dfs.md)
 };
 
 class DfsClient {
  public:
   DfsClient(Client* client, Mode mode, std::string fs = "default", CallOptions options = {})
-      : client_(client), mode_(mode), fs_(std::move(fs)), options_(options) {}
+      : one_(std::make_unique<OneServer>(client)), servers_(one_.get()), mode_(mode),
+        fs_(std::move(fs)), options_(options) {}
+  // Over a cluster (a cluster::Cluster as the Servers): the namespace is on the member that owns
+  // the file system's slot, each file's bytes on the member that owns its data slot; handles
+  // read and write there directly. Active mode only: RDMA mode's calls are FAILED_PRECONDITION.
+  DfsClient(Servers* servers, Mode mode, std::string fs = "default", CallOptions options = {})
+      : servers_(servers), mode_(mode), fs_(std::move(fs)), options_(options) {}
 
   absl::StatusOr<Stat> Mkdir(std::string_view path, uint32_t mode = 0755);
   // A new empty file; with exclusive=false an existing file is fine (and left as it is).
@@ -134,15 +144,31 @@ class DfsClient {
   const std::string& fs() const { return fs_; }
 
  private:
+  // `function` on the member that holds the namespace, following redirects.
   absl::StatusOr<std::string> Call(std::string_view function, std::string_view args);
+  // Runs `call(Client&)` on the server that holds `slot`, with the library loaded on every one.
+  absl::StatusOr<std::string> OnSlot(uint32_t slot,
+                                     const std::function<absl::StatusOr<std::string>(Client&)>& call);
+  // A handle's call: straight to the file's bytes on a cluster (`cluster_function`, with the fs
+  // name and inode first), else `function` with the handle first (and the fs name last).
+  absl::StatusOr<std::string> HandleCall(const FileHandle& file, std::string_view function,
+                                         std::string_view cluster_function,
+                                         std::string_view rest, std::string_view cluster_rest);
+  // The server a handle's pipelined transfer (Upload, Download) sends its requests to.
+  absl::StatusOr<Client*> HandleClient(const FileHandle& file);
+  absl::Status LoadEverywhere();
+  bool Direct(const FileHandle& file) const;  // a handle's calls go to its bytes' member
   absl::StatusOr<Stat> StatCall(std::string_view path, bool follow);
   absl::StatusOr<std::pair<FileHandle, Stat>> OpenWithStat(std::string_view path);
   std::string Args() const;  // the fs name, then the function's own arguments
 
-  Client* const client_;
+  std::unique_ptr<OneServer> one_;  // when given one Client
+  Servers* const servers_;
   const Mode mode_;
   const std::string fs_;
   const CallOptions options_;
+  absl::Mutex mu_;
+  bool loaded_ ABSL_GUARDED_BY(mu_) = false;  // the library is on every server (a cluster)
 };
 
 }  // namespace ardma::dfs

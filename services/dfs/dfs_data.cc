@@ -9,6 +9,7 @@
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "services/dfs/dfs.h"
+#include "services/dfs/dfs_content.h"
 
 namespace ardma::dfs {
 namespace {
@@ -30,15 +31,28 @@ absl::Status CheckWrite(uint64_t offset, std::string_view data) {
   return absl::OkStatus();
 }
 
+// A handle's operation on a file whose bytes are on another member needs the file system's name.
+absl::Status CheckContentName(std::string_view fs_name) {
+  if (!fs_name.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "dfs: the file's bytes are on another member of the cluster: name the file system (the "
+      "handle call's last argument)");
+}
+
 // Reads a consistent copy of [offset, offset + len) of the file `inode()` gives: retried while a
 // writer is at it (odd generation) or the generation moved during the read.
+// A file whose bytes are on another member (of file system `fs_name`) is read there.
 template <typename InodeFn>
-absl::StatusOr<std::string> ReadConsistent(Context& ctx, uint64_t offset, uint64_t len,
-                                           InodeFn inode) {
+absl::StatusOr<std::string> ReadConsistent(Context& ctx, std::string_view fs_name, uint64_t offset,
+                                           uint64_t len, InodeFn inode) {
   for (int attempt = 0; attempt < kMaxRetries; ++attempt) {
     absl::StatusOr<std::optional<Inode>> n = inode();
     if (!n.ok()) return n.status();
     if (!n->has_value()) continue;  // removed under us: resolve again
+    if ((*n)->remote) {
+      ARDMA_RETURN_IF_ERROR(CheckContentName(fs_name));
+      return ReadContent(ctx, fs_name, (*n)->ino, offset, len);
+    }
     if ((*n)->gen & 1) {            // being written
       ARDMA_RETURN_IF_ERROR(ctx.Backoff(attempt));
       continue;
@@ -201,7 +215,7 @@ absl::StatusOr<Inode> LockFile(Context& ctx, const Fs& fs, std::string_view path
 absl::StatusOr<std::string> Read(Context& ctx, const Fs& fs, std::string_view path, uint64_t offset,
                                  uint64_t len) {
   ARDMA_RETURN_IF_ERROR(CheckReadLength(len));
-  return ReadConsistent(ctx, offset, len, [&]() -> absl::StatusOr<std::optional<Inode>> {
+  return ReadConsistent(ctx, fs.name, offset, len, [&]() -> absl::StatusOr<std::optional<Inode>> {
     ARDMA_ASSIGN_OR_RETURN(uint64_t ino, ResolveFile(ctx, fs, path));
     absl::StatusOr<Inode> n = ReadInode(ctx, ino);
     if (absl::IsNotFound(n.status())) return std::nullopt;
@@ -210,9 +224,10 @@ absl::StatusOr<std::string> Read(Context& ctx, const Fs& fs, std::string_view pa
   });
 }
 
-absl::StatusOr<std::string> Pread(Context& ctx, uint64_t ino, uint64_t offset, uint64_t len) {
+absl::StatusOr<std::string> Pread(Context& ctx, uint64_t ino, uint64_t offset, uint64_t len,
+                                  std::string_view fs_name) {
   ARDMA_RETURN_IF_ERROR(CheckReadLength(len));
-  return ReadConsistent(ctx, offset, len, [&]() -> absl::StatusOr<std::optional<Inode>> {
+  return ReadConsistent(ctx, fs_name, offset, len, [&]() -> absl::StatusOr<std::optional<Inode>> {
     ARDMA_ASSIGN_OR_RETURN(Inode n, HandleInode(ctx, ino));
     return n;
   });
@@ -221,6 +236,11 @@ absl::StatusOr<std::string> Pread(Context& ctx, uint64_t ino, uint64_t offset, u
 absl::StatusOr<uint64_t> Write(Context& ctx, const Fs& fs, std::string_view path, uint64_t offset,
                                std::string_view data) {
   ARDMA_RETURN_IF_ERROR(CheckWrite(offset, data));
+  if (fs.spread) {
+    ARDMA_ASSIGN_OR_RETURN(uint64_t ino, ResolveFile(ctx, fs, path));
+    ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
+    if (n.remote) return WriteContent(ctx, fs.name, ino, offset, data);
+  }
   Locks locks(ctx);
   ARDMA_ASSIGN_OR_RETURN(Inode n, LockFile(ctx, fs, path, locks));
   ARDMA_ASSIGN_OR_RETURN(uint64_t size, WriteData(ctx, fs, n, offset, data));
@@ -229,9 +249,13 @@ absl::StatusOr<uint64_t> Write(Context& ctx, const Fs& fs, std::string_view path
 }
 
 absl::StatusOr<uint64_t> Pwrite(Context& ctx, uint64_t sb, uint64_t ino, uint64_t offset,
-                                std::string_view data) {
+                                std::string_view data, std::string_view fs_name) {
   ARDMA_RETURN_IF_ERROR(CheckWrite(offset, data));
-  ARDMA_RETURN_IF_ERROR(HandleInode(ctx, ino).status());
+  ARDMA_ASSIGN_OR_RETURN(Inode first, HandleInode(ctx, ino));
+  if (first.remote) {
+    ARDMA_RETURN_IF_ERROR(CheckContentName(fs_name));
+    return WriteContent(ctx, fs_name, ino, offset, data);
+  }
   Locks locks(ctx);
   ARDMA_RETURN_IF_ERROR(locks.Take({ino + kInLock}));
   ARDMA_ASSIGN_OR_RETURN(Inode n, HandleInode(ctx, ino));
@@ -242,10 +266,10 @@ absl::StatusOr<uint64_t> Pwrite(Context& ctx, uint64_t sb, uint64_t ino, uint64_
   return size;
 }
 
-absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_t len) {
-  if (len > (1ull << 48)) return absl::InvalidArgumentError("dfs: length too large");
-  Locks locks(ctx);
-  ARDMA_ASSIGN_OR_RETURN(Inode n, LockFile(ctx, fs, path, locks));
+namespace {
+
+// Truncates the locked, live file `n`.
+absl::Status TruncateLocked(Context& ctx, const Fs& fs, const Inode& n, uint64_t len) {
   ARDMA_RETURN_IF_ERROR(ctx.WriteU64(n.ino + kInGen, n.gen + 1));
   std::vector<uint64_t> fresh;
   if (len > n.size && n.size > 0 && n.table != 0) {
@@ -283,8 +307,36 @@ absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_
     }
   }
   uint64_t now = static_cast<uint64_t>(NowNs());
-  ARDMA_RETURN_IF_ERROR(SetFields(
-      ctx, n.ino, {{kInSize, len}, {kInMtime, now}, {kInCtime, now}, {kInGen, n.gen + 2}}));
+  return SetFields(ctx, n.ino,
+                   {{kInSize, len}, {kInMtime, now}, {kInCtime, now}, {kInGen, n.gen + 2}});
+}
+
+absl::Status CheckLength(uint64_t len) {
+  if (len > (1ull << 48)) return absl::InvalidArgumentError("dfs: length too large");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Truncate(Context& ctx, const Fs& fs, std::string_view path, uint64_t len) {
+  ARDMA_RETURN_IF_ERROR(CheckLength(len));
+  Locks locks(ctx);
+  ARDMA_ASSIGN_OR_RETURN(Inode n, LockFile(ctx, fs, path, locks));
+  if (n.remote) {
+    ARDMA_RETURN_IF_ERROR(locks.Release());
+    return TruncateContent(ctx, fs.name, n.ino, len);
+  }
+  ARDMA_RETURN_IF_ERROR(TruncateLocked(ctx, fs, n, len));
+  return locks.Release();
+}
+
+absl::Status TruncateInode(Context& ctx, const Fs& fs, uint64_t ino, uint64_t len) {
+  ARDMA_RETURN_IF_ERROR(CheckLength(len));
+  ARDMA_RETURN_IF_ERROR(HandleInode(ctx, ino).status());
+  Locks locks(ctx);
+  ARDMA_RETURN_IF_ERROR(locks.Take({ino + kInLock}));
+  ARDMA_ASSIGN_OR_RETURN(Inode n, HandleInode(ctx, ino));
+  ARDMA_RETURN_IF_ERROR(TruncateLocked(ctx, fs, n, len));
   return locks.Release();
 }
 
@@ -306,6 +358,7 @@ absl::StatusOr<std::string> Readlink(Context& ctx, const Fs& fs, std::string_vie
 }
 
 absl::StatusOr<Stat> Copy(Context& ctx, const Fs& fs, std::string_view from, std::string_view to) {
+  ARDMA_RETURN_IF_ERROR(PrepareForPeers(ctx, fs));
   ARDMA_ASSIGN_OR_RETURN(uint64_t src_ino, ResolveFile(ctx, fs, from));
   if (absl::StatusOr<uint64_t> existing = Resolve(ctx, fs, to); existing.ok()) {
     ARDMA_ASSIGN_OR_RETURN(Inode e, ReadInode(ctx, *existing));
@@ -319,6 +372,20 @@ absl::StatusOr<Stat> Copy(Context& ctx, const Fs& fs, std::string_view from, std
   if (dst_ino == src_ino) {
     ARDMA_ASSIGN_OR_RETURN(Inode same, ReadInode(ctx, src_ino));
     return same.ToStat();
+  }
+  if (fs.spread) {
+    ARDMA_ASSIGN_OR_RETURN(Inode src, ReadInode(ctx, src_ino));
+    ARDMA_ASSIGN_OR_RETURN(Inode dst, ReadInode(ctx, dst_ino));
+    if (src.remote != dst.remote) {
+      return absl::FailedPreconditionError(
+          "dfs: cannot copy between a file made before this server joined its cluster and one "
+          "made after");
+    }
+    if (src.remote) {  // member to member: the bytes pass neither the client nor this server
+      ARDMA_RETURN_IF_ERROR(CopyContent(ctx, fs.name, src_ino, dst_ino));
+      ARDMA_ASSIGN_OR_RETURN(Inode done, ReadInode(ctx, dst_ino));
+      return done.ToStat();
+    }
   }
   Locks locks(ctx);
   ARDMA_RETURN_IF_ERROR(locks.Take({src_ino + kInLock, dst_ino + kInLock}));

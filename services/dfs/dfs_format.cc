@@ -5,12 +5,20 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/slots.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "core/wire/frame.h"
 #include "services/service_name.h"
 
 namespace ardma::dfs {
+
+uint32_t NamespaceSlot(std::string_view fs) { return slots::SlotOf(kNamespaceSpace, fs); }
+
+uint32_t DataSlot(std::string_view fs, uint64_t ino) {
+  // The inode number in hex: its bytes could hold a "{tag}" that SlotOf would hash alone.
+  return slots::SlotOf(absl::StrCat("dfs.", ToAbsl(fs), ".data"), absl::StrCat(absl::Hex(ino)));
+}
 
 absl::Status CheckFsName(std::string_view name) {
   return CheckServiceName(name, kMaxFsNameBytes, "file system");

@@ -9,7 +9,8 @@
 //
 // Superblock (64 B): +0 magic "ARDMADFS", +8 root inode, +16 rename lock (cross-directory renames
 // take it, so no rename can make a directory its own ancestor), +24 files, +32 directories,
-// +40 data blocks in use.
+// +40 data blocks in use, +48 orphans (removed remote files whose contents are still to be freed:
+// dfs_content.h), +56 when orphans were last swept (ns).
 //
 // Inode (512 B):
 //   +0   magic "ARDMAINO" (cleared when freed)   +8   lock word (0 free, else the holder's nonce)
@@ -21,6 +22,9 @@
 //   +88  generation: +1 on every change (readers check it did not move under them)
 //   +96  name length                             +104 name (up to kMaxNameBytes)
 //   +360 removed (a removed directory takes no new entries)
+//   +368 contents elsewhere: 1 for a file whose bytes live on the cluster member that owns its
+//        data slot (DataSlot); its size, mtime and ctime here are that member's, copied back
+//        after every change, and +376 is the content generation they were copied at
 //
 // File data lives in blocks of up to kBlockSize bytes listed by the block table (tables and child
 // arrays are sized to fill their heap blocks); a 0 entry is a hole and reads as zeros. A block
@@ -63,12 +67,12 @@ inline constexpr uint64_t kInodeBytes = 512;  // a 512-byte heap block
 
 // Superblock fields.
 inline constexpr uint64_t kSbRoot = 8, kSbRenameLock = 16, kSbFiles = 24, kSbDirs = 32,
-                          kSbBlocks = 40;
+                          kSbBlocks = 40, kSbOrphans = 48, kSbSwept = 56;
 // Inode fields.
 inline constexpr uint64_t kInLock = 8, kInType = 16, kInParent = 24, kInSize = 32, kInMode = 40,
                           kInMtime = 48, kInCtime = 56, kInTable = 64, kInCapacity = 72,
                           kInIndex = 80, kInGen = 88, kInNameLen = 96, kInName = 104,
-                          kInRemoved = 360;
+                          kInRemoved = 360, kInRemote = 368, kInDataGen = 376;
 
 // A symbolic link is stored like a file whose data is its target; the DFS never follows one
 // (every path component must be a directory), so loops are the walker's problem, not the server's.
@@ -137,6 +141,16 @@ struct BatchOp {
   uint64_t mtime_ns = 0;
   std::string_view path, data;  // views into the request (or the caller's buffers)
 };
+
+// On a cluster (docs/dfs.md, "One file system across a cluster") a file system's namespace
+// (superblock, inodes, directory entries) lives on the member that owns NamespaceSlot(fs), and
+// each file's bytes on the member that owns DataSlot(fs, ino).
+inline constexpr std::string_view kNamespaceSpace = "dfs";
+uint32_t NamespaceSlot(std::string_view fs);
+uint32_t DataSlot(std::string_view fs, uint64_t ino);
+// dfs.cwrite's flags (dfs_content.h).
+inline constexpr uint8_t kTruncateFirst = 1;  // empty the file, then write
+inline constexpr uint8_t kSyncNamespace = 2;  // send the new state to the namespace's member
 
 // INVALID_ARGUMENT unless `name` is a valid file system name.
 absl::Status CheckFsName(std::string_view name);

@@ -21,11 +21,14 @@
 //   dfs.usage    ()                              -> files dirs blocks heap_allocated heap_size
 //   dfs.setattr  path:Str16 mode:u32 mtime_ns:u64 (0: keep)  -> ""
 //   dfs.copytree from:Str16 to:Str16 no_clobber:u8 preserve:u8 [umask:u32] -> files:u64 dirs:u64
-//   dfs.open     path:Str16                                  -> sb:u64 stat (a file handle)
+//   dfs.open     path:Str16                    -> sb:u64 stat remote:u8 (a file handle; remote: its
+//                                                 bytes are on its data slot's member: dfs_content.h)
 // File handles (POSIX-like: they follow the inode through renames) skip path resolution; these two
 // take the handle instead of the fs name:
-//   dfs.pread    sb:u64 ino:u64 offset:u64 len:u64           -> bytes
-//   dfs.pwrite   sb:u64 ino:u64 offset:u64 data:Bytes32      -> size:u64
+//   dfs.pread    sb:u64 ino:u64 offset:u64 len:u64 [fs:Str16]          -> bytes
+//   dfs.pwrite   sb:u64 ino:u64 offset:u64 data:Bytes32 [fs:Str16]     -> size:u64
+// (fs is needed for a remote file, whose bytes these calls fetch from their member.)
+// On a cluster, the content functions of dfs_content.h too.
 // Paths follow symbolic links as the kernel's do (dfs_inode.h): every one before the last
 // component; the last one for stat with follow, open, readdir and the data operations, never for
 // the operations on names. Links:
@@ -41,6 +44,7 @@
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
 #include "services/dfs/dfs.h"
+#include "services/dfs/dfs_content.h"
 
 namespace ardma::dfs::functions {
 namespace {
@@ -113,7 +117,8 @@ absl::StatusOr<std::string> Open(Context& ctx, std::string_view args) {
   ARDMA_RETURN_IF_ERROR(q.End("dfs.open: trailing bytes"));
   ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, q.fs_name));
   ARDMA_ASSIGN_OR_RETURN(Stat st, OpenFile(ctx, fs, q.path));
-  return U64Result(fs.sb) + EncodeStat(st);
+  ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, st.ino));
+  return U64Result(fs.sb) + EncodeStat(st) + std::string(1, n.remote ? '\1' : '\0');
 }
 
 absl::StatusOr<std::string> Readdir(Context& ctx, std::string_view args) {
@@ -170,10 +175,12 @@ absl::StatusOr<std::string> ReadFn(Context& ctx, std::string_view args) {
 absl::StatusOr<std::string> PreadFn(Context& ctx, std::string_view args) {
   ByteReader r(args);
   uint64_t sb, ino, offset, len;
-  if (!r.U64(&sb) || !r.U64(&ino) || !r.U64(&offset) || !r.U64(&len) || !r.AtEnd()) {
+  std::string_view fs_name;
+  if (!r.U64(&sb) || !r.U64(&ino) || !r.U64(&offset) || !r.U64(&len) ||
+      (!r.AtEnd() && !r.Str16(&fs_name)) || !r.AtEnd()) {
     return absl::InvalidArgumentError("dfs.pread: bad arguments");
   }
-  return Pread(ctx, ino, offset, len);
+  return Pread(ctx, ino, offset, len, fs_name);
 }
 
 absl::StatusOr<std::string> WriteFn(Context& ctx, std::string_view args) {
@@ -192,11 +199,12 @@ absl::StatusOr<std::string> WriteFn(Context& ctx, std::string_view args) {
 absl::StatusOr<std::string> PwriteFn(Context& ctx, std::string_view args) {
   ByteReader r(args);
   uint64_t sb, ino, offset;
-  std::string_view data;
-  if (!r.U64(&sb) || !r.U64(&ino) || !r.U64(&offset) || !r.Bytes32(&data) || !r.AtEnd()) {
+  std::string_view data, fs_name;
+  if (!r.U64(&sb) || !r.U64(&ino) || !r.U64(&offset) || !r.Bytes32(&data) ||
+      (!r.AtEnd() && !r.Str16(&fs_name)) || !r.AtEnd()) {
     return absl::InvalidArgumentError("dfs.pwrite: bad arguments");
   }
-  ARDMA_ASSIGN_OR_RETURN(uint64_t size, Pwrite(ctx, sb, ino, offset, data));
+  ARDMA_ASSIGN_OR_RETURN(uint64_t size, Pwrite(ctx, sb, ino, offset, data, fs_name));
   return U64Result(size);
 }
 
@@ -260,6 +268,7 @@ absl::StatusOr<std::string> CopyTreeFn(Context& ctx, std::string_view args) {
     return absl::InvalidArgumentError("dfs.copytree: bad arguments");
   }
   ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, q.fs_name));
+  ARDMA_RETURN_IF_ERROR(PrepareForPeers(ctx, fs));
   ARDMA_ASSIGN_OR_RETURN(TreeCopy copied,
                          CopyTree(ctx, fs, q.path, q.to, no_clobber != 0, preserve != 0, umask & 0777));
   return U64Result(copied.files) + U64Result(copied.dirs);
@@ -288,6 +297,7 @@ absl::StatusOr<std::string> BatchFn(Context& ctx, std::string_view args) {
   if (!r.Str16(&name)) return absl::InvalidArgumentError("dfs: missing file system name");
   ARDMA_ASSIGN_OR_RETURN(std::vector<BatchOp> ops, DecodeBatchOps(r.Rest()));
   ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, name));
+  ARDMA_RETURN_IF_ERROR(PrepareForPeers(ctx, fs));
   return EncodeBatchResults(ApplyBatch(ctx, fs, ops));
 }
 
@@ -321,4 +331,12 @@ ARDMA_ACTIVE_LIBRARY(
     {"dfs.copytree", &ardma::dfs::functions::CopyTreeFn},
     {"dfs.symlink", &ardma::dfs::functions::SymlinkFn},
     {"dfs.readlink", &ardma::dfs::functions::ReadlinkFn},
-    {"dfs.batch", &ardma::dfs::functions::BatchFn});
+    {"dfs.batch", &ardma::dfs::functions::BatchFn},
+    {"dfs.ccreate", &ardma::dfs::content_functions::Create},
+    {"dfs.cread", &ardma::dfs::content_functions::Read},
+    {"dfs.cwrite", &ardma::dfs::content_functions::Write},
+    {"dfs.ctruncate", &ardma::dfs::content_functions::Truncate},
+    {"dfs.cfree", &ardma::dfs::content_functions::Free},
+    {"dfs.ccopy", &ardma::dfs::content_functions::Copy},
+    {"dfs.cusage", &ardma::dfs::content_functions::Usage},
+    {"dfs.csync", &ardma::dfs::content_functions::Sync});

@@ -7,9 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
+#include "core/slots.h"
 #include "services/dht/dht_format.h"
 #include "services/lock_word.h"
 #include "services/random64.h"
+#include "services/slot_check.h"
 
 namespace ardma::dfs {
 namespace {
@@ -26,7 +28,7 @@ std::string EntryKey(uint64_t parent, std::string_view name) {
 
 std::string TableArgs(const Fs& fs) {
   std::string out;
-  dht::EncodeTarget(dht::Target{fs.table}, &out);
+  dht::EncodeTarget(dht::Target{.name = fs.table, .unfenced = true}, &out);
   return out;
 }
 
@@ -125,6 +127,8 @@ absl::StatusOr<Inode> ReadInode(Context& ctx, uint64_t ino) {
   uint64_t len = std::min<uint64_t>(Field(b, kInNameLen), kMaxNameBytes);
   n.name.assign(b + kInName, len);
   n.removed = Field(b, kInRemoved) != 0;
+  n.remote = Field(b, kInRemote) != 0;
+  n.data_gen = Field(b, kInDataGen);
   return n;
 }
 
@@ -213,6 +217,9 @@ absl::Status SetFields(Context& ctx, uint64_t ino,
 absl::StatusOr<Fs> OpenFs(Context& ctx, std::string_view name) {
   ARDMA_RETURN_IF_ERROR(CheckFsName(name));
   Fs fs;
+  ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> fence, heap::FindRoot(ctx, slots::kFenceRoot));
+  fs.spread = fence.has_value();
+  if (fs.spread) ARDMA_RETURN_IF_ERROR(CheckSlotServed(ctx, NamespaceSlot(name), /*write=*/true));
   fs.name = std::string(name);
   fs.table = absl::StrCat("dfs.", ToAbsl(name));
   std::string root_name = absl::StrCat("dfs:", ToAbsl(name));

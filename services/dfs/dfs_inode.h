@@ -30,12 +30,16 @@ int64_t NowNs();
 
 struct Fs {
   std::string name;
-  std::string table;  // DHT table of directory entries
+  std::string table;  // DHT table of directory entries (this server's own: never fenced)
   uint64_t sb = 0;
   uint64_t root = 0;
+  // This server is a member of a cluster: the files it makes keep their bytes on the member that
+  // owns their data slot (docs/dfs.md).
+  bool spread = false;
 };
 
-// The file system `name`, created (superblock and root directory) on first use.
+// The file system `name`, created (superblock and root directory) on first use. On a member of a
+// cluster, the redirect (slots::RedirectOf) unless it serves the file system's slot.
 absl::StatusOr<Fs> OpenFs(Context& ctx, std::string_view name);
 
 struct Inode {
@@ -45,6 +49,8 @@ struct Inode {
   uint32_t mode = 0;
   int64_t mtime = 0, ctime = 0;
   bool removed = false;
+  bool remote = false;    // a file whose bytes are on its data slot's member (kInRemote)
+  uint64_t data_gen = 0;  // the content generation size and times were copied at
   std::string name;
 
   Stat ToStat() const {

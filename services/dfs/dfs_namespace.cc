@@ -7,6 +7,7 @@
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
 #include "services/dfs/dfs.h"
+#include "services/dfs/dfs_content.h"
 
 namespace ardma::dfs {
 
@@ -14,6 +15,7 @@ absl::StatusOr<Stat> Make(Context& ctx, const Fs& fs, std::string_view path, Fil
                           uint32_t mode, bool exclusive, std::string_view content) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitPath(path));
   if (parts.empty()) return absl::AlreadyExistsError("dfs: / exists");
+  if (type == FileType::kFile) ARDMA_RETURN_IF_ERROR(PrepareForPeers(ctx, fs));
   ARDMA_ASSIGN_OR_RETURN(Place place, ResolvePlace(ctx, fs, path));
   Locks locks(ctx);
   ARDMA_RETURN_IF_ERROR(locks.Take({place.parent + kInLock}));
@@ -30,10 +32,12 @@ absl::StatusOr<Stat> Make(Context& ctx, const Fs& fs, std::string_view path, Fil
   ARDMA_ASSIGN_OR_RETURN(uint64_t ino, NewInode(ctx, type, dir.ino, place.name, mode & 07777));
   ARDMA_RETURN_IF_ERROR(
       ctx.FetchAdd(fs.sb + (type == FileType::kDirectory ? kSbDirs : kSbFiles), 1).status());
-  absl::Status s = FillNewInode(ctx, fs, ino, content);
+  // A file's bytes go to its data slot's member on a cluster; a link's target stays here.
+  absl::Status s = fs.spread && type == FileType::kFile ? CreateContent(ctx, fs, ino, mode & 07777)
+                                                        : FillNewInode(ctx, fs, ino, content);
   if (!s.ok()) {
     ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
-    FreeInode(ctx, fs, n).IgnoreError();
+    DiscardInode(ctx, fs, n).IgnoreError();
     return s;
   }
   s = PutEntry(ctx, fs, dir.ino, place.name, Entry{ino, type});
@@ -43,7 +47,7 @@ absl::StatusOr<Stat> Make(Context& ctx, const Fs& fs, std::string_view path, Fil
   }
   if (!s.ok()) {
     ARDMA_ASSIGN_OR_RETURN(Inode n, ReadInode(ctx, ino));
-    FreeInode(ctx, fs, n).IgnoreError();  // also counts it off
+    DiscardInode(ctx, fs, n).IgnoreError();  // also counts it off
     return s;
   }
   ARDMA_RETURN_IF_ERROR(locks.Release());
@@ -114,6 +118,7 @@ absl::Status Remove(Context& ctx, const Fs& fs, std::string_view path, FileType 
     return type == FileType::kFile ? IsADirectory()
                                    : absl::FailedPreconditionError("dfs: cannot remove /");
   }
+  if (type == FileType::kFile) ARDMA_RETURN_IF_ERROR(PrepareForPeers(ctx, fs));
   for (int attempt = 0; attempt < kMaxRetries; ++attempt) {
     ARDMA_ASSIGN_OR_RETURN(Place place, ResolvePlace(ctx, fs, path));
     ARDMA_ASSIGN_OR_RETURN(std::optional<Entry> e, LookupEntry(ctx, fs, place.parent, place.name));
@@ -138,7 +143,7 @@ absl::Status Remove(Context& ctx, const Fs& fs, std::string_view path, FileType 
     ARDMA_RETURN_IF_ERROR(RemoveChild(ctx, dir, victim.index));
     ARDMA_RETURN_IF_ERROR(SetFields(ctx, victim.ino, {{kInGen, victim.gen + 2}}));
     ARDMA_RETURN_IF_ERROR(locks.Release());
-    return FreeInode(ctx, fs, victim);
+    return DiscardInode(ctx, fs, victim);
   }
   return absl::AbortedError("dfs: the entry kept changing");
 }
@@ -149,6 +154,7 @@ absl::Status Rename(Context& ctx, const Fs& fs, std::string_view from, std::stri
   if (from_parts.empty() || to_parts.empty()) {
     return absl::InvalidArgumentError("dfs: cannot rename / or onto /");
   }
+  ARDMA_RETURN_IF_ERROR(PrepareForPeers(ctx, fs));  // a file it replaces has contents to free
   for (int attempt = 0; attempt < kMaxRetries; ++attempt) {
     // Renames are serialised by the superblock's rename lock, so the tree cannot change shape
     // under the ancestor check below.
@@ -214,7 +220,7 @@ absl::Status Rename(Context& ctx, const Fs& fs, std::string_view from, std::stri
                                      {kInGen, m.gen + 2}}));
     ARDMA_RETURN_IF_ERROR(locks.Release());
     ARDMA_RETURN_IF_ERROR(rename_lock.Release());
-    if (replaced) ARDMA_RETURN_IF_ERROR(FreeInode(ctx, fs, *replaced));
+    if (replaced) ARDMA_RETURN_IF_ERROR(DiscardInode(ctx, fs, *replaced));
     return absl::OkStatus();
   }
   return absl::AbortedError("dfs: the entries kept changing");
