@@ -42,6 +42,8 @@ absl::StatusOr<HostPort> ParseHostPort(std::string_view text) {
 std::string DefaultServerAddress() {
   const char* env = std::getenv("ARDMA_SERVER");
   if (env != nullptr && env[0] != '\0') return env;
+  env = std::getenv("ARDMA_CLUSTER");  // etcd://HOST:PORT/NAME: the tools that take a cluster
+  if (env != nullptr && env[0] != '\0') return env;
   return "127.0.0.1:15712";
 }
 

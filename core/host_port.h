@@ -20,7 +20,8 @@ struct HostPort {
 // InvalidArgument for anything that is not HOST:PORT with a port in 0..65535.
 absl::StatusOr<HostPort> ParseHostPort(std::string_view text);
 
-// The server address a client tool uses when given none: $ARDMA_SERVER, else 127.0.0.1:15712.
+// The server address a client tool uses when given none: $ARDMA_SERVER, else $ARDMA_CLUSTER (a
+// cluster's etcd://HOST:PORT/NAME), else 127.0.0.1:15712.
 std::string DefaultServerAddress();
 
 }  // namespace ardma

@@ -33,10 +33,14 @@ TEST(HostPortTest, RejectsMalformedAddresses) {
 
 TEST(HostPortTest, DefaultServerComesFromTheEnvironment) {
   ::unsetenv("ARDMA_SERVER");
+  ::unsetenv("ARDMA_CLUSTER");
   EXPECT_EQ(DefaultServerAddress(), "127.0.0.1:15712");
-  ::setenv("ARDMA_SERVER", "10.1.2.3:9", 1);
+  ::setenv("ARDMA_CLUSTER", "etcd://127.0.0.1:2379/c1", 1);
+  EXPECT_EQ(DefaultServerAddress(), "etcd://127.0.0.1:2379/c1");
+  ::setenv("ARDMA_SERVER", "10.1.2.3:9", 1);  // a server named outright comes first
   EXPECT_EQ(DefaultServerAddress(), "10.1.2.3:9");
   ::unsetenv("ARDMA_SERVER");
+  ::unsetenv("ARDMA_CLUSTER");
 }
 
 }  // namespace

@@ -95,11 +95,8 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
   if (cmd == "readlink") ARDMA_RETURN_IF_ERROR(need(1, 1000, "readlink PATH..."));
   if (cmd == "stat") ARDMA_RETURN_IF_ERROR(need(1, 1000, "stat PATH..."));
   if (cmd == "df") ARDMA_RETURN_IF_ERROR(need(0, 0, "df"));
-  ClientOptions client_options;
-  client_options.connect_attempts = 2;
-  if (opt.timeout > absl::ZeroDuration()) client_options.timeout = opt.timeout;
-  ARDMA_ASSIGN_OR_RETURN(auto client, Client::Connect(opt.server, client_options));
-  dfs::DfsClient fs(client.get(), opt.mode, opt.fs);
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Servers> servers, ConnectServices(opt));
+  dfs::DfsClient fs(servers.get(), opt.mode, opt.fs);
   if (cmd == "ls") {
     for (const std::string& path : operands) {
       ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, fs.Lookup(path));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "core/cli/flag_set.h"
 #include "core/client/client.h"
+#include "core/cluster/router.h"
 #include "core/host_port.h"
 #include "core/status_macros.h"
 #include "services/dfs/dfs_client.h"
@@ -160,13 +161,13 @@ absl::StatusOr<Command> ParseCommandLine(int argc, char** argv) {
 
 int RunCommand(const Command& c) {
   absl::StatusOr<ClientOptions> options = c.ConnectOptions();
-  absl::StatusOr<std::unique_ptr<Client>> client =
-      options.ok() ? Client::Connect(c.server, *options) : options.status();
-  if (!client.ok()) {
-    std::cerr << "ardma-cp: " << client.status().message() << "\n";
+  absl::StatusOr<std::unique_ptr<Servers>> servers =
+      options.ok() ? cluster::ConnectServers(c.server, *options) : options.status();
+  if (!servers.ok()) {
+    std::cerr << "ardma-cp: " << servers.status().message() << "\n";
     return 1;
   }
-  DfsClient fs(client->get(), c.mode, c.fs);
+  DfsClient fs(servers->get(), c.mode, c.fs);
   Copier copier(&fs, c.options);
   Location dest = ParseLocation(c.operands.back());
   std::optional<FileType> dest_kind = copier.Kind(dest);

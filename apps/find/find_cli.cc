@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "apps/find/find_local.h"
 #include "core/client/client.h"
+#include "core/cluster/router.h"
 #include "core/status_macros.h"
 
 ARDMA_DECLARE_ACTIVE_LIBRARY(find);
@@ -416,13 +417,13 @@ int RunCommand(const Command& c) {
     return 1;
   }
   absl::StatusOr<ClientOptions> options = c.ConnectOptions();
-  absl::StatusOr<std::unique_ptr<Client>> client =
-      options.ok() ? Client::Connect(c.server, *options) : options.status();
-  if (!client.ok()) {
-    std::cerr << "ardma-find: " << client.status().message() << "\n";
+  absl::StatusOr<std::unique_ptr<Servers>> servers =
+      options.ok() ? cluster::ConnectServers(c.server, *options) : options.status();
+  if (!servers.ok()) {
+    std::cerr << "ardma-find: " << servers.status().message() << "\n";
     return 1;
   }
-  dfs::DfsClient fs(client->get(), c.mode, c.fs);
+  dfs::DfsClient fs(servers->get(), c.mode, c.fs);
   absl::StatusOr<Expression> expr = ParseExpression(c.expression, &fs);
   if (!expr.ok()) {
     std::cerr << "ardma-find: " << expr.status().message() << "\n";
@@ -456,8 +457,12 @@ int RunCommand(const Command& c) {
     req.cursor.clear();
     req.pruned.clear();
     for (;;) {
+      // The walk runs where the namespace is (on a cluster: its slot's member).
+      absl::StatusOr<Client*> client = (*servers)->ForSlot(dfs::NamespaceSlot(c.fs));
       absl::StatusOr<std::string> reply =
-          Invoke(**client, c.mode, active_libraries::find(), "find.scan", EncodeRequest(req));
+          client.ok() ? Invoke(**client, c.mode, active_libraries::find(), "find.scan",
+                               EncodeRequest(req))
+                      : absl::StatusOr<std::string>(client.status());
       if (!reply.ok()) {
         if (dfs::ErrnoOf(reply.status()) != 0) {  // the starting point's fault
           std::cerr << "ardma-find: '" << root << "': " << dfs::ErrnoText(reply.status()) << "\n";

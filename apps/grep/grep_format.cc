@@ -72,6 +72,10 @@ std::string EncodeRequest(const Request& q) {
   PutCursor(w, q.cursor);
   w.U32(q.max_records);
   w.U32(q.max_bytes);
+  if (!q.inos.empty()) {  // (optional: a request without it opens the files by path)
+    w.U32(static_cast<uint32_t>(q.inos.size()));
+    for (uint64_t ino : q.inos) w.U64(ino);
+  }
   return out;
 }
 
@@ -110,9 +114,20 @@ absl::StatusOr<Request> DecodeRequest(std::string_view bytes) {
   q.options.numbers = bits & 128;
   q.options.sizes = more_bits & 1;
   q.options.report = static_cast<Report>(report);
-  if (!GetCursor(r, &q.cursor) || !r.U32(&q.max_records) || !r.U32(&q.max_bytes) || !r.AtEnd()) {
+  if (!GetCursor(r, &q.cursor) || !r.U32(&q.max_records) || !r.U32(&q.max_bytes)) {
     return absl::InvalidArgumentError("grep: bad cursor");
   }
+  if (!r.AtEnd()) {
+    uint32_t ninos;
+    if (!r.U32(&ninos) || ninos != q.files.size()) {
+      return absl::InvalidArgumentError("grep: bad inode list");
+    }
+    q.inos.resize(ninos);
+    for (uint64_t& ino : q.inos) {
+      if (!r.U64(&ino)) return absl::InvalidArgumentError("grep: bad inode list");
+    }
+  }
+  if (!r.AtEnd()) return absl::InvalidArgumentError("grep: trailing bytes");
   return q;
 }
 

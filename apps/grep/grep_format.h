@@ -84,6 +84,10 @@ struct Record {
 struct Request {
   std::string fs;
   std::vector<std::string> files;
+  // On a cluster (docs/dfs.md): the files' inode numbers, one per file, for the member that holds
+  // their bytes, which opens them by number (dfs.copen); `files` then only name them. Empty: the
+  // files are opened by path, on the member that holds the namespace.
+  std::vector<uint64_t> inos;
   Options options;
   Cursor cursor;
   uint32_t max_records = 4096;

@@ -57,6 +57,21 @@ class Scanner {
     std::string args;
     wire::ByteWriter w(&args);
     w.Str16(req_.fs);
+    if (!req_.inos.empty()) {
+      // On a cluster, on the member that holds the file's bytes: its content inode there.
+      w.U64(req_.inos[c_.file]);
+      absl::StatusOr<std::string> at = ctx_.Call("dfs.copen", args);
+      if (absl::IsNotFound(at.status())) {  // removed since the client listed it
+        Add(RecordKind::kError, 0, static_cast<uint32_t>(at.status().code()),
+            dfs::ErrnoText(at.status()), {}, 0);
+        return std::nullopt;
+      }
+      if (!at.ok()) return at.status();
+      wire::ByteReader r(*at);
+      uint64_t content;
+      if (!r.U64(&content) || !r.AtEnd()) return absl::DataLossError("grep: bad dfs.copen answer");
+      return content;
+    }
     w.Str16(req_.files[c_.file]);
     absl::StatusOr<std::string> opened = ctx_.Call("dfs.open", args);  // (links followed)
     if (!opened.ok()) {
@@ -71,7 +86,18 @@ class Scanner {
       if (dfs::ErrnoOf(opened.status()) == EISDIR) Summary();
       return std::nullopt;
     }
-    ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, dfs::DecodeStat(std::string_view(*opened).substr(8)));
+    // sb:u64 stat remote:u8
+    if (opened->size() < 9) return absl::DataLossError("grep: bad dfs.open answer");
+    ARDMA_ASSIGN_OR_RETURN(dfs::Stat st, dfs::DecodeStat(std::string_view(*opened).substr(
+                                             8, opened->size() - 9)));
+    if (opened->back() != 0) {
+      // A file whose bytes are on another member of the cluster: the client sends it there.
+      absl::Status elsewhere = absl::FailedPreconditionError(
+          "its bytes are on another member of the cluster (grep it with the cluster's address)");
+      Add(RecordKind::kError, 0, static_cast<uint32_t>(elsewhere.code()),
+          dfs::ErrnoText(elsewhere), {}, 0);
+      return std::nullopt;
+    }
     return st.ino;
   }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <future>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "apps/grep/grep_cli.h"
 #include "apps/grep/grep_matcher.h"
 #include "core/client/client.h"
+#include "core/cluster/router.h"
 #include "core/status_macros.h"
 #include "services/dfs/dfs_client.h"
 
@@ -260,6 +262,16 @@ class Printer {
   bool error_ = false;
 };
 
+// The files one server scans, and its batches as they come.
+struct Share {
+  Client* client = nullptr;
+  bool by_inode = false;  // the files are opened by inode on the member with their bytes
+  Request req;
+  std::future<absl::StatusOr<Batch>> next;  // the batch asked for
+  std::optional<absl::StatusOr<Batch>> batch;  // the batch being printed
+  size_t pos = 0;                              // its next record
+};
+
 }  // namespace
 
 int RunCommand(const Command& command) {
@@ -283,15 +295,21 @@ int RunCommand(const Command& command) {
     return UsageError("no FILE given (ardma-grep searches dfs:/PATH files only)");
   }
   absl::StatusOr<ClientOptions> options = f.ConnectOptions();
-  absl::StatusOr<std::unique_ptr<Client>> client =
-      options.ok() ? Client::Connect(f.server, *options) : options.status();
-  if (!client.ok()) {
-    std::cerr << "ardma-grep: " << client.status().message() << "\n";
+  absl::StatusOr<std::unique_ptr<Servers>> servers =
+      options.ok() ? cluster::ConnectServers(f.server, *options) : options.status();
+  if (!servers.ok()) {
+    std::cerr << "ardma-grep: " << servers.status().message() << "\n";
     return 2;
   }
+  const bool on_cluster = (*servers)->RoutesBySlot();
+  if (on_cluster && f.mode == Mode::kRdma) {
+    return UsageError(
+        "--mode rdma searches one server; a cluster's files are searched in active mode");
+  }
   // Operands: dfs:/PATH; with -r, directories expand to their files in sorted path order.
-  dfs::DfsClient fs(client->get(), Mode::kActive, f.fs);
+  dfs::DfsClient fs(servers->get(), Mode::kActive, f.fs);
   std::vector<std::string> names, paths;
+  std::vector<uint64_t> inos;  // on a cluster: each file's inode (0: unknown, send it by path)
   bool operand_error = false, expanded = false;
   auto matches_any = [](const std::vector<std::string>& globs, std::string_view name) {
     for (const std::string& g : globs) {
@@ -312,7 +330,7 @@ int RunCommand(const Command& command) {
   // Appends the files under directory `dir` (a path that may pass through links) to `found`, in
   // Find's order. -r skips the links met on the way; -R follows them, and a link back to a
   // directory being walked (`ancestors`: their inodes) is a "recursive directory loop", as GNU's.
-  std::vector<std::string> found;
+  std::vector<std::pair<std::string, uint64_t>> found;  // path, inode
   auto Contains = [](const std::vector<uint64_t>& inos, uint64_t ino) {
     return std::find(inos.begin(), inos.end(), ino) != inos.end();
   };
@@ -350,7 +368,7 @@ int RunCommand(const Command& command) {
             walking.emplace_back(e.depth, e.ino);
           }
         } else if (e.type == dfs::FileType::kFile && wanted(e.path)) {
-          found.push_back(e.path);
+          found.emplace_back(e.path, e.ino);
         } else if (e.type == dfs::FileType::kSymlink && f.dereference) {
           std::vector<uint64_t> above = ancestors;
           for (const auto& w : walking) above.push_back(w.second);
@@ -370,7 +388,7 @@ int RunCommand(const Command& command) {
         }
         operand_error = true;
       } else if (st->type != dfs::FileType::kDirectory) {
-        if (wanted(link)) found.push_back(link);
+        if (wanted(link)) found.emplace_back(link, st->type == dfs::FileType::kFile ? st->ino : 0);
       } else if (matches_any(f.exclude_dir, base)) {
         continue;
       } else if (Contains(above, st->ino)) {
@@ -396,9 +414,10 @@ int RunCommand(const Command& command) {
         found.clear();
         if (!expand(expand, path.back() == '/' ? path : path + "/", {})) return 2;
         std::sort(found.begin(), found.end());
-        for (const std::string& p : found) {
+        for (const auto& [p, ino] : found) {
           names.push_back("dfs:" + p);
           paths.push_back(p);
+          inos.push_back(ino);
         }
         continue;
       }
@@ -406,6 +425,14 @@ int RunCommand(const Command& command) {
     if (!wanted(path)) continue;
     names.push_back(operand);
     paths.push_back(path);
+    uint64_t ino = 0;
+    if (on_cluster) {
+      // Its bytes' member is found by its inode; a name that is no file goes to the namespace's
+      // member by path, which reports it as GNU grep does.
+      absl::StatusOr<dfs::Stat> st = fs.LookupFollowing(path);
+      if (st.ok() && st->type == dfs::FileType::kFile) ino = st->ino;
+    }
+    inos.push_back(ino);
   }
   // A file name prefix with several operands (even if --exclude skips some), or a directory
   // searched (-r); not for one file.
@@ -414,32 +441,68 @@ int RunCommand(const Command& command) {
   Printer printer(f, names, with_filename);
   Request req;
   req.fs = f.fs;
-  req.files = paths;
   req.options = f.options;
-  // The next batch is asked for as soon as this one's cursor is known, so the server scans it
-  // while this one is printed.
-  auto fetch = [&](const Request& r) -> absl::StatusOr<Batch> {
-    ARDMA_ASSIGN_OR_RETURN(std::string reply, Invoke(**client, f.mode, active_libraries::grep(),
+  // The files go to the servers in shares: all to the one server, or on a cluster each to the
+  // member that holds its bytes (by inode), those of unknown inode to the namespace's by path.
+  // Every share's first batch is asked for at once (one parallel wave); the records are printed
+  // in the files' order, each share's next batch asked for as soon as its cursor is known, so
+  // the servers scan while this prints.
+  std::vector<Share> shares;
+  std::vector<std::pair<size_t, uint32_t>> place(paths.size());  // share, index in it
+  for (size_t k = 0; k < paths.size(); ++k) {
+    bool by_inode = on_cluster && inos[k] != 0;
+    absl::StatusOr<Client*> client = (*servers)->ForSlot(
+        by_inode ? dfs::DataSlot(f.fs, inos[k]) : dfs::NamespaceSlot(f.fs));
+    if (!client.ok()) {
+      std::cerr << "ardma-grep: " << client.status().message() << "\n";
+      return 2;
+    }
+    size_t s = 0;
+    while (s < shares.size() &&
+           !(shares[s].client == *client && shares[s].by_inode == by_inode)) {
+      ++s;
+    }
+    if (s == shares.size()) shares.push_back(Share{*client, by_inode, req});
+    place[k] = {s, static_cast<uint32_t>(shares[s].req.files.size())};
+    shares[s].req.files.push_back(paths[k]);
+    if (by_inode) shares[s].req.inos.push_back(inos[k]);
+  }
+  auto fetch = [&f](Client* client, Request r) -> absl::StatusOr<Batch> {
+    ARDMA_ASSIGN_OR_RETURN(std::string reply, Invoke(*client, f.mode, active_libraries::grep(),
                                                      "grep.scan", EncodeRequest(r)));
     return DecodeBatch(std::move(reply));
   };
-  if (!req.files.empty()) {
-    absl::StatusOr<Batch> batch = fetch(req);
+  for (Share& share : shares) {
+    share.next = std::async(std::launch::async, fetch, share.client, share.req);
+  }
+  for (size_t k = 0; k < paths.size() && !(f.quiet && printer.selected()); ++k) {
+    Share& share = shares[place[k].first];
+    const uint32_t local = place[k].second;
     for (;;) {
-      if (!batch.ok()) {
-        std::cerr << "ardma-grep: " << batch.status().message() << "\n";
-        return 2;
+      if (!share.batch) {
+        share.batch = share.next.get();
+        share.pos = 0;
+        if (!share.batch->ok()) {
+          std::cerr << "ardma-grep: " << share.batch->status().message() << "\n";
+          return 2;
+        }
+        if (!(**share.batch).next.done) {
+          share.req.cursor = (**share.batch).next;
+          share.next = std::async(std::launch::async, fetch, share.client, share.req);
+        }
       }
-      std::future<absl::StatusOr<Batch>> next;
-      bool more = !batch->next.done && !(f.quiet && printer.selected());
-      if (more) {
-        req.cursor = batch->next;
-        next = std::async(std::launch::async, fetch, req);
+      const Batch& batch = **share.batch;
+      while (share.pos < batch.records.size() && batch.records[share.pos].file == local) {
+        Record r = batch.records[share.pos++];
+        r.file = static_cast<uint32_t>(k);
+        printer.Print(r);
       }
-      for (const Record& r : batch->records) printer.Print(r);
-      if (!more) break;
-      batch = next.get();
+      if (share.pos < batch.records.size() || batch.next.done) break;  // on to the next file
+      share.batch.reset();  // this file may go on in the share's next batch
     }
+  }
+  for (Share& share : shares) {
+    if (share.next.valid()) share.next.wait();  // (a -q run leaves batches unread)
   }
   std::fflush(stdout);
   if (f.quiet && printer.selected()) return 0;

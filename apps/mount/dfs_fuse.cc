@@ -187,7 +187,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!path) return (void)fuse_reply_err(req, ENOENT);
   absl::StatusOr<dfs::FileHandle> h = self.fs().Open(*path);
   if (!h.ok()) return Fail(req, h.status());
-  self.LearnSuperblock(h->sb);
+  self.LearnSuperblock(*h);
   if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
     absl::Status s = self.fs().Truncate(*path, 0);
     if (!s.ok()) return Fail(req, s);
@@ -213,7 +213,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
   if (!h) {  // the first file this mount opens: learn the superblock
     absl::StatusOr<dfs::FileHandle> opened = self.fs().Open(*path);
     if (!opened.ok()) return Fail(req, opened.status());
-    self.LearnSuperblock(opened->sb);
+    self.LearnSuperblock(*opened);
     h = *opened;
   }
   fi->fh = self.AddHandle(*h);
@@ -455,12 +455,13 @@ void DfsFuse::DropHandle(uint64_t fh) {
 std::optional<dfs::FileHandle> DfsFuse::HandleFor(uint64_t dfs_ino) {
   absl::MutexLock lock(&mu_);
   if (sb_ == 0) return std::nullopt;
-  return dfs::FileHandle{sb_, dfs_ino};
+  return dfs::FileHandle{sb_, dfs_ino, remote_};
 }
 
-void DfsFuse::LearnSuperblock(uint64_t sb) {
+void DfsFuse::LearnSuperblock(const dfs::FileHandle& opened) {
   absl::MutexLock lock(&mu_);
-  sb_ = sb;
+  sb_ = opened.sb;
+  remote_ = opened.remote;
 }
 
 }  // namespace ardma::mount

@@ -62,7 +62,9 @@ class DfsFuse {
   void DropHandle(uint64_t fh);
   // The file handle for inode `ino` without a round trip, once the superblock is known.
   std::optional<dfs::FileHandle> HandleFor(uint64_t dfs_ino);
-  void LearnSuperblock(uint64_t sb);
+  // The superblock of an opened file, and whether files keep their bytes on other members (on a
+  // cluster every file made there does: docs/dfs.md).
+  void LearnSuperblock(const dfs::FileHandle& opened);
 
  private:
   struct Node {
@@ -77,6 +79,7 @@ class DfsFuse {
   const uint64_t root_ino_;
   absl::Mutex mu_;
   uint64_t sb_ ABSL_GUARDED_BY(mu_) = 0;
+  bool remote_ ABSL_GUARDED_BY(mu_) = false;
   std::unordered_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<uint64_t, dfs::FileHandle> handles_ ABSL_GUARDED_BY(mu_);
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "core/cli/flag_set.h"
 #include "core/client/client.h"
+#include "core/cluster/router.h"
 #include "core/status_macros.h"
 #include "services/dfs/dfs_client.h"
 
@@ -126,13 +127,13 @@ int RunCommand(const Command& c) {
   ::mallopt(M_MMAP_THRESHOLD, 64 << 20);
   ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
   absl::StatusOr<ClientOptions> options = c.ConnectOptions();
-  absl::StatusOr<std::unique_ptr<Client>> client =
-      options.ok() ? Client::Connect(c.server, *options) : options.status();
-  if (!client.ok()) {
-    std::cerr << "ardma-mount: " << client.status().message() << "\n";
+  absl::StatusOr<std::unique_ptr<Servers>> servers =
+      options.ok() ? cluster::ConnectServers(c.server, *options) : options.status();
+  if (!servers.ok()) {
+    std::cerr << "ardma-mount: " << servers.status().message() << "\n";
     return 1;
   }
-  dfs::DfsClient fs(client->get(), c.mode, c.fs);
+  dfs::DfsClient fs(servers->get(), c.mode, c.fs);
   absl::StatusOr<dfs::Stat> root = fs.Lookup("/");  // also creates the file system
   if (!root.ok()) {
     std::cerr << "ardma-mount: " << root.status().message() << "\n";

@@ -55,6 +55,11 @@ class ServiceFixture : public ServerFixture<Base> {
     ASSERT_NE(servers_, nullptr);
   }
   Servers* servers() { return servers_.get(); }
+  // The address a tool is given (--server): the server's, for the test transport, or the
+  // cluster's etcd://HOST:PORT/NAME.
+  std::string ToolAddress() const {
+    return OnCluster() ? cluster_->address() : ClientAddress(this->server_->address());
+  }
   // Another connection to the same service: its own Client, or its own Cluster.
   std::unique_ptr<Servers> NewServers() {
     if (!OnCluster()) return std::make_unique<OneServer>(NewClient());

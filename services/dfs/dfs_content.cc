@@ -433,6 +433,17 @@ absl::StatusOr<std::string> Copy(Context& ctx, std::string_view args) {
   return StateResult(*last);
 }
 
+absl::StatusOr<std::string> Open(Context& ctx, std::string_view args) {
+  ContentRequest q(args);
+  ARDMA_RETURN_IF_ERROR(q.Parse(ctx, /*write=*/false));
+  if (!q.r.AtEnd()) return absl::InvalidArgumentError("dfs.copen: bad arguments");
+  ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> at, FindContent(ctx, q.data, q.ino));
+  if (!at) return absl::NotFoundError("dfs: no such file or directory");
+  std::string out;
+  ByteWriter(&out).U64(*at);
+  return out;
+}
+
 absl::StatusOr<std::string> Usage(Context& ctx, std::string_view args) {
   ByteReader r(args);
   std::string_view name;

@@ -22,6 +22,8 @@
 //   dfs.cfree     fs:Str16 ino:u64                        -> ""     (none there is fine)
 //   dfs.ccopy     fs:Str16 ino:u64 to:u64                 -> state of `to` (pushed to its member)
 //   dfs.cusage    fs:Str16                                -> files:u64 blocks:u64
+//   dfs.copen     fs:Str16 ino:u64                        -> the content inode's address:u64, for
+//                                                            readers next to the bytes (grep)
 // and on the namespace member:
 //   dfs.csync     fs:Str16 ino:u64 state                  -> ""
 // state := size:u64 mtime_ns:u64 gen:u64. cwrite's flags: kTruncateFirst, kSyncNamespace.
@@ -80,6 +82,7 @@ absl::StatusOr<std::string> Truncate(Context& ctx, std::string_view args);
 absl::StatusOr<std::string> Free(Context& ctx, std::string_view args);
 absl::StatusOr<std::string> Copy(Context& ctx, std::string_view args);
 absl::StatusOr<std::string> Usage(Context& ctx, std::string_view args);
+absl::StatusOr<std::string> Open(Context& ctx, std::string_view args);
 absl::StatusOr<std::string> Sync(Context& ctx, std::string_view args);
 }  // namespace content_functions
 

@@ -339,4 +339,5 @@ ARDMA_ACTIVE_LIBRARY(
     {"dfs.cfree", &ardma::dfs::content_functions::Free},
     {"dfs.ccopy", &ardma::dfs::content_functions::Copy},
     {"dfs.cusage", &ardma::dfs::content_functions::Usage},
+    {"dfs.copen", &ardma::dfs::content_functions::Open},
     {"dfs.csync", &ardma::dfs::content_functions::Sync});
