@@ -32,6 +32,7 @@
 #include "core/cluster/fence.h"
 #include "core/memory/heap.h"
 #include "core/status_macros.h"
+#include "services/dfs/dfs_mover.h"
 #include "services/dht/dht_mover.h"
 #include "services/list/list_mover.h"
 #include "services/lock/lock_mover.h"
@@ -44,6 +45,7 @@ using cluster::MemberInfo;
 
 struct MoveReport {
   size_t moved = 0, busy = 0;
+  size_t file_system = 0;  // slots kept: they hold a file system's namespace or files' bytes
   uint64_t keys = 0;
   absl::Duration took;
 };
@@ -60,14 +62,14 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectMember(const MemberInfo& member) 
   return absl::FailedPreconditionError(absl::StrCat("member ", member.id, " has no tcp address"));
 }
 
-// Steps 2 and 5 over every table of the giver (not the lock service's own).
+// Steps 2 and 5 over every table of the giver (not the lock service's or the file systems' own).
 absl::StatusOr<uint64_t> ForEachTable(Client& giver,
                                       const std::function<absl::StatusOr<uint64_t>(
                                           const std::string& table)>& step) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> tables, dht::TablesOn(giver));
   uint64_t keys = 0;
   for (const std::string& table : tables) {
-    if (table == lock::kTable) continue;
+    if (table == lock::kTable || dfs::IsFileSystemTable(table)) continue;
     ARDMA_ASSIGN_OR_RETURN(uint64_t n, step(table));
     keys += n;
   }
@@ -92,7 +94,7 @@ class SlotMove {
     slots_ = std::move(slots);
     ARDMA_RETURN_IF_ERROR(CheckGiverServes());
     MoveReport report;
-    ARDMA_ASSIGN_OR_RETURN(report.busy, Freeze());
+    ARDMA_ASSIGN_OR_RETURN(report.busy, Freeze(&report.file_system));
     if (slots_.empty()) return report;
     absl::StatusOr<uint64_t> copied = HandOver();
     if (!copied.ok()) {
@@ -132,11 +134,27 @@ class SlotMove {
   }
 
   // Step 1: freezes the slots, seals their locks once free and their lists. The slots of locks
-  // that stayed busy are served again and dropped from the move; returns how many.
-  absl::StatusOr<size_t> Freeze() {
+  // that stayed busy are served again and dropped from the move; returns how many. So are those
+  // that hold file system state (counted in *file_system): a file system does not move yet.
+  absl::StatusOr<size_t> Freeze(size_t* file_system) {
     const uint64_t epoch = stored_.map.epoch();
     ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
         *gctx_, giver_fence_, slots_, slots::FenceWord(slots::SlotState::kFrozen, epoch + 1), 0));
+    // (Frozen, the slots take no new file: what holds a file system's state now stays so.)
+    absl::StatusOr<std::set<uint32_t>> dfs_held = dfs::SlotsWithFileSystemState(*giver_);
+    if (!dfs_held.ok()) {
+      Undo();
+      return dfs_held.status();
+    }
+    std::vector<uint32_t> dfs_kept;
+    for (uint32_t s : slots_) {
+      if (dfs_held->contains(s)) dfs_kept.push_back(s);
+    }
+    if (!dfs_kept.empty()) {
+      ARDMA_RETURN_IF_ERROR(cluster::WriteFence(
+          *gctx_, giver_fence_, dfs_kept, slots::FenceWord(slots::SlotState::kOwned, epoch), 0));
+      *file_system = std::erase_if(slots_, [&](uint32_t s) { return dfs_held->contains(s); });
+    }
     std::set<uint32_t> busy;
     absl::StatusOr<std::vector<lock::SealedLock>> locks =
         lock::SealWhenFree(*giver_, SlotSet(), absl::Now() + lock_wait_, &busy);
@@ -328,6 +346,11 @@ absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddre
     if (r.busy > 0) {
       std::cout << absl::StrFormat(" (%d slots kept: a lock in them stayed busy for %s)", r.busy,
                                    absl::FormatDuration(lock_wait));
+    }
+    if (r.file_system > 0) {
+      std::cout << absl::StrFormat(
+          " (%d slots kept: they hold a file system's namespace or files, which do not move yet)",
+          r.file_system);
     }
     std::cout << "\n";
   }

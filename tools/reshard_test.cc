@@ -27,6 +27,7 @@
 #include "core/wire/byte_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/dfs/dfs_client.h"
 #include "services/list/list_client.h"
 #include "services/lock/lock_client.h"
 #include "services/lock/lock_format.h"
@@ -252,6 +253,37 @@ class ReshardAdminTest : public ::testing::Test {
   testing::ClusterFixture fixture{3, 32u << 20, /*owners=*/2};
   absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed;
 };
+
+// A file system's namespace and its files' bytes do not move with their slots yet: a rebalance
+// keeps those slots where they are (and says so), moves the rest, and every file reads back.
+TEST_F(ReshardAdminTest, ARebalanceKeepsTheSlotsOfAFileSystemAndLosesNoFile) {
+  dfs::DfsClient fs(routed->get(), Mode::kActive);
+  ASSERT_TRUE(fs.Mkdir("/d").ok());
+  constexpr int kFiles = 200;
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_TRUE(fs.WriteFile(absl::StrCat("/d/f", i), std::string(1000 + i, 'a' + i % 26)).ok());
+  }
+  PutKeys(**routed, 3000);
+  const std::string namespace_owner =
+      cluster::ReadMap(fixture.etcd(), "c1")->map.Owner(dfs::NamespaceSlot("default"));
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(Ardma(fixture, "cluster add s2"), &out), 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("which do not move yet"));
+  cluster::StoredMap after = *cluster::ReadMap(fixture.etcd(), "c1");
+  EXPECT_GT(after.map.epoch(), 1u);  // the other slots moved
+  EXPECT_EQ(after.map.Owner(dfs::NamespaceSlot("default")), namespace_owner);
+  for (int i = 0; i < kFiles; ++i) {
+    absl::StatusOr<dfs::Stat> st = fs.Lookup(absl::StrCat("/d/f", i));
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_NE(after.map.Owner(dfs::DataSlot("default", st->ino)), "s2") << i;
+    absl::StatusOr<std::string> back = fs.ReadFile(absl::StrCat("/d/f", i));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, std::string(1000 + i, 'a' + i % 26));
+  }
+  absl::Status after_move = fs.WriteFile("/d/after", "made after the move");
+  ASSERT_TRUE(after_move.ok()) << after_move;
+  EXPECT_EQ(*fs.ReadFile("/d/after"), "made after the move");
+}
 
 // The admin lock: a rebalance while another administrator holds the cluster fails and changes
 // nothing; two started at once: the map ends even and consistent, every key where it says.

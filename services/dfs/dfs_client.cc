@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "core/status_macros.h"
 #include "core/wire/byte_io.h"
@@ -54,10 +55,23 @@ absl::StatusOr<std::string> DfsClient::OnSlot(
     }
     ARDMA_RETURN_IF_ERROR(LoadEverywhere());
   }
-  return RouteToSlot<std::string>(
-      *servers_, slot,
-      options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
-      SlotSubject{"file system", fs_}, call);
+  const absl::Duration timeout =
+      options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30);
+  absl::StatusOr<std::string> result =
+      RouteToSlot<std::string>(*servers_, slot, timeout, SlotSubject{"file system", fs_}, call);
+  if (servers_->RoutesBySlot() && absl::IsNotFound(result.status()) &&
+      absl::StrContains(result.status().message(), "no loaded library exports 'dfs.")) {
+    // A member that joined since the library was loaded everywhere lacks it: the member that
+    // called it refused before changing anything. Load it there too, and try once more.
+    {
+      absl::MutexLock lock(&mu_);
+      loaded_ = false;
+    }
+    ARDMA_RETURN_IF_ERROR(LoadEverywhere());
+    result = RouteToSlot<std::string>(*servers_, slot, timeout, SlotSubject{"file system", fs_},
+                                      call);
+  }
+  return result;
 }
 
 namespace {
