@@ -262,11 +262,18 @@ class Printer {
   bool error_ = false;
 };
 
+// A cluster member that is down or does not answer: its files are reported unreadable, the
+// others are searched.
+bool Unreachable(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+}
+
 // The files one server scans, and its batches as they come.
 struct Share {
   Client* client = nullptr;
   bool by_inode = false;  // the files are opened by inode on the member with their bytes
   Request req;
+  absl::Status failed;  // its server could not be reached: the files left are unreadable
   std::future<absl::StatusOr<Batch>> next;  // the batch asked for
   std::optional<absl::StatusOr<Batch>> batch;  // the batch being printed
   size_t pos = 0;                              // its next record
@@ -453,16 +460,19 @@ int RunCommand(const Command& command) {
     bool by_inode = on_cluster && inos[k] != 0;
     absl::StatusOr<Client*> client = (*servers)->ForSlot(
         by_inode ? dfs::DataSlot(f.fs, inos[k]) : dfs::NamespaceSlot(f.fs));
-    if (!client.ok()) {
+    if (!client.ok() && !Unreachable(client.status())) {
       std::cerr << "ardma-grep: " << client.status().message() << "\n";
       return 2;
     }
+    Client* to = client.ok() ? *client : nullptr;  // null: a member that is down
     size_t s = 0;
-    while (s < shares.size() &&
-           !(shares[s].client == *client && shares[s].by_inode == by_inode)) {
+    while (s < shares.size() && !(shares[s].client == to && shares[s].by_inode == by_inode)) {
       ++s;
     }
-    if (s == shares.size()) shares.push_back(Share{*client, by_inode, req});
+    if (s == shares.size()) {
+      shares.push_back(Share{to, by_inode, req});
+      if (!client.ok()) shares.back().failed = client.status();
+    }
     place[k] = {s, static_cast<uint32_t>(shares[s].req.files.size())};
     shares[s].req.files.push_back(paths[k]);
     if (by_inode) shares[s].req.inos.push_back(inos[k]);
@@ -473,18 +483,33 @@ int RunCommand(const Command& command) {
     return DecodeBatch(std::move(reply));
   };
   for (Share& share : shares) {
-    share.next = std::async(std::launch::async, fetch, share.client, share.req);
+    if (share.failed.ok()) {
+      share.next = std::async(std::launch::async, fetch, share.client, share.req);
+    }
   }
+  bool unreadable = false;
   for (size_t k = 0; k < paths.size() && !(f.quiet && printer.selected()); ++k) {
     Share& share = shares[place[k].first];
     const uint32_t local = place[k].second;
     for (;;) {
+      if (!share.failed.ok()) {
+        // Its member is down: like GNU grep on a file it cannot read, say so and go on.
+        if (!f.suppress) {
+          std::cerr << "ardma-grep: " << names[k] << ": " << dfs::ErrnoText(share.failed) << "\n";
+        }
+        unreadable = true;
+        break;
+      }
       if (!share.batch) {
         share.batch = share.next.get();
         share.pos = 0;
         if (!share.batch->ok()) {
-          std::cerr << "ardma-grep: " << share.batch->status().message() << "\n";
-          return 2;
+          if (!Unreachable(share.batch->status())) {
+            std::cerr << "ardma-grep: " << share.batch->status().message() << "\n";
+            return 2;
+          }
+          share.failed = share.batch->status();
+          continue;
         }
         if (!(**share.batch).next.done) {
           share.req.cursor = (**share.batch).next;
@@ -506,7 +531,7 @@ int RunCommand(const Command& command) {
   }
   std::fflush(stdout);
   if (f.quiet && printer.selected()) return 0;
-  if (printer.error() || operand_error) return 2;
+  if (printer.error() || operand_error || unreadable) return 2;
   return printer.selected() ? 0 : 1;
 }
 

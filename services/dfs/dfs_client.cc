@@ -39,8 +39,20 @@ absl::Status DfsClient::LoadEverywhere() {
   absl::MutexLock lock(&mu_);
   if (loaded_) return absl::OkStatus();
   // The members call each other's content functions (dfs_content.h): each needs the library.
-  ARDMA_ASSIGN_OR_RETURN(std::vector<Client*> all, servers_->All());
-  for (Client* client : all) ARDMA_RETURN_IF_ERROR(EnsureLoaded(*client, active_libraries::dfs()));
+  // (A member that is down is passed over: calls that need it fail on their own, and one that
+  // finds it back without the library loads it again, in OnSlot.)
+  absl::StatusOr<std::vector<Client*>> all = servers_->All();
+  if (absl::IsUnavailable(all.status())) {  // a member is down: the namespace's, at least
+    ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->ForSlot(NamespaceSlot(fs_)));
+    all = std::vector<Client*>{client};
+  }
+  if (!all.ok()) return all.status();
+  for (Client* client : *all) {
+    absl::Status loaded = EnsureLoaded(*client, active_libraries::dfs());
+    if (!loaded.ok() && !absl::IsUnavailable(loaded) && !absl::IsDeadlineExceeded(loaded)) {
+      return loaded;
+    }
+  }
   loaded_ = true;
   return absl::OkStatus();
 }
@@ -339,8 +351,13 @@ absl::StatusOr<Usage> DfsClient::GetUsage() {
   ARDMA_RETURN_IF_ERROR(Check(r, "usage"));
   if (!servers_->RoutesBySlot()) return u;
   // On a cluster the files' blocks are counted where they are: add every member's.
-  ARDMA_ASSIGN_OR_RETURN(std::vector<Client*> all, servers_->All());
-  for (Client* client : all) {
+  absl::StatusOr<std::vector<Client*>> all = servers_->All();
+  if (absl::IsUnavailable(all.status())) {  // a member is down: the namespace's, at least
+    ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->ForSlot(NamespaceSlot(fs_)));
+    all = std::vector<Client*>{client};
+  }
+  if (!all.ok()) return all.status();
+  for (Client* client : *all) {
     ARDMA_ASSIGN_OR_RETURN(std::string counts, Invoke(*client, mode_, active_libraries::dfs(),
                                                       "dfs.cusage", Args(), options_));
     ByteReader c(counts);
