@@ -217,6 +217,10 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
       static_cast<unsigned long long>(u.data_blocks),
       static_cast<unsigned long long>(dfs::kBlockSize),
       static_cast<unsigned long long>(u.heap_allocated));
+  if (u.orphans > 0) {
+    std::printf("%llu removed files' bytes wait for a member that was down to free them\n",
+                static_cast<unsigned long long>(u.orphans));
+  }
   return absl::OkStatus();
 }
 

@@ -1,9 +1,11 @@
 #include "core/testing/cluster_fixture.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/cluster/admin.h"
 #include "core/cluster/fence.h"
 #include "core/cluster/member.h"
 #include "core/cluster/slot.h"
+#include "core/status_macros.h"
 
 namespace ardma::testing {
 
@@ -37,6 +39,7 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners) {
     peer_options.client.connect_attempts = 1;  // a member that is down fails the call at once
     peers_.push_back(std::make_unique<cluster::PeerCalls>(address(), peer_options));
     options.handler.peers = peers_.back().get();
+    options_ = options;
     absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(options);
     if (!server.ok()) {
       why_ = std::string(server.status().message());
@@ -57,6 +60,19 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners) {
         [&](Context& ctx) { return cluster::AdoptSlots(ctx, map, ids[i]); });
     if (!adopted.ok()) why_ = std::string(adopted.message());
   }
+}
+
+absl::Status ClusterFixture::Restart(int i) {
+  servers_[i].reset();
+  ServerOptions options = options_;
+  options.handler.peers = peers_[i].get();
+  ARDMA_ASSIGN_OR_RETURN(servers_[i], TestServer::Start(options));
+  const std::string id = absl::StrCat("s", i);
+  Register(id, servers_[i]->address());
+  if (!ok()) return absl::InternalError(why_);
+  ARDMA_ASSIGN_OR_RETURN(cluster::StoredMap stored, cluster::ReadMap(*etcd_client_, "c1"));
+  return servers_[i]->server().RunLocally(
+      [&](Context& ctx) { return cluster::AdoptSlots(ctx, stored.map, id); });
 }
 
 std::string ClusterFixture::address() const { return absl::StrCat("etcd://", etcd_.endpoint(), "/c1"); }

@@ -38,6 +38,9 @@ class ClusterFixture {
   static int IndexOf(const std::string& id) { return std::stoi(id.substr(1)); }
   // Registers `id` at `address` (again), as a server's membership would.
   void Register(const std::string& id, const std::string& address);
+  // Server i comes back after a crash: a new, empty server in its place (its memory is lost)
+  // registered under its id at its new address, serving the slots the map gives it.
+  absl::Status Restart(int i);
 
   // A Cluster of it whose clients use the test transport (TestTransport(): tcp, or UCX).
   // refresh_interval as Cluster::Options has it (zero: the map is read again only when a server
@@ -53,6 +56,7 @@ class ClusterFixture {
   // How each server's active code calls the others (Context::CallPeer), as ardmad --cluster's.
   std::vector<std::unique_ptr<cluster::PeerCalls>> peers_;  // outlive the servers
   std::vector<std::unique_ptr<TestServer>> servers_;
+  ServerOptions options_;  // the servers'
   std::string why_;
 };
 

@@ -345,7 +345,7 @@ absl::StatusOr<Usage> DfsClient::GetUsage() {
   ByteReader r(*bytes);
   Usage u;
   if (!r.U64(&u.files) || !r.U64(&u.directories) || !r.U64(&u.data_blocks) ||
-      !r.U64(&u.heap_allocated) || !r.U64(&u.heap_size)) {
+      !r.U64(&u.heap_allocated) || !r.U64(&u.heap_size) || !r.U64(&u.orphans)) {
     return absl::DataLossError("dfs: bad usage result");
   }
   ARDMA_RETURN_IF_ERROR(Check(r, "usage"));

@@ -470,6 +470,7 @@ absl::StatusOr<Usage> GetUsage(Context& ctx, const Fs& fs) {
   u.files = Field(b, kSbFiles);
   u.directories = Field(b, kSbDirs);
   u.data_blocks = Field(b, kSbBlocks);
+  u.orphans = Field(b, kSbOrphans);
   return u;
 }
 

@@ -122,6 +122,9 @@ struct FindPage {
 struct Usage {
   uint64_t files = 0, directories = 0, data_blocks = 0;
   uint64_t heap_size = 0, heap_allocated = 0;
+  // On a cluster: removed files whose bytes a member that was down still holds, to be freed
+  // when it is back (docs/dfs.md).
+  uint64_t orphans = 0;
 };
 
 // One change of dfs.batch (applied in order, each with its own result): a directory (an existing

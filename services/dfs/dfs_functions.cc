@@ -18,7 +18,7 @@
 //                                                            -> next:Bytes32 done:u8 n:u32
 //                                    n x (path:Str16 type:u8 size:u64 depth:u32 mode:u32 mtime:u64
 //                                             ino:u64)
-//   dfs.usage    ()                              -> files dirs blocks heap_allocated heap_size
+//   dfs.usage    ()                     -> files dirs blocks heap_allocated heap_size orphans
 //   dfs.setattr  path:Str16 mode:u32 mtime_ns:u64 (0: keep)  -> ""
 //   dfs.copytree from:Str16 to:Str16 no_clobber:u8 preserve:u8 [umask:u32] -> files:u64 dirs:u64
 //   dfs.open     path:Str16                    -> sb:u64 stat remote:u8 (a file handle; remote: its
@@ -309,7 +309,7 @@ absl::StatusOr<std::string> UsageFn(Context& ctx, std::string_view args) {
   ARDMA_ASSIGN_OR_RETURN(Fs fs, OpenFs(ctx, name));
   ARDMA_ASSIGN_OR_RETURN(Usage u, GetUsage(ctx, fs));
   return U64Result(u.files) + U64Result(u.directories) + U64Result(u.data_blocks) +
-         U64Result(u.heap_allocated) + U64Result(u.heap_size);
+         U64Result(u.heap_allocated) + U64Result(u.heap_size) + U64Result(u.orphans);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/testing/service_fixture.h"
+#include "core/testing/wait_until.h"
 #include "core/wire/byte_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,6 +49,9 @@ class DfsTest : public testing::ServiceFixture<::testing::TestWithParam<Mode>> {
     fs_ = std::make_unique<DfsClient>(servers(), GetParam());
   }
   uint64_t RoundTrips() { return testing::RoundTrips(*servers()); }
+  std::shared_ptr<const cluster::SlotMap> cluster_map() {
+    return static_cast<cluster::Cluster*>(servers())->map();
+  }
   std::vector<std::string> Names(std::string_view dir) {
     absl::StatusOr<std::vector<DirEntry>> list = fs_->ListDir(dir);
     EXPECT_TRUE(list.ok()) << list.status();
@@ -237,6 +241,67 @@ TEST_P(DfsTest, OnAClusterATreeLargerThanAnyMemberFitsEachMemberHoldingAThird) {
     EXPECT_LE(b * 12, total * 5) << "over 125% of a third";
   }
   EXPECT_EQ(fs_->GetUsage()->data_blocks, total);
+}
+
+// A member that holds a removed file's bytes is down: the removal still succeeds (the namespace is
+// whole), the contents are recorded as an orphan, and a later removal frees them once the member
+// is back. Files on the other members keep working meanwhile; one on the member that is down
+// fails with UNAVAILABLE naming it, and works again once it is back.
+TEST_P(DfsTest, OnAClusterAnUnlinkWhileTheBytesMemberIsDownIsRecordedAndFinishedLater) {
+  if (!testing::OnCluster()) GTEST_SKIP() << "a cluster's members hold the bytes";
+  ASSERT_TRUE(fs_->Mkdir("/d").ok());
+  // Files until one has its bytes on a member other than the namespace's.
+  const std::string ns = cluster_map()->Owner(NamespaceSlot("default"));
+  std::string victim, elsewhere, down;
+  for (int i = 0; i < 100 && (victim.empty() || elsewhere.empty()); ++i) {
+    std::string path = absl::StrCat("/d/f", i);
+    ASSERT_TRUE(fs_->WriteFile(path, "contents").ok());
+    std::string holder = cluster_map()->Owner(DataSlot("default", fs_->Lookup(path)->ino));
+    if (holder == ns) continue;
+    if (down.empty()) down = holder;
+    if (holder == down && victim.empty()) victim = path;
+    if (holder != down && elsewhere.empty()) elsewhere = path;
+  }
+  ASSERT_FALSE(victim.empty());
+  ASSERT_FALSE(elsewhere.empty());
+  ASSERT_TRUE(fs_->WriteFile("/d/again", "on the namespace's member or another").ok());
+  const int down_index = testing::ClusterFixture::IndexOf(down);
+  cluster_->server(down_index).server().Stop();
+
+  absl::StatusOr<std::string> unreachable = fs_->ReadFile(victim);
+  EXPECT_EQ(unreachable.status().code(), absl::StatusCode::kUnavailable) << unreachable.status();
+  EXPECT_EQ(*fs_->ReadFile(elsewhere), "contents");
+  ASSERT_TRUE(fs_->Unlink(victim).ok());  // the namespace changes; the bytes wait
+  EXPECT_EQ(fs_->Lookup(victim).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs_->GetUsage().status().code(), absl::StatusCode::kUnavailable);  // (counts need all)
+  // The namespace's member has recorded the orphan.
+  auto orphans_recorded = [&]() -> uint64_t {
+    std::string args;
+    wire::ByteWriter(&args).Str16("default");
+    absl::StatusOr<Client*> ns_client = servers()->ForSlot(NamespaceSlot("default"));
+    EXPECT_TRUE(ns_client.ok());
+    absl::StatusOr<std::string> usage =
+        Invoke(**ns_client, Mode::kActive, active_libraries::dfs(), "dfs.usage", args);
+    EXPECT_TRUE(usage.ok()) << usage.status();
+    uint64_t orphans = 0;
+    if (usage.ok() && usage->size() == 48) std::memcpy(&orphans, usage->data() + 40, 8);
+    return orphans;
+  };
+  EXPECT_EQ(orphans_recorded(), 1u);
+
+  ASSERT_TRUE(cluster_->Restart(down_index).ok());
+  // A later removal (at most one sweep a second) frees what the member held.
+  int n = 0;
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        std::string path = absl::StrCat("/d/later", n++);
+        if (!fs_->WriteFile(path, "x").ok() || !fs_->Unlink(path).ok()) return false;
+        absl::StatusOr<Usage> u = fs_->GetUsage();
+        return u.ok() && u->orphans == 0;
+      },
+      absl::Seconds(20)));
+  EXPECT_EQ(orphans_recorded(), 0u);
+  EXPECT_EQ(*fs_->ReadFile(elsewhere), "contents");
 }
 
 TEST_P(DfsTest, LargeDirectoryIsListedCompletelyInPages) {
