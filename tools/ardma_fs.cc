@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/client/client.h"
+#include "core/cluster/router.h"
 #include "core/status_macros.h"
 #include "services/dfs/dfs_client.h"
 #include "tools/ardma_cli.h"
@@ -203,6 +204,12 @@ absl::Status RunFsCommand(const Options& opt, const std::vector<std::string>& ar
                   st.mode, static_cast<unsigned long long>(st.ino),
                   absl::FormatTime(st.mtime, absl::LocalTimeZone()).c_str(),
                   absl::FormatTime(st.ctime, absl::LocalTimeZone()).c_str());
+      // On a cluster: which member holds a file's bytes (its data slot's owner, docs/dfs.md).
+      if (auto* routed = dynamic_cast<cluster::Cluster*>(servers.get());
+          routed != nullptr && st.type == dfs::FileType::kFile) {
+        std::printf("  bytes on member %s\n",
+                    routed->map()->Owner(dfs::DataSlot(opt.fs, st.ino)).c_str());
+      }
     }
     return absl::OkStatus();
   }

@@ -368,6 +368,70 @@ TEST_P(MountTest, FilesAreByteIdenticalThroughTheMountAndTheClient) {
 }
 
 // SIGTERM (and SIGINT) unmount before the process exits: no stale mount is left.
+// Reads a whole file through the mount: its bytes, or the errno that failed it.
+std::pair<std::string, int> ReadThrough(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return {"", errno};
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      return {"", e};
+    }
+    if (n == 0) break;
+    out.append(buf, n);
+  }
+  ::close(fd);
+  return {out, 0};
+}
+
+// On a cluster a member that is down fails only the files whose bytes it holds, with EIO and
+// not a hang; the rest of the mount works on; once the member is back (with its memory: it
+// keeps it in a file, as ardmad --memory-file does) its files read again, without remounting.
+TEST_P(MountTest, OnAClusterAMemberThatIsDownFailsOnlyItsFilesAndTheMountRecovers) {
+  if (!testing::OnCluster()) GTEST_SKIP() << "a cluster's members hold the bytes";
+  ServerOptions options = testing::TestServerOptions();
+  options.memory_size = 256u << 20;
+  options.memory_file = local_ + "/member";
+  StartServices(options);
+  std::string mnt = Mount("members");
+  ASSERT_FALSE(mnt.empty());
+  dfs::DfsClient fs(servers(), Mode::kActive);
+  auto map = [&] { return static_cast<cluster::Cluster*>(servers())->map(); };
+  const std::string ns = map()->Owner(dfs::NamespaceSlot("default"));
+  std::string on_down, elsewhere, down;
+  for (int i = 0; i < 100 && (on_down.empty() || elsewhere.empty()); ++i) {
+    std::string path = absl::StrCat("/f", i);
+    ASSERT_TRUE(fs.WriteFile(path, absl::StrCat("file ", i)).ok());
+    std::string holder = map()->Owner(dfs::DataSlot("default", fs.Lookup(path)->ino));
+    if (holder == ns) continue;  // (the namespace's member stays up)
+    if (down.empty()) down = holder;
+    if (holder == down && on_down.empty()) on_down = path;
+    if (holder != down && elsewhere.empty()) elsewhere = path;
+  }
+  ASSERT_FALSE(on_down.empty());
+  ASSERT_FALSE(elsewhere.empty());
+  const int down_index = testing::ClusterFixture::IndexOf(down);
+  cluster_->server(down_index).server().Stop();
+
+  absl::Time start = absl::Now();
+  EXPECT_EQ(ReadThrough(mnt + on_down).second, EIO);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "a member that is down must not hang a call";
+  auto [bytes, error] = ReadThrough(mnt + elsewhere);
+  EXPECT_EQ(error, 0);
+  EXPECT_EQ(bytes, absl::StrCat("file ", elsewhere.substr(2)));
+  EXPECT_TRUE(fsys::exists(mnt + on_down));  // its name is in the namespace, which is up
+
+  ASSERT_TRUE(cluster_->Restart(down_index).ok());
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return ReadThrough(mnt + on_down).first == absl::StrCat("file ", on_down.substr(2)); },
+      absl::Seconds(30)))
+      << "the mount did not recover";
+}
+
 TEST_P(MountTest, SigtermUnmountsCleanly) {
   ASSERT_FALSE(mnt_.empty());
   auto [dir, pid] = mounts_.back();

@@ -21,8 +21,9 @@ FlagSet::OnOption Store(std::string* value) {
 
 void ClientFlags::Declare(FlagSet& flags) {
   flags.Option("server", 0, FlagSet::Argument::kRequired, "HOST:PORT",
-               "the ardmad: HOST:PORT, unix:PATH, tls://HOST:PORT or ucx://HOST:PORT\n"
-               "(default: $ARDMA_SERVER, else 127.0.0.1:15712)",
+               "the ardmad: HOST:PORT, unix:PATH, tls://HOST:PORT or ucx://HOST:PORT; or,\n"
+               "for the tools that work on a cluster, its etcd://HOST:PORT/NAME\n"
+               "(default: $ARDMA_SERVER, else $ARDMA_CLUSTER, else 127.0.0.1:15712)",
                Store(&server));
   DeclareCredentials(flags);
 }

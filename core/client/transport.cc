@@ -33,6 +33,8 @@ void AppendFrame(const OutgoingRequest& request, uint64_t request_id, uint64_t c
   } else if (const auto* add = std::get_if<wire::FetchAddRequest>(&request.data)) {
     wire::EncodeFetchAddRequest(*add, out);
   } else if (const auto* execute = std::get_if<wire::ExecuteRequest>(&request.data)) {
+    // (Reserved whole: the arguments of a large call are copied once, into pages touched once.)
+    out->reserve(out->size() + 64 + execute->function.size() + execute->args.size());
     wire::EncodeExecuteRequest(*execute, out);
   } else {
     out->append(request.payload);

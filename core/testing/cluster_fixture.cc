@@ -40,7 +40,7 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners) {
     peers_.push_back(std::make_unique<cluster::PeerCalls>(address(), peer_options));
     options.handler.peers = peers_.back().get();
     options_ = options;
-    absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(options);
+    absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(ServerOwn(i));
     if (!server.ok()) {
       why_ = std::string(server.status().message());
       return;
@@ -62,11 +62,16 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners) {
   }
 }
 
-absl::Status ClusterFixture::Restart(int i) {
-  servers_[i].reset();
+ServerOptions ClusterFixture::ServerOwn(int i) const {
   ServerOptions options = options_;
   options.handler.peers = peers_[i].get();
-  ARDMA_ASSIGN_OR_RETURN(servers_[i], TestServer::Start(options));
+  if (!options.memory_file.empty()) options.memory_file = absl::StrCat(options.memory_file, ".", i);
+  return options;
+}
+
+absl::Status ClusterFixture::Restart(int i) {
+  servers_[i].reset();
+  ARDMA_ASSIGN_OR_RETURN(servers_[i], TestServer::Start(ServerOwn(i)));
   const std::string id = absl::StrCat("s", i);
   Register(id, servers_[i]->address());
   if (!ok()) return absl::InternalError(why_);

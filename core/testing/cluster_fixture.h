@@ -38,8 +38,9 @@ class ClusterFixture {
   static int IndexOf(const std::string& id) { return std::stoi(id.substr(1)); }
   // Registers `id` at `address` (again), as a server's membership would.
   void Register(const std::string& id, const std::string& address);
-  // Server i comes back after a crash: a new, empty server in its place (its memory is lost)
-  // registered under its id at its new address, serving the slots the map gives it.
+  // Server i comes back after a crash: a new server in its place, registered under its id at
+  // its new address, serving the slots the map gives it. Its memory is lost, unless the
+  // servers' options name a memory file: then server i keeps its memory in "<file>.<i>".
   absl::Status Restart(int i);
 
   // A Cluster of it whose clients use the test transport (TestTransport(): tcp, or UCX).
@@ -56,6 +57,7 @@ class ClusterFixture {
   // How each server's active code calls the others (Context::CallPeer), as ardmad --cluster's.
   std::vector<std::unique_ptr<cluster::PeerCalls>> peers_;  // outlive the servers
   std::vector<std::unique_ptr<TestServer>> servers_;
+  ServerOptions ServerOwn(int i) const;  // server i's options
   ServerOptions options_;  // the servers'
   std::string why_;
 };

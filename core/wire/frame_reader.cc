@@ -36,27 +36,37 @@ absl::StatusOr<OwnedFrame> ReadFrame(absl::FunctionRef<absl::Status(char*, size_
 }
 
 FrameReader::FrameReader(const WireLimits& limits, size_t initial_capacity)
-    : limits_(limits), initial_capacity_(initial_capacity), buf_(initial_capacity) {}
+    : limits_(limits), initial_capacity_(initial_capacity) {
+  Reallocate(initial_capacity);
+}
+
+void FrameReader::Reallocate(size_t capacity) {
+  std::unique_ptr<char[]> fresh(new char[capacity]);  // (not value-initialised: no zero fill)
+  if (end_ > begin_) std::memcpy(fresh.get(), buf_.get() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+  buf_ = std::move(fresh);
+  capacity_ = capacity;
+}
 
 char* FrameReader::space() {
   if (begin_ == end_) begin_ = end_ = 0;
-  if (buf_.size() - end_ < kMinSpace && begin_ > 0) {
-    std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+  if (capacity_ - end_ < kMinSpace && begin_ > 0) {
+    std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
   }
-  if (end_ == buf_.size()) {
-    // Full of one incomplete frame: double, never past the frame (known once its header came).
-    size_t grown = 2 * buf_.size();
-    if (wanted_ > buf_.size()) grown = std::min(grown, wanted_);
-    buf_.resize(grown);
+  if (end_ == capacity_) {
+    // Full of one incomplete frame: straight to the frame's size once its header came (the limits
+    // bound it, and the pages are touched only as its bytes arrive), else double.
+    Reallocate(wanted_ > capacity_ ? wanted_ : 2 * capacity_);
   }
-  return buf_.data() + end_;
+  return buf_.get() + end_;
 }
 
 size_t FrameReader::space_size() {
   space();
-  return buf_.size() - end_;
+  return capacity_ - end_;
 }
 
 absl::StatusOr<std::optional<Frame>> FrameReader::Next() {
@@ -64,22 +74,21 @@ absl::StatusOr<std::optional<Frame>> FrameReader::Next() {
   if (end_ - begin_ < kHeaderSize) return std::nullopt;
   ARDMA_ASSIGN_OR_RETURN(
       FrameHeader header,
-      DecodeHeader(std::string_view(buf_.data() + begin_, kHeaderSize), limits_));
+      DecodeHeader(std::string_view(buf_.get() + begin_, kHeaderSize), limits_));
   size_t size = kHeaderSize + header.payload_len;
   if (end_ - begin_ < size) {
     wanted_ = size;
     return std::nullopt;
   }
-  Frame frame{header, std::string_view(buf_.data() + begin_ + kHeaderSize, header.payload_len)};
+  Frame frame{header, std::string_view(buf_.get() + begin_ + kHeaderSize, header.payload_len)};
   begin_ += size;
   return frame;
 }
 
 void FrameReader::Shrink() {
-  if (begin_ != end_ || buf_.size() <= 4 * initial_capacity_) return;
+  if (begin_ != end_ || capacity_ <= 4 * initial_capacity_) return;
   begin_ = end_ = 0;
-  buf_.resize(initial_capacity_);
-  buf_.shrink_to_fit();
+  Reallocate(initial_capacity_);
 }
 
 }  // namespace ardma::wire

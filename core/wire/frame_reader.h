@@ -18,6 +18,7 @@
 #define ARDMA_CORE_WIRE_FRAME_READER_H_
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -68,7 +69,7 @@ class FrameReader {
   absl::StatusOr<std::optional<Frame>> Next();
 
   // The bytes not taken yet.
-  std::string_view unread() const { return std::string_view(buf_.data() + begin_, end_ - begin_); }
+  std::string_view unread() const { return std::string_view(buf_.get() + begin_, end_ - begin_); }
   bool empty() const { return begin_ == end_; }
   // Gives back a buffer grown for one large frame, if nothing is left in it.
   void Shrink();
@@ -76,7 +77,11 @@ class FrameReader {
  private:
   const WireLimits limits_;
   const size_t initial_capacity_;
-  std::vector<char> buf_;
+  // Left uninitialised: a buffer grown for a large frame is written only as its bytes arrive.
+  void Reallocate(size_t capacity);
+
+  std::unique_ptr<char[]> buf_;
+  size_t capacity_ = 0;
   size_t begin_ = 0, end_ = 0;
   size_t wanted_ = 0;  // the size of the incomplete frame at begin_, once its header arrived
 };

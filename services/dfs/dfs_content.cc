@@ -182,15 +182,20 @@ constexpr Named kContentFunctions[] = {
     {"dfs.cfree", &content_functions::Free},      {"dfs.ccopy", &content_functions::Copy},
 };
 
-// Runs content function `function` for file `ino` of `fs` where its data slot is served: here,
-// or on that member (a server-to-server call). `rest` follows the fs name and the inode.
-absl::StatusOr<std::string> CallContent(Context& ctx, std::string_view fs, uint64_t ino,
-                                        std::string_view function, std::string_view rest) {
+// A content function's arguments, up to what follows the file: the fs name and the inode.
+std::string ContentArgs(std::string_view fs, uint64_t ino, size_t more = 32) {
   std::string args;
+  args.reserve(2 + fs.size() + 8 + more);
   ByteWriter w(&args);
   w.Str16(fs);
   w.U64(ino);
-  args.append(rest);
+  return args;
+}
+
+// Runs content function `function` for file `ino` of `fs` where its data slot is served: here,
+// or on that member (a server-to-server call). `args` start with ContentArgs(fs, ino).
+absl::StatusOr<std::string> CallContent(Context& ctx, std::string_view fs, uint64_t ino,
+                                        std::string_view function, const std::string& args) {
   uint32_t slot = DataSlot(fs, ino);
   absl::Status served = CheckSlotServed(ctx, slot, /*write=*/true);
   if (served.ok()) {
@@ -212,47 +217,47 @@ absl::Status PrepareForPeers(Context& ctx, const Fs& fs) {
 }
 
 absl::Status CreateContent(Context& ctx, const Fs& fs, uint64_t ino, uint32_t mode) {
-  std::string rest;
-  ByteWriter(&rest).U32(mode);
-  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs.name, ino, "dfs.ccreate", rest));
+  std::string args = ContentArgs(fs.name, ino);
+  ByteWriter(&args).U32(mode);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs.name, ino, "dfs.ccreate", args));
   ARDMA_ASSIGN_OR_RETURN(ContentState state, DecodeState(r));
   return SetFields(ctx, ino, {{kInRemote, 1}, {kInDataGen, state.gen}});
 }
 
 absl::StatusOr<std::string> ReadContent(Context& ctx, std::string_view fs, uint64_t ino,
                                         uint64_t offset, uint64_t len) {
-  std::string rest;
-  ByteWriter w(&rest);
+  std::string args = ContentArgs(fs, ino);
+  ByteWriter w(&args);
   w.U64(offset);
   w.U64(len);
-  return CallContent(ctx, fs, ino, "dfs.cread", rest);
+  return CallContent(ctx, fs, ino, "dfs.cread", args);
 }
 
 absl::StatusOr<uint64_t> WriteContent(Context& ctx, std::string_view fs, uint64_t ino,
                                       uint64_t offset, std::string_view data) {
-  std::string rest;
-  ByteWriter w(&rest);
+  std::string args = ContentArgs(fs, ino, 16 + data.size());
+  ByteWriter w(&args);
   w.U64(offset);
   w.U8(0);
   w.Bytes32(data);
-  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, ino, "dfs.cwrite", rest));
+  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, ino, "dfs.cwrite", args));
   ARDMA_ASSIGN_OR_RETURN(ContentState state, DecodeState(r));
   ARDMA_RETURN_IF_ERROR(ApplyContentState(ctx, ino, state));
   return state.size;
 }
 
 absl::Status TruncateContent(Context& ctx, std::string_view fs, uint64_t ino, uint64_t len) {
-  std::string rest;
-  ByteWriter(&rest).U64(len);
-  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, ino, "dfs.ctruncate", rest));
+  std::string args = ContentArgs(fs, ino);
+  ByteWriter(&args).U64(len);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, ino, "dfs.ctruncate", args));
   ARDMA_ASSIGN_OR_RETURN(ContentState state, DecodeState(r));
   return ApplyContentState(ctx, ino, state);
 }
 
 absl::Status CopyContent(Context& ctx, std::string_view fs, uint64_t from, uint64_t to) {
-  std::string rest;
-  ByteWriter(&rest).U64(to);
-  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, from, "dfs.ccopy", rest));
+  std::string args = ContentArgs(fs, from);
+  ByteWriter(&args).U64(to);
+  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, from, "dfs.ccopy", args));
   ARDMA_ASSIGN_OR_RETURN(ContentState state, DecodeState(r));
   return ApplyContentState(ctx, to, state);
 }
@@ -260,7 +265,7 @@ absl::Status CopyContent(Context& ctx, std::string_view fs, uint64_t from, uint6
 namespace {
 
 absl::Status FreeContent(Context& ctx, std::string_view fs, uint64_t ino) {
-  return CallContent(ctx, fs, ino, "dfs.cfree", "").status();
+  return CallContent(ctx, fs, ino, "dfs.cfree", ContentArgs(fs, ino)).status();
 }
 
 absl::Status RecordOrphan(Context& ctx, const Fs& fs, uint64_t ino) {
@@ -421,12 +426,12 @@ absl::StatusOr<std::string> Copy(Context& ctx, std::string_view args) {
   std::optional<ContentState> last;
   for (uint64_t done = 0; done == 0 || done < src.size; done += kMaxIoBytes) {
     ARDMA_ASSIGN_OR_RETURN(std::string bytes, Pread(ctx, at, done, kMaxIoBytes));
-    std::string rest;
-    ByteWriter w(&rest);
+    std::string args = ContentArgs(q.fs_name, to, 16 + bytes.size());
+    ByteWriter w(&args);
     w.U64(done);
     w.U8(done == 0 ? kTruncateFirst : 0);
     w.Bytes32(bytes);
-    ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, q.fs_name, to, "dfs.cwrite", rest));
+    ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, q.fs_name, to, "dfs.cwrite", args));
     ARDMA_ASSIGN_OR_RETURN(last, DecodeState(r));
     if (bytes.size() < kMaxIoBytes) break;
   }
