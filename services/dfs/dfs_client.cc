@@ -57,8 +57,7 @@ absl::Status DfsClient::LoadEverywhere() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> DfsClient::OnSlot(
-    uint32_t slot, const std::function<absl::StatusOr<std::string>(Client&)>& call) {
+absl::StatusOr<std::string> DfsClient::OnSlot(uint32_t slot, const SlotCall& call) {
   if (servers_->RoutesBySlot()) {
     if (mode_ == Mode::kRdma) {
       return absl::FailedPreconditionError(

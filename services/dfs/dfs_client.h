@@ -147,8 +147,8 @@ class DfsClient {
   // `function` on the member that holds the namespace, following redirects.
   absl::StatusOr<std::string> Call(std::string_view function, std::string_view args);
   // Runs `call(Client&)` on the server that holds `slot`, with the library loaded on every one.
-  absl::StatusOr<std::string> OnSlot(uint32_t slot,
-                                     const std::function<absl::StatusOr<std::string>(Client&)>& call);
+  using SlotCall = std::function<absl::StatusOr<std::string>(Client&)>;
+  absl::StatusOr<std::string> OnSlot(uint32_t slot, const SlotCall& call);
   // A handle's call: straight to the file's bytes on a cluster (`cluster_function`, with the fs
   // name and inode first), else `function` with the handle first (and the fs name last).
   absl::StatusOr<std::string> HandleCall(const FileHandle& file, std::string_view function,

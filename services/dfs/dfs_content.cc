@@ -352,7 +352,9 @@ absl::StatusOr<std::string> Create(Context& ctx, std::string_view args) {
   ContentRequest q(args);
   ARDMA_RETURN_IF_ERROR(q.Parse(ctx, /*write=*/true));
   uint32_t mode;
-  if (!q.r.U32(&mode) || !q.r.AtEnd()) return absl::InvalidArgumentError("dfs.ccreate: bad arguments");
+  if (!q.r.U32(&mode) || !q.r.AtEnd()) {
+    return absl::InvalidArgumentError("dfs.ccreate: bad arguments");
+  }
   // A record left for this number (an inode freed while this member was away) goes first.
   ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> old, FindContent(ctx, q.data, q.ino));
   if (old) ARDMA_RETURN_IF_ERROR(Discard(ctx, q.data, q.ino, *old));
@@ -399,7 +401,9 @@ absl::StatusOr<std::string> Truncate(Context& ctx, std::string_view args) {
   ContentRequest q(args);
   ARDMA_RETURN_IF_ERROR(q.Parse(ctx, /*write=*/true));
   uint64_t len;
-  if (!q.r.U64(&len) || !q.r.AtEnd()) return absl::InvalidArgumentError("dfs.ctruncate: bad arguments");
+  if (!q.r.U64(&len) || !q.r.AtEnd()) {
+    return absl::InvalidArgumentError("dfs.ctruncate: bad arguments");
+  }
   ARDMA_ASSIGN_OR_RETURN(uint64_t at, NeedContent(ctx, q.data, q.ino));
   ARDMA_RETURN_IF_ERROR(TruncateInode(ctx, q.data, at, len));
   ARDMA_ASSIGN_OR_RETURN(ContentState state, StateOf(ctx, at));

@@ -21,8 +21,8 @@
 //   dfs.usage    ()                     -> files dirs blocks heap_allocated heap_size orphans
 //   dfs.setattr  path:Str16 mode:u32 mtime_ns:u64 (0: keep)  -> ""
 //   dfs.copytree from:Str16 to:Str16 no_clobber:u8 preserve:u8 [umask:u32] -> files:u64 dirs:u64
-//   dfs.open     path:Str16                    -> sb:u64 stat remote:u8 (a file handle; remote: its
-//                                                 bytes are on its data slot's member: dfs_content.h)
+//   dfs.open     path:Str16                    -> sb:u64 stat remote:u8 (a file handle; remote:
+//                                   its bytes are on its data slot's member: dfs_content.h)
 // File handles (POSIX-like: they follow the inode through renames) skip path resolution; these two
 // take the handle instead of the fs name:
 //   dfs.pread    sb:u64 ino:u64 offset:u64 len:u64 [fs:Str16]          -> bytes

@@ -38,8 +38,8 @@ absl::StatusOr<std::set<uint32_t>> SlotsWithFileSystemState(Client& server) {
       wire::ByteWriter w(&args);
       w.U64(cursor);
       w.U32(4096);
-      ARDMA_ASSIGN_OR_RETURN(
-          std::string page, Invoke(server, Mode::kActive, active_libraries::dht(), "dht.scan", args));
+      ARDMA_ASSIGN_OR_RETURN(std::string page, Invoke(server, Mode::kActive,
+                                                      active_libraries::dht(), "dht.scan", args));
       ARDMA_ASSIGN_OR_RETURN(dht::Reply reply, dht::DecodeReply(page, dht::ReplyKind::kScan));
       for (const auto& item : reply.items) {
         if (item.first.size() != 8) return absl::DataLossError("dfs: bad content record");
