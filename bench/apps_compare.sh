@@ -26,20 +26,8 @@ if [[ ${ARDMA_BENCH_TRANSPORT:-tcp} == ucx ]]; then
 fi
 export ARDMA_SERVER=$server
 
-# Wall seconds of a command, median of $runs.
-median_time() {
-  local times=()
-  for _ in $(seq "$runs"); do
-    local start end
-    start=$(date +%s.%N)
-    # Through a pipe: GNU grep stops at the first match when its output is /dev/null.
-    eval "$1" | cat >/dev/null
-    end=$(date +%s.%N)
-    times+=("$(awk -v a="$end" -v b="$start" 'BEGIN {print a - b}')")
-  done
-  printf '%s\n' "${times[@]}" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
-}
-
+# shellcheck source=bench/shell_lib.sh
+source bench/shell_lib.sh  # median_time
 source bench/apps_data.sh
 apps_data "$work"
 

@@ -20,6 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/cluster_lib.sh
 source bench/cluster_lib.sh
+# shellcheck source=bench/shell_lib.sh
+source bench/shell_lib.sh
 bin=${BUILD_DIR:-build}/bin
 runs=${1:-3}
 ./scripts/setup.sh >/dev/null
@@ -38,19 +40,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-median_time() {  # median_time COMMAND: wall seconds, median of $runs (output through a pipe)
-  local times=()
-  for _ in $(seq "$runs"); do
-    local start end
-    start=$(date +%s.%N)
-    eval "$1" | cat >/dev/null
-    end=$(date +%s.%N)
-    times+=("$(awk -v a="$end" -v b="$start" 'BEGIN {print a - b}')")
-  done
-  printf '%s\n' "${times[@]}" | sort -g |
-    awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
-}
 
 echo "preparing a 768 MiB tree and a 200,000-entry tree in $work ..." >&2
 find /usr/include -name '*.h' -type f -print0 | xargs -0 cat > "$work/headers"
@@ -73,24 +62,7 @@ PY
 head -c 268435456 /dev/urandom > "$work/big"
 
 # The peer: GNU grep over sshfs (one host, loopback).
-ssh-keygen -q -t ed25519 -N '' -f "$work/key"
-ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
-mkdir -p /root/.ssh /run/sshd
-chmod 700 /root/.ssh
-touch /root/.ssh/authorized_keys
-cp /root/.ssh/authorized_keys "$work/authorized_keys.saved"
-cat "$work/key.pub" >> /root/.ssh/authorized_keys
-ssh_port=$(free_port)
-/usr/sbin/sshd -D -p "$ssh_port" -h "$work/host_key" -o ListenAddress=127.0.0.1 \
-  -o PermitRootLogin=prohibit-password -o PidFile="$work/sshd.pid" &
-pids+=($!)
-for _ in $(seq 100); do
-  sshfs -p "$ssh_port" -o IdentityFile="$work/key" -o StrictHostKeyChecking=no \
-    -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "root@127.0.0.1:$work/tree" "$mnt" \
-    2>/dev/null && break
-  sleep 0.1
-done
-mountpoint -q "$mnt" || { echo "the sshfs mount failed" >&2; exit 1; }
+start_sshfs "$work" "$work/tree" "$mnt"
 pattern="'unsigned long'"
 expected=$(cd "$work/tree" && LC_ALL=C grep -rc "unsigned long" . | sort | md5sum)
 sshfs_grep=$(median_time "cd $mnt && LC_ALL=C grep -rc $pattern .")

@@ -11,6 +11,8 @@
 # process (2 GiB); sshd runs on a free loopback port with a throwaway key.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/shell_lib.sh
+source bench/shell_lib.sh
 bin=${BUILD_DIR:-build}/bin
 runs=${1:-3}
 ./scripts/setup.sh >/dev/null
@@ -44,21 +46,8 @@ pids+=($!)
 pids+=($!)
 
 # sshd on loopback, a key for root, and the sshfs mount of $export_dir.
-ssh-keygen -q -t ed25519 -N '' -f "$work/key"
-ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
-mkdir -p /root/.ssh /run/sshd
-chmod 700 /root/.ssh
-touch /root/.ssh/authorized_keys
-cp /root/.ssh/authorized_keys "$work/authorized_keys.saved"
-cat "$work/key.pub" >> /root/.ssh/authorized_keys
-trap 'cp "$work/authorized_keys.saved" /root/.ssh/authorized_keys; cleanup' EXIT
-ssh_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-/usr/sbin/sshd -D -p "$ssh_port" -h "$work/host_key" -o ListenAddress=127.0.0.1 \
-  -o PermitRootLogin=prohibit-password -o PidFile="$work/sshd.pid" &
-pids+=($!)
-sleep 0.5
-sshfs -p "$ssh_port" -o IdentityFile="$work/key" -o StrictHostKeyChecking=no \
-  -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "root@127.0.0.1:$export_dir" "$mnt_sshfs"
+trap 'cp "$work/authorized_keys.saved" /root/.ssh/authorized_keys 2>/dev/null || true; cleanup' EXIT
+start_sshfs "$work" "$export_dir" "$mnt_sshfs"
 for _ in $(seq 100); do
   mountpoint -q "$mnt_ardma" && mountpoint -q "$mnt_rdma" && mountpoint -q "$mnt_sshfs" && break
   sleep 0.1

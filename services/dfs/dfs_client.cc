@@ -66,10 +66,13 @@ absl::StatusOr<std::string> DfsClient::OnSlot(uint32_t slot, const SlotCall& cal
     }
     ARDMA_RETURN_IF_ERROR(LoadEverywhere());
   }
-  const absl::Duration timeout =
-      options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30);
-  absl::StatusOr<std::string> result =
-      RouteToSlot<std::string>(*servers_, slot, timeout, SlotSubject{"file system", fs_}, call);
+  auto route = [&] {
+    return RouteToSlot<std::string>(
+        *servers_, slot,
+        options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),
+        SlotSubject{"file system", fs_}, call);
+  };
+  absl::StatusOr<std::string> result = route();
   if (servers_->RoutesBySlot() && absl::IsNotFound(result.status()) &&
       absl::StrContains(result.status().message(), "no loaded library exports 'dfs.")) {
     // A member that joined since the library was loaded everywhere lacks it: the member that
@@ -79,8 +82,7 @@ absl::StatusOr<std::string> DfsClient::OnSlot(uint32_t slot, const SlotCall& cal
       loaded_ = false;
     }
     ARDMA_RETURN_IF_ERROR(LoadEverywhere());
-    result = RouteToSlot<std::string>(*servers_, slot, timeout, SlotSubject{"file system", fs_},
-                                      call);
+    result = route();
   }
   return result;
 }
@@ -349,14 +351,10 @@ absl::StatusOr<Usage> DfsClient::GetUsage() {
   }
   ARDMA_RETURN_IF_ERROR(Check(r, "usage"));
   if (!servers_->RoutesBySlot()) return u;
-  // On a cluster the files' blocks are counted where they are: add every member's.
-  absl::StatusOr<std::vector<Client*>> all = servers_->All();
-  if (absl::IsUnavailable(all.status())) {  // a member is down: the namespace's, at least
-    ARDMA_ASSIGN_OR_RETURN(Client * client, servers_->ForSlot(NamespaceSlot(fs_)));
-    all = std::vector<Client*>{client};
-  }
-  if (!all.ok()) return all.status();
-  for (Client* client : *all) {
+  // On a cluster the files' blocks are counted where they are: add every member's (a member
+  // that is down fails the count).
+  ARDMA_ASSIGN_OR_RETURN(std::vector<Client*> all, servers_->All());
+  for (Client* client : all) {
     ARDMA_ASSIGN_OR_RETURN(std::string counts, Invoke(*client, mode_, active_libraries::dfs(),
                                                       "dfs.cusage", Args(), options_));
     ByteReader c(counts);

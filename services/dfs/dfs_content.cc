@@ -208,6 +208,17 @@ absl::StatusOr<std::string> CallContent(Context& ctx, std::string_view fs, uint6
   return ctx.CallPeer(PeerTarget::Slot(slot), function, args);
 }
 
+// Runs a content function for file `on` that answers a file's new state, and copies that state
+// into inode `ino` (the file it changed).
+absl::StatusOr<ContentState> Change(Context& ctx, std::string_view fs, uint64_t on,
+                                    std::string_view function, const std::string& args,
+                                    uint64_t ino) {
+  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, on, function, args));
+  ARDMA_ASSIGN_OR_RETURN(ContentState state, DecodeState(r));
+  ARDMA_RETURN_IF_ERROR(ApplyContentState(ctx, ino, state));
+  return state;
+}
+
 }  // namespace
 
 // ---- The namespace member's side ----
@@ -240,26 +251,20 @@ absl::StatusOr<uint64_t> WriteContent(Context& ctx, std::string_view fs, uint64_
   w.U64(offset);
   w.U8(0);
   w.Bytes32(data);
-  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, ino, "dfs.cwrite", args));
-  ARDMA_ASSIGN_OR_RETURN(ContentState state, DecodeState(r));
-  ARDMA_RETURN_IF_ERROR(ApplyContentState(ctx, ino, state));
+  ARDMA_ASSIGN_OR_RETURN(ContentState state, Change(ctx, fs, ino, "dfs.cwrite", args, ino));
   return state.size;
 }
 
 absl::Status TruncateContent(Context& ctx, std::string_view fs, uint64_t ino, uint64_t len) {
   std::string args = ContentArgs(fs, ino);
   ByteWriter(&args).U64(len);
-  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, ino, "dfs.ctruncate", args));
-  ARDMA_ASSIGN_OR_RETURN(ContentState state, DecodeState(r));
-  return ApplyContentState(ctx, ino, state);
+  return Change(ctx, fs, ino, "dfs.ctruncate", args, ino).status();
 }
 
 absl::Status CopyContent(Context& ctx, std::string_view fs, uint64_t from, uint64_t to) {
   std::string args = ContentArgs(fs, from);
   ByteWriter(&args).U64(to);
-  ARDMA_ASSIGN_OR_RETURN(std::string r, CallContent(ctx, fs, from, "dfs.ccopy", args));
-  ARDMA_ASSIGN_OR_RETURN(ContentState state, DecodeState(r));
-  return ApplyContentState(ctx, to, state);
+  return Change(ctx, fs, from, "dfs.ccopy", args, to).status();
 }
 
 namespace {
