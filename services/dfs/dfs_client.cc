@@ -427,9 +427,10 @@ absl::StatusOr<uint64_t> WrittenSize(std::string_view bytes) {
 absl::StatusOr<uint64_t> DfsClient::WriteAt(const FileHandle& file, uint64_t offset,
                                             std::string_view data) {
   auto [rest, cluster_rest] = WriteRests(offset, data);
-  ARDMA_ASSIGN_OR_RETURN(std::string bytes,
-                         HandleCall(file, "dfs.pwrite", "dfs.cwrite", rest, cluster_rest));
-  return WrittenSize(bytes);
+  absl::StatusOr<std::string> bytes =
+      HandleCall(file, "dfs.pwrite", "dfs.cwrite", rest, cluster_rest);
+  if (!bytes.ok()) return bytes.status();
+  return WrittenSize(*bytes);
 }
 
 namespace {
