@@ -67,6 +67,9 @@ struct Sock {
   wire::FrameReader in{wire::WireLimits{}, kReadChunk};  // received bytes
   std::vector<std::pair<uint64_t, int64_t>> inflight;    // request id, queued at (ns)
 
+  Sock() = default;
+  Sock(const Sock&) = delete;
+  Sock& operator=(const Sock&) = delete;
   ~Sock() {
     if (fd >= 0) ::close(fd);
   }
@@ -86,7 +89,8 @@ class EventLoop {
     }
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (epoll_ < 0) return ErrnoUnavailable("epoll_create1", errno);
-    socks_.resize(static_cast<size_t>(options_.connections));
+    // (Constructed in place: a Sock owns its descriptor and is neither copied nor moved.)
+    socks_ = std::vector<Sock>(static_cast<size_t>(options_.connections));
     for (size_t i = 0; i < socks_.size(); ++i) {
       ARDMA_ASSIGN_OR_RETURN(
           socks_[i].fd,
