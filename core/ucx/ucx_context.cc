@@ -254,12 +254,22 @@ absl::StatusOr<std::string> UcxContext::PackRkey(ucp_mem_h memh) {
   return out;
 }
 
+namespace {
+constexpr size_t kAddressPadding = 4096;  // zeros after a worker address given to UCX
+}  // namespace
+
 absl::StatusOr<ucp_ep_h> UcxContext::Connect(std::string_view worker_address, absl::Time deadline,
                                              std::optional<ucp_err_handler_t> on_peer_failure,
                                              bool force_peer) {
+  // UCX takes an address without its length and reads it as far as its own fields say, so a
+  // truncated one is read past its end: into zeros here, always, whatever the caller's buffer
+  // holds after it (a frame reader's old bytes made the server and its address check, which
+  // must unpack an address alike, disagree).
+  std::string padded(worker_address.size() + kAddressPadding, '\0');
+  std::memcpy(padded.data(), worker_address.data(), worker_address.size());
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-  params.address = reinterpret_cast<const ucp_address_t*>(worker_address.data());
+  params.address = reinterpret_cast<const ucp_address_t*>(padded.data());
   ucp_ep_h ep = nullptr;
   ucs_status_t s = UCS_ERR_UNSUPPORTED;
   if (on_peer_failure.has_value() && (HandlesPeerFailure() || force_peer)) {
