@@ -12,8 +12,12 @@ namespace ardma {
 absl::Status CheckSlotServed(Context& ctx, uint32_t slot, bool write) {
   ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> fence, heap::FindRoot(ctx, slots::kFenceRoot));
   if (!fence) return absl::OkStatus();
+  return CheckSlotServedAt(ctx, *fence, slot, write);
+}
+
+absl::Status CheckSlotServedAt(Context& ctx, uint64_t fence, uint32_t slot, bool write) {
   uint64_t words[2];
-  ARDMA_RETURN_IF_ERROR(ctx.Read(slots::FenceEntry(*fence, slot),
+  ARDMA_RETURN_IF_ERROR(ctx.Read(slots::FenceEntry(fence, slot),
                                  std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));
   return slots::CheckFence(slot, words[0], words[1], write);
 }

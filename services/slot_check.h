@@ -15,6 +15,8 @@ namespace ardma {
 // OK if this server serves `slot` (owned; or frozen, for a read); else the redirect
 // (slots::RedirectOf).
 absl::Status CheckSlotServed(Context& ctx, uint32_t slot, bool write);
+// The same with the fence root already looked up (heap::FindRoot of slots::kFenceRoot).
+absl::Status CheckSlotServedAt(Context& ctx, uint64_t fence, uint32_t slot, bool write);
 
 // The answer for a key of `slot` whose data here is sealed or handed over: the redirect the fence
 // gives, or, while the fence still says the slot is served here (a move is starting, ending or

@@ -219,7 +219,9 @@ absl::StatusOr<Fs> OpenFs(Context& ctx, std::string_view name) {
   Fs fs;
   ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> fence, heap::FindRoot(ctx, slots::kFenceRoot));
   fs.spread = fence.has_value();
-  if (fs.spread) ARDMA_RETURN_IF_ERROR(CheckSlotServed(ctx, NamespaceSlot(name), /*write=*/true));
+  if (fs.spread) {
+    ARDMA_RETURN_IF_ERROR(CheckSlotServedAt(ctx, *fence, NamespaceSlot(name), /*write=*/true));
+  }
   fs.name = std::string(name);
   fs.table = absl::StrCat("dfs.", ToAbsl(name));
   std::string root_name = absl::StrCat("dfs:", ToAbsl(name));
