@@ -32,7 +32,7 @@ CORE_LAYERS = {
     "server": {"wire", "context", "memory", "active", "net", "ucx", "security", "metrics"},
     "client": {"wire", "context", "memory", "active", "net", "ucx", "security"},
     "cli": {"wire", "context", "memory", "security", "client"},
-    "cluster": {"context", "memory", "client"},
+    "cluster": {"context", "memory", "net", "client"},
     "testing": None,  # helpers for tests: any core layer
 }
 # Above core: which top-level directories each may include.

@@ -29,7 +29,7 @@ packages=(
   openjdk-17-jdk-headless # embedded JVM for jvm active code
   tzdata                  # /usr/share/zoneinfo: a real tree full of symbolic links (cp_golden_test)
   etcd-server etcd-client # the cluster's membership and slot map (the tests start a real etcd)
-  libcurl4-openssl-dev    # HTTP to etcd's v3 JSON gateway
+  curl                    # the metrics test fetches /metrics for promtool
   nlohmann-json3-dev      # JSON for that gateway (header-only)
   libseccomp-dev          # the system-call allow-list of isolated workers (--isolate)
   python3-dev pybind11-dev python3-pybind11  # the Python package ardma (python/)

@@ -477,15 +477,26 @@ int RunCommand(const Command& command) {
     shares[s].req.files.push_back(paths[k]);
     if (by_inode) shares[s].req.inos.push_back(inos[k]);
   }
-  auto fetch = [&f](Client* client, Request r) -> absl::StatusOr<Batch> {
-    ARDMA_ASSIGN_OR_RETURN(std::string reply, Invoke(*client, f.mode, active_libraries::grep(),
-                                                     "grep.scan", EncodeRequest(r)));
-    return DecodeBatch(std::move(reply));
+  // Sent from this thread, one share after another, before any answer is awaited: the wave
+  // leaves at once (a thread per share would start its request only when the members already
+  // scanning let it have a core).
+  auto fetch = [&f](Client* client, const Request& r) {
+    return std::async(std::launch::deferred,
+                      [sent = InvokeAsync(*client, f.mode, active_libraries::grep(), "grep.scan",
+                                          EncodeRequest(r))]() mutable -> absl::StatusOr<Batch> {
+                        ARDMA_ASSIGN_OR_RETURN(std::string reply, sent.get());
+                        return DecodeBatch(std::move(reply));
+                      });
   };
-  for (Share& share : shares) {
-    if (share.failed.ok()) {
-      share.next = std::async(std::launch::async, fetch, share.client, share.req);
+  if (f.mode == Mode::kActive) {
+    for (Share& share : shares) {  // the library everywhere first: then the requests go together
+      if (!share.failed.ok()) continue;
+      absl::Status loaded = EnsureLoaded(*share.client, active_libraries::grep());
+      if (!loaded.ok() && Unreachable(loaded)) share.failed = loaded;
     }
+  }
+  for (Share& share : shares) {
+    if (share.failed.ok()) share.next = fetch(share.client, share.req);
   }
   bool unreadable = false;
   for (size_t k = 0; k < paths.size() && !(f.quiet && printer.selected()); ++k) {
@@ -513,7 +524,7 @@ int RunCommand(const Command& command) {
         }
         if (!(**share.batch).next.done) {
           share.req.cursor = (**share.batch).next;
-          share.next = std::async(std::launch::async, fetch, share.client, share.req);
+          share.next = fetch(share.client, share.req);
         }
       }
       const Batch& batch = **share.batch;

@@ -356,15 +356,34 @@ std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view f
                                                               const CallOptions& options) {
   auto promise = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
   std::future<absl::StatusOr<std::string>> future = promise->get_future();
-  ExecuteAsync(
-      function, args, [promise](ResponsePayload r) { promise->set_value(std::move(r)); }, options);
+  SendExecute(
+      nullptr, function, args, [promise](ResponsePayload r) { promise->set_value(std::move(r)); },
+      options);
+  return future;
+}
+
+std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(const wire::CodeHash& library,
+                                                              std::string_view function,
+                                                              std::string_view args,
+                                                              const CallOptions& options) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
+  std::future<absl::StatusOr<std::string>> future = promise->get_future();
+  SendExecute(
+      &library, function, args, [promise](ResponsePayload r) { promise->set_value(std::move(r)); },
+      options);
   return future;
 }
 
 void Client::ExecuteAsync(std::string_view function, std::string_view args, ResponseCallback done,
                           const CallOptions& options) {
+  SendExecute(nullptr, function, args, std::move(done), options);
+}
+
+void Client::SendExecute(const wire::CodeHash* library, std::string_view function,
+                         std::string_view args, ResponseCallback done,
+                         const CallOptions& options) {
   absl::StatusOr<wire::ExecuteRequest> req =
-      MakeExecute(nullptr, function, args, ServerDeadline(options));
+      MakeExecute(library, function, args, ServerDeadline(options));
   if (!req.ok()) {
     done(req.status());
     return;

@@ -165,6 +165,11 @@ class Client {
   std::future<absl::StatusOr<std::string>> ExecuteAsync(std::string_view function,
                                                         std::string_view args,
                                                         const CallOptions& options = {});
+  // By library hash + name, like Execute's second form.
+  std::future<absl::StatusOr<std::string>> ExecuteAsync(const wire::CodeHash& library,
+                                                        std::string_view function,
+                                                        std::string_view args,
+                                                        const CallOptions& options = {});
   // The same with a callback instead of a future: `done` runs on a client thread and may issue
   // the next asynchronous call (a closed loop with no thread hand-off).
   void ExecuteAsync(std::string_view function, std::string_view args, ResponseCallback done,
@@ -222,6 +227,9 @@ class Client {
   void ForgetLoaded();
 
  private:
+  // ExecuteAsync by name (`library` null) or by hash, answering through `done`.
+  void SendExecute(const wire::CodeHash* library, std::string_view function,
+                   std::string_view args, ResponseCallback done, const CallOptions& options);
   friend class ::ardma::Batch;
   Client(std::string address, const ClientOptions& options);
 

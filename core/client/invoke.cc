@@ -66,4 +66,36 @@ absl::StatusOr<std::string> Invoke(Client& client, Mode mode, const ActiveLibrar
   return result;
 }
 
+std::future<absl::StatusOr<std::string>> InvokeAsync(Client& client, Mode mode,
+                                                     const ActiveLibrary& library,
+                                                     std::string function, std::string args,
+                                                     const CallOptions& options) {
+  const ActiveLibrary* owner = Owner(library, function);
+  if (owner == nullptr || mode == Mode::kRdma) {
+    return std::async(std::launch::async, [&client, mode, &library, function, args, options] {
+      return Invoke(client, mode, library, function, args, options);
+    });
+  }
+  if (absl::Status loaded = EnsureLoaded(client, library); !loaded.ok()) {
+    std::promise<absl::StatusOr<std::string>> failed;
+    failed.set_value(loaded);
+    return failed.get_future();
+  }
+  std::future<absl::StatusOr<std::string>> sent =
+      client.ExecuteAsync(owner->hash(), function, args, options);
+  return std::async(std::launch::deferred, [&client, mode, &library, owner,
+                                            function = std::move(function),
+                                            args = std::move(args), options,
+                                            sent = std::move(sent)]() mutable {
+    absl::StatusOr<std::string> result = sent.get();
+    // The connection broke (an asynchronous call is not retried), or was re-established and the
+    // server lost the library: as Invoke would, once more, waiting.
+    if (absl::IsUnavailable(result.status()) ||
+        (absl::IsNotFound(result.status()) && !client.KnownLoaded(owner->hash()))) {
+      return Invoke(client, mode, library, function, args, options);
+    }
+    return result;
+  });
+}
+
 }  // namespace ardma

@@ -14,6 +14,7 @@
 #ifndef ARDMA_CORE_CLIENT_INVOKE_H_
 #define ARDMA_CORE_CLIENT_INVOKE_H_
 
+#include <future>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,15 @@ absl::Status EnsureLoaded(Client& client, const ActiveLibrary& library);
 absl::StatusOr<std::string> Invoke(Client& client, Mode mode, const ActiveLibrary& library,
                                    std::string_view function, std::string_view args,
                                    const CallOptions& options = {});
+
+// The same without waiting: in active mode the request is sent before this returns (after the
+// library is made sure of), so calls to several servers leave at once from one thread; the
+// future's get() retries once, as Invoke does, if the server lost the library meanwhile. In RDMA
+// mode the function runs on a thread of its own. `client` and `library` must outlive the future.
+std::future<absl::StatusOr<std::string>> InvokeAsync(Client& client, Mode mode,
+                                                     const ActiveLibrary& library,
+                                                     std::string function, std::string args,
+                                                     const CallOptions& options = {});
 
 }  // namespace ardma
 

@@ -19,8 +19,9 @@ absl::StatusOr<std::vector<MemberInfo>> ListMembers(EtcdClient& etcd, std::strin
   return out;
 }
 
-absl::StatusOr<StoredMap> ReadMap(EtcdClient& etcd, std::string_view name) {
-  ARDMA_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd.Get(MapKey(name)));
+namespace {
+
+absl::StatusOr<StoredMap> ParseStoredMap(std::string_view name, const std::optional<KeyValue>& kv) {
   if (!kv.has_value()) {
     return absl::NotFoundError(
         absl::StrCat("cluster ", ToAbsl(name), " has no slot map yet (ardma cluster create)"));
@@ -31,6 +32,31 @@ absl::StatusOr<StoredMap> ReadMap(EtcdClient& etcd, std::string_view name) {
                                                    " is inconsistent: ", map.status().message()));
   }
   return StoredMap{*std::move(map), kv->mod_revision};
+}
+
+}  // namespace
+
+absl::StatusOr<StoredMap> ReadMap(EtcdClient& etcd, std::string_view name) {
+  ARDMA_ASSIGN_OR_RETURN(std::optional<KeyValue> kv, etcd.Get(MapKey(name)));
+  return ParseStoredMap(name, kv);
+}
+
+absl::StatusOr<ClusterView> ReadCluster(EtcdClient& etcd, std::string_view name) {
+  ClusterView view;
+  ARDMA_ASSIGN_OR_RETURN(std::vector<KeyValue> kvs,
+                         etcd.GetPrefix(ClusterPrefix(name), &view.revision));
+  const std::string members = MembersPrefix(name), map_key = MapKey(name);
+  std::optional<KeyValue> map;
+  for (KeyValue& kv : kvs) {
+    if (kv.key == map_key) {
+      map = std::move(kv);
+    } else if (kv.key.rfind(members, 0) == 0) {
+      ARDMA_ASSIGN_OR_RETURN(MemberInfo member, MemberInfo::Parse(kv.value));
+      view.members.push_back(std::move(member));
+    }
+  }
+  ARDMA_ASSIGN_OR_RETURN(view.map, ParseStoredMap(name, map));
+  return view;
 }
 
 absl::StatusOr<SlotMap> CreateMap(EtcdClient& etcd, std::string_view name,

@@ -31,6 +31,15 @@ struct StoredMap {
 };
 absl::StatusOr<StoredMap> ReadMap(EtcdClient& etcd, std::string_view name);
 
+// The members and the map from one read of the cluster's keys, with the store revision that read
+// reflects (a watch from revision + 1 misses nothing after it). Errors as ReadMap's.
+struct ClusterView {
+  std::vector<MemberInfo> members;
+  StoredMap map;
+  int64_t revision = 0;
+};
+absl::StatusOr<ClusterView> ReadCluster(EtcdClient& etcd, std::string_view name);
+
 // Writes the first map: the slots evenly over `servers` (live members' ids; empty: every live
 // member, by id). ALREADY_EXISTS if the cluster has a map, NOT_FOUND naming an id that is not a
 // live member, FAILED_PRECONDITION if there is none.

@@ -1,6 +1,7 @@
 #include "core/cluster/etcd_client.h"
 
-#include <curl/curl.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/cluster/http_client.h"
 #include "core/status_macros.h"
 
 namespace ardma::cluster {
@@ -59,36 +61,17 @@ absl::StatusOr<KeyValue> ToKeyValue(const Json& kv) {
   return out;
 }
 
-size_t Append(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
-
-struct CurlGlobal {
-  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
-};
-
 }  // namespace
-
-struct EtcdClient::Curl {
-  Curl() : handle(curl_easy_init()) {}
-  ~Curl() {
-    if (handle != nullptr) curl_easy_cleanup(handle);
-  }
-  CURL* handle;
-};
 
 EtcdClient::EtcdClient(std::vector<std::string> endpoints, std::string text,
                        absl::Duration timeout)
-    : endpoints_(std::move(endpoints)), endpoints_text_(std::move(text)), timeout_(timeout) {
-  static CurlGlobal global;  // once per process, before the first handle
-  curl_ = std::make_unique<Curl>();
-}
+    : endpoints_(std::move(endpoints)), endpoints_text_(std::move(text)), timeout_(timeout) {}
 
 EtcdClient::~EtcdClient() = default;
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(std::string_view endpoints,
-                                                                absl::Duration timeout) {
+                                                                absl::Duration timeout,
+                                                                bool probe) {
   std::vector<std::string> list = absl::StrSplit(ToAbsl(endpoints), ',', absl::SkipEmpty());
   if (list.empty()) return absl::InvalidArgumentError("no etcd endpoint given");
   for (const std::string& e : list) {
@@ -100,48 +83,37 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(std::string_view
   std::unique_ptr<EtcdClient> client(
       new EtcdClient(std::move(list), std::string(endpoints), timeout));
   // A read of a key nobody writes: only etcd answers it with a header.
-  ARDMA_RETURN_IF_ERROR(client->Get("\x01" "ardma-probe").status());
+  if (probe) ARDMA_RETURN_IF_ERROR(client->Get("\x01" "ardma-probe").status());
   return client;
 }
 
 absl::StatusOr<std::string> EtcdClient::Call(std::string_view path, const std::string& body) {
   absl::MutexLock lock(&mu_);
-  CURL* curl = curl_->handle;
-  if (curl == nullptr) return absl::InternalError("libcurl could not make a handle");
   std::string last_error;
   for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
     size_t index = (preferred_ + attempt) % endpoints_.size();
     const std::string& endpoint = endpoints_[index];
-    std::string url = absl::StrCat("http://", endpoint, ToAbsl(path));
-    std::string answer;
-    curl_easy_reset(curl);
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Append);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(timeout_)));
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_PROXY, "");  // never an $http_proxy for loopback etcd
-    CURLcode rc = curl_easy_perform(curl);
-    if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-        rc == CURLE_OPERATION_TIMEDOUT) {
-      last_error = absl::StrCat(endpoint, ": ", curl_easy_strerror(rc));
+    if (http_ == nullptr || http_->endpoint() != endpoint) {
+      http_ = std::make_unique<HttpConnection>(endpoint);
+    }
+    absl::StatusOr<HttpAnswer> answer = http_->Post(path, body, absl::Now() + timeout_);
+    if (absl::IsUnavailable(answer.status()) || absl::IsDeadlineExceeded(answer.status()) ||
+        absl::IsInvalidArgument(answer.status())) {
+      last_error = std::string(answer.status().message());
       continue;  // the next endpoint
     }
-    if (rc != CURLE_OK) {  // something answered, not in HTTP
-      return absl::FailedPreconditionError(absl::StrCat(
-          endpoint, " does not answer as etcd's v3 JSON gateway (", curl_easy_strerror(rc), ")"));
+    if (!answer.ok()) {  // something answered, not in HTTP
+      return absl::FailedPreconditionError(
+          absl::StrCat(endpoint, " does not answer as etcd's v3 JSON gateway (",
+                       answer.status().message(), ")"));
     }
     preferred_ = index;
-    long http = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
-    Json json = Json::parse(answer, nullptr, /*allow_exceptions=*/false);
+    Json json = Json::parse(answer->body, nullptr, /*allow_exceptions=*/false);
     if (json.is_discarded() || !json.is_object()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          endpoint, " does not answer as etcd's v3 JSON gateway (HTTP ", http, ")"));
+          endpoint, " does not answer as etcd's v3 JSON gateway (HTTP ", answer->status, ")"));
     }
-    if (http != 200) {
+    if (answer->status != 200) {
       int code = json.value("code", 2);
       std::string message = json.value("message", json.value("error", std::string("no message")));
       if (code <= 0 || code > 16) code = 2;
@@ -152,7 +124,7 @@ absl::StatusOr<std::string> EtcdClient::Call(std::string_view path, const std::s
       return absl::FailedPreconditionError(
           absl::StrCat(endpoint, " does not answer as etcd's v3 JSON gateway"));
     }
-    return answer;
+    return std::move(answer->body);
   }
   return absl::UnavailableError(
       absl::StrCat("etcd at ", endpoints_text_, " is unreachable (", last_error, ")"));
@@ -256,18 +228,6 @@ absl::Status EtcdClient::RevokeLease(int64_t lease) {
 
 // ---- Watch ----
 
-struct EtcdWatch::Handles {
-  CURLM* multi = curl_multi_init();
-  CURL* easy = curl_easy_init();
-  std::string body;
-  std::atomic<bool> woken{false};
-  ~Handles() {
-    if (multi != nullptr && easy != nullptr) curl_multi_remove_handle(multi, easy);
-    if (easy != nullptr) curl_easy_cleanup(easy);
-    if (multi != nullptr) curl_multi_cleanup(multi);
-  }
-};
-
 absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(std::string_view prefix,
                                                              int64_t from) {
   Json create{{"key", B64(prefix)}, {"range_end", B64(PrefixEnd(prefix))}};
@@ -277,38 +237,33 @@ absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(std::string_view pr
     absl::MutexLock lock(&mu_);
     endpoint = endpoints_[preferred_];
   }
-  std::unique_ptr<EtcdWatch> watch(
-      new EtcdWatch(endpoint, Json{{"create_request", create}}.dump(), timeout_));
-  if (watch->handles_->multi == nullptr || watch->handles_->easy == nullptr) {
-    return absl::InternalError("libcurl could not make a handle");
+  std::unique_ptr<EtcdWatch> watch(new EtcdWatch(endpoint));
+  if (::pipe2(watch->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return absl::InternalError("no pipe for a watch");
+  }
+  const std::string body = Json{{"create_request", create}}.dump();
+  ARDMA_ASSIGN_OR_RETURN(int status,
+                         watch->http_->StartStream("/v3/watch", body, absl::Now() + timeout_));
+  if (status != 200) {
+    return absl::UnavailableError(
+        absl::StrCat("etcd at ", endpoint, " refused a watch (HTTP ", status, ")"));
   }
   return watch;
 }
 
-EtcdWatch::EtcdWatch(std::string endpoint, const std::string& body,
-                     absl::Duration connect_timeout)
-    : endpoint_(std::move(endpoint)), handles_(std::make_unique<Handles>()) {
-  Handles& h = *handles_;
-  if (h.multi == nullptr || h.easy == nullptr) return;
-  h.body = body;
-  std::string url = absl::StrCat("http://", endpoint_, "/v3/watch");
-  curl_easy_setopt(h.easy, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h.easy, CURLOPT_POSTFIELDS, h.body.c_str());
-  curl_easy_setopt(h.easy, CURLOPT_POSTFIELDSIZE, static_cast<long>(h.body.size()));
-  curl_easy_setopt(h.easy, CURLOPT_WRITEFUNCTION, &Append);
-  curl_easy_setopt(h.easy, CURLOPT_WRITEDATA, &buffer_);
-  curl_easy_setopt(h.easy, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(connect_timeout)));
-  curl_easy_setopt(h.easy, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h.easy, CURLOPT_PROXY, "");
-  curl_multi_add_handle(h.multi, h.easy);
+EtcdWatch::EtcdWatch(std::string endpoint)
+    : endpoint_(endpoint), http_(std::make_unique<HttpConnection>(std::move(endpoint))) {}
+
+EtcdWatch::~EtcdWatch() {
+  for (int fd : wake_) {
+    if (fd >= 0) ::close(fd);
+  }
 }
 
-EtcdWatch::~EtcdWatch() = default;
-
 void EtcdWatch::Wake() {
-  handles_->woken = true;
-  curl_multi_wakeup(handles_->multi);
+  woken_ = true;
+  char one = 1;
+  (void)!::write(wake_[1], &one, 1);
 }
 
 absl::StatusOr<int64_t> EtcdWatch::TakeMessages() {
@@ -332,27 +287,25 @@ absl::StatusOr<int64_t> EtcdWatch::TakeMessages() {
 }
 
 absl::StatusOr<int64_t> EtcdWatch::Next(absl::Duration timeout) {
-  Handles& h = *handles_;
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
-    int running = 0;
-    curl_multi_perform(h.multi, &running);
+    absl::StatusOr<bool> open = http_->ReadStream(&buffer_, deadline, wake_[0]);
+    if (!open.ok()) {
+      return absl::UnavailableError(absl::StrCat("the watch on etcd at ", endpoint_,
+                                                 " ended: ", open.status().message()));
+    }
     ARDMA_ASSIGN_OR_RETURN(int64_t revision, TakeMessages());
     if (revision != 0) return revision;
-    int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(h.multi, &left)) {
-      if (msg->msg == CURLMSG_DONE) {
-        return absl::UnavailableError(absl::StrCat("the watch on etcd at ", endpoint_, " ended: ",
-                                                   curl_easy_strerror(msg->data.result)));
-      }
-    }
-    if (running == 0) {
+    if (!*open) {
       return absl::UnavailableError(absl::StrCat("the watch on etcd at ", endpoint_, " ended"));
     }
-    absl::Duration left_time = deadline - absl::Now();
-    if (h.woken.exchange(false) || left_time <= absl::ZeroDuration()) return 0;
-    int64_t ms = std::clamp<int64_t>(absl::ToInt64Milliseconds(left_time), 1, 1000);
-    curl_multi_poll(h.multi, nullptr, 0, static_cast<int>(ms), nullptr);
+    if (woken_.exchange(false)) {
+      char drain[64];
+      while (::read(wake_[0], drain, sizeof(drain)) > 0) {
+      }
+      return 0;
+    }
+    if (absl::Now() >= deadline) return 0;
   }
 }
 

@@ -1,8 +1,8 @@
 // EtcdClient: the few calls of etcd's v3 API the cluster needs — keys, leases and compare-and-put
-// transactions — over etcd's JSON gateway (HTTP/1.1 POST to /v3/..., libcurl; keys, values and
-// lease ids as etcd's JSON encodes them: bytes in base64, 64-bit numbers as strings). Chosen over
-// gRPC because Debian's etcd 3.4 serves the gateway on its client port and it needs no generated
-// code. A watch (EtcdWatch) is the gateway's stream of newline-separated JSON messages.
+// transactions — over etcd's JSON gateway (HTTP/1.1 POST to /v3/..., http_client.h; keys, values
+// and lease ids as etcd's JSON encodes them: bytes in base64, 64-bit numbers as strings). Chosen
+// over gRPC because Debian's etcd 3.4 serves the gateway on its client port and it needs no
+// generated code. A watch (EtcdWatch) is the gateway's stream of newline-separated JSON messages.
 //
 //   ARDMA_ASSIGN_OR_RETURN(auto etcd, EtcdClient::Connect("127.0.0.1:2379"));
 //   ARDMA_RETURN_IF_ERROR(etcd->Put("/ardma/c1/members/7", "..."));
@@ -13,6 +13,7 @@
 #define ARDMA_CORE_CLUSTER_ETCD_CLIENT_H_
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,13 +36,15 @@ struct KeyValue {
 };
 
 class EtcdWatch;
+class HttpConnection;
 
 class EtcdClient {
  public:
   // `endpoints`: "HOST:PORT[,HOST:PORT...]", tried in order for every call until one answers.
-  // Checks that the first that answers is etcd. `timeout` bounds each HTTP exchange.
+  // With `probe`, checks that the first that answers is etcd (one read); without, the first call
+  // finds out. `timeout` bounds each HTTP exchange.
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Connect(
-      std::string_view endpoints, absl::Duration timeout = absl::Seconds(2));
+      std::string_view endpoints, absl::Duration timeout = absl::Seconds(2), bool probe = true);
   ~EtcdClient();
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
@@ -76,7 +79,6 @@ class EtcdClient {
   const std::string& endpoints() const { return endpoints_text_; }
 
  private:
-  struct Curl;
   EtcdClient(std::vector<std::string> endpoints, std::string text, absl::Duration timeout);
   // POSTs `body` (JSON) to `path` on the first endpoint that answers: the parsed JSON text of a
   // 200 answer, or the error.
@@ -86,7 +88,7 @@ class EtcdClient {
   const std::string endpoints_text_;
   const absl::Duration timeout_;
   absl::Mutex mu_;
-  std::unique_ptr<Curl> curl_ ABSL_GUARDED_BY(mu_);  // keeps its connection between calls
+  std::unique_ptr<HttpConnection> http_ ABSL_GUARDED_BY(mu_);  // kept between calls
   size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;        // the endpoint that answered last
 };
 
@@ -105,14 +107,15 @@ class EtcdWatch {
 
  private:
   friend class EtcdClient;
-  struct Handles;
-  EtcdWatch(std::string endpoint, const std::string& body, absl::Duration connect_timeout);
+  explicit EtcdWatch(std::string endpoint);
   // Takes the complete messages out of buffer_: the revision of the last change, 0 if none.
   absl::StatusOr<int64_t> TakeMessages();
 
   const std::string endpoint_;
-  std::unique_ptr<Handles> handles_;
-  std::string buffer_;
+  std::unique_ptr<HttpConnection> http_;
+  std::string buffer_;             // the stream's bytes not parsed yet
+  int wake_[2] = {-1, -1};         // a pipe: Wake writes, Next waits on it with the stream
+  std::atomic<bool> woken_{false};
 };
 
 }  // namespace ardma::cluster

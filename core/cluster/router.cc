@@ -11,14 +11,17 @@ namespace ardma::cluster {
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(std::string_view address,
                                                           Options options) {
   ARDMA_ASSIGN_OR_RETURN(ClusterAddress where, ParseClusterAddress(address));
-  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> etcd, EtcdClient::Connect(where.endpoints));
+  // (No probe: the first read below tells etcd from anything else as well.)
+  ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> etcd,
+                         EtcdClient::Connect(where.endpoints, absl::Seconds(2), /*probe=*/false));
   std::unique_ptr<Cluster> cluster(
       new Cluster(std::move(where), std::move(options), std::move(etcd)));
-  absl::Status first = cluster->Refresh();
+  int64_t revision = 0;
+  absl::Status first = cluster->Reload(&revision);
   if (absl::IsNotFound(first)) return absl::FailedPreconditionError(first.message());
   ARDMA_RETURN_IF_ERROR(first);
   if (cluster->options_.refresh_interval > absl::ZeroDuration()) {
-    cluster->follower_ = std::thread([c = cluster.get()] { c->Follow(); });
+    cluster->follower_ = std::thread([c = cluster.get(), revision] { c->Follow(revision); });
   }
   return cluster;
 }
@@ -30,15 +33,15 @@ bool Cluster::WaitUnlessClosing(absl::Duration timeout) {
   return closing_;
 }
 
-void Cluster::Follow() {
+void Cluster::Follow(int64_t revision) {
   const std::string prefix = ClusterPrefix(where_.name);
-  do {
-    // The revision first, then the read, then a watch from just after that revision: no change
-    // falls between the read and the watch. (etcd away: the cached members and map stay.)
-    int64_t revision = 0;
-    absl::Status read = etcd_->GetPrefix(MapKey(where_.name), &revision).status();
-    if (read.ok()) read = Refresh();
-    if (!read.ok()) continue;
+  for (bool first = true;; first = false) {
+    // A watch from just after the revision of the last read: no change falls between the two.
+    // (etcd away: the cached members and map stay.)
+    if (!first && (WaitUnlessClosing(options_.refresh_interval) || !Reload(&revision).ok())) {
+      if (WaitUnlessClosing(absl::ZeroDuration())) return;
+      continue;
+    }
     absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd_->Watch(prefix, revision + 1);
     if (!watch.ok()) continue;
     {
@@ -53,7 +56,7 @@ void Cluster::Follow() {
     }
     absl::MutexLock lock(&mu_);
     watch_ = nullptr;
-  } while (!WaitUnlessClosing(options_.refresh_interval));
+  }
 }
 
 Cluster::~Cluster() {
@@ -66,10 +69,16 @@ Cluster::~Cluster() {
 }
 
 absl::Status Cluster::Refresh() {
-  ARDMA_ASSIGN_OR_RETURN(std::vector<MemberInfo> members, ListMembers(*etcd_, where_.name));
-  ARDMA_ASSIGN_OR_RETURN(StoredMap stored, ReadMap(*etcd_, where_.name));
+  int64_t revision = 0;
+  return Reload(&revision);
+}
+
+absl::Status Cluster::Reload(int64_t* revision) {
+  ARDMA_ASSIGN_OR_RETURN(ClusterView view, ReadCluster(*etcd_, where_.name));
+  *revision = view.revision;
+  StoredMap& stored = view.map;
   std::map<std::string, MemberInfo> by_id;
-  for (MemberInfo& m : members) by_id[m.id] = std::move(m);
+  for (MemberInfo& m : view.members) by_id[m.id] = std::move(m);
   absl::MutexLock lock(&mu_);
   bool changed = by_id.size() != members_.size();
   for (const auto& [id, member] : by_id) {

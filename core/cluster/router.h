@@ -86,7 +86,11 @@ class Cluster final : public Servers {
   absl::StatusOr<Client*> Connected(const std::string& id, std::optional<uint32_t> slot);
   // The address of member `id` in the chosen transport; empty if it is not a live member.
   std::string AddressOf(const std::string& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void Follow();  // the follower thread, until the destructor
+  // Refresh, giving the store revision the read reflects.
+  absl::Status Reload(int64_t* revision);
+  // The follower thread, until the destructor: watches from `revision` + 1 (that of the read
+  // Connect made), reading again only after the watch broke.
+  void Follow(int64_t revision);
   // Waits up to `timeout`; true once the Cluster is closing.
   bool WaitUnlessClosing(absl::Duration timeout);
 

@@ -854,6 +854,29 @@ TEST_F(ServerTest, ClientReconnectsToARestartedServerAndReshipsCode) {
   EXPECT_GE(client_->counters().reconnects.load(), 1u);
 }
 
+// InvokeAsync: the request is on its way when it returns (the server runs it before anyone
+// waits), and, like Invoke, a restarted server gets the code again.
+TEST_F(ServerTest, InvokeAsyncSendsAtOnceAndReshipsCodeToARestartedServer) {
+  const ActiveLibrary& test2 = active_libraries::test2();
+  auto executed = [&] {
+    return Stat(*client_, "execute.inline") + Stat(*client_, "execute.pooled");
+  };
+  uint64_t before = executed();
+  std::future<absl::StatusOr<std::string>> sent =
+      InvokeAsync(*client_, Mode::kActive, test2, "test2.double", U64s({21}));
+  ASSERT_TRUE(testing::WaitUntil([&] { return executed() > before; }));
+  absl::StatusOr<std::string> r = sent.get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(U64At(*r, 0), 42u);
+
+  ASSERT_NO_FATAL_FAILURE(RestartOnSamePort());
+  r = InvokeAsync(*client_, Mode::kActive, test2, "test2.double", U64s({8})).get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(U64At(*r, 0), 16u);
+  EXPECT_EQ(InvokeAsync(*client_, Mode::kActive, test2, "test2.nothing", "").get().status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(ServerTest, StopsCleanlyWithParkedRequestsQueuedJobsAndOpenConnections) {
   ASSERT_TRUE(EnsureLoaded(*client_, active_libraries::test()).ok());
   std::unique_ptr<Client> parked_client = NewClient();
