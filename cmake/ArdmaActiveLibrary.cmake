@@ -11,6 +11,16 @@
 # exactly those builds on the server.
 #
 # Part of the installed package (find_package(ardma) includes it) and used by the project itself.
+
+# Run as a script (cmake -DARDMA_HASH_OF=FILE -P this file): writes FILE.sha256, the SHA-256 of
+# FILE in hex, which the embedded descriptor carries so that clients need not hash the code when
+# they start (docs/BENCHMARKS.md, issue 34).
+if(CMAKE_SCRIPT_MODE_FILE AND DEFINED ARDMA_HASH_OF)
+  file(SHA256 "${ARDMA_HASH_OF}" hash)
+  file(WRITE "${ARDMA_HASH_OF}.sha256" "${hash}")
+  return()
+endif()
+
 if(NOT DEFINED ARDMA_ACTIVE_OUTPUT_DIR)
   set(ARDMA_ACTIVE_OUTPUT_DIR ${CMAKE_BINARY_DIR}/active)
 endif()
@@ -40,6 +50,11 @@ function(ardma_active_library name)
               $<TARGET_FILE:${name}_module>
       VERBATIM)
   endif()
+  add_custom_command(TARGET ${name}_module POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -DARDMA_HASH_OF=$<TARGET_FILE:${name}_module>
+            -P ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
+    BYPRODUCTS ${ARDMA_ACTIVE_OUTPUT_DIR}/ardma_${ARG_ID}.so.sha256
+    VERBATIM)
 
   # The module's bytes, embedded with .incbin, and the descriptor that names them.
   set(embed ${CMAKE_CURRENT_BINARY_DIR}/${name}_embed.cc)
@@ -63,10 +78,15 @@ __asm__(\".section .rodata.ardma_module_${ARG_ID},\\\"a\\\"\\n\"
         \".globl ardma_module_${ARG_ID}_end\\n\"
         \".hidden ardma_module_${ARG_ID}_end\\n\"
         \"ardma_module_${ARG_ID}_end:\\n\"
+        \".globl ardma_module_${ARG_ID}_sha256\\n\"
+        \".hidden ardma_module_${ARG_ID}_sha256\\n\"
+        \"ardma_module_${ARG_ID}_sha256:\\n\"
+        \".incbin \\\"${ARDMA_ACTIVE_OUTPUT_DIR}/ardma_${ARG_ID}.so.sha256\\\"\\n\"
         \".previous\\n\");
 
 extern \"C\" const unsigned char ardma_module_${ARG_ID}_begin[];
 extern \"C\" const unsigned char ardma_module_${ARG_ID}_end[];
+extern \"C\" const char ardma_module_${ARG_ID}_sha256[64];
 const ::ardma::FunctionTable& ardma_table_${ARG_ID}();
 ${dep_decls}
 namespace ardma::active_libraries {
@@ -75,14 +95,15 @@ const ::ardma::ActiveLibrary& ${ARG_ID}() {
       ardma_table_${ARG_ID}(), ::ardma::CodeKind::kNative,
       std::string_view(reinterpret_cast<const char*>(ardma_module_${ARG_ID}_begin),
                        static_cast<size_t>(ardma_module_${ARG_ID}_end - ardma_module_${ARG_ID}_begin)),
-      {${dep_refs}});
+      std::string_view(ardma_module_${ARG_ID}_sha256, 64), {${dep_refs}});
   return library;
 }
 }  // namespace ardma::active_libraries
 ")
   add_library(${name} STATIC ${ARG_SRCS} ${embed})
   target_link_libraries(${name} PUBLIC ardma::active_library ${ARG_DEPS} ${ARG_LIBRARY_DEPS})
-  set_source_files_properties(${embed} PROPERTIES OBJECT_DEPENDS ${ARDMA_ACTIVE_OUTPUT_DIR}/ardma_${ARG_ID}.so)
+  set_source_files_properties(${embed} PROPERTIES OBJECT_DEPENDS
+    "${ARDMA_ACTIVE_OUTPUT_DIR}/ardma_${ARG_ID}.so;${ARDMA_ACTIVE_OUTPUT_DIR}/ardma_${ARG_ID}.so.sha256")
   add_dependencies(${name} ${name}_module)
   # The id travels with an installed library, so users' libraries can name it in LIBRARY_DEPS.
   set_target_properties(${name} PROPERTIES ARDMA_ACTIVE_ID ${ARG_ID}

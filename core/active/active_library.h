@@ -25,9 +25,12 @@ CodeHash Sha256(std::string_view bytes);
 
 class ActiveLibrary {
  public:
+  // `sha256_hex`: the code's SHA-256 as the build computed it (64 hex digits; anything else and
+  // it is computed here). The server hashes what it is sent itself: a wrong one cannot pass for
+  // other code (EnsureLoaded fails with DATA_LOSS).
   ActiveLibrary(const FunctionTable& table, CodeKind kind, std::string_view code,
-                std::initializer_list<const ActiveLibrary*> deps)
-      : table_(table), kind_(kind), code_(code), hash_(Sha256(code)), deps_(deps) {}
+                std::string_view sha256_hex, std::initializer_list<const ActiveLibrary*> deps)
+      : table_(table), kind_(kind), code_(code), hash_(HashOf(code, sha256_hex)), deps_(deps) {}
   ActiveLibrary(const ActiveLibrary&) = delete;
   ActiveLibrary& operator=(const ActiveLibrary&) = delete;
 
@@ -42,6 +45,8 @@ class ActiveLibrary {
   ActiveFunction Find(std::string_view function) const;
 
  private:
+  static CodeHash HashOf(std::string_view code, std::string_view sha256_hex);
+
   const FunctionTable& table_;
   const CodeKind kind_;
   const std::string_view code_;

@@ -202,6 +202,13 @@ TEST_F(ServerTest, ExecuteAsyncCallbacksCanChainCalls) {
   EXPECT_EQ(bad.get_future().get().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The hash the build embeds with a library's bytes is theirs (the client ships by it).
+TEST(ActiveLibraryTest, TheEmbeddedHashIsTheCodesSha256) {
+  for (const ActiveLibrary* library : {&active_libraries::test(), &active_libraries::test2()}) {
+    EXPECT_EQ(library->hash(), Sha256(library->code())) << library->name();
+  }
+}
+
 TEST_F(ServerTest, LoadHasCodeAndExecute) {
   const ActiveLibrary& test2 = active_libraries::test2();
   EXPECT_FALSE(*client_->HasCode(test2.hash()));
