@@ -9,7 +9,17 @@
 //                                    region, under 60% live): the fragmentation it leaves while
 //                                    its data is still live, and whether 90% of the region can be
 //                                    allocated once everything is freed
+//   BM_FirstTouch/how:H              writing 256 MiB of the kind of memory the server's heap is
+//                                    (System V shared memory, as UCX allocates it): H=0 freshly
+//                                    attached, H=1 the same after MADV_POPULATE_WRITE (timed too),
+//                                    H=2 memory written before. What a first copy onto fresh
+//                                    heap pays on this machine (docs/BENCHMARKS.md, issue 34).
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <initializer_list>
@@ -129,6 +139,38 @@ void BM_Churn(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Churn)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+void BM_FirstTouch(benchmark::State& state) {
+  constexpr size_t kBytes = size_t{256} << 20;
+  const int64_t how = state.range(0);
+  for (auto _ : state) {
+    state.PauseTiming();
+    int id = ::shmget(IPC_PRIVATE, kBytes, IPC_CREAT | 0600);
+    void* p = id < 0 ? reinterpret_cast<void*>(-1) : ::shmat(id, nullptr, 0);
+    if (id >= 0) ::shmctl(id, IPC_RMID, nullptr);  // gone once detached
+    if (p == reinterpret_cast<void*>(-1)) {
+      state.SkipWithError("no System V shared memory");
+      break;
+    }
+    if (how == 2) std::memset(p, 1, kBytes);
+    state.ResumeTiming();
+    if (how == 1 && ::madvise(p, kBytes, MADV_POPULATE_WRITE) != 0) {
+      state.SkipWithError("MADV_POPULATE_WRITE refused");
+    }
+    std::memset(p, 2, kBytes);
+    benchmark::ClobberMemory();
+    state.PauseTiming();
+    ::shmdt(p);
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
+}
+BENCHMARK(BM_FirstTouch)->ArgName("how")->DenseRange(0, 2)->Iterations(5)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ardma
