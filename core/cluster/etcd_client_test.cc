@@ -1,14 +1,16 @@
 #include "core/cluster/etcd_client.h"
 
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/testing/etcd_process.h"
+#include "core/testing/scripted_server.h"
 #include "core/testing/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,6 +18,7 @@
 namespace ardma::cluster {
 namespace {
 
+using ::ardma::testing::ScriptedServer;
 using ::testing::HasSubstr;
 
 class EtcdClientTest : public ::testing::Test {
@@ -141,42 +144,13 @@ TEST_F(EtcdClientTest, AnotherEndpointIsTriedAndAStoppedEtcdIsUnavailableUntilIt
 }
 
 // A listener on 127.0.0.1:0 that answers every connection with `reply` and closes it.
-class FakeServer {
- public:
-  explicit FakeServer(std::string reply) : reply_(std::move(reply)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::listen(fd_, 8);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    endpoint_ = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
-    thread_ = std::thread([this] {
-      for (;;) {
-        int c = ::accept(fd_, nullptr, nullptr);
-        if (c < 0) return;
-        char buf[4096];
-        (void)::recv(c, buf, sizeof(buf), 0);
-        (void)::send(c, reply_.data(), reply_.size(), MSG_NOSIGNAL);
-        ::close(c);
-      }
-    });
-  }
-  ~FakeServer() {
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
-  }
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  std::string reply_;
-  int fd_;
-  std::string endpoint_;
-  std::thread thread_;
-};
+std::function<void(int, int)> Answer(std::string reply) {
+  return [reply](int fd, int) {
+    char buf[4096];
+    (void)::recv(fd, buf, sizeof(buf), 0);
+    (void)::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+  };
+}
 
 TEST(EtcdClientErrorsTest, NothingListeningNotEtcdAndBadEndpointsAreClearErrors) {
   absl::StatusOr<std::unique_ptr<EtcdClient>> down =
@@ -184,12 +158,13 @@ TEST(EtcdClientErrorsTest, NothingListeningNotEtcdAndBadEndpointsAreClearErrors)
   EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
   EXPECT_THAT(down.status().message(), HasSubstr("etcd at 127.0.0.1:1 is unreachable"));
 
-  FakeServer web("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+  ScriptedServer web(
+      Answer("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"));
   absl::StatusOr<std::unique_ptr<EtcdClient>> not_etcd = EtcdClient::Connect(web.endpoint());
   EXPECT_EQ(not_etcd.status().code(), absl::StatusCode::kFailedPrecondition) << not_etcd.status();
   EXPECT_THAT(not_etcd.status().message(), HasSubstr("does not answer as etcd"));
 
-  FakeServer binary(std::string("RDM1\x01\x02\x03\x00", 8));
+  ScriptedServer binary(Answer(std::string("RDM1\x01\x02\x03\x00", 8)));
   absl::StatusOr<std::unique_ptr<EtcdClient>> not_http = EtcdClient::Connect(binary.endpoint());
   EXPECT_EQ(not_http.status().code(), absl::StatusCode::kFailedPrecondition) << not_http.status();
 

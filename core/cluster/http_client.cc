@@ -29,6 +29,17 @@ absl::Status NotHttp(const std::string& endpoint, std::string_view why) {
       absl::StrCat(endpoint, " does not answer in HTTP/1.1 (", ToAbsl(why), ")"));
 }
 
+// Where the line that starts at `pos` ends (its CRLF), or npos while it has not all come;
+// DATA_LOSS once what has come is longer than `limit`.
+absl::StatusOr<size_t> LineEnd(const std::string& in, size_t pos, size_t limit,
+                               const char* what) {
+  size_t eol = in.find("\r\n", pos);
+  if (eol == std::string::npos && in.size() - pos > limit) {
+    return absl::DataLossError(absl::StrCat(what, " too long"));
+  }
+  return eol;
+}
+
 }  // namespace
 
 absl::StatusOr<bool> ChunkDecoder::Feed(std::string& in, std::string* out) {
@@ -36,9 +47,8 @@ absl::StatusOr<bool> ChunkDecoder::Feed(std::string& in, std::string* out) {
   for (bool more = true; more;) {
     switch (state_) {
       case State::kSize: {
-        size_t eol = in.find("\r\n", pos);
+        ARDMA_ASSIGN_OR_RETURN(size_t eol, LineEnd(in, pos, kMaxSizeLine, "chunk size line"));
         if (eol == std::string::npos) {
-          if (in.size() - pos > kMaxSizeLine) return absl::DataLossError("chunk size line too long");
           more = false;
           break;
         }
@@ -77,9 +87,8 @@ absl::StatusOr<bool> ChunkDecoder::Feed(std::string& in, std::string* out) {
         }
         break;
       case State::kTrailer: {
-        size_t eol = in.find("\r\n", pos);
+        ARDMA_ASSIGN_OR_RETURN(size_t eol, LineEnd(in, pos, kMaxHead, "chunked trailer"));
         if (eol == std::string::npos) {
-          if (in.size() - pos > kMaxHead) return absl::DataLossError("chunked trailer too long");
           more = false;
           break;
         }

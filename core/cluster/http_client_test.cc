@@ -1,24 +1,22 @@
 #include "core/cluster/http_client.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <functional>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "core/testing/scripted_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ardma::cluster {
 namespace {
 
+using ::ardma::testing::ScriptedServer;
 using ::testing::HasSubstr;
 
 TEST(ChunkDecoderTest, DecodesABodyCutAnywhere) {
@@ -46,46 +44,6 @@ TEST(ChunkDecoderTest, RefusesWhatIsNotChunked) {
     EXPECT_EQ(decoder.Feed(bad, &out).status().code(), absl::StatusCode::kDataLoss) << bad;
   }
 }
-
-// A listener on 127.0.0.1:0 whose thread hands each connection, in turn, to `serve` (with the
-// connection's number from 0), then closes it.
-class ScriptedServer {
- public:
-  explicit ScriptedServer(std::function<void(int fd, int n)> serve) : serve_(std::move(serve)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(::listen(fd_, 8), 0);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    endpoint_ = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
-    thread_ = std::thread([this] {
-      for (int n = 0;; ++n) {
-        int c = ::accept(fd_, nullptr, nullptr);
-        if (c < 0) return;
-        accepted_ = n + 1;
-        serve_(c, n);
-        ::close(c);
-      }
-    });
-  }
-  ~ScriptedServer() {
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
-  }
-  const std::string& endpoint() const { return endpoint_; }
-  int accepted() const { return accepted_; }
-
- private:
-  std::function<void(int, int)> serve_;
-  int fd_;
-  std::string endpoint_;
-  std::thread thread_;
-  std::atomic<int> accepted_{0};
-};
 
 // Reads one request (head and Content-Length body) from `fd`: its body, or "" at the end.
 std::string ReadRequest(int fd) {
