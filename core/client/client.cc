@@ -354,22 +354,24 @@ absl::StatusOr<std::string> Client::Execute(const wire::CodeHash& library,
 std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view function,
                                                               std::string_view args,
                                                               const CallOptions& options) {
-  auto promise = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
-  std::future<absl::StatusOr<std::string>> future = promise->get_future();
-  SendExecute(
-      nullptr, function, args, [promise](ResponsePayload r) { promise->set_value(std::move(r)); },
-      options);
-  return future;
+  return FutureExecute(nullptr, function, args, options);
 }
 
 std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(const wire::CodeHash& library,
                                                               std::string_view function,
                                                               std::string_view args,
                                                               const CallOptions& options) {
+  return FutureExecute(&library, function, args, options);
+}
+
+std::future<absl::StatusOr<std::string>> Client::FutureExecute(const wire::CodeHash* library,
+                                                               std::string_view function,
+                                                               std::string_view args,
+                                                               const CallOptions& options) {
   auto promise = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
   std::future<absl::StatusOr<std::string>> future = promise->get_future();
   SendExecute(
-      &library, function, args, [promise](ResponsePayload r) { promise->set_value(std::move(r)); },
+      library, function, args, [promise](ResponsePayload r) { promise->set_value(std::move(r)); },
       options);
   return future;
 }

@@ -230,6 +230,11 @@ class Client {
   // ExecuteAsync by name (`library` null) or by hash, answering through `done`.
   void SendExecute(const wire::CodeHash* library, std::string_view function,
                    std::string_view args, ResponseCallback done, const CallOptions& options);
+  // The same answering through a future.
+  std::future<absl::StatusOr<std::string>> FutureExecute(const wire::CodeHash* library,
+                                                         std::string_view function,
+                                                         std::string_view args,
+                                                         const CallOptions& options);
   friend class ::ardma::Batch;
   Client(std::string address, const ClientOptions& options);
 

@@ -40,7 +40,8 @@ absl::StatusOr<std::string> Invoke(Client& client, Mode mode, const ActiveLibrar
 
 // The same without waiting: in active mode the request is sent before this returns (after the
 // library is made sure of), so calls to several servers leave at once from one thread; the
-// future's get() retries once, as Invoke does, if the server lost the library meanwhile. In RDMA
+// future's get() tries once more, waiting, as Invoke's call would, if the connection broke (an
+// asynchronous call is not retried) or the server lost the library meanwhile. In RDMA
 // mode the function runs on a thread of its own. `client` and `library` must outlive the future.
 std::future<absl::StatusOr<std::string>> InvokeAsync(Client& client, Mode mode,
                                                      const ActiveLibrary& library,
