@@ -71,7 +71,8 @@ const char kUsage[] =
     "                                elements START..STOP, STOP -1 for the end); --mode, cluster\n"
     "                                as dht\n"
     "  cluster create [ID...]        give a cluster its first slot map: the slots evenly over the\n"
-    "                                live members (or the IDs); --server etcd://HOST:PORT/NAME\n"
+    "                                live members (or the IDs); --server etcd://HOST:PORT/NAME;\n"
+    "                                --replicas N names N replicas for each server's slots\n"
     "  cluster status                the cluster's members, their addresses and slots, and slots\n"
     "                                whose server is down (exit 1 then)\n"
     "  cluster rebalance             move slots (and their keys) so that every live member has\n"
@@ -392,6 +393,9 @@ int Main(int argc, char** argv) {
   flags.Duration("lock-wait", &opt.lock_wait,
                  "cluster add/remove/rebalance: how long to wait for a busy lock in a slot to move "
                  "before keeping the slot");
+  flags.Int("replicas", &opt.replicas, "N",
+            "cluster create: each server's slots also on the N servers after it (recorded in the "
+            "map; copying them is to come)");
   flags.Bool("long", &opt.long_list, "fs ls: long listing");
   flags.Bool("parents", &opt.parents, "fs mkdir: make missing parents, accept existing");
   flags.Bool("recursive", &opt.recursive, "fs rm: remove directories and everything below");

@@ -38,6 +38,7 @@ struct Options : DfsFlags {
   // cluster add/remove/rebalance: how long a lock in a slot to move may stay busy before the slot
   // is kept where it is.
   absl::Duration lock_wait = absl::Seconds(5);
+  int64_t replicas = 0;  // cluster create --replicas
   bool long_list = false;
   bool parents = false;
   bool recursive = false;

@@ -31,6 +31,14 @@ std::string Ranges(const cluster::SlotMap& map, const std::string& id) {
                                                    map.SlotCount(id), " slots)");
 }
 
+// "  replicas b, c" for a server whose slots have replicas; else "".
+std::string ReplicaText(const cluster::SlotMap& map, const std::string& id) {
+  std::vector<std::string> replicas = map.ReplicasOf(id);
+  if (replicas.empty()) return "";
+  return absl::StrCat(replicas.size() == 1 ? "  replica " : "  replicas ",
+                      absl::StrJoin(replicas, ", "));
+}
+
 // "1234 keys" (the DHT's, over its tables), or why the server could not say.
 std::string KeyCount(const cluster::MemberInfo& m) {
   auto address = m.addresses.find("tcp");
@@ -65,9 +73,10 @@ absl::Status Status(cluster::EtcdClient& etcd, const cluster::ClusterAddress& wh
             << "\n";
   std::vector<std::string> listed;
   for (const cluster::MemberInfo& m : members) {
-    std::cout << absl::StrFormat("%-16s  up    %s  %s", m.id,
+    std::cout << absl::StrFormat("%-16s  up    %s  %s%s", m.id,
                                  stored.ok() ? Ranges(stored->map, m.id) : std::string("-"),
-                                 KeyCount(m))
+                                 KeyCount(m),
+                                 stored.ok() ? ReplicaText(stored->map, m.id) : std::string())
               << "\n  " << Addresses(m) << "\n";
     listed.push_back(m.id);
   }
@@ -88,7 +97,8 @@ absl::Status Status(cluster::EtcdClient& etcd, const cluster::ClusterAddress& wh
 
 absl::Status RunClusterCommand(const Options& opt, const std::vector<std::string>& args) {
   constexpr char kUsageText[] =
-      "usage: ardma --server etcd://HOST:PORT/NAME cluster create [ID...] | status | add ID | "
+      "usage: ardma --server etcd://HOST:PORT/NAME cluster create [--replicas N] [ID...] | status | "
+      "add ID | "
       "remove ID | rebalance | fix";
   const std::string sub = args.size() > 1 ? args[1] : "";
   const bool shape_ok = sub == "create" ||
@@ -101,13 +111,17 @@ absl::Status RunClusterCommand(const Options& opt, const std::vector<std::string
                          cluster::EtcdClient::Connect(where->endpoints));
   if (args[1] == "status") return Status(*etcd, *where);
   if (args[1] != "create") return RunRebalance(*etcd, *where, args, opt.lock_wait);
-  ARDMA_ASSIGN_OR_RETURN(
-      cluster::SlotMap map,
-      cluster::CreateMap(*etcd, where->name, std::vector<std::string>(args.begin() + 2, args.end())));
+  if (opt.replicas < 0 || opt.replicas > 1000) {
+    return Usage(absl::StrCat("cluster create: --replicas takes a count, not ", opt.replicas));
+  }
+  std::vector<std::string> ids(args.begin() + 2, args.end());
+  const uint32_t replicas = static_cast<uint32_t>(opt.replicas);
+  ARDMA_ASSIGN_OR_RETURN(cluster::SlotMap map,
+                         cluster::CreateMap(*etcd, where->name, std::move(ids), replicas));
   std::cout << "cluster " << where->name << ": slot map epoch " << map.epoch() << " over "
             << map.Servers().size() << (map.Servers().size() == 1 ? " server" : " servers") << "\n";
   for (const std::string& id : map.Servers()) {
-    std::cout << absl::StrFormat("%-16s  %s", id, Ranges(map, id)) << "\n";
+    std::cout << absl::StrFormat("%-16s  %s%s", id, Ranges(map, id), ReplicaText(map, id)) << "\n";
   }
   return absl::OkStatus();
 }

@@ -132,9 +132,13 @@ TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
   EXPECT_THAT(out, HasSubstr("3 members, no slot map yet"));
   EXPECT_EQ(RunCommand(ardma + "create nosuchid", &out), 1);
   EXPECT_THAT(out, HasSubstr("server nosuchid is not a live member of cluster c1"));
-  // Two admins at once: exactly one creates the map.
-  EXPECT_EQ(RunCommand("(" + ardma + "create > /dev/null 2>&1; echo $?) & (" + ardma +
-                           "create > /dev/null 2>&1; echo $?) & wait",
+  EXPECT_EQ(RunCommand(ardma + "create --replicas 3", &out), 1);
+  EXPECT_THAT(out, HasSubstr("3 replicas need more than 3 servers"));
+  EXPECT_EQ(RunCommand(ardma + "create --replicas=-1", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--replicas takes a count"));
+  // Two admins at once: exactly one creates the map (each server's slots with a replica).
+  EXPECT_EQ(RunCommand("(" + ardma + "create --replicas 1 > /dev/null 2>&1; echo $?) & (" + ardma +
+                           "create --replicas 1 > /dev/null 2>&1; echo $?) & wait",
                        &out),
             0);
   EXPECT_THAT(out, ::testing::AnyOf("0\n1\n", "1\n0\n")) << out;
@@ -144,8 +148,12 @@ TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->map.epoch(), 1u);
   EXPECT_EQ(stored->map.Servers().size(), 3u);
+  for (const std::string& id : stored->map.Servers()) {
+    EXPECT_EQ(stored->map.ReplicasOf(id).size(), 1u) << id;
+  }
   EXPECT_EQ(RunCommand(ardma + "status", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("slot map epoch 1"));
+  EXPECT_THAT(out, HasSubstr("  replica "));
   EXPECT_THAT(out, HasSubstr("(5461 slots)"));
   EXPECT_THAT(out, HasSubstr("tcp " + servers[1]->address()));
 

@@ -60,7 +60,7 @@ absl::StatusOr<ClusterView> ReadCluster(EtcdClient& etcd, std::string_view name)
 }
 
 absl::StatusOr<SlotMap> CreateMap(EtcdClient& etcd, std::string_view name,
-                                  std::vector<std::string> servers) {
+                                  std::vector<std::string> servers, uint32_t replicas) {
   ARDMA_ASSIGN_OR_RETURN(std::vector<MemberInfo> members, ListMembers(etcd, name));
   if (members.empty()) {
     return absl::FailedPreconditionError(
@@ -79,6 +79,9 @@ absl::StatusOr<SlotMap> CreateMap(EtcdClient& etcd, std::string_view name,
   std::sort(servers.begin(), servers.end());
   servers.erase(std::unique(servers.begin(), servers.end()), servers.end());
   SlotMap map = SlotMap::Even(servers);
+  if (replicas > 0) {
+    ARDMA_ASSIGN_OR_RETURN(map, map.WithReplicas(replicas));
+  }
   ARDMA_ASSIGN_OR_RETURN(bool created, etcd.PutIf(MapKey(name), 0, map.ToJson()));
   if (!created) {
     return absl::AlreadyExistsError(

@@ -41,10 +41,12 @@ struct ClusterView {
 absl::StatusOr<ClusterView> ReadCluster(EtcdClient& etcd, std::string_view name);
 
 // Writes the first map: the slots evenly over `servers` (live members' ids; empty: every live
-// member, by id). ALREADY_EXISTS if the cluster has a map, NOT_FOUND naming an id that is not a
-// live member, FAILED_PRECONDITION if there is none.
+// member, by id), each server's slots with `replicas` replicas among the others
+// (SlotMap::WithReplicas). ALREADY_EXISTS if the cluster has a map, NOT_FOUND naming an id that
+// is not a live member, FAILED_PRECONDITION if there is none, INVALID_ARGUMENT for more replicas
+// than other servers.
 absl::StatusOr<SlotMap> CreateMap(EtcdClient& etcd, std::string_view name,
-                                  std::vector<std::string> servers);
+                                  std::vector<std::string> servers, uint32_t replicas = 0);
 
 // One step of a rebalance: `slots` go from server `from` to server `to`.
 struct Move {

@@ -53,6 +53,25 @@ absl::Status SlotMap::Validate(const std::vector<SlotRange>& ranges) {
   return absl::OkStatus();
 }
 
+absl::Status SlotMap::ValidateReplicas(const Replicas& replicas) {
+  for (const auto& [owner, list] : replicas) {
+    if (owner.empty() || list.empty()) {
+      return absl::InvalidArgumentError("a replica list names no owner or no replica");
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].empty() || list[i] == owner) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("server ", owner, " cannot be its own replica, nor an unnamed one"));
+      }
+      if (std::find(list.begin(), list.begin() + i, list[i]) != list.begin() + i) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("server ", list[i], " is named twice as a replica of ", owner));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SlotMap> SlotMap::Parse(std::string_view text) {
   using Json = nlohmann::json;
   Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -81,7 +100,24 @@ absl::StatusOr<SlotMap> SlotMap::Parse(std::string_view text) {
     ranges.push_back({static_cast<uint32_t>(first), static_cast<uint32_t>(last), r["server"]});
   }
   ARDMA_RETURN_IF_ERROR(Validate(ranges));
-  return SlotMap(json["epoch"].get<uint64_t>(), std::move(ranges));
+  Replicas replicas;
+  if (json.contains("replicas")) {
+    const Json& all = json["replicas"];
+    if (!all.is_object()) return absl::InvalidArgumentError("the slot map's \"replicas\" is not an object");
+    for (const auto& [owner, list] : all.items()) {
+      if (!list.is_array()) {
+        return absl::InvalidArgumentError(absl::StrCat("the replicas of ", owner, " are not a list"));
+      }
+      for (const Json& id : list) {
+        if (!id.is_string()) {
+          return absl::InvalidArgumentError(absl::StrCat("a replica of ", owner, " is not an id"));
+        }
+        replicas[owner].push_back(id.get<std::string>());
+      }
+    }
+    ARDMA_RETURN_IF_ERROR(ValidateReplicas(replicas));
+  }
+  return SlotMap(json["epoch"].get<uint64_t>(), std::move(ranges), std::move(replicas));
 }
 
 std::string SlotMap::ToJson() const {
@@ -89,7 +125,40 @@ std::string SlotMap::ToJson() const {
   for (const SlotRange& r : ranges_) {
     ranges.push_back({{"first", r.first}, {"last", r.last}, {"server", r.server}});
   }
-  return nlohmann::json{{"epoch", epoch_}, {"ranges", ranges}}.dump();
+  nlohmann::json json{{"epoch", epoch_}, {"ranges", ranges}};
+  if (!replicas_.empty()) json["replicas"] = replicas_;
+  return json.dump();
+}
+
+std::vector<std::string> SlotMap::ReplicasOf(std::string_view server) const {
+  auto it = replicas_.find(std::string(server));
+  return it == replicas_.end() ? std::vector<std::string>() : it->second;
+}
+
+absl::StatusOr<SlotMap> SlotMap::WithReplicas(uint32_t count) const {
+  std::vector<std::string> owners = Servers();  // sorted
+  if (count >= owners.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        count, count == 1 ? " replica" : " replicas", " need more than ", owners.size(),
+        owners.size() == 1 ? " server" : " servers", " owning slots"));
+  }
+  Replicas replicas;
+  for (size_t i = 0; i < owners.size() && count > 0; ++i) {
+    for (uint32_t k = 1; k <= count; ++k) {
+      replicas[owners[i]].push_back(owners[(i + k) % owners.size()]);
+    }
+  }
+  return SlotMap(epoch_, ranges_, std::move(replicas));
+}
+
+SlotMap::Replicas SlotMap::KeptFor(const std::vector<SlotRange>& ranges) const {
+  Replicas kept;
+  for (const auto& [owner, list] : replicas_) {
+    bool owns = std::any_of(ranges.begin(), ranges.end(),
+                            [&](const SlotRange& r) { return r.server == owner; });
+    if (owns) kept[owner] = list;
+  }
+  return kept;
 }
 
 const std::string& SlotMap::Owner(uint32_t slot) const {
@@ -133,7 +202,8 @@ SlotMap SlotMap::WithRange(uint32_t first, uint32_t last, const std::string& ser
     if (r.last > last) add(last + 1, r.last, r.server);
   }
   if (!placed) add(first, last, server);
-  return SlotMap(epoch_ + 1, std::move(out));
+  Replicas kept = KeptFor(out);
+  return SlotMap(epoch_ + 1, std::move(out), std::move(kept));
 }
 
 SlotMap SlotMap::WithSlots(const std::vector<uint32_t>& slots, const std::string& server) const {
@@ -150,7 +220,8 @@ SlotMap SlotMap::WithSlots(const std::vector<uint32_t>& slots, const std::string
       out.push_back({s, s, *owners[s]});
     }
   }
-  return SlotMap(epoch_ + 1, std::move(out));
+  Replicas kept = KeptFor(out);
+  return SlotMap(epoch_ + 1, std::move(out), std::move(kept));
 }
 
 std::vector<uint32_t> SlotMap::SlotsOf(std::string_view server) const {

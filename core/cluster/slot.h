@@ -2,13 +2,17 @@
 // map says which server owns each slot (docs/cluster.md). The map lives in etcd as JSON:
 //
 //   {"epoch": 7, "ranges": [{"first": 0, "last": 8191, "server": "s1"},
-//                           {"first": 8192, "last": 16383, "server": "s2"}]}
+//                           {"first": 8192, "last": 16383, "server": "s2"}],
+//    "replicas": {"s1": ["s2"], "s2": ["s1"]}}
 //
-// Its epoch grows with every change; a valid map gives every slot exactly one owner.
+// Its epoch grows with every change; a valid map gives every slot exactly one owner. "replicas"
+// (absent: none) names, for an owner, the servers that keep a copy of all its slots (as Redis
+// Cluster gives replicas to a master, not to a slot).
 #ifndef ARDMA_CORE_CLUSTER_SLOT_H_
 #define ARDMA_CORE_CLUSTER_SLOT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,13 +63,26 @@ class SlotMap {
   // The slots `server` owns, ascending.
   std::vector<uint32_t> SlotsOf(std::string_view server) const;
 
+  // Every owner's replicas (owners without any are not listed).
+  const std::map<std::string, std::vector<std::string>>& replicas() const { return replicas_; }
+  // The replicas of `server`'s slots; empty if none.
+  std::vector<std::string> ReplicasOf(std::string_view server) const;
+  // The same map (and epoch) with each owner's replicas the `count` owners after it in id order,
+  // wrapping around. INVALID_ARGUMENT unless count < the number of owners.
+  absl::StatusOr<SlotMap> WithReplicas(uint32_t count) const;
+
  private:
-  SlotMap(uint64_t epoch, std::vector<SlotRange> ranges)
-      : epoch_(epoch), ranges_(std::move(ranges)) {}
+  using Replicas = std::map<std::string, std::vector<std::string>>;
+  SlotMap(uint64_t epoch, std::vector<SlotRange> ranges, Replicas replicas = {})
+      : epoch_(epoch), ranges_(std::move(ranges)), replicas_(std::move(replicas)) {}
   static absl::Status Validate(const std::vector<SlotRange>& ranges);
+  static absl::Status ValidateReplicas(const Replicas& replicas);
+  // The replicas of the owners in `ranges` (an owner that owns nothing any more keeps none).
+  Replicas KeptFor(const std::vector<SlotRange>& ranges) const;
 
   uint64_t epoch_ = 0;
   std::vector<SlotRange> ranges_;  // sorted, covering every slot once
+  Replicas replicas_;              // by owner; no empty lists
 };
 
 }  // namespace ardma::cluster

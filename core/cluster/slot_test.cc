@@ -110,5 +110,53 @@ TEST(SlotMapTest, AnInconsistentMapIsRefusedSayingWhy) {
               HasSubstr("name no server"));
 }
 
+TEST(SlotMapTest, ReplicasFollowTheOwnersAndSurviveMovesAndTheJsonForm) {
+  SlotMap three = SlotMap::Even({"a", "b", "c"});
+  EXPECT_TRUE(three.replicas().empty());
+  EXPECT_EQ(three.ToJson().find("replicas"), std::string::npos);  // absent when there are none
+
+  absl::StatusOr<SlotMap> one = three.WithReplicas(1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->epoch(), three.epoch());
+  EXPECT_EQ(one->ReplicasOf("a"), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(one->ReplicasOf("b"), (std::vector<std::string>{"c"}));
+  EXPECT_EQ(one->ReplicasOf("c"), (std::vector<std::string>{"a"}));
+  EXPECT_TRUE(one->ReplicasOf("nobody").empty());
+  absl::StatusOr<SlotMap> two = three.WithReplicas(2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->ReplicasOf("b"), (std::vector<std::string>{"c", "a"}));
+  EXPECT_EQ(three.WithReplicas(3).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(SlotMap::AllTo("x").WithReplicas(1).status().message(),
+              HasSubstr("need more than 1 server"));
+
+  absl::StatusOr<SlotMap> parsed = SlotMap::Parse(one->ToJson());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->replicas(), one->replicas());
+
+  // Slots that move keep their new owner's replicas; an owner left with no slots keeps none.
+  SlotMap moved = one->WithRange(0, 5460, "b");
+  EXPECT_EQ(moved.ReplicasOf("b"), (std::vector<std::string>{"c"}));
+  EXPECT_TRUE(moved.ReplicasOf("a").empty());
+  EXPECT_EQ(moved.ReplicasOf("c"), (std::vector<std::string>{"a"}));
+  SlotMap by_slots = one->WithSlots(one->SlotsOf("c"), "a");
+  EXPECT_TRUE(by_slots.ReplicasOf("c").empty());
+  EXPECT_EQ(by_slots.ReplicasOf("a"), (std::vector<std::string>{"b"}));
+}
+
+TEST(SlotMapTest, ABadReplicaListIsRefusedSayingWhy) {
+  auto error = [](const std::string& replicas) {
+    std::string json = absl::StrCat(
+        R"({"epoch": 1, "ranges": [{"first": 0, "last": 16383, "server": "a"}], "replicas": )",
+        replicas, "}");
+    return std::string(SlotMap::Parse(json).status().message());
+  };
+  EXPECT_THAT(error(R"(["b"])"), HasSubstr("not an object"));
+  EXPECT_THAT(error(R"({"a": "b"})"), HasSubstr("not a list"));
+  EXPECT_THAT(error(R"({"a": [7]})"), HasSubstr("not an id"));
+  EXPECT_THAT(error(R"({"a": ["a"]})"), HasSubstr("its own replica"));
+  EXPECT_THAT(error(R"({"a": ["b", "b"]})"), HasSubstr("named twice"));
+  EXPECT_EQ(error(R"({"a": []})"), "");  // an empty list: no replicas
+}
+
 }  // namespace
 }  // namespace ardma::cluster
