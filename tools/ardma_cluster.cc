@@ -97,8 +97,8 @@ absl::Status Status(cluster::EtcdClient& etcd, const cluster::ClusterAddress& wh
 
 absl::Status RunClusterCommand(const Options& opt, const std::vector<std::string>& args) {
   constexpr char kUsageText[] =
-      "usage: ardma --server etcd://HOST:PORT/NAME cluster create [--replicas N] [ID...] | status | "
-      "add ID | "
+      "usage: ardma --server etcd://HOST:PORT/NAME cluster create [--replicas N] [ID...] | "
+      "status | add ID | "
       "remove ID | rebalance | fix";
   const std::string sub = args.size() > 1 ? args[1] : "";
   const bool shape_ok = sub == "create" ||

@@ -103,10 +103,13 @@ absl::StatusOr<SlotMap> SlotMap::Parse(std::string_view text) {
   Replicas replicas;
   if (json.contains("replicas")) {
     const Json& all = json["replicas"];
-    if (!all.is_object()) return absl::InvalidArgumentError("the slot map's \"replicas\" is not an object");
+    if (!all.is_object()) {
+      return absl::InvalidArgumentError("the slot map's \"replicas\" is not an object");
+    }
     for (const auto& [owner, list] : all.items()) {
       if (!list.is_array()) {
-        return absl::InvalidArgumentError(absl::StrCat("the replicas of ", owner, " are not a list"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("the replicas of ", owner, " are not a list"));
       }
       for (const Json& id : list) {
         if (!id.is_string()) {
