@@ -6,7 +6,8 @@
 // The fence: heap root "ardma.slots" names kSlots entries of 16 bytes, entry s for slot s:
 //   word 0  epoch << 2 | state   state 0 not owned, 1 owned, 2 frozen (moving away: reads are
 //                                served, writes wait), 3 moved (word 1 names the new owner)
-//   word 1  the new owner's member id (state 3), else 0
+//   word 1  the new owner's member id (state 3); kReplicatedMark on an owned slot whose writes
+//           are replicated (issue 35: only active-mode writes reach the replicas); else 0
 // A server without the root is not a cluster member: it serves every key, and nothing is checked.
 // Readers check the word after reading the data (a value read before the word showed "owned" or
 // "frozen" was the current one); writers check it after taking the key's lock (a slot is frozen
@@ -45,6 +46,12 @@ inline uint64_t FenceWord(SlotState state, uint64_t epoch) {
   return epoch << 2 | static_cast<uint64_t>(state);
 }
 inline SlotState StateOf(uint64_t word) { return static_cast<SlotState>(word & 3); }
+// Word 1 of an owned slot that has replicas (never a member id: those are random, and this one is
+// reserved).
+inline constexpr uint64_t kReplicatedMark = ~uint64_t{0};
+inline bool Replicated(uint64_t word, uint64_t owner_word) {
+  return StateOf(word) == SlotState::kOwned && owner_word == kReplicatedMark;
+}
 inline uint64_t EpochOf(uint64_t word) { return word >> 2; }
 // The address of slot `slot`'s entry in the fence at `fence`.
 inline uint64_t FenceEntry(uint64_t fence, uint32_t slot) {

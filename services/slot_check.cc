@@ -19,7 +19,7 @@ absl::Status CheckSlotServedAt(Context& ctx, uint64_t fence, uint32_t slot, bool
   uint64_t words[2];
   ARDMA_RETURN_IF_ERROR(ctx.Read(slots::FenceEntry(fence, slot),
                                  std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));
-  return slots::CheckFence(slot, words[0], words[1], write);
+  return ctx.CheckSlot(slot, words[0], words[1], write);
 }
 
 absl::Status NotServedHere(Context& ctx, uint32_t slot) {

@@ -30,6 +30,7 @@
 #include "core/security/auth.h"
 #include "core/server/isolation.h"
 #include "core/server/server.h"
+#include "core/server/slot_replication.h"
 #include "core/status_macros.h"
 #include "services/monitor/monitor_agent.h"
 
@@ -414,8 +415,8 @@ absl::Status ApplyCluster(Config& c) {
 }
 
 // Registers the running server in its --cluster (null without one).
-absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(const Config& c,
-                                                                    ardma::Server& server) {
+absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(
+    const Config& c, ardma::Server& server, ardma::SlotReplication* replication) {
   if (c.cluster.empty()) return nullptr;
   ARDMA_ASSIGN_OR_RETURN(uint64_t id, server.StableId());
   ardma::cluster::MemberOptions o{.ttl = c.cluster_ttl};
@@ -432,9 +433,14 @@ absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(const Config
   if (!server.unix_socket().empty()) o.self.addresses["unix"] = "unix:" + server.unix_socket();
   if (server.ucx() != nullptr) o.self.addresses["ucx"] = "ucx://" + address;
   // Slots the map gives this server are served from then on (its fence: core/cluster/fence.h).
-  o.on_map = [&server, self = o.self.id](const ardma::cluster::SlotMap& map) {
+  // So is replication: the replicas of this server's slots, and the slots it replicates.
+  o.on_map = [&server, replication, self = o.self.id](const ardma::cluster::SlotMap& map) {
+    replication->SetRoles(map.ReplicasOf(self), map.SlotsReplicatedOn(self));
     return server.RunLocally(
         [&](ardma::Context& ctx) { return ardma::cluster::AdoptSlots(ctx, map, self); });
+  };
+  o.on_lease = [replication](absl::Time held_until) {
+    replication->SetWritableUntil(held_until);
   };
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<ardma::cluster::Member> member,
                          ardma::cluster::Member::Join(std::move(o)));
@@ -442,10 +448,16 @@ absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(const Config
   return member;
 }
 
-// What the server's active code calls the cluster's other members with (Context::CallPeer; null
-// without --cluster): clients that authenticate with the auth file's secret granted `peer`.
-std::unique_ptr<ardma::cluster::PeerCalls> PeerCallsFor(Config& c) {
-  if (c.cluster.empty()) return nullptr;
+// How the server reaches its cluster's other members (both null without --cluster).
+struct PeerLinks {
+  // Context::CallPeer and replicated writes: clients that authenticate with the auth file's
+  // secret granted `peer`.
+  std::unique_ptr<ardma::cluster::PeerCalls> calls;
+  std::unique_ptr<ardma::SlotReplication> replication;
+};
+
+PeerLinks PeerLinksFor(Config& c) {
+  if (c.cluster.empty()) return {};
   ardma::cluster::Cluster::Options o;
   o.client.credentials_from_environment = false;
   o.client.connect_attempts = 1;  // a member that is down fails the call at once
@@ -458,9 +470,12 @@ std::unique_ptr<ardma::cluster::PeerCalls> PeerCallsFor(Config& c) {
               "other members of its cluster will be refused by members that require "
               "authentication");
   }
-  auto peers = std::make_unique<ardma::cluster::PeerCalls>(c.cluster, std::move(o));
-  c.options.handler.peers = peers.get();
-  return peers;
+  PeerLinks links;
+  links.calls = std::make_unique<ardma::cluster::PeerCalls>(c.cluster, std::move(o));
+  links.replication = std::make_unique<ardma::SlotReplication>(links.calls.get());
+  c.options.handler.peers = links.calls.get();
+  c.options.handler.replication = links.replication.get();
+  return links;
 }
 
 // Parses the command line into *c; an exit status if ardmad should end here (--help, bad flags).
@@ -546,7 +561,7 @@ int Main(int argc, char** argv) {
     c.options.extra_regions.push_back(agent->region());
   }
   ardma::StopSignals stop_signals;  // blocked in every thread; this one waits for them
-  std::unique_ptr<ardma::cluster::PeerCalls> peers = PeerCallsFor(c);  // outlives the server
+  PeerLinks peers = PeerLinksFor(c);  // outlives the server
   absl::StatusOr<std::unique_ptr<ardma::Server>> server = ardma::Server::Start(c.options);
   if (!server.ok()) {
     std::cerr << "ardmad: " << server.status().message() << "\n";
@@ -561,7 +576,7 @@ int Main(int argc, char** argv) {
     }
     metrics = *std::move(started);
   }
-  absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> member = JoinCluster(c, **server);
+  absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> member = JoinCluster(c, **server, peers.replication.get());
   if (!member.ok()) {
     std::cerr << "ardmad: --cluster " << c.cluster << ": " << member.status().message() << "\n";
     return 1;

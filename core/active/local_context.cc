@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/slots.h"
 #include "core/status_macros.h"
 
 namespace ardma {
@@ -204,6 +205,42 @@ absl::StatusOr<std::string> LocalContext::DoCallPeer(const PeerTarget& target,
   }
   ++ex_->counts.peer_calls;
   return ex_->peers->Call(target, function, args, ex_->deadline);
+}
+
+absl::Status LocalContext::DoCheckSlot(uint32_t slot, uint64_t word, uint64_t owner_word,
+                                       bool write, bool replicable) {
+  if (ex_->replica_apply) return absl::OkStatus();  // the primary's check passed
+  if (!write && ex_->stale_read && ex_->replication != nullptr &&
+      ex_->replication->Replicates(slot)) {
+    return absl::OkStatus();
+  }
+  ARDMA_RETURN_IF_ERROR(slots::CheckFence(slot, word, owner_word, write));
+  if (!write || !slots::Replicated(word, owner_word)) return absl::OkStatus();
+  if (ex_->ticket.has_value()) {
+    if (ex_->ticket->slot == slot) return absl::OkStatus();  // checked again (a retry)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a call writes replicated slots ", ex_->ticket->slot, " and ", slot,
+        ": one call may write one replicated slot"));
+  }
+  if (!replicable || ex_->replication == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "slot ", slot, " is replicated, and ",
+        ex_->replication == nullptr ? "code run isolated (ardmad --isolate) cannot forward its "
+                                      "writes to the replicas yet"
+                                    : "this service does not replicate its writes yet",
+        ": the write is refused rather than left on the primary alone"));
+  }
+  if (ex_->parked != nullptr || ex_->parked_by_link) {
+    return absl::FailedPreconditionError("a parked request cannot write a replicated slot");
+  }
+  ex_->replicates = true;
+  if (!ex_->may_block) {  // forwarding waits for the replicas: not on an I/O thread
+    ex_->rescheduled = true;
+    return RescheduledError();
+  }
+  ARDMA_ASSIGN_OR_RETURN(Replication::Ticket ticket, ex_->replication->Order(slot));
+  ex_->ticket = ticket;
+  return absl::OkStatus();
 }
 
 }  // namespace ardma

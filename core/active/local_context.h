@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "core/active/code_registry.h"
 #include "core/active/parking_lot.h"
+#include "core/active/replication.h"
 #include "core/context/context.h"
 #include "core/memory/region.h"
 
@@ -93,6 +94,16 @@ struct Execution {
   // The server's calls to its cluster's other members; null outside a cluster (CallPeer fails).
   PeerCaller* peers = nullptr;
   bool from_peer = false;  // the request is a peer's server-to-server call (CalledByPeer)
+  // Where this member's slots are replicated (null: nowhere, or outside the server).
+  Replication* replication = nullptr;
+  // Set by the run's first check of a write to a replicated slot: the server forwards the call
+  // to the replicas (in this order) before it answers.
+  std::optional<Replication::Ticket> ticket;
+  bool replicates = false;  // it checked a write of a replicated slot (rescheduled or not)
+  // The call is the primary's write, applied here as its replica: every slot check passes.
+  bool replica_apply = false;
+  // The caller accepts a replica's answer to a read (--read-from-replica).
+  bool stale_read = false;
   int depth = 0;  // nesting of Call
   // Registered regions the function holds views of (Context::View): mapped until it returns.
   std::vector<std::shared_ptr<Region>> pinned;
@@ -133,6 +144,8 @@ class LocalContext : public Context {
   absl::StatusOr<std::string> DoCallPeer(const PeerTarget& target, std::string_view function,
                                          std::string_view args) override;
   bool DoCalledByPeer() override { return ex_->from_peer; }
+  absl::Status DoCheckSlot(uint32_t slot, uint64_t word, uint64_t owner_word, bool write,
+                           bool replicable) override;
 
  private:
   // Counts one operation of `accesses` memory accesses (paying the modelled access cost); every

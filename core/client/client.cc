@@ -310,6 +310,13 @@ absl::StatusOr<bool> Client::HasCode(const wire::CodeHash& hash, const CallOptio
 
 namespace {
 
+// An EXECUTE's header flags for `options`.
+uint16_t ExecuteFlags(const CallOptions& options) {
+  return static_cast<uint16_t>((options.peer ? wire::kFlagPeer : 0) |
+                               (options.peer && options.replica ? wire::kFlagReplica : 0) |
+                               (options.stale_read ? wire::kFlagStaleRead : 0));
+}
+
 // An EXECUTE of `function` (in library `hash` if given) as values: views of the caller's name and
 // arguments.
 absl::StatusOr<wire::ExecuteRequest> MakeExecute(const wire::CodeHash* hash,
@@ -338,9 +345,7 @@ absl::StatusOr<std::string> Client::Execute(std::string_view function, std::stri
                                             const CallOptions& options) {
   ARDMA_ASSIGN_OR_RETURN(wire::ExecuteRequest req,
                          MakeExecute(nullptr, function, args, ServerDeadline(options)));
-  return Call(
-      {.op = Op::kExecute, .data = req, .flags = options.peer ? wire::kFlagPeer : uint16_t{0}},
-      options, true);
+  return Call({.op = Op::kExecute, .data = req, .flags = ExecuteFlags(options)}, options, true);
 }
 
 absl::StatusOr<std::string> Client::Execute(const wire::CodeHash& library,
@@ -348,7 +353,7 @@ absl::StatusOr<std::string> Client::Execute(const wire::CodeHash& library,
                                             const CallOptions& options) {
   ARDMA_ASSIGN_OR_RETURN(wire::ExecuteRequest req,
                          MakeExecute(&library, function, args, ServerDeadline(options)));
-  return Call({.op = Op::kExecute, .data = req}, options, true);
+  return Call({.op = Op::kExecute, .data = req, .flags = ExecuteFlags(options)}, options, true);
 }
 
 std::future<absl::StatusOr<std::string>> Client::ExecuteAsync(std::string_view function,
@@ -392,7 +397,7 @@ void Client::SendExecute(const wire::CodeHash* library, std::string_view functio
   }
   std::string payload;  // (the call outlives the caller's views)
   wire::EncodeExecuteRequest(*req, &payload);
-  CallAsync(Op::kExecute, std::move(payload), std::move(done), options);
+  CallAsync(Op::kExecute, std::move(payload), std::move(done), options, ExecuteFlags(options));
 }
 
 absl::StatusOr<std::vector<wire::StatsEntry>> Client::Stats(const CallOptions& options) {
@@ -441,14 +446,15 @@ void Client::ForgetRegion(RegionId region) {
 }
 
 void Client::CallAsync(Op op, std::string payload, ResponseCallback done,
-                       const CallOptions& options) {
+                       const CallOptions& options, uint16_t flags) {
   absl::StatusOr<std::shared_ptr<Transport>> conn = CurrentConnection();
   if (!conn.ok()) {
     done(conn.status());
     return;
   }
   uint64_t id = next_request_id_.fetch_add(1, std::memory_order_relaxed);
-  (*conn)->Async({op, std::move(payload)}, id, options.idempotent ? 0 : client_id_,
+  (*conn)->Async({.op = op, .payload = std::move(payload), .flags = flags}, id,
+                 options.idempotent ? 0 : client_id_,
                  DeadlineFor(options), std::move(done));
 }
 

@@ -81,6 +81,11 @@ struct CallOptions {
   // An EXECUTE made by a member of a cluster for active code on it (Context::CallPeer): it carries
   // wire::kFlagPeer, which the callee accepts only from a connection with the `peer` permission.
   bool peer = false;
+  // With `peer`: the EXECUTE applies the calling primary's replicated write (wire::kFlagReplica).
+  bool replica = false;
+  // A read that a replica of its slot may answer, maybe a little behind its primary
+  // (wire::kFlagStaleRead; --read-from-replica).
+  bool stale_read = false;
 };
 
 class Client;
@@ -194,9 +199,10 @@ class Client {
   // extra round trip, on the bootstrap connection); this drops it once done with the region.
   void ForgetRegion(RegionId region);
 
-  // Sends one request without waiting; `done` gets the response payload or status.
+  // Sends one request (with header `flags`) without waiting; `done` gets the response payload or
+  // status.
   void CallAsync(wire::Op op, std::string payload, ResponseCallback done,
-                 const CallOptions& options = {});
+                 const CallOptions& options = {}, uint16_t flags = 0);
 
   class Batch Batch() {
     return ::ardma::Batch(this);

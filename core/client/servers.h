@@ -34,6 +34,8 @@ class Servers {
   virtual absl::Status Redirected(const slots::Redirect& redirect) = 0;
   // Whether ForSlot depends on the slot (false: a caller need not compute it to route).
   virtual bool RoutesBySlot() const { return true; }
+  // Whether `slot`'s writes are replicated (its owner has replicas in the slot map).
+  virtual bool Replicated(uint32_t slot) { return false; }
 };
 
 // One server holds every key: over a Client borrowed, or owned.

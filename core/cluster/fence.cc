@@ -46,14 +46,24 @@ absl::Status AdoptSlots(Context& ctx, const SlotMap& map, const std::string& sel
   ARDMA_ASSIGN_OR_RETURN(uint64_t fence, OpenFence(ctx));
   ARDMA_ASSIGN_OR_RETURN(std::string bytes, ReadAll(ctx, fence));
   const uint64_t owned = slots::FenceWord(slots::SlotState::kOwned, map.epoch());
+  // An owned slot's word 1 says whether its writes go to replicas (core/slots.h).
+  const uint64_t mark = map.ReplicasOf(self).empty() ? 0 : slots::kReplicatedMark;
   for (const SlotRange& range : map.ranges()) {
     if (range.server != self) continue;
     for (uint32_t slot = range.first; slot <= range.last; ++slot) {
       uint64_t word = WordAt(bytes, slot);
-      if (slots::StateOf(word) != slots::SlotState::kNotOwned) continue;
-      // A CAS: a mover may be writing this word (importing the slot here) at the same time.
-      ARDMA_RETURN_IF_ERROR(
-          ctx.CompareAndSwap(slots::FenceEntry(fence, slot), word, owned).status());
+      const uint64_t entry = slots::FenceEntry(fence, slot);
+      if (slots::StateOf(word) == slots::SlotState::kNotOwned) {
+        // A CAS: a mover may be writing this word (importing the slot here) at the same time.
+        ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(entry, word, owned));
+        if (!cas.swapped) continue;
+        word = owned;
+      }
+      uint64_t word1;
+      std::memcpy(&word1, bytes.data() + slot * slots::kFenceEntryBytes + 8, 8);
+      if (slots::StateOf(word) == slots::SlotState::kOwned && word1 != mark) {
+        ARDMA_RETURN_IF_ERROR(ctx.WriteU64(entry + 8, mark));
+      }
     }
   }
   return absl::OkStatus();

@@ -66,8 +66,10 @@ absl::StatusOr<std::unique_ptr<Member>> Member::Join(MemberOptions options) {
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> etcd,
                          EtcdClient::Connect(options.where.endpoints));
   std::unique_ptr<Member> member(new Member(std::move(options), std::move(etcd)));
+  const absl::Time asked = absl::Now();
   ARDMA_RETURN_IF_ERROR(member->Register());
   member->ReadMap();
+  member->Held(asked, member->options_.ttl);
   member->thread_ = std::thread([m = member.get()] { m->Run(); });
   return member;
 }
@@ -166,14 +168,19 @@ void Member::Run() {
       if (leaving_) break;
     }
     if (absl::Now() < next_renewal) continue;
-    next_renewal = absl::Now() + options_.ttl / 3;
+    const absl::Time asked = absl::Now();
+    next_renewal = asked + options_.ttl / 3;
     absl::StatusOr<absl::Duration> ttl = etcd_->KeepAlive(lease_);
     if (absl::IsNotFound(ttl.status())) {
-      // The lease ran out (etcd was away, or this process was stopped): register again.
+      // The lease ran out (etcd was away, or this process was stopped): register again, and
+      // take replicated writes again only with the map as it is now.
       ARDMA_LOG(kWarning, "cluster %s: membership lapsed, registering again",
                 options_.where.name);
       if (absl::Status s = Register(); !s.ok()) {
         ARDMA_LOG(kError, "cluster %s: %s", options_.where.name, s.message());
+      } else {
+        ReadMap();
+        Held(asked, options_.ttl);
       }
     } else if (!ttl.ok() && !warned) {
       ARDMA_LOG(kWarning, "cluster %s: cannot renew the membership: %s", options_.where.name,
@@ -182,9 +189,14 @@ void Member::Run() {
     } else if (ttl.ok()) {
       warned = false;
       renewals_.fetch_add(1, std::memory_order_relaxed);
+      Held(asked, std::min(*ttl, options_.ttl));
     }
   }
   ForgetWatch(watch);
+}
+
+void Member::Held(absl::Time asked, absl::Duration ttl) {
+  if (options_.on_lease) options_.on_lease(asked + ttl - options_.ttl / 3);
 }
 
 std::shared_ptr<const SlotMap> Member::map() const {

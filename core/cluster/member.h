@@ -55,6 +55,11 @@ struct MemberOptions {
   // Called with every newer valid map taken (first in Join, if the cluster has one), on the
   // member's thread: ardmad adopts its slots in its fence (fence.h). Its error is logged.
   std::function<absl::Status(const SlotMap&)> on_map;
+  // Called on the member's thread after each registration and renewal of the lease with the time
+  // until which the membership is surely still held: when the renewal was sent, plus the TTL,
+  // less a third of it (for the clocks and the next renewal's way). A server stops taking
+  // replicated writes then (self-fencing: etcd may give its slots to a replica soon after).
+  std::function<void(absl::Time)> on_lease;
 };
 
 class Member {
@@ -82,6 +87,8 @@ class Member {
   absl::Status Register();
   void Run();            // keeps the lease alive and follows the map until Leave
   void ReadMap();
+  // on_lease, for a lease of `ttl` left as of `asked`.
+  void Held(absl::Time asked, absl::Duration ttl);
   // Reads the map, then watches it from just after that read; null while etcd is away.
   std::unique_ptr<EtcdWatch> WatchMap();
   void ForgetWatch(std::unique_ptr<EtcdWatch>& watch);

@@ -25,6 +25,18 @@ absl::StatusOr<Cluster*> PeerCalls::Connected() {
 
 absl::StatusOr<std::string> PeerCalls::Call(const PeerTarget& target, std::string_view function,
                                             std::string_view args, absl::Time deadline) {
+  return Run(target, function, args, deadline, /*replica=*/false);
+}
+
+absl::StatusOr<std::string> PeerCalls::Replicate(const std::string& member,
+                                                 std::string_view function, std::string_view args,
+                                                 absl::Time deadline) {
+  return Run(PeerTarget::Member(member), function, args, deadline, /*replica=*/true);
+}
+
+absl::StatusOr<std::string> PeerCalls::Run(const PeerTarget& target, std::string_view function,
+                                           std::string_view args, absl::Time deadline,
+                                           bool replica) {
   auto time_left = [&]() -> absl::StatusOr<absl::Duration> {
     absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
@@ -44,6 +56,7 @@ absl::StatusOr<std::string> PeerCalls::Call(const PeerTarget& target, std::strin
     CallOptions options;
     options.timeout = *now_left == absl::InfiniteDuration() ? absl::ZeroDuration() : *now_left;
     options.peer = true;
+    options.replica = replica;
     absl::StatusOr<std::string> result = client.Execute(function, args, options);
     if (absl::IsUnavailable(result.status())) {
       // The member went away mid-call (or answered so itself): say which.

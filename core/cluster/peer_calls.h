@@ -31,8 +31,12 @@ class PeerCalls final : public PeerCaller {
 
   absl::StatusOr<std::string> Call(const PeerTarget& target, std::string_view function,
                                    std::string_view args, absl::Time deadline) override;
+  absl::StatusOr<std::string> Replicate(const std::string& member, std::string_view function,
+                                        std::string_view args, absl::Time deadline) override;
 
  private:
+  absl::StatusOr<std::string> Run(const PeerTarget& target, std::string_view function,
+                                  std::string_view args, absl::Time deadline, bool replica);
   absl::StatusOr<Cluster*> Connected();
 
   const std::string address_;

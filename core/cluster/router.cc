@@ -121,6 +121,12 @@ absl::StatusOr<Client*> Cluster::ForSlot(uint32_t slot) {
   return Connected(owner, slot);
 }
 
+bool Cluster::Replicated(uint32_t slot) {
+  absl::MutexLock lock(&mu_);
+  if (map_->replicas().empty() || slot >= kSlots) return false;
+  return map_->replicas().contains(map_->Owner(slot));
+}
+
 absl::StatusOr<Client*> Cluster::ForMember(std::string_view id) {
   return Connected(std::string(id), std::nullopt);
 }

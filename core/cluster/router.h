@@ -70,6 +70,8 @@ class Cluster final : public Servers {
   // Reads the map again; UNAVAILABLE while etcd does not have the redirect's epoch yet (the mover
   // marks a slot moved just before it publishes the map).
   absl::Status Redirected(const slots::Redirect& redirect) override;
+  // Whether the map gives the owner of `slot` replicas.
+  bool Replicated(uint32_t slot) override;
   // Reads the members and the map again (after a redirect, or a server that went away). If etcd
   // cannot be read the cached ones stay and the error is returned.
   absl::Status Refresh();

@@ -138,6 +138,16 @@ std::vector<std::string> SlotMap::ReplicasOf(std::string_view server) const {
   return it == replicas_.end() ? std::vector<std::string>() : it->second;
 }
 
+std::vector<bool> SlotMap::SlotsReplicatedOn(std::string_view server) const {
+  std::vector<bool> on(slots::kSlots, false);
+  for (const SlotRange& range : ranges_) {
+    std::vector<std::string> replicas = ReplicasOf(range.server);
+    if (std::find(replicas.begin(), replicas.end(), server) == replicas.end()) continue;
+    for (uint32_t slot = range.first; slot <= range.last; ++slot) on[slot] = true;
+  }
+  return on;
+}
+
 absl::StatusOr<SlotMap> SlotMap::WithReplicas(uint32_t count) const {
   std::vector<std::string> owners = Servers();  // sorted
   if (count >= owners.size()) {

@@ -67,6 +67,8 @@ class SlotMap {
   const std::map<std::string, std::vector<std::string>>& replicas() const { return replicas_; }
   // The replicas of `server`'s slots; empty if none.
   std::vector<std::string> ReplicasOf(std::string_view server) const;
+  // Per slot (kSlots of them): whether `server` is one of the replicas of the slot's owner.
+  std::vector<bool> SlotsReplicatedOn(std::string_view server) const;
   // The same map (and epoch) with each owner's replicas the `count` owners after it in id order,
   // wrapping around. INVALID_ARGUMENT unless count < the number of owners.
   absl::StatusOr<SlotMap> WithReplicas(uint32_t count) const;

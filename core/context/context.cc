@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/cord.h"
+#include "core/slots.h"
 
 namespace ardma {
 
@@ -39,6 +40,17 @@ absl::Status Context::WriteU64(uint64_t addr, uint64_t value, RegionId region) {
 
 absl::Duration Context::BackoffDelay(int round) {
   return absl::Microseconds(std::min(1 << std::clamp(round, 0, 10), 1000));
+}
+
+absl::Status Context::DoCheckSlot(uint32_t slot, uint64_t word, uint64_t owner_word, bool write,
+                                  bool) {
+  if (absl::Status s = slots::CheckFence(slot, word, owner_word, write); !s.ok()) return s;
+  if (write && slots::Replicated(word, owner_word)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "slot ", slot, " is replicated: its writes go in active mode, where its primary forwards "
+        "them to its replicas (a one-sided write would reach the primary's memory only)"));
+  }
+  return absl::OkStatus();
 }
 
 namespace {

@@ -95,6 +95,11 @@ class PeerCaller {
   // if it is down or unreachable, else the callee's result or status.
   virtual absl::StatusOr<std::string> Call(const PeerTarget& target, std::string_view function,
                                            std::string_view args, absl::Time deadline) = 0;
+  // Applies this primary's replicated write `function(args)` on its replica `member`
+  // (wire::kFlagReplica: `args` start with the write's order, core/server/slot_replication.h).
+  virtual absl::StatusOr<std::string> Replicate(const std::string& member,
+                                                std::string_view function, std::string_view args,
+                                                absl::Time deadline) = 0;
 };
 
 class Context {
@@ -185,6 +190,17 @@ class Context {
   // refuse the rest with PERMISSION_DENIED.
   bool CalledByPeer() { return DoCalledByPeer(); }
 
+  // Service code's check of its key's slot fence (core/slots.h), with the entry's two words as it
+  // read them: OK to go on, or the redirect (slots::RedirectOf). A write to a replicated slot
+  // (slots::Replicated) goes on only where it reaches the replicas: on the primary, in active mode,
+  // in a service that replicates (`replicable`: its function runs the same on a replica), where
+  // the check also takes the write's place in the slot's order; elsewhere FAILED_PRECONDITION.
+  // On a replica applying its primary's write, every check passes (the primary's passed).
+  absl::Status CheckSlot(uint32_t slot, uint64_t word, uint64_t owner_word, bool write,
+                         bool replicable = false) {
+    return DoCheckSlot(slot, word, owner_word, write, replicable);
+  }
+
   // True when operations are local memory accesses (active mode).
   virtual bool IsLocal() const = 0;
 
@@ -215,6 +231,8 @@ class Context {
                      "calls"));
   }
   virtual bool DoCalledByPeer() { return false; }
+  virtual absl::Status DoCheckSlot(uint32_t slot, uint64_t word, uint64_t owner_word, bool write,
+                                   bool replicable);
 };
 
 // The status Backoff returns when the request must move to a worker thread.

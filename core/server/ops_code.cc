@@ -134,10 +134,37 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
     return absl::OkStatus();
   }
   if (from_peer) counters_.Add(Stat::kPeerCallsIn, 1);
+  std::optional<ReplicaOrder> apply;
+  if ((header.flags & wire::kFlagReplica) != 0) {
+    absl::StatusOr<std::pair<ReplicaOrder, std::string_view>> order =
+        DecodeReplicaOrder(req.args);
+    absl::Status refused = order.status();
+    if (refused.ok() && (!from_peer || options_.replication == nullptr)) {
+      refused = absl::FailedPreconditionError(
+          !from_peer ? "only a member of the cluster applies its writes to a replica"
+                     : "this server keeps no replicas (it is not a member of a cluster)");
+    }
+    if (!refused.ok()) {
+      ReplyError(request.sink, header, refused);
+      return absl::OkStatus();
+    }
+    apply = order->first;
+    req.args = order->second;
+  }
   const bool deduplicate = header.client_id != 0;
   std::shared_ptr<Responder> responder =
       std::make_shared<ExecuteResponder>(this, request.sink, header, deduplicate, request.start_ns);
   if (deduplicate && !AdmitOnce(header, request.sink)) return absl::OkStatus();
+  if (apply.has_value()) {
+    // In the primary's order, once: a write already applied (a retry) is answered as done; one
+    // after a gap is refused.
+    absl::StatusOr<bool> admitted = options_.replication->Admit(*apply);
+    if (!admitted.ok() || !*admitted) {
+      if (!admitted.ok()) counters_.Add(Stat::kReplicaRefused, 1);
+      responder->Respond(admitted.ok() ? absl::StatusOr<std::string>("") : admitted.status());
+      return absl::OkStatus();
+    }
+  }
   absl::StatusOr<BoundFunction> fn =
       registry_->ResolveRemembered(req.by_hash ? &req.hash : nullptr, req.function);
   if (!fn.ok()) {
@@ -151,7 +178,8 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
                            : absl::Microseconds(static_cast<int64_t>(
                                  std::min<uint64_t>(req.timeout_us, INT64_MAX / 2))));
   Start({*fn, req.args, deadline, responder, request.sink, Isolated(*fn, request.sink.get()),
-         MayWrite(request.sink.get()), from_peer, request.start_ns},
+         MayWrite(request.sink.get()), from_peer, apply,
+         (header.flags & wire::kFlagStaleRead) != 0, request.start_ns},
         /*may_inline=*/true);
   return absl::OkStatus();
 }
@@ -236,8 +264,10 @@ void RequestHandler::Start(const Call& call, bool may_inline) {
   job.deadline = call.deadline;
   job.run = [this, fn = call.fn, args = std::string(call.args), deadline = call.deadline,
              responder = call.responder, sink = call.sink, isolated = call.isolated,
-             writable = call.writable, from_peer = call.from_peer] {
-    Run({fn, args, deadline, responder, sink, isolated, writable, from_peer}, /*on_worker=*/true);
+             writable = call.writable, from_peer = call.from_peer, apply = call.apply,
+             stale_read = call.stale_read] {
+    Run({fn, args, deadline, responder, sink, isolated, writable, from_peer, apply, stale_read},
+        /*on_worker=*/true);
   };
   job.expired = [this, responder = call.responder] {
     counters_.Add(Stat::kExecutesExpired, 1);
@@ -257,10 +287,12 @@ class RequestHandler::Host : public RequestHost {
   ParkingLot::ResumeFn MakeResume(std::string args) override {
     return [handler = handler_, fn = call_.fn, args = std::move(args), deadline = call_.deadline,
             responder = call_.responder, sink = call_.sink, isolated = call_.isolated,
-            writable = call_.writable, from_peer = call_.from_peer] {
+            writable = call_.writable, from_peer = call_.from_peer, apply = call_.apply,
+            stale_read = call_.stale_read] {
       handler->counters_.Add(Stat::kExecutesResumed, 1);
-      handler->Start({fn, args, deadline, responder, sink, isolated, writable, from_peer},
-                     /*may_inline=*/false);
+      handler->Start(
+          {fn, args, deadline, responder, sink, isolated, writable, from_peer, apply, stale_read},
+          /*may_inline=*/false);
     };
   }
   absl::Status OnClose(std::string_view key, std::string_view function,
@@ -288,6 +320,9 @@ void RequestHandler::Prepare(Execution& ex, const Call& call, RequestHost* host,
   ex.access_cost = options_.access_cost;
   ex.peers = options_.peers;
   ex.from_peer = call.from_peer;
+  ex.replication = options_.replication;
+  ex.replica_apply = call.apply.has_value();
+  ex.stale_read = call.stale_read;
 }
 
 void RequestHandler::Run(const Call& call, bool on_worker) {
@@ -357,8 +392,10 @@ void RequestHandler::HandOff(const Call& call, std::unique_ptr<IsolatedPool::InF
   auto held = std::make_shared<std::unique_ptr<IsolatedPool::InFlight>>(std::move(in_flight));
   job.run = [this, held, fn = call.fn, args = std::string(call.args), deadline = call.deadline,
              responder = call.responder, sink = call.sink, writable = call.writable,
-             from_peer = call.from_peer, counts = so_far.counts, parked = so_far.parked, start] {
-    Call call{fn, args, deadline, responder, sink, /*isolated=*/true, writable, from_peer};
+             from_peer = call.from_peer, apply = call.apply, stale_read = call.stale_read,
+             counts = so_far.counts, parked = so_far.parked, start] {
+    Call call{fn,       args,      deadline, responder, sink, /*isolated=*/true,
+              writable, from_peer, apply,    stale_read};
     Host host(this, call);
     Execution ex;
     Prepare(ex, call, &host, /*on_worker=*/true);
@@ -393,8 +430,25 @@ void RequestHandler::Complete(const Call& call, Execution& ex, absl::StatusOr<st
   if (ex.rescheduled && IsRescheduled(result.status()) && workers_ != nullptr) {
     // It backed off on an I/O thread: run it again, from the start, where it may sleep.
     counters_.Add(Stat::kExecutesRescheduled, 1);
+    // (A write of a replicated slot waits for its replicas every time: run it on the pool.)
+    if (ex.replicates) fn.stats().never_inline.store(true, std::memory_order_relaxed);
     Start(call, /*may_inline=*/false);
     return;
+  }
+  if (ex.ticket.has_value()) {
+    // The replicas apply it in this slot's order before the client hears of it.
+    counters_.Add(Stat::kReplicatedWrites, 1);
+    absl::Status forwarded =
+        options_.replication->Forward(*ex.ticket, fn.name(), call.args, call.deadline);
+    if (!forwarded.ok()) {
+      counters_.Add(Stat::kReplicationFailures, 1);
+      result = forwarded;
+    }
+    end_ns = NowNs();
+  }
+  if (call.apply.has_value()) {
+    counters_.Add(Stat::kReplicaApplied, 1);
+    options_.replication->Applied(*call.apply);
   }
   if (result.ok() && syncer_.always()) {
     if (absl::Status synced = syncer_.RanCode(); !synced.ok()) result = synced;

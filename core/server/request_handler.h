@@ -16,6 +16,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "core/server/owner_table.h"
 #include "core/server/region_registrar.h"
 #include "core/server/server_counters.h"
+#include "core/server/slot_replication.h"
 #include "core/server/syncer.h"
 #include "core/server/worker_pool.h"
 #include "core/wire/frame.h"
@@ -106,6 +108,9 @@ struct HandlerOptions {
   // How active code calls the cluster's other members (Context::CallPeer), set by whoever starts
   // the server in a cluster (ardmad --cluster) and outliving it; null: not in a cluster.
   PeerCaller* peers = nullptr;
+  // This member's replicated slots, as primary and as replica (set with `peers`, outliving the
+  // server); null: none.
+  SlotReplication* replication = nullptr;
 };
 
 class RequestHandler {
@@ -253,6 +258,9 @@ class RequestHandler {
     // read-only otherwise. A close hook's is its registering connection's.
     bool writable;
     bool from_peer = false;  // another member's server-to-server call (wire::kFlagPeer)
+    // Set on a replica: the call applies its primary's write, the `seq`th of its slot.
+    std::optional<ReplicaOrder> apply;
+    bool stale_read = false;  // a replica may answer it (wire::kFlagStaleRead)
     // The steady clock (ns) at the request's arrival, for a call run as it arrives; 0 otherwise.
     uint64_t arrived_ns = 0;
   };

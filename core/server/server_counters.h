@@ -92,6 +92,13 @@ enum class Stat : uint8_t {
   kPeerCallsOut,
   kPeerCallsIn,
   kPeerRefused,
+  // Replicated slots (docs/cluster.md, "Replication"): writes forwarded to the replicas as their
+  // primary, those that failed to reach one, writes applied as a replica, and those a replica
+  // refused (it had missed an earlier one).
+  kReplicatedWrites,
+  kReplicationFailures,
+  kReplicaApplied,
+  kReplicaRefused,
   // File-backed memory synced to its device (--sync).
   kSyncFlushes,
   kSyncNs,

@@ -20,7 +20,7 @@ ServerOptions WithMemory(uint64_t memory_size) {
 ClusterFixture::ClusterFixture(int n, uint64_t memory_size, int owners)
     : ClusterFixture(n, WithMemory(memory_size), owners) {}
 
-ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners) {
+ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners, uint32_t replicas) {
   if (etcd_.endpoint().empty()) {
     why_ = "etcd did not start (is etcd-server installed?)";
     return;
@@ -38,7 +38,7 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners) {
     peer_options.client.credentials_from_environment = false;
     peer_options.client.connect_attempts = 1;  // a member that is down fails the call at once
     peers_.push_back(std::make_unique<cluster::PeerCalls>(address(), peer_options));
-    options.handler.peers = peers_.back().get();
+    replications_.push_back(std::make_unique<SlotReplication>(peers_.back().get()));
     options_ = options;
     absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(ServerOwn(i));
     if (!server.ok()) {
@@ -49,35 +49,49 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners) {
     ids.push_back(absl::StrCat("s", i));
     Register(ids.back(), servers_.back()->address());
   }
-  cluster::SlotMap map = cluster::SlotMap::Even(
-      owners < 0 ? ids : std::vector<std::string>(ids.begin(), ids.begin() + owners));
-  if (absl::Status s = etcd_client_->Put(cluster::MapKey("c1"), map.ToJson()); !s.ok()) {
+  absl::StatusOr<cluster::SlotMap> map =
+      cluster::SlotMap::Even(owners < 0 ? ids
+                                        : std::vector<std::string>(ids.begin(), ids.begin() + owners))
+          .WithReplicas(replicas);
+  if (!map.ok()) {
+    why_ = std::string(map.status().message());
+    return;
+  }
+  if (absl::Status s = etcd_client_->Put(cluster::MapKey("c1"), map->ToJson()); !s.ok()) {
     why_ = std::string(s.message());
   }
-  // What each server's membership does with the map (ardmad --cluster): adopt its slots.
   for (size_t i = 0; i < servers_.size() && ok(); ++i) {
-    absl::Status adopted = servers_[i]->server().RunLocally(
-        [&](Context& ctx) { return cluster::AdoptSlots(ctx, map, ids[i]); });
-    if (!adopted.ok()) why_ = std::string(adopted.message());
+    if (absl::Status s = TakeMap(static_cast<int>(i), *map); !s.ok()) why_ = std::string(s.message());
   }
 }
+
+absl::Status ClusterFixture::TakeMap(int i, const cluster::SlotMap& map) {
+  const std::string id = absl::StrCat("s", i);
+  replications_[i]->SetRoles(map.ReplicasOf(id), map.SlotsReplicatedOn(id));
+  return servers_[i]->server().RunLocally(
+      [&](Context& ctx) { return cluster::AdoptSlots(ctx, map, id); });
+}
+
+void ClusterFixture::Stop(int i) { servers_[i].reset(); }
 
 ServerOptions ClusterFixture::ServerOwn(int i) const {
   ServerOptions options = options_;
   options.handler.peers = peers_[i].get();
+  options.handler.replication = replications_[i].get();
   if (!options.memory_file.empty()) options.memory_file = absl::StrCat(options.memory_file, ".", i);
   return options;
 }
 
 absl::Status ClusterFixture::Restart(int i) {
   servers_[i].reset();
+  // (A new process: its replication starts afresh, as a new incarnation that has applied
+  // nothing.)
+  replications_[i] = std::make_unique<SlotReplication>(peers_[i].get());
   ARDMA_ASSIGN_OR_RETURN(servers_[i], TestServer::Start(ServerOwn(i)));
-  const std::string id = absl::StrCat("s", i);
-  Register(id, servers_[i]->address());
+  Register(absl::StrCat("s", i), servers_[i]->address());
   if (!ok()) return absl::InternalError(why_);
   ARDMA_ASSIGN_OR_RETURN(cluster::StoredMap stored, cluster::ReadMap(*etcd_client_, "c1"));
-  return servers_[i]->server().RunLocally(
-      [&](Context& ctx) { return cluster::AdoptSlots(ctx, stored.map, id); });
+  return TakeMap(i, stored.map);
 }
 
 std::string ClusterFixture::address() const { return absl::StrCat("etcd://", etcd_.endpoint(), "/c1"); }

@@ -13,6 +13,8 @@
 #include "core/cluster/etcd_client.h"
 #include "core/cluster/peer_calls.h"
 #include "core/cluster/router.h"
+#include "core/cluster/slot.h"
+#include "core/server/slot_replication.h"
 #include "core/testing/etcd_process.h"
 #include "core/testing/test_server.h"
 #include "gtest/gtest.h"
@@ -24,7 +26,9 @@ class ClusterFixture {
   // Check ok() after: false (with why()) if etcd or a server did not start.
   // `n` servers; the slots even over the first `owners` of them (all: -1); the others are
   // members without slots (for adding them).
-  ClusterFixture(int n, ServerOptions options, int owners = -1);
+  // With `replicas`, each owner's slots are replicated to that many of the other owners
+  // (SlotMap::WithReplicas), as `ardma cluster create --replicas` does.
+  ClusterFixture(int n, ServerOptions options, int owners = -1, uint32_t replicas = 0);
   explicit ClusterFixture(int n, uint64_t memory_size = 32u << 20, int owners = -1);
   bool ok() const { return why_.empty(); }
   const std::string& why() const { return why_; }
@@ -42,6 +46,10 @@ class ClusterFixture {
   // its new address, serving the slots the map gives it. Its memory is lost, unless the
   // servers' options name a memory file: then server i keeps its memory in "<file>.<i>".
   absl::Status Restart(int i);
+  // Server i dies (its clients' calls fail; its membership stays registered, as a crashed
+  // member's does until its lease runs out).
+  void Stop(int i);
+  SlotReplication& replication(int i) { return *replications_[i]; }
 
   // A Cluster of it whose clients use the test transport (TestTransport(): tcp, or UCX).
   // refresh_interval as Cluster::Options has it (zero: the map is read again only when a server
@@ -56,8 +64,12 @@ class ClusterFixture {
   std::unique_ptr<cluster::EtcdClient> etcd_client_;
   // How each server's active code calls the others (Context::CallPeer), as ardmad --cluster's.
   std::vector<std::unique_ptr<cluster::PeerCalls>> peers_;  // outlive the servers
+  std::vector<std::unique_ptr<SlotReplication>> replications_;  // likewise
   std::vector<std::unique_ptr<TestServer>> servers_;
   ServerOptions ServerOwn(int i) const;  // server i's options
+  // What server i's membership does with `map` (ardmad --cluster): adopts its slots and takes
+  // its replication roles.
+  absl::Status TakeMap(int i, const cluster::SlotMap& map);
   ServerOptions options_;  // the servers'
   std::string why_;
 };

@@ -15,7 +15,8 @@
 //   frame  := header payload[payload_len]
 //
 // magic is 0x314D4452 ("RDM1" on the wire), version 1, reserved 0. flags bit 0 marks a response;
-// bit 1 marks an EXECUTE from another member of the cluster (kFlagPeer).
+// bit 1 marks an EXECUTE from another member of the cluster (kFlagPeer); bit 2 one that applies
+// the caller's replicated write (kFlagReplica); bit 3 a read a replica may answer (kFlagStaleRead).
 
 namespace ardma::wire {
 

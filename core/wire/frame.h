@@ -52,6 +52,11 @@ inline constexpr uint16_t kFlagResponse = 1u << 0;
 // On an EXECUTE: the caller is another member of the server's cluster (a server-to-server call);
 // the connection must hold the `peer` permission.
 inline constexpr uint16_t kFlagPeer = 1u << 1;
+// On a peer's EXECUTE: its primary's replicated write, applied here as the slot's replica; the
+// arguments start with the write's order (slot, the primary's incarnation and sequence number).
+inline constexpr uint16_t kFlagReplica = 1u << 2;
+// On an EXECUTE: the caller accepts a replica's answer to a read (a stale read).
+inline constexpr uint16_t kFlagStaleRead = 1u << 3;
 
 struct FrameHeader {
   Op op = Op::kPing;

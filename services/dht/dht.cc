@@ -91,7 +91,7 @@ absl::StatusOr<Search> FindKey(Context& ctx, const Table& t, const Neighbourhood
   }
   uint64_t fence_words[2] = {0, 0};
   auto check_fence = [&] {
-    return slots::CheckFence(fence.slot, fence_words[0], fence_words[1], write);
+    return ctx.CheckSlot(fence.slot, fence_words[0], fence_words[1], write, fence.by_name);
   };
   if (candidates.empty()) {
     if (fence.entry != 0) {
@@ -163,7 +163,7 @@ absl::StatusOr<Fence> FenceOf(Context& ctx, const Target& target, std::string_vi
   ARDMA_ASSIGN_OR_RETURN(std::optional<uint64_t> fence, heap::FindRoot(ctx, slots::kFenceRoot));
   if (!fence) return Fence{};
   uint32_t slot = slots::SlotOf(target.name, key);
-  return Fence{slots::FenceEntry(*fence, slot), slot};
+  return Fence{slots::FenceEntry(*fence, slot), slot, /*by_name=*/true};
 }
 
 absl::Status Missing(Context& ctx, const absl::Status& resolved, const Fence& fence, bool write) {
@@ -172,7 +172,7 @@ absl::Status Missing(Context& ctx, const absl::Status& resolved, const Fence& fe
     uint64_t words[2];
     ARDMA_RETURN_IF_ERROR(
         ctx.Read(fence.entry, std::span<char>(reinterpret_cast<char*>(words), sizeof(words))));
-    ARDMA_RETURN_IF_ERROR(slots::CheckFence(fence.slot, words[0], words[1], write));
+    ARDMA_RETURN_IF_ERROR(ctx.CheckSlot(fence.slot, words[0], words[1], write, fence.by_name));
   }
   return resolved;
 }
@@ -200,7 +200,7 @@ absl::StatusOr<bool> ReadCached(Context& ctx, const Target& target, std::string_
   if (absl::IsOutOfRange(read)) return false;  // the server's memory is not what it was
   ARDMA_RETURN_IF_ERROR(read);
   if (fence.entry != 0) {
-    ARDMA_RETURN_IF_ERROR(slots::CheckFence(fence.slot, fence_words[0], fence_words[1], false));
+    ARDMA_RETURN_IF_ERROR(ctx.CheckSlot(fence.slot, fence_words[0], fence_words[1], false));
   }
   uint64_t checksum;
   uint32_t key_len, value_len;

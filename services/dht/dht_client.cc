@@ -118,7 +118,9 @@ absl::StatusOr<Reply> DhtClient::Run(Client& client, std::string_view function,
   CallOptions call = options_;
   call.idempotent = read;  // reads run again
   // Active mode's unkeyed calls (size, scan) go by name: they read the header's words themselves.
-  const bool cache = mode_ == Mode::kRdma || keyed != nullptr;
+  // A write of a replicated slot names its table by name, as its replicas apply it.
+  const bool cache = mode_ == Mode::kRdma ||
+                     (keyed != nullptr && (read || !servers_->Replicated(keyed->slot)));
   auto attempt = [&](std::optional<Cached> cached) -> absl::StatusOr<Reply> {
     Target target{table};
     if (cache) {

@@ -68,6 +68,9 @@ struct Table {
 struct Fence {
   uint64_t entry = 0;
   uint32_t slot = 0;
+  // The call named its table by name: a replica can apply it as it is (a cached target names the
+  // table by this server's addresses), so its writes of a replicated slot may go on.
+  bool by_name = false;
 };
 
 inline uint64_t Tag(uint64_t id, uint64_t gen) { return id << 32 | (gen & 1023) << 22; }

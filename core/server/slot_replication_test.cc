@@ -1,0 +1,153 @@
+// SlotReplication on its own (the cluster suites run it between servers): a replica applies each
+// slot's writes once and in order, refusing after a gap; a primary forwards a slot's writes in
+// the order it gave them out, whatever order their runs end in; a fenced member orders nothing.
+#include "core/server/slot_replication.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace ardma {
+namespace {
+
+// Records what reaches the replicas; the first forwarded write can be held back.
+class RecordingPeers final : public PeerCaller {
+ public:
+  absl::StatusOr<std::string> Call(const PeerTarget&, std::string_view, std::string_view,
+                                   absl::Time) override {
+    return absl::UnimplementedError("not in this test");
+  }
+  absl::StatusOr<std::string> Replicate(const std::string& member, std::string_view function,
+                                        std::string_view args, absl::Time) override {
+    absl::StatusOr<std::pair<ReplicaOrder, std::string_view>> order = DecodeReplicaOrder(args);
+    if (!order.ok()) return order.status();
+    absl::MutexLock lock(&mu_);
+    seen_.push_back(absl::StrCat(member, " ", std::string(function), " #", order->first.seq, " ",
+                                 std::string(order->second)));
+    if (member == down_) return absl::UnavailableError("down");
+    return std::string();
+  }
+  std::vector<std::string> seen() {
+    absl::MutexLock lock(&mu_);
+    return seen_;
+  }
+  void set_down(std::string member) {
+    absl::MutexLock lock(&mu_);
+    down_ = std::move(member);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> seen_ ABSL_GUARDED_BY(mu_);
+  std::string down_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(ReplicaOrderTest, RoundTripsAndRefusesNonsense) {
+  std::string bytes = EncodeReplicaOrder({.slot = 77, .incarnation = 5, .seq = 9}, "args");
+  absl::StatusOr<std::pair<ReplicaOrder, std::string_view>> back = DecodeReplicaOrder(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->first.slot, 77u);
+  EXPECT_EQ(back->first.incarnation, 5u);
+  EXPECT_EQ(back->first.seq, 9u);
+  EXPECT_EQ(back->second, "args");
+  EXPECT_EQ(DecodeReplicaOrder("short").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(DecodeReplicaOrder(EncodeReplicaOrder({.slot = 16384, .incarnation = 5, .seq = 1},
+                                                     "")).ok());
+  EXPECT_FALSE(DecodeReplicaOrder(EncodeReplicaOrder({.slot = 1, .incarnation = 5, .seq = 0},
+                                                     "")).ok());
+}
+
+TEST(SlotReplicationTest, AReplicaAppliesEachWriteOnceInOrderAndRefusesAfterAGap) {
+  RecordingPeers peers;
+  SlotReplication replica(&peers);
+  const uint64_t primary = 42;
+  auto admit = [&](uint32_t slot, uint64_t incarnation, uint64_t seq) {
+    return replica.Admit({.slot = slot, .incarnation = incarnation, .seq = seq});
+  };
+  ASSERT_TRUE(*admit(3, primary, 1));
+  replica.Applied({.slot = 3, .incarnation = primary, .seq = 1});
+  EXPECT_FALSE(*admit(3, primary, 1)) << "a retry of an applied write is not applied again";
+  ASSERT_TRUE(*admit(3, primary, 2));
+  replica.Applied({.slot = 3, .incarnation = primary, .seq = 2});
+  absl::StatusOr<bool> gap = admit(3, primary, 4);  // #3 never came
+  EXPECT_EQ(gap.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(gap.status().message().find("missed writes"), std::string::npos) << gap.status();
+  EXPECT_TRUE(*admit(4, primary, 1)) << "each slot has its own order";
+  EXPECT_FALSE(admit(5, primary, 2).ok()) << "a slot's first write here must be its first";
+  // A primary that restarted starts again at #1; anything else from it is a gap.
+  EXPECT_TRUE(*admit(3, primary + 1, 1));
+  EXPECT_FALSE(admit(3, primary + 1, 2).ok());
+}
+
+TEST(SlotReplicationTest, APrimaryForwardsASlotsWritesInTheOrderItGaveThemOut) {
+  RecordingPeers peers;
+  SlotReplication primary(&peers);
+  primary.SetRoles({"r1", "r2"}, {});
+  absl::StatusOr<Replication::Ticket> first = primary.Order(9);
+  absl::StatusOr<Replication::Ticket> second = primary.Order(9);
+  absl::StatusOr<Replication::Ticket> other = primary.Order(10);
+  ASSERT_TRUE(first.ok() && second.ok() && other.ok());
+  EXPECT_EQ(first->seq, 1u);
+  EXPECT_EQ(second->seq, 2u);
+  EXPECT_EQ(other->seq, 1u);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  // The second write's run ended first: it waits for the first to be forwarded.
+  absl::Status second_forwarded;
+  std::thread late([&] { second_forwarded = primary.Forward(*second, "f", "b", deadline); });
+  // (Another slot's write does not wait for slot 9's.)
+  EXPECT_TRUE(primary.Forward(*other, "f", "c", deadline).ok());
+  EXPECT_TRUE(primary.Forward(*first, "f", "a", deadline).ok());
+  late.join();
+  EXPECT_TRUE(second_forwarded.ok()) << second_forwarded;
+  EXPECT_EQ(peers.seen(), (std::vector<std::string>{"r1 f #1 c", "r2 f #1 c", "r1 f #1 a",
+                                                    "r2 f #1 a", "r1 f #2 b", "r2 f #2 b"}));
+}
+
+TEST(SlotReplicationTest, AWriteThatAReplicaDidNotApplyIsNotAcknowledged) {
+  RecordingPeers peers;
+  SlotReplication primary(&peers);
+  primary.SetRoles({"r1", "r2"}, {});
+  peers.set_down("r1");
+  absl::StatusOr<Replication::Ticket> ticket = primary.Order(1);
+  ASSERT_TRUE(ticket.ok());
+  absl::Status forwarded = primary.Forward(*ticket, "f", "a", absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(forwarded.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(forwarded.message().find("replica r1"), std::string::npos) << forwarded;
+  EXPECT_EQ(peers.seen().size(), 2u) << "the other replica still gets it";
+  // The slot goes on: its next write is forwarded (the replica that missed one refuses it).
+  absl::StatusOr<Replication::Ticket> next = primary.Order(1);
+  ASSERT_TRUE(next.ok());
+  peers.set_down("");
+  EXPECT_TRUE(primary.Forward(*next, "f", "b", absl::Now() + absl::Seconds(30)).ok());
+}
+
+TEST(SlotReplicationTest, AFencedMemberOrdersNoWriteAndOneWithoutReplicasNeither) {
+  RecordingPeers peers;
+  SlotReplication member(&peers);
+  EXPECT_EQ(member.Order(1).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "the map names no replica";
+  member.SetRoles({"r1"}, {});
+  member.SetWritableUntil(absl::Now() + absl::Hours(1));
+  EXPECT_TRUE(member.Order(1).ok());
+  member.SetWritableUntil(absl::Now() - absl::Milliseconds(1));
+  absl::StatusOr<Replication::Ticket> fenced = member.Order(1);
+  EXPECT_EQ(fenced.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(fenced.status().message().find("fenced"), std::string::npos) << fenced.status();
+}
+
+TEST(SlotReplicationTest, AMemberKnowsWhichSlotsItReplicates) {
+  RecordingPeers peers;
+  SlotReplication member(&peers);
+  std::vector<bool> slots(16384, false);
+  slots[5] = true;
+  member.SetRoles({}, slots);
+  EXPECT_TRUE(member.Replicates(5));
+  EXPECT_FALSE(member.Replicates(6));
+  EXPECT_FALSE(member.Replicates(16384));
+}
+
+}  // namespace
+}  // namespace ardma
