@@ -172,15 +172,14 @@ void Member::Run() {
     next_renewal = asked + options_.ttl / 3;
     absl::StatusOr<absl::Duration> ttl = etcd_->KeepAlive(lease_);
     if (absl::IsNotFound(ttl.status())) {
-      // The lease ran out (etcd was away, or this process was stopped): register again, and
-      // take replicated writes again only with the map as it is now.
-      ARDMA_LOG(kWarning, "cluster %s: membership lapsed, registering again",
-                options_.where.name);
+      // The lease ran out (etcd was away, or this process was stopped): register again. The
+      // slots' replicas may have been given writes meanwhile, so on_lease is not called again:
+      // this member stays fenced (takes no replicated write) until it restarts.
+      ARDMA_LOG(kWarning, "cluster %s: membership lapsed, registering again%s",
+                options_.where.name,
+                options_.on_lease ? " (replicated writes stay refused until a restart)" : "");
       if (absl::Status s = Register(); !s.ok()) {
         ARDMA_LOG(kError, "cluster %s: %s", options_.where.name, s.message());
-      } else {
-        ReadMap();
-        Held(asked, options_.ttl);
       }
     } else if (!ttl.ok() && !warned) {
       ARDMA_LOG(kWarning, "cluster %s: cannot renew the membership: %s", options_.where.name,

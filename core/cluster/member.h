@@ -59,6 +59,7 @@ struct MemberOptions {
   // until which the membership is surely still held: when the renewal was sent, plus the TTL,
   // less a third of it (for the clocks and the next renewal's way). A server stops taking
   // replicated writes then (self-fencing: etcd may give its slots to a replica soon after).
+  // Not called after the lease lapsed (the member registers again, fenced until it restarts).
   std::function<void(absl::Time)> on_lease;
 };
 

@@ -167,6 +167,10 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
   }
   absl::StatusOr<BoundFunction> fn =
       registry_->ResolveRemembered(req.by_hash ? &req.hash : nullptr, req.function);
+  if (absl::IsNotFound(fn.status()) && from_peer && !req.by_hash &&
+      LoadBuiltInFor(req.function)) {
+    fn = registry_->ResolveRemembered(nullptr, req.function);
+  }
   if (!fn.ok()) {
     responder->Respond(fn.status());
     return absl::OkStatus();
@@ -182,6 +186,32 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
          (header.flags & wire::kFlagStaleRead) != 0, request.start_ns},
         /*may_inline=*/true);
   return absl::OkStatus();
+}
+
+bool RequestHandler::LoadBuiltInFor(std::string_view function) {
+  for (const ActiveLibrary* service : options_.built_in_services) {
+    if (service->Find(function) == nullptr) continue;
+    // Its dependencies first, each under its own name, as a client's EnsureLoaded ships them.
+    std::function<absl::Status(const ActiveLibrary&)> load =
+        [&](const ActiveLibrary& library) -> absl::Status {
+      LoadAuthority by;
+      for (const ActiveLibrary* dep : library.deps()) {
+        ARDMA_RETURN_IF_ERROR(load(*dep));
+        by.deps.push_back(dep->hash());
+      }
+      if (registry_->Has(library.hash())) return absl::OkStatus();
+      return registry_->Load(library.kind(), library.name(), library.code(), by).status();
+    };
+    if (absl::Status loaded = load(*service); !loaded.ok()) {
+      ARDMA_LOG(kWarning, "loading the built-in service %s for a peer's call of %s: %s",
+                std::string(service->name()), std::string(function), loaded.message());
+      return false;
+    }
+    ARDMA_LOG(kInfo, "loaded the built-in service %s for a peer's call of %s",
+              std::string(service->name()), std::string(function));
+    return true;
+  }
+  return false;
 }
 
 namespace {

@@ -111,6 +111,10 @@ struct HandlerOptions {
   // This member's replicated slots, as primary and as replica (set with `peers`, outliving the
   // server); null: none.
   SlotReplication* replication = nullptr;
+  // The services the server comes with (ServerOptions::built_in_services, copied by the server):
+  // a peer's call by name of one of their functions that no loaded library exports loads the
+  // service from the server's own copy first — a replica applies its primary's writes with it.
+  std::vector<const ActiveLibrary*> built_in_services;
 };
 
 class RequestHandler {
@@ -268,6 +272,9 @@ class RequestHandler {
   // (decided once per call).
   bool MayWrite(const ResponseSink* sink) const;
   bool Isolated(const BoundFunction& fn, const ResponseSink* sink) const;
+  // Loads the built-in service that exports `function` (with what it depends on); false if none
+  // does or it would not load.
+  bool LoadBuiltInFor(std::string_view function);
   // Where a call runs — here on the I/O thread (`may_inline` and the function is known to be
   // short) or on the worker pool — decided here and nowhere else.
   void Start(const Call& call, bool may_inline);

@@ -362,6 +362,7 @@ struct Server::Impl {
 
   // The request handler, its isolated workers and the UCX side.
   absl::Status StartHandler(const HeapSetup& heap) {
+    options.handler.built_in_services = options.built_in_services;
     handler = std::make_unique<RequestHandler>(options.handler, &regions, &registry);
     handler->SetOwners(owners.get());
     if (heap.isolate) {

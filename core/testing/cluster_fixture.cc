@@ -115,6 +115,10 @@ absl::StatusOr<std::unique_ptr<cluster::Cluster>> ClusterFixture::ConnectOverTes
 std::vector<std::unique_ptr<Client>> ClusterFixture::ClientOfEachServer() {
   std::vector<std::unique_ptr<Client>> out;
   for (std::unique_ptr<TestServer>& server : servers_) {
+    if (server == nullptr) {  // stopped
+      out.push_back(nullptr);
+      continue;
+    }
     absl::StatusOr<std::unique_ptr<Client>> client = server->NewClient();
     out.push_back(client.ok() ? *std::move(client) : nullptr);
   }

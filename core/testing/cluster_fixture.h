@@ -37,7 +37,7 @@ class ClusterFixture {
   std::string address() const;
   cluster::EtcdClient& etcd() { return *etcd_client_; }
   EtcdProcess& etcd_process() { return etcd_; }
-  TestServer& server(int i) { return *servers_[i]; }
+  TestServer& server(int i) { return *servers_[i]; }  // (not while stopped)
   // The index of the server with member id `id` ("s2" -> 2).
   static int IndexOf(const std::string& id) { return std::stoi(id.substr(1)); }
   // Registers `id` at `address` (again), as a server's membership would.
@@ -56,7 +56,7 @@ class ClusterFixture {
   // redirects, so it is stale after a move until then).
   absl::StatusOr<std::unique_ptr<cluster::Cluster>> ConnectOverTestTransport(
       absl::Duration refresh_interval = absl::Milliseconds(500)) const;
-  // A client of each server on its own, to see where things are.
+  // A client of each server on its own, to see where things are (null for one stopped).
   std::vector<std::unique_ptr<Client>> ClientOfEachServer();
 
  private:

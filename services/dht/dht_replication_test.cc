@@ -1,0 +1,188 @@
+// The DHT on a cluster whose slots have replicas (docs/cluster.md, "Replication"): three servers,
+// each owner's slots replicated to the next. A write is acknowledged only once its owner's replica
+// has applied it, so a replica holds every acknowledged write, also after its primary died; a
+// write that did not reach the replica is not acknowledged; one-sided writes are refused.
+#include "absl/strings/str_cat.h"
+#include "core/client/invoke.h"
+#include "core/cluster/router.h"
+#include "core/testing/cluster_fixture.h"
+#include "gtest/gtest.h"
+#include "services/dht/dht_client.h"
+
+namespace ardma::dht {
+namespace {
+
+using testing::ClusterFixture;
+
+ServerOptions WithTheDht() {
+  ServerOptions options = ardma::testing::TestServerOptions();
+  options.memory_size = 32u << 20;
+  // As ardmad: the built-in services, which a replica runs its primary's writes with.
+  options.built_in_services = {&active_libraries::dht()};
+  return options;
+}
+
+std::unique_ptr<ClusterFixture> ReplicatedCluster() {
+  return std::make_unique<ClusterFixture>(3, WithTheDht(), /*owners=*/-1, /*replicas=*/1);
+}
+
+// `key` of `table` as server `client` holds it, whatever its fence says (nullopt: absent).
+absl::StatusOr<std::optional<std::string>> HeldBy(Client& client, std::string_view table,
+                                                  std::string_view key) {
+  std::string args;
+  EncodeTarget(Target{.name = table, .unfenced = true}, &args);
+  args += EncodeKeyArgs(key);
+  absl::StatusOr<std::string> got =
+      Invoke(client, Mode::kActive, active_libraries::dht(), "dht.get", args);
+  if (absl::IsNotFound(got.status())) return std::nullopt;  // (no such table there)
+  if (!got.ok()) return got.status();
+  ARDMA_ASSIGN_OR_RETURN(Reply reply, DecodeReply(*got, ReplyKind::kFlagAndValue));
+  if (!reply.flag) return std::nullopt;
+  return reply.value;
+}
+
+// The index of the replica of `key`'s owner, and of the owner.
+std::pair<int, int> OwnerAndReplica(const cluster::SlotMap& map, std::string_view table,
+                                    std::string_view key) {
+  const std::string& owner = map.Owner(cluster::SlotOf(table, key));
+  return {ClusterFixture::IndexOf(owner), ClusterFixture::IndexOf(map.ReplicasOf(owner).at(0))};
+}
+
+uint64_t Stat(Client& client, std::string_view name) {
+  absl::StatusOr<uint64_t> value = ardma::testing::StatValue(client, name);
+  EXPECT_TRUE(value.ok()) << value.status();
+  return value.value_or(0);
+}
+
+TEST(DhtReplicationTest, EveryAcknowledgedWriteIsOnTheOwnersReplicaInTheOwnersOrder) {
+  std::unique_ptr<ClusterFixture> cluster = ReplicatedCluster();
+  ASSERT_TRUE(cluster->ok()) << cluster->why();
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster->ConnectOverTestTransport();
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  DhtClient dht(routed->get(), Mode::kActive);
+  const std::string table = "replicated";
+  constexpr int kKeys = 300;
+  // Every key written, half written again, a quarter removed: what each key holds last is what
+  // the replica must hold, which it only does if it applied them in the owner's order.
+  std::map<std::string, std::optional<std::string>> last;
+  int writes = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string key = absl::StrCat("key", i);
+      if (round == 1 && i % 2 == 0) {
+        ASSERT_TRUE(dht.Put(table, key, absl::StrCat("second", i)).ok());
+        last[key] = absl::StrCat("second", i);
+      } else if (round == 2 && i % 4 == 0) {
+        absl::StatusOr<bool> removed = dht.Remove(table, key);
+        ASSERT_TRUE(removed.ok()) << removed.status();
+        last[key] = std::nullopt;
+      } else if (round == 0) {
+        absl::StatusOr<bool> put = dht.Put(table, key, absl::StrCat("first", i));
+        ASSERT_TRUE(put.ok()) << put.status();
+        last[key] = absl::StrCat("first", i);
+      } else {
+        continue;
+      }
+      ++writes;
+    }
+  }
+  std::vector<std::unique_ptr<Client>> direct = cluster->ClientOfEachServer();
+  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
+  for (const auto& [key, value] : last) {
+    auto [owner, replica] = OwnerAndReplica(*map, table, key);
+    ASSERT_NE(owner, replica);
+    absl::StatusOr<std::optional<std::string>> on_replica = HeldBy(*direct[replica], table, key);
+    ASSERT_TRUE(on_replica.ok()) << on_replica.status();
+    EXPECT_EQ(*on_replica, value) << key << " on replica s" << replica;
+    EXPECT_EQ(*HeldBy(*direct[owner], table, key), value) << key << " on owner s" << owner;
+    const int other = 3 - owner - replica;
+    EXPECT_EQ(*HeldBy(*direct[other], table, key), std::nullopt) << "only owner and replica";
+    absl::StatusOr<std::string> read = dht.Get(table, key);
+    EXPECT_EQ(read.ok() ? std::optional<std::string>(*read) : std::nullopt, value);
+  }
+  // Each write was forwarded once and applied once; no server refused one.
+  uint64_t forwarded = 0, applied = 0;
+  for (std::unique_ptr<Client>& client : direct) {
+    forwarded += Stat(*client, "replication.writes");
+    applied += Stat(*client, "replica.applied");
+    EXPECT_EQ(Stat(*client, "replication.failures"), 0u);
+    EXPECT_EQ(Stat(*client, "replica.refused"), 0u);
+  }
+  EXPECT_EQ(forwarded, static_cast<uint64_t>(writes));
+  EXPECT_EQ(applied, static_cast<uint64_t>(writes));
+}
+
+TEST(DhtReplicationTest, WhenAPrimaryDiesItsReplicaHoldsEveryAcknowledgedWrite) {
+  std::unique_ptr<ClusterFixture> cluster = ReplicatedCluster();
+  ASSERT_TRUE(cluster->ok()) << cluster->why();
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster->ConnectOverTestTransport();
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  DhtClient dht(routed->get(), Mode::kActive);
+  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
+  std::vector<std::string> acknowledged;  // keys of s0's slots
+  for (int i = 0; acknowledged.size() < 50; ++i) {
+    const std::string key = absl::StrCat("k", i);
+    if (OwnerAndReplica(*map, "t", key).first != 0) continue;
+    ASSERT_TRUE(dht.Put("t", key, absl::StrCat("v", i)).ok());
+    acknowledged.push_back(key);
+  }
+  cluster->Stop(0);
+  std::vector<std::unique_ptr<Client>> direct = cluster->ClientOfEachServer();
+  const int replica = OwnerAndReplica(*map, "t", acknowledged[0]).second;
+  for (const std::string& key : acknowledged) {
+    absl::StatusOr<std::optional<std::string>> held = HeldBy(*direct[replica], "t", key);
+    ASSERT_TRUE(held.ok()) << held.status();
+    EXPECT_EQ(*held, absl::StrCat("v", key.substr(1))) << key;
+  }
+}
+
+TEST(DhtReplicationTest, AWriteThatMissedAReplicaIsNotAcknowledgedNorAreTheSlotsNextOnes) {
+  std::unique_ptr<ClusterFixture> cluster = ReplicatedCluster();
+  ASSERT_TRUE(cluster->ok()) << cluster->why();
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster->ConnectOverTestTransport();
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  CallOptions quick;
+  quick.timeout = absl::Seconds(5);
+  DhtClient dht(routed->get(), Mode::kActive, quick);
+  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
+  // A key of s0's slots; s0's replica is s1.
+  std::string key;
+  for (int i = 0; key.empty(); ++i) {
+    if (OwnerAndReplica(*map, "t", absl::StrCat("k", i)).first == 0) key = absl::StrCat("k", i);
+  }
+  const int replica = OwnerAndReplica(*map, "t", key).second;
+  ASSERT_TRUE(dht.Put("t", key, "one").ok());
+  cluster->Stop(replica);
+  absl::StatusOr<bool> missed = dht.Put("t", key, "two");
+  EXPECT_EQ(missed.status().code(), absl::StatusCode::kUnavailable) << missed.status();
+  EXPECT_NE(missed.status().message().find(absl::StrCat("replica s", replica)), std::string::npos)
+      << missed.status();
+  // The replica comes back having missed that write (and, here, without its memory): it refuses
+  // the slot's next writes rather than hold a copy with a hole in it.
+  ASSERT_TRUE(cluster->Restart(replica).ok());
+  absl::StatusOr<bool> after = dht.Put("t", key, "three");
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable) << after.status();
+  EXPECT_NE(after.status().message().find("missed writes"), std::string::npos) << after.status();
+}
+
+TEST(DhtReplicationTest, OneSidedWritesToAReplicatedSlotAreRefusedReadsAreNot) {
+  std::unique_ptr<ClusterFixture> cluster = ReplicatedCluster();
+  ASSERT_TRUE(cluster->ok()) << cluster->why();
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster->ConnectOverTestTransport();
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  DhtClient active(routed->get(), Mode::kActive);
+  DhtClient rdma(routed->get(), Mode::kRdma);
+  absl::StatusOr<bool> written = active.Put("t", "written", "actively");
+  ASSERT_TRUE(written.ok()) << written.status();
+  absl::StatusOr<bool> put = rdma.Put("t", "k", "v");
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kFailedPrecondition) << put.status();
+  EXPECT_NE(put.status().message().find("replicated"), std::string::npos) << put.status();
+  EXPECT_EQ(rdma.Remove("t", "written").status().code(), absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<std::string> read = rdma.Get("t", "written");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, "actively");
+  EXPECT_EQ(rdma.Get("t", "k").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ardma::dht
