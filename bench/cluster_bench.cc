@@ -11,12 +11,19 @@
 //     move a quarter of the slots (4096) with their keys to the fourth (bench/reshard_compare.sh
 //     runs it beside redis-cli --cluster reshard; Redis Cluster needs three masters to start).
 //
+//   BM_DhtReplicas/<replicas>/<get>/<ucx>: a DHT PUT (get 0) or GET (get 1) of a 16-byte value
+//     through a Cluster of two in-process members whose slots have `replicas` (0 or 1) replicas
+//     each (docs/cluster.md, "Replication"), on keys of the first member: what synchronous
+//     replication costs a write, and that a read pays nothing for it. Counters as below (the
+//     client's round trips: the primary's call of its replica is not the client's).
+//
 // The server is the binary's shared ardmad, registered in a real etcd (started on free ports) as
 // the one member of cluster "bench" with every slot; it adopts its slots in its fence, so both
 // paths pay the same fence checks and the difference is the routing alone. Counters:
 // round_trips/op and bytes/op.
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -121,6 +128,63 @@ void BM_DhtGetRouting(benchmark::State& state) {
 }
 BENCHMARK(BM_DhtGetRouting)
     ->ArgNames({"routed", "rdma", "ucx"})
+    ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_DhtReplicas(benchmark::State& state) {
+  const uint32_t replicas = static_cast<uint32_t>(state.range(0));
+  const bool get = state.range(1) == 1;
+  const bool ucx = state.range(2) == 1;
+  // One cluster per replica count, kept for the binary's run (each has its own etcd).
+  static std::map<uint32_t, std::unique_ptr<testing::ClusterFixture>> clusters;
+  std::unique_ptr<testing::ClusterFixture>& fixture = clusters[replicas];
+  if (fixture == nullptr) {
+    ServerOptions options = testing::TestServerOptions();
+    options.memory_size = 64u << 20;
+    options.built_in_services = {&active_libraries::dht()};  // as ardmad: what replicas apply
+    fixture = std::make_unique<testing::ClusterFixture>(2, options, /*owners=*/-1, replicas);
+  }
+  if (!fixture->ok()) {
+    state.SkipWithError(fixture->why().c_str());
+    return;
+  }
+  cluster::Cluster::Options options;
+  options.transport = ucx ? "ucx" : "tcp";
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed =
+      cluster::Cluster::Connect(fixture->address(), options);
+  if (!routed.ok()) {
+    state.SkipWithError(std::string(routed.status().message()).c_str());
+    return;
+  }
+  std::vector<std::string> keys;  // of s0's slots
+  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
+  for (int i = 0; keys.size() < 1000; ++i) {
+    if (map->Owner(slots::SlotOf("replicated", Key(i))) == "s0") keys.push_back(Key(i));
+  }
+  dht::DhtClient dht(routed->get(), Mode::kActive);
+  const std::string value = "0123456789abcdef";
+  for (const std::string& key : keys) {
+    if (!dht.Put("replicated", key, value).ok()) {
+      state.SkipWithError("put failed");
+      return;
+    }
+  }
+  Client* counted = *(*routed)->ForMember("s0");
+  uint64_t rt0 = counted->counters().round_trips;
+  uint64_t bytes0 = counted->counters().bytes_sent + counted->counters().bytes_received;
+  size_t i = 0;
+  for (auto _ : state) {
+    const std::string& key = keys[i++ % keys.size()];
+    bool ok = get ? dht.Get("replicated", key).ok() : dht.Put("replicated", key, value).ok();
+    if (!ok) {
+      state.SkipWithError(get ? "get failed" : "put failed");
+      break;
+    }
+  }
+  bench::ReportCounters(state, *counted, rt0, bytes0);
+}
+BENCHMARK(BM_DhtReplicas)
+    ->ArgNames({"replicas", "get", "ucx"})
     ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 

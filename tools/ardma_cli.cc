@@ -66,13 +66,15 @@ const char kUsage[] =
     "                                export TABLE FILE, import TABLE FILE: keys and values to and\n"
     "                                from a file, - for stdout/stdin; --mode rdma runs the\n"
     "                                table's code here); on a cluster with --server etcd://...\n"
+    "                                (--read-from-replica: a replica may answer a get)\n"
     "  list push NAME VALUE...       append to a list, print its length (also: pop NAME: remove\n"
     "                                and print the head, len NAME, range NAME [START [STOP]]:\n"
     "                                elements START..STOP, STOP -1 for the end); --mode, cluster\n"
     "                                as dht\n"
     "  cluster create [ID...]        give a cluster its first slot map: the slots evenly over the\n"
     "                                live members (or the IDs); --server etcd://HOST:PORT/NAME;\n"
-    "                                --replicas N names N replicas for each server's slots\n"
+    "                                --replicas N: each server's writes are applied on the N\n"
+    "                                servers after it too before they are acknowledged\n"
     "  cluster status                the cluster's members, their addresses and slots, and slots\n"
     "                                whose server is down (exit 1 then)\n"
     "  cluster rebalance             move slots (and their keys) so that every live member has\n"
@@ -394,8 +396,11 @@ int Main(int argc, char** argv) {
                  "cluster add/remove/rebalance: how long to wait for a busy lock in a slot to move "
                  "before keeping the slot");
   flags.Int("replicas", &opt.replicas, "N",
-            "cluster create: each server's slots also on the N servers after it (recorded in the "
-            "map; copying them is to come)");
+            "cluster create: each server's writes also applied on the N servers after it before "
+            "they are acknowledged (active mode)");
+  flags.Bool("read-from-replica", &opt.read_from_replica,
+             "dht get: let a replica of the key's server answer (it may lack a write being "
+             "acknowledged right now)");
   flags.Bool("long", &opt.long_list, "fs ls: long listing");
   flags.Bool("parents", &opt.parents, "fs mkdir: make missing parents, accept existing");
   flags.Bool("recursive", &opt.recursive, "fs rm: remove directories and everything below");

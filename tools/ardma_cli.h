@@ -39,6 +39,7 @@ struct Options : DfsFlags {
   // is kept where it is.
   absl::Duration lock_wait = absl::Seconds(5);
   int64_t replicas = 0;  // cluster create --replicas
+  bool read_from_replica = false;  // dht get: a replica of the key's owner may answer
   bool long_list = false;
   bool parents = false;
   bool recursive = false;

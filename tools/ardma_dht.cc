@@ -101,7 +101,9 @@ absl::Status RunDhtCommand(const Options& opt, const std::vector<std::string>& a
         "del TABLE KEY | size TABLE | scan TABLE | export TABLE FILE | import TABLE FILE");
   }
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<Servers> servers, ConnectServices(opt));
-  dht::DhtClient dht(servers.get(), opt.mode);
+  CallOptions call;
+  call.stale_read = opt.read_from_replica;
+  dht::DhtClient dht(servers.get(), opt.mode, call);
   const std::string& table = args[2];
   if (cmd == "scan") {  // the keys, one a line (as redis-cli --scan)
     return ScanAll(dht, table, [](const std::string& key, const std::string&) {

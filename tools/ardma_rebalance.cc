@@ -325,6 +325,12 @@ absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddre
     for (const auto& [id, member] : live) ARDMA_RETURN_IF_ERROR(FixMember(member, stored.map));
     return absl::OkStatus();
   }
+  if (!stored.map.replicas().empty()) {
+    // The mover copies keys with unfenced imports, which its replicas would not see.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cluster ", where.name, " replicates its slots: moving replicated slots is not built yet "
+        "(the keys would reach the new owner but not its replicas)"));
+  }
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> targets, Targets(args, stored.map, live));
   ARDMA_ASSIGN_OR_RETURN(std::vector<cluster::Move> moves,
                          cluster::PlanRebalance(stored.map, targets));

@@ -36,6 +36,9 @@ class Servers {
   virtual bool RoutesBySlot() const { return true; }
   // Whether `slot`'s writes are replicated (its owner has replicas in the slot map).
   virtual bool Replicated(uint32_t slot) { return false; }
+  // Where a read of `slot` that may be a little behind goes (CallOptions::stale_read): a live
+  // replica of its owner if it has one, else the owner.
+  virtual absl::StatusOr<Client*> ForStaleRead(uint32_t slot) { return ForSlot(slot); }
 };
 
 // One server holds every key: over a Client borrowed, or owned.

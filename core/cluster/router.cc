@@ -127,6 +127,22 @@ bool Cluster::Replicated(uint32_t slot) {
   return map_->replicas().contains(map_->Owner(slot));
 }
 
+absl::StatusOr<Client*> Cluster::ForStaleRead(uint32_t slot) {
+  if (slot >= kSlots) return absl::InvalidArgumentError(absl::StrCat("no slot ", slot));
+  std::vector<std::string> replicas;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& replica : map_->ReplicasOf(map_->Owner(slot))) {
+      if (!AddressOf(replica).empty()) replicas.push_back(replica);
+    }
+  }
+  for (const std::string& replica : replicas) {
+    absl::StatusOr<Client*> client = Connected(replica, std::nullopt);
+    if (client.ok()) return client;
+  }
+  return ForSlot(slot);
+}
+
 absl::StatusOr<Client*> Cluster::ForMember(std::string_view id) {
   return Connected(std::string(id), std::nullopt);
 }

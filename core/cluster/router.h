@@ -72,6 +72,8 @@ class Cluster final : public Servers {
   absl::Status Redirected(const slots::Redirect& redirect) override;
   // Whether the map gives the owner of `slot` replicas.
   bool Replicated(uint32_t slot) override;
+  // The first of the owner's replicas (in the map's order) that is a live member, else the owner.
+  absl::StatusOr<Client*> ForStaleRead(uint32_t slot) override;
   // Reads the members and the map again (after a redirect, or a server that went away). If etcd
   // cannot be read the cached ones stay and the error is returned.
   absl::Status Refresh();

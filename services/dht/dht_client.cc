@@ -83,6 +83,18 @@ absl::StatusOr<Reply> DhtClient::RunFor(std::string_view key, std::string_view f
   // that is neither needs none.)
   const bool routed = servers_->RoutesBySlot();
   const Keyed keyed{key, routed ? slots::SlotOf(table, key) : 0, routed, value};
+  if (options_.stale_read && (function == "dht.get" || function == "dht.contains")) {
+    if (mode_ != Mode::kActive) {
+      return absl::InvalidArgumentError(
+          "reads from replicas are made in active mode: a replica answers for slots it does not "
+          "own only to a call that says it accepts a stale answer");
+    }
+    // A replica's answer; if it is not one (any more), the owner's.
+    ARDMA_ASSIGN_OR_RETURN(Client * replica, servers_->ForStaleRead(keyed.slot));
+    absl::StatusOr<Reply> reply = Run(*replica, function, table, &keyed, "", kind, create);
+    if (absl::IsNotFound(reply.status())) return AbsentHere(*replica, table, reply.status());
+    if (!reply.ok() || !reply->redirect.has_value()) return reply;
+  }
   return RouteToSlot<Reply>(
       *servers_, keyed.slot,
       options_.timeout > absl::ZeroDuration() ? options_.timeout : absl::Seconds(30),

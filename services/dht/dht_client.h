@@ -27,6 +27,11 @@
 // not yet) serving its key's slot is answered with a redirect, in both modes; the client then
 // refreshes its map or waits out the move, and tries again: the application never sees it.
 //
+// Reads from replicas: with CallOptions::stale_read (`ardma dht get --read-from-replica`), Get and
+// Contains go to a live replica of the key's owner where the map names one (else the owner), which
+// answers from its copy: every write acknowledged before the read began is there, but one being
+// acknowledged meanwhile may not be yet. Active mode only.
+//
 // Borrows the Client (or Servers) for its lifetime. Thread-safe.
 #ifndef ARDMA_SERVICES_DHT_DHT_CLIENT_H_
 #define ARDMA_SERVICES_DHT_DHT_CLIENT_H_
