@@ -14,8 +14,9 @@
 //   BM_DhtReplicas/<replicas>/<get>/<ucx>: a DHT PUT (get 0) or GET (get 1) of a 16-byte value
 //     through a Cluster of two in-process members whose slots have `replicas` (0 or 1) replicas
 //     each (docs/cluster.md, "Replication"), on keys of the first member: what synchronous
-//     replication costs a write, and that a read pays nothing for it. Counters as below (the
-//     client's round trips: the primary's call of its replica is not the client's).
+//     replication costs a write, and that a read pays nothing for it. The members call each
+//     other over the row's transport (ARDMA_BENCH_PEERS=tcp|ucx overrides it). Counters as below
+//     (the client's round trips: the primary's call of its replica is not the client's).
 //
 // The server is the binary's shared ardmad, registered in a real etcd (started on free ports) as
 // the one member of cluster "bench" with every slot; it adopts its slots in its fence, so both
@@ -136,13 +137,19 @@ void BM_DhtReplicas(benchmark::State& state) {
   const bool get = state.range(1) == 1;
   const bool ucx = state.range(2) == 1;
   // One cluster per replica count, kept for the binary's run (each has its own etcd).
-  static std::map<uint32_t, std::unique_ptr<testing::ClusterFixture>> clusters;
-  std::unique_ptr<testing::ClusterFixture>& fixture = clusters[replicas];
+  // (The members call each other over the row's transport too, as ardmad does where it has UCX;
+  // ARDMA_BENCH_PEERS=tcp or ucx overrides it.)
+  const char* peers_env = std::getenv("ARDMA_BENCH_PEERS");
+  const std::string peers = peers_env != nullptr ? peers_env : ucx ? "ucx" : "tcp";
+  static std::map<std::pair<uint32_t, std::string>, std::unique_ptr<testing::ClusterFixture>>
+      clusters;
+  std::unique_ptr<testing::ClusterFixture>& fixture = clusters[{replicas, peers}];
   if (fixture == nullptr) {
     ServerOptions options = testing::TestServerOptions();
     options.memory_size = 64u << 20;
     options.built_in_services = {&active_libraries::dht()};  // as ardmad: what replicas apply
-    fixture = std::make_unique<testing::ClusterFixture>(2, options, /*owners=*/-1, replicas);
+    fixture =
+        std::make_unique<testing::ClusterFixture>(2, options, /*owners=*/-1, replicas, peers);
   }
   if (!fixture->ok()) {
     state.SkipWithError(fixture->why().c_str());

@@ -461,6 +461,8 @@ PeerLinks PeerLinksFor(Config& c) {
   ardma::cluster::Cluster::Options o;
   o.client.credentials_from_environment = false;
   o.client.connect_attempts = 1;  // a member that is down fails the call at once
+  // Over UCX where a member has it (a replicated write waits for its replica's answer), else TCP.
+  if (c.ucx != "off") o.transport = "ucx";
   const auto& auth = c.options.handler.auth;
   if (auth != nullptr && auth->peer().has_value()) {
     o.client.credentials = auth->peer();
@@ -576,7 +578,8 @@ int Main(int argc, char** argv) {
     }
     metrics = *std::move(started);
   }
-  absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> member = JoinCluster(c, **server, peers.replication.get());
+  absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> member =
+      JoinCluster(c, **server, peers.replication.get());
   if (!member.ok()) {
     std::cerr << "ardmad: --cluster " << c.cluster << ": " << member.status().message() << "\n";
     return 1;

@@ -20,7 +20,8 @@ ServerOptions WithMemory(uint64_t memory_size) {
 ClusterFixture::ClusterFixture(int n, uint64_t memory_size, int owners)
     : ClusterFixture(n, WithMemory(memory_size), owners) {}
 
-ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners, uint32_t replicas) {
+ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners, uint32_t replicas,
+                               std::string peer_transport) {
   if (etcd_.endpoint().empty()) {
     why_ = "etcd did not start (is etcd-server installed?)";
     return;
@@ -37,6 +38,10 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners, uint32_
     cluster::Cluster::Options peer_options;
     peer_options.client.credentials_from_environment = false;
     peer_options.client.connect_attempts = 1;  // a member that is down fails the call at once
+    // The members call each other as the tests' clients call them (UCX_TLS is set then).
+    peer_options.transport = !peer_transport.empty()                ? peer_transport
+                             : TestTransport().rfind("ucx", 0) == 0 ? "ucx"
+                                                                    : "tcp";
     peers_.push_back(std::make_unique<cluster::PeerCalls>(address(), peer_options));
     replications_.push_back(std::make_unique<SlotReplication>(peers_.back().get()));
     options_ = options;
@@ -49,10 +54,9 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners, uint32_
     ids.push_back(absl::StrCat("s", i));
     Register(ids.back(), servers_.back()->address());
   }
-  absl::StatusOr<cluster::SlotMap> map =
-      cluster::SlotMap::Even(owners < 0 ? ids
-                                        : std::vector<std::string>(ids.begin(), ids.begin() + owners))
-          .WithReplicas(replicas);
+  const std::vector<std::string> slot_owners =
+      owners < 0 ? ids : std::vector<std::string>(ids.begin(), ids.begin() + owners);
+  absl::StatusOr<cluster::SlotMap> map = cluster::SlotMap::Even(slot_owners).WithReplicas(replicas);
   if (!map.ok()) {
     why_ = std::string(map.status().message());
     return;
@@ -61,7 +65,8 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners, uint32_
     why_ = std::string(s.message());
   }
   for (size_t i = 0; i < servers_.size() && ok(); ++i) {
-    if (absl::Status s = TakeMap(static_cast<int>(i), *map); !s.ok()) why_ = std::string(s.message());
+    absl::Status taken = TakeMap(static_cast<int>(i), *map);
+    if (!taken.ok()) why_ = std::string(taken.message());
   }
 }
 

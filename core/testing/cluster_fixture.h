@@ -27,8 +27,10 @@ class ClusterFixture {
   // `n` servers; the slots even over the first `owners` of them (all: -1); the others are
   // members without slots (for adding them).
   // With `replicas`, each owner's slots are replicated to that many of the other owners
-  // (SlotMap::WithReplicas), as `ardma cluster create --replicas` does.
-  ClusterFixture(int n, ServerOptions options, int owners = -1, uint32_t replicas = 0);
+  // (SlotMap::WithReplicas), as `ardma cluster create --replicas` does. The members call each
+  // other over `peer_transport` ("tcp" or "ucx"; empty: UCX when the tests' clients use it).
+  ClusterFixture(int n, ServerOptions options, int owners = -1, uint32_t replicas = 0,
+                 std::string peer_transport = "");
   explicit ClusterFixture(int n, uint64_t memory_size = 32u << 20, int owners = -1);
   bool ok() const { return why_.empty(); }
   const std::string& why() const { return why_; }
