@@ -50,6 +50,20 @@ class ClusterMembershipTest : public ::testing::Test {
     }
     return out;
   }
+  // Starts `n` members of cluster c1 (TTL 2 s), each on a fresh memory file named after
+  // `name`, whose paths go to *heaps.
+  void StartMembers(int n, const std::string& name,
+                    std::vector<std::unique_ptr<testing::ServerProcess>>* servers,
+                    std::vector<std::string>* heaps) {
+    for (int i = 0; i < n; ++i) {
+      heaps->push_back(TempPath(absl::StrCat(name, i)));
+      std::filesystem::remove(heaps->back());
+      servers->push_back(std::make_unique<testing::ServerProcess>(
+          std::vector<std::string>{"--memory-file", heaps->back(), "--memory", "32M", "--cluster",
+                                   Cluster(), "--cluster-ttl", "2s"}));
+      ASSERT_FALSE(servers->back()->address().empty());
+    }
+  }
   testing::EtcdProcess etcd_;
   std::unique_ptr<cluster::EtcdClient> etcd_client_;
 };
@@ -120,14 +134,7 @@ TEST_F(ClusterMembershipTest, AServerKeepsItsIdAcrossARestartAndLeavesWhenItDies
 TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
   std::vector<std::unique_ptr<testing::ServerProcess>> servers;
   std::vector<std::string> heaps;
-  for (int i = 0; i < 3; ++i) {
-    heaps.push_back(TempPath(absl::StrCat("cluster_member", i)));
-    std::filesystem::remove(heaps.back());
-    servers.push_back(std::make_unique<testing::ServerProcess>(std::vector<std::string>{
-        "--memory-file", heaps.back(), "--memory", "32M", "--cluster", Cluster(), "--cluster-ttl",
-        "2s"}));
-    ASSERT_FALSE(servers.back()->address().empty());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartMembers(3, "cluster_member", &servers, &heaps));
   std::string ardma = BinDir() + "/ardma --server " + Cluster() + " cluster ";
   std::string out;
   EXPECT_EQ(RunCommand(ardma + "status", &out), 0) << out;
@@ -235,14 +242,7 @@ TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
 TEST_F(ClusterMembershipTest, ReplicatedWritesOutliveTheirServerAndAStoppedOneFencesItself) {
   std::vector<std::unique_ptr<testing::ServerProcess>> servers;
   std::vector<std::string> heaps;
-  for (int i = 0; i < 3; ++i) {
-    heaps.push_back(TempPath(absl::StrCat("replicated_member", i)));
-    std::filesystem::remove(heaps.back());
-    servers.push_back(std::make_unique<testing::ServerProcess>(std::vector<std::string>{
-        "--memory-file", heaps.back(), "--memory", "32M", "--cluster", Cluster(), "--cluster-ttl",
-        "2s"}));
-    ASSERT_FALSE(servers.back()->address().empty());
-  }
+  ASSERT_NO_FATAL_FAILURE(StartMembers(3, "replicated_member", &servers, &heaps));
   absl::Cleanup remove_heaps = [&] {
     servers.clear();
     for (const std::string& heap : heaps) std::filesystem::remove(heap);

@@ -23,9 +23,22 @@ ServerOptions WithTheDht() {
   return options;
 }
 
-std::unique_ptr<ClusterFixture> ReplicatedCluster() {
-  return std::make_unique<ClusterFixture>(3, WithTheDht(), /*owners=*/-1, /*replicas=*/1);
-}
+// A fresh cluster per test (some kill their members), and a Cluster client of it.
+class DhtReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<ClusterFixture>(3, WithTheDht(), /*owners=*/-1, /*replicas=*/1);
+    ASSERT_TRUE(cluster_->ok()) << cluster_->why();
+    absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed =
+        cluster_->ConnectOverTestTransport();
+    ASSERT_TRUE(routed.ok()) << routed.status();
+    routed_ = *std::move(routed);
+    map_ = routed_->map();
+  }
+  std::unique_ptr<ClusterFixture> cluster_;
+  std::unique_ptr<cluster::Cluster> routed_;
+  std::shared_ptr<const cluster::SlotMap> map_;
+};
 
 // `key` of `table` as server `client` holds it, whatever its fence says (nullopt: absent).
 absl::StatusOr<std::optional<std::string>> HeldBy(Client& client, std::string_view table,
@@ -55,12 +68,8 @@ uint64_t Stat(Client& client, std::string_view name) {
   return value.value_or(0);
 }
 
-TEST(DhtReplicationTest, EveryAcknowledgedWriteIsOnTheOwnersReplicaInTheOwnersOrder) {
-  std::unique_ptr<ClusterFixture> cluster = ReplicatedCluster();
-  ASSERT_TRUE(cluster->ok()) << cluster->why();
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster->ConnectOverTestTransport();
-  ASSERT_TRUE(routed.ok()) << routed.status();
-  DhtClient dht(routed->get(), Mode::kActive);
+TEST_F(DhtReplicationTest, EveryAcknowledgedWriteIsOnTheOwnersReplicaInTheOwnersOrder) {
+  DhtClient dht(routed_.get(), Mode::kActive);
   const std::string table = "replicated";
   constexpr int kKeys = 300;
   // Every key written, half written again, a quarter removed: what each key holds last is what
@@ -87,10 +96,9 @@ TEST(DhtReplicationTest, EveryAcknowledgedWriteIsOnTheOwnersReplicaInTheOwnersOr
       ++writes;
     }
   }
-  std::vector<std::unique_ptr<Client>> direct = cluster->ClientOfEachServer();
-  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
-  for (const auto& [key, value] : last) {
-    auto [owner, replica] = OwnerAndReplica(*map, table, key);
+  std::vector<std::unique_ptr<Client>> direct = cluster_->ClientOfEachServer();
+    for (const auto& [key, value] : last) {
+    auto [owner, replica] = OwnerAndReplica(*map_, table, key);
     ASSERT_NE(owner, replica);
     absl::StatusOr<std::optional<std::string>> on_replica = HeldBy(*direct[replica], table, key);
     ASSERT_TRUE(on_replica.ok()) << on_replica.status();
@@ -113,23 +121,18 @@ TEST(DhtReplicationTest, EveryAcknowledgedWriteIsOnTheOwnersReplicaInTheOwnersOr
   EXPECT_EQ(applied, static_cast<uint64_t>(writes));
 }
 
-TEST(DhtReplicationTest, WhenAPrimaryDiesItsReplicaHoldsEveryAcknowledgedWrite) {
-  std::unique_ptr<ClusterFixture> cluster = ReplicatedCluster();
-  ASSERT_TRUE(cluster->ok()) << cluster->why();
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster->ConnectOverTestTransport();
-  ASSERT_TRUE(routed.ok()) << routed.status();
-  DhtClient dht(routed->get(), Mode::kActive);
-  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
-  std::vector<std::string> acknowledged;  // keys of s0's slots
+TEST_F(DhtReplicationTest, WhenAPrimaryDiesItsReplicaHoldsEveryAcknowledgedWrite) {
+  DhtClient dht(routed_.get(), Mode::kActive);
+    std::vector<std::string> acknowledged;  // keys of s0's slots
   for (int i = 0; acknowledged.size() < 50; ++i) {
     const std::string key = absl::StrCat("k", i);
-    if (OwnerAndReplica(*map, "t", key).first != 0) continue;
+    if (OwnerAndReplica(*map_, "t", key).first != 0) continue;
     ASSERT_TRUE(dht.Put("t", key, absl::StrCat("v", i)).ok());
     acknowledged.push_back(key);
   }
-  cluster->Stop(0);
-  std::vector<std::unique_ptr<Client>> direct = cluster->ClientOfEachServer();
-  const int replica = OwnerAndReplica(*map, "t", acknowledged[0]).second;
+  cluster_->Stop(0);
+  std::vector<std::unique_ptr<Client>> direct = cluster_->ClientOfEachServer();
+  const int replica = OwnerAndReplica(*map_, "t", acknowledged[0]).second;
   for (const std::string& key : acknowledged) {
     absl::StatusOr<std::optional<std::string>> held = HeldBy(*direct[replica], "t", key);
     ASSERT_TRUE(held.ok()) << held.status();
@@ -137,23 +140,18 @@ TEST(DhtReplicationTest, WhenAPrimaryDiesItsReplicaHoldsEveryAcknowledgedWrite) 
   }
 }
 
-TEST(DhtReplicationTest, AWriteThatMissedAReplicaIsNotAcknowledgedNorAreTheSlotsNextOnes) {
-  std::unique_ptr<ClusterFixture> cluster = ReplicatedCluster();
-  ASSERT_TRUE(cluster->ok()) << cluster->why();
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster->ConnectOverTestTransport();
-  ASSERT_TRUE(routed.ok()) << routed.status();
+TEST_F(DhtReplicationTest, AWriteThatMissedAReplicaIsNotAcknowledgedNorAreTheSlotsNextOnes) {
   CallOptions quick;
   quick.timeout = absl::Seconds(5);
-  DhtClient dht(routed->get(), Mode::kActive, quick);
-  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
-  // A key of s0's slots; s0's replica is s1.
+  DhtClient dht(routed_.get(), Mode::kActive, quick);
+    // A key of s0's slots; s0's replica is s1.
   std::string key;
   for (int i = 0; key.empty(); ++i) {
-    if (OwnerAndReplica(*map, "t", absl::StrCat("k", i)).first == 0) key = absl::StrCat("k", i);
+    if (OwnerAndReplica(*map_, "t", absl::StrCat("k", i)).first == 0) key = absl::StrCat("k", i);
   }
-  const int replica = OwnerAndReplica(*map, "t", key).second;
+  const int replica = OwnerAndReplica(*map_, "t", key).second;
   ASSERT_TRUE(dht.Put("t", key, "one").ok());
-  cluster->Stop(replica);
+  cluster_->Stop(replica);
   absl::StatusOr<bool> missed = dht.Put("t", key, "two");
   EXPECT_EQ(missed.status().code(), absl::StatusCode::kUnavailable) << missed.status();
   EXPECT_NE(missed.status().message().find(absl::StrCat("replica s", replica)), std::string::npos)
@@ -161,7 +159,7 @@ TEST(DhtReplicationTest, AWriteThatMissedAReplicaIsNotAcknowledgedNorAreTheSlots
   // The replica comes back having missed that write (and, here, without its memory): it refuses
   // the slot's next writes rather than hold a copy with a hole in it.
   // (Until the primary sees the replica's new address, it cannot reach it at all.)
-  ASSERT_TRUE(cluster->Restart(replica).ok());
+  ASSERT_TRUE(cluster_->Restart(replica).ok());
   absl::StatusOr<bool> after;
   EXPECT_TRUE(ardma::testing::WaitUntil(
       [&] {
@@ -173,25 +171,20 @@ TEST(DhtReplicationTest, AWriteThatMissedAReplicaIsNotAcknowledgedNorAreTheSlots
   EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable) << after.status();
 }
 
-TEST(DhtReplicationTest, AStaleReadIsAnsweredByTheOwnersReplica) {
-  std::unique_ptr<ClusterFixture> cluster = ReplicatedCluster();
-  ASSERT_TRUE(cluster->ok()) << cluster->why();
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster->ConnectOverTestTransport();
-  ASSERT_TRUE(routed.ok()) << routed.status();
-  DhtClient dht(routed->get(), Mode::kActive);
+TEST_F(DhtReplicationTest, AStaleReadIsAnsweredByTheOwnersReplica) {
+  DhtClient dht(routed_.get(), Mode::kActive);
   CallOptions stale;
   stale.stale_read = true;
   stale.timeout = absl::Seconds(5);
-  DhtClient from_replicas(routed->get(), Mode::kActive, stale);
-  std::shared_ptr<const cluster::SlotMap> map = (*routed)->map();
-  std::vector<std::string> keys;  // of s0's slots
+  DhtClient from_replicas(routed_.get(), Mode::kActive, stale);
+    std::vector<std::string> keys;  // of s0's slots
   for (int i = 0; keys.size() < 20; ++i) {
     const std::string key = absl::StrCat("k", i);
-    if (OwnerAndReplica(*map, "t", key).first != 0) continue;
+    if (OwnerAndReplica(*map_, "t", key).first != 0) continue;
     ASSERT_TRUE(dht.Put("t", key, absl::StrCat("v", i)).ok());
     keys.push_back(key);
   }
-  cluster->Stop(0);  // only the replica can answer now
+  cluster_->Stop(0);  // only the replica can answer now
   for (const std::string& key : keys) {
     absl::StatusOr<std::string> read = from_replicas.Get("t", key);
     ASSERT_TRUE(read.ok()) << key << ": " << read.status();
@@ -201,23 +194,19 @@ TEST(DhtReplicationTest, AStaleReadIsAnsweredByTheOwnersReplica) {
   EXPECT_EQ(from_replicas.Get("t", "absent-key-of-any-slot").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_FALSE(dht.Get("t", keys[0]).ok()) << "a read that is not stale goes to the owner";
-  DhtClient rdma(routed->get(), Mode::kRdma, stale);
+  DhtClient rdma(routed_.get(), Mode::kRdma, stale);
   EXPECT_EQ(rdma.Get("t", keys[0]).status().code(), absl::StatusCode::kInvalidArgument);
   // A server that is not a key's replica does not answer for it, stale or not.
-  std::vector<std::unique_ptr<Client>> direct = cluster->ClientOfEachServer();
-  const int other = 3 - 0 - OwnerAndReplica(*map, "t", keys[0]).second;
+  std::vector<std::unique_ptr<Client>> direct = cluster_->ClientOfEachServer();
+  const int other = 3 - 0 - OwnerAndReplica(*map_, "t", keys[0]).second;
   DhtClient elsewhere(direct[other].get(), Mode::kActive, stale);
   absl::StatusOr<std::string> refused = elsewhere.Get("t", keys[0]);
   EXPECT_FALSE(refused.ok());
 }
 
-TEST(DhtReplicationTest, OneSidedWritesToAReplicatedSlotAreRefusedReadsAreNot) {
-  std::unique_ptr<ClusterFixture> cluster = ReplicatedCluster();
-  ASSERT_TRUE(cluster->ok()) << cluster->why();
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster->ConnectOverTestTransport();
-  ASSERT_TRUE(routed.ok()) << routed.status();
-  DhtClient active(routed->get(), Mode::kActive);
-  DhtClient rdma(routed->get(), Mode::kRdma);
+TEST_F(DhtReplicationTest, OneSidedWritesToAReplicatedSlotAreRefusedReadsAreNot) {
+  DhtClient active(routed_.get(), Mode::kActive);
+  DhtClient rdma(routed_.get(), Mode::kRdma);
   absl::StatusOr<bool> written = active.Put("t", "written", "actively");
   ASSERT_TRUE(written.ok()) << written.status();
   absl::StatusOr<bool> put = rdma.Put("t", "k", "v");
