@@ -1,5 +1,6 @@
 #include "core/cluster/member.h"
 
+#include "absl/synchronization/mutex.h"
 #include "core/testing/etcd_process.h"
 #include "core/testing/wait_until.h"
 #include "gmock/gmock.h"
@@ -73,6 +74,41 @@ TEST_F(MemberTest, RegistersOnceStaysWhileAliveAndLeavesAtOnce) {
   (*a)->Leave();
   EXPECT_TRUE(Members().empty());
   EXPECT_TRUE(Member::Join(Options("a1")).ok());  // the id is free again
+}
+
+// Self-fencing's clock (docs/cluster.md, "Replication"): the membership is reported held until
+// a renewal's start plus the TTL less a third, from the join on and again at each renewal, and
+// never past what the lease can last.
+TEST_F(MemberTest, ReportsHowLongTheMembershipIsSurelyHeld) {
+  absl::Mutex mu;
+  std::vector<std::pair<absl::Time, absl::Time>> reports;  // (when, held until)
+  MemberOptions options = Options("a1");
+  options.on_lease = [&](absl::Time until) {
+    absl::MutexLock lock(&mu);
+    reports.push_back({absl::Now(), until});
+  };
+  const absl::Time before = absl::Now();
+  absl::StatusOr<std::unique_ptr<Member>> a = Member::Join(options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(reports.size(), 1u) << "reported at the join";
+    EXPECT_GE(reports[0].second, before + options.ttl * 2 / 3);
+    EXPECT_LE(reports[0].second, reports[0].first + options.ttl * 2 / 3);
+  }
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        absl::MutexLock lock(&mu);
+        return reports.size() >= 3;
+      },
+      absl::Seconds(20), absl::Milliseconds(20)))
+      << "reported at each renewal";
+  absl::MutexLock lock(&mu);
+  EXPECT_GE((*a)->renewals(), 2u);
+  for (size_t i = 1; i < reports.size(); ++i) {
+    EXPECT_GT(reports[i].second, reports[i - 1].second) << "each renewal extends it";
+    EXPECT_LE(reports[i].second, reports[i].first + options.ttl * 2 / 3);
+  }
 }
 
 // Through the watch: were the map polled, an hour would pass before it was read again.
