@@ -104,6 +104,7 @@ class Cluster final : public Servers {
   std::unique_ptr<EtcdClient> etcd_;
   mutable absl::Mutex mu_;
   std::shared_ptr<const SlotMap> map_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> any_replicas_{false};  // map_ names replicas (set with it)
   std::map<std::string, MemberInfo> members_ ABSL_GUARDED_BY(mu_);       // by id
   // By address. A server's Client stays while the Cluster lives (callers may hold it), also after
   // the server moved to another address.
