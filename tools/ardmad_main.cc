@@ -435,7 +435,7 @@ absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(
   // Slots the map gives this server are served from then on (its fence: core/cluster/fence.h).
   // So is replication: the replicas of this server's slots, and the slots it replicates.
   o.on_map = [&server, replication, self = o.self.id](const ardma::cluster::SlotMap& map) {
-    replication->SetRoles(map.ReplicasOf(self), map.SlotsReplicatedOn(self));
+    replication->SetRoles(map.ReplicasOf(self), map.SlotsReplicatedOn(self), map.SlotsOf(self));
     return server.RunLocally(
         [&](ardma::Context& ctx) { return ardma::cluster::AdoptSlots(ctx, map, self); });
   };

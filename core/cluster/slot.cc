@@ -120,7 +120,15 @@ absl::StatusOr<SlotMap> SlotMap::Parse(std::string_view text) {
     }
     ARDMA_RETURN_IF_ERROR(ValidateReplicas(replicas));
   }
-  return SlotMap(json["epoch"].get<uint64_t>(), std::move(ranges), std::move(replicas));
+  uint32_t replication = 0;
+  if (json.contains("replication")) {
+    if (!json["replication"].is_number_unsigned() || json["replication"].get<uint64_t>() > 64) {
+      return absl::InvalidArgumentError("the slot map's \"replication\" is not a count (0-64)");
+    }
+    replication = json["replication"].get<uint32_t>();
+  }
+  return SlotMap(json["epoch"].get<uint64_t>(), std::move(ranges), std::move(replicas),
+                 replication);
 }
 
 std::string SlotMap::ToJson() const {
@@ -130,6 +138,7 @@ std::string SlotMap::ToJson() const {
   }
   nlohmann::json json{{"epoch", epoch_}, {"ranges", ranges}};
   if (!replicas_.empty()) json["replicas"] = replicas_;
+  if (replication_ != 0) json["replication"] = replication_;
   return json.dump();
 }
 
@@ -161,7 +170,64 @@ absl::StatusOr<SlotMap> SlotMap::WithReplicas(uint32_t count) const {
       replicas[owners[i]].push_back(owners[(i + k) % owners.size()]);
     }
   }
-  return SlotMap(epoch_, ranges_, std::move(replicas));
+  return SlotMap(epoch_, ranges_, std::move(replicas), count);
+}
+
+std::optional<SlotMap> SlotMap::FailedOver(const std::set<std::string>& live) const {
+  std::vector<SlotRange> ranges = ranges_;
+  Replicas replicas = replicas_;
+  bool changed = false;
+  for (const std::string& owner : Servers()) {
+    if (live.contains(owner)) continue;
+    const std::vector<std::string> list = ReplicasOf(owner);
+    auto heir = std::find_if(list.begin(), list.end(),
+                             [&](const std::string& r) { return live.contains(r); });
+    if (heir == list.end()) continue;
+    for (SlotRange& r : ranges) {
+      if (r.server == owner) r.server = *heir;
+    }
+    replicas.erase(owner);
+    changed = true;
+  }
+  // Adjacent ranges of one owner merge (as WithRange makes them).
+  std::vector<SlotRange> merged;
+  for (const SlotRange& r : ranges) {
+    if (!merged.empty() && merged.back().server == r.server) {
+      merged.back().last = r.last;
+    } else {
+      merged.push_back(r);
+    }
+  }
+  std::set<std::string> placed;
+  for (const SlotRange& r : merged) placed.insert(r.server);
+  for (auto it = replicas.begin(); it != replicas.end();) {
+    changed |= std::erase_if(it->second, [&](const std::string& r) {
+                 return !live.contains(r) || r == it->first;
+               }) > 0;
+    placed.insert(it->second.begin(), it->second.end());
+    it = it->second.empty() ? replicas.erase(it) : std::next(it);
+  }
+  std::set<std::string> owners;
+  for (const SlotRange& r : merged) owners.insert(r.server);
+  for (const std::string& idle : live) {
+    if (placed.contains(idle)) continue;
+    // The owner with the fewest replicas, if below the count (ties: the first in id order).
+    std::optional<std::string> neediest;
+    size_t fewest = replication_;
+    for (const std::string& owner : owners) {
+      size_t has = replicas.contains(owner) ? replicas.at(owner).size() : 0;
+      if (has < fewest) {
+        fewest = has;
+        neediest = owner;
+      }
+    }
+    if (!neediest.has_value()) continue;
+    replicas[*neediest].push_back(idle);
+    placed.insert(idle);
+    changed = true;
+  }
+  if (!changed) return std::nullopt;
+  return SlotMap(epoch_ + 1, std::move(merged), std::move(replicas), replication_);
 }
 
 SlotMap::Replicas SlotMap::KeptFor(const std::vector<SlotRange>& ranges) const {
@@ -216,7 +282,7 @@ SlotMap SlotMap::WithRange(uint32_t first, uint32_t last, const std::string& ser
   }
   if (!placed) add(first, last, server);
   Replicas kept = KeptFor(out);
-  return SlotMap(epoch_ + 1, std::move(out), std::move(kept));
+  return SlotMap(epoch_ + 1, std::move(out), std::move(kept), replication_);
 }
 
 SlotMap SlotMap::WithSlots(const std::vector<uint32_t>& slots, const std::string& server) const {
@@ -234,7 +300,7 @@ SlotMap SlotMap::WithSlots(const std::vector<uint32_t>& slots, const std::string
     }
   }
   Replicas kept = KeptFor(out);
-  return SlotMap(epoch_ + 1, std::move(out), std::move(kept));
+  return SlotMap(epoch_ + 1, std::move(out), std::move(kept), replication_);
 }
 
 std::vector<uint32_t> SlotMap::SlotsOf(std::string_view server) const {

@@ -3,16 +3,19 @@
 //
 //   {"epoch": 7, "ranges": [{"first": 0, "last": 8191, "server": "s1"},
 //                           {"first": 8192, "last": 16383, "server": "s2"}],
-//    "replicas": {"s1": ["s2"], "s2": ["s1"]}}
+//    "replicas": {"s1": ["s2"], "s2": ["s1"]}, "replication": 1}
 //
 // Its epoch grows with every change; a valid map gives every slot exactly one owner. "replicas"
 // (absent: none) names, for an owner, the servers that keep a copy of all its slots (as Redis
-// Cluster gives replicas to a master, not to a slot).
+// Cluster gives replicas to a master, not to a slot); "replication" (absent: 0) is how many each
+// owner should have, which failover restores when members come back (FailedOver).
 #ifndef ARDMA_CORE_CLUSTER_SLOT_H_
 #define ARDMA_CORE_CLUSTER_SLOT_H_
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,11 +75,25 @@ class SlotMap {
   // The same map (and epoch) with each owner's replicas the `count` owners after it in id order,
   // wrapping around. INVALID_ARGUMENT unless count < the number of owners.
   absl::StatusOr<SlotMap> WithReplicas(uint32_t count) const;
+  // How many replicas each owner should have (WithReplicas' count).
+  uint32_t replication() const { return replication_; }
+
+  // Failover (docs/cluster.md, "Failover"): the map at the next epoch for the members `live`, or
+  // nullopt if it stays as it is. An owner that is not live gives its slots to its first live
+  // replica (the promoted member continues the slots' order of writes, so its copy is whole);
+  // replicas that are not live are dropped; a live member that neither owns nor replicates
+  // anything becomes a replica of the owner with the fewest (below `replication()`), to be
+  // filled. An owner without a live replica keeps its slots (they stay down until it returns).
+  std::optional<SlotMap> FailedOver(const std::set<std::string>& live) const;
 
  private:
   using Replicas = std::map<std::string, std::vector<std::string>>;
-  SlotMap(uint64_t epoch, std::vector<SlotRange> ranges, Replicas replicas = {})
-      : epoch_(epoch), ranges_(std::move(ranges)), replicas_(std::move(replicas)) {}
+  SlotMap(uint64_t epoch, std::vector<SlotRange> ranges, Replicas replicas = {},
+          uint32_t replication = 0)
+      : epoch_(epoch),
+        ranges_(std::move(ranges)),
+        replicas_(std::move(replicas)),
+        replication_(replication) {}
   static absl::Status Validate(const std::vector<SlotRange>& ranges);
   static absl::Status ValidateReplicas(const Replicas& replicas);
   // The replicas of the owners in `ranges` (an owner that owns nothing any more keeps none).
@@ -85,6 +102,7 @@ class SlotMap {
   uint64_t epoch_ = 0;
   std::vector<SlotRange> ranges_;  // sorted, covering every slot once
   Replicas replicas_;              // by owner; no empty lists
+  uint32_t replication_ = 0;
 };
 
 }  // namespace ardma::cluster

@@ -143,6 +143,46 @@ TEST(SlotMapTest, ReplicasFollowTheOwnersAndSurviveMovesAndTheJsonForm) {
   EXPECT_EQ(by_slots.ReplicasOf("a"), (std::vector<std::string>{"b"}));
 }
 
+TEST(SlotMapTest, FailoverPromotesAReplicaDropsTheDeadAndPlacesReturningMembers) {
+  absl::StatusOr<SlotMap> one = SlotMap::Even({"a", "b", "c"}).WithReplicas(1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->replication(), 1u);
+  absl::StatusOr<SlotMap> parsed = SlotMap::Parse(one->ToJson());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->replication(), 1u);
+  EXPECT_FALSE(one->FailedOver({"a", "b", "c"}).has_value());  // all live: nothing to do
+
+  // a dies: its replica b takes its slots (at the next epoch); c loses its replica a.
+  std::optional<SlotMap> without_a = one->FailedOver({"b", "c"});
+  ASSERT_TRUE(without_a.has_value());
+  EXPECT_EQ(without_a->epoch(), one->epoch() + 1);
+  for (uint32_t s : one->SlotsOf("a")) ASSERT_EQ(without_a->Owner(s), "b") << s;
+  EXPECT_EQ(without_a->ranges().front(), (SlotRange{0, one->SlotsOf("b").back(), "b"}));
+  EXPECT_EQ(without_a->SlotCount("c"), one->SlotCount("c"));
+  EXPECT_EQ(without_a->ReplicasOf("b"), (std::vector<std::string>{"c"}));
+  EXPECT_TRUE(without_a->ReplicasOf("c").empty());
+  EXPECT_TRUE(without_a->ReplicasOf("a").empty());
+  EXPECT_FALSE(without_a->FailedOver({"b", "c"}).has_value());
+
+  // a comes back (empty): it replicates the owner without a replica, c.
+  std::optional<SlotMap> back = without_a->FailedOver({"a", "b", "c"});
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->ReplicasOf("c"), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(back->ReplicasOf("b"), (std::vector<std::string>{"c"}));
+  EXPECT_EQ(back->SlotCount("a"), 0u);
+  EXPECT_EQ(back->replication(), 1u);
+  EXPECT_FALSE(back->FailedOver({"a", "b", "c"}).has_value());
+
+  // An owner whose replicas are all dead keeps its slots (down until it returns).
+  std::optional<SlotMap> two_dead = one->FailedOver({"c"});
+  ASSERT_TRUE(two_dead.has_value());
+  EXPECT_EQ(two_dead->Owner(0), "a");  // a's replica b is dead too
+  EXPECT_EQ(two_dead->SlotCount("c"), one->SlotCount("b") + one->SlotCount("c"));  // b's heir
+  // No replicas at all (replication 0): a dead owner changes nothing.
+  EXPECT_FALSE(SlotMap::Even({"a", "b"}).FailedOver({"b"}).has_value());
+  EXPECT_FALSE(SlotMap::Even({"a", "b"}).FailedOver({"a", "b", "x"}).has_value());
+}
+
 TEST(SlotMapTest, ABadReplicaListIsRefusedSayingWhy) {
   auto error = [](const std::string& replicas) {
     std::string json = absl::StrCat(

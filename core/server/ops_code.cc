@@ -135,26 +135,40 @@ absl::Status RequestHandler::Execute(const Request& request, std::string*) {
   }
   if (from_peer) counters_.Add(Stat::kPeerCallsIn, 1);
   std::optional<ReplicaOrder> apply;
+  std::optional<std::vector<ReplicaOrder>> base;  // a fill's (kReplicaBaseFunction)
   if ((header.flags & wire::kFlagReplica) != 0) {
-    absl::StatusOr<std::pair<ReplicaOrder, std::string_view>> order =
-        DecodeReplicaOrder(req.args);
-    absl::Status refused = order.status();
-    if (refused.ok() && (!from_peer || options_.replication == nullptr)) {
+    absl::Status refused;
+    if (!from_peer || options_.replication == nullptr) {
       refused = absl::FailedPreconditionError(
           !from_peer ? "only a member of the cluster applies its writes to a replica"
                      : "this server keeps no replicas (it is not a member of a cluster)");
+    } else if (req.function == std::string_view(kReplicaBaseFunction)) {
+      absl::StatusOr<std::vector<ReplicaOrder>> marks = DecodeReplicaBase(req.args);
+      refused = marks.status();
+      if (marks.ok()) base = *std::move(marks);
+    } else {
+      absl::StatusOr<std::pair<ReplicaOrder, std::string_view>> order =
+          DecodeReplicaOrder(req.args);
+      refused = order.status();
+      if (order.ok()) {
+        apply = order->first;
+        req.args = order->second;
+      }
     }
     if (!refused.ok()) {
       ReplyError(request.sink, header, refused);
       return absl::OkStatus();
     }
-    apply = order->first;
-    req.args = order->second;
   }
   const bool deduplicate = header.client_id != 0;
   std::shared_ptr<Responder> responder =
       std::make_shared<ExecuteResponder>(this, request.sink, header, deduplicate, request.start_ns);
   if (deduplicate && !AdmitOnce(header, request.sink)) return absl::OkStatus();
+  if (base.has_value()) {
+    for (const ReplicaOrder& mark : *base) options_.replication->SetBase(mark);
+    responder->Respond(std::string());
+    return absl::OkStatus();
+  }
   if (apply.has_value()) {
     // In the primary's order, once: a write already applied (a retry) is answered as done; one
     // after a gap is refused.

@@ -1,9 +1,11 @@
 #include "core/server/slot_replication.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/slots.h"
@@ -34,6 +36,30 @@ absl::StatusOr<std::pair<ReplicaOrder, std::string_view>> DecodeReplicaOrder(
   return std::make_pair(order, args.substr(kReplicaOrderBytes));
 }
 
+std::string EncodeReplicaBase(const std::vector<ReplicaOrder>& marks) {
+  std::string out;
+  out.reserve(marks.size() * kReplicaOrderBytes);
+  for (const ReplicaOrder& mark : marks) out += EncodeReplicaOrder(mark, "");
+  return out;
+}
+
+absl::StatusOr<std::vector<ReplicaOrder>> DecodeReplicaBase(std::string_view args) {
+  if (args.size() % kReplicaOrderBytes != 0) {
+    return absl::InvalidArgumentError("a replica base that is not a list of orders");
+  }
+  std::vector<ReplicaOrder> marks(args.size() / kReplicaOrderBytes);
+  for (size_t i = 0; i < marks.size(); ++i) {
+    const char* at = args.data() + i * kReplicaOrderBytes;
+    std::memcpy(&marks[i].slot, at, 4);
+    std::memcpy(&marks[i].incarnation, at + 4, 8);
+    std::memcpy(&marks[i].seq, at + 12, 8);
+    if (marks[i].slot >= slots::kSlots || marks[i].incarnation == 0) {
+      return absl::InvalidArgumentError("a replica base with a malformed order");
+    }
+  }
+  return marks;
+}
+
 namespace {
 
 uint64_t RandomIncarnation() {
@@ -50,15 +76,98 @@ SlotReplication::SlotReplication(PeerCaller* peers)
       incarnation_(RandomIncarnation()),
       writable_until_ns_(absl::ToUnixNanos(absl::InfiniteFuture())),
       replica_of_(slots::kSlots, false),
+      owned_(slots::kSlots, false),
+      stream_(slots::kSlots, 0),
       issued_(slots::kSlots, 0),
       sent_(slots::kSlots, 0),
       applied_(slots::kSlots) {}
 
-void SlotReplication::SetRoles(std::vector<std::string> replicas, std::vector<bool> replica_of) {
+void SlotReplication::SetRoles(std::vector<std::string> replicas, std::vector<bool> replica_of,
+                               const std::vector<uint32_t>& owned) {
   replica_of.resize(slots::kSlots, false);
+  std::vector<bool> owns(slots::kSlots, false);
+  for (uint32_t slot : owned) {
+    if (slot < slots::kSlots) owns[slot] = true;
+  }
   absl::MutexLock lock(&mu_);
+  std::vector<uint32_t> promoted;
+  for (uint32_t slot = 0; slot < slots::kSlots; ++slot) {
+    if (!owns[slot] || owned_[slot] || !replica_of_[slot]) continue;
+    // Promoted: the slot's order goes on from the last write applied here.
+    const Mark& last = applied_[slot];
+    if (last.incarnation != 0) {
+      stream_[slot] = last.incarnation;
+      issued_[slot] = sent_[slot] = last.seq;
+    }
+    promoted.push_back(slot);
+  }
+  for (const std::string& replica : replicas) {
+    if (std::find(replicas_.begin(), replicas_.end(), replica) == replicas_.end()) {
+      AddFill(replica, owned);  // new to the list: it holds nothing of this member's slots
+    } else if (!promoted.empty()) {
+      AddFill(replica, promoted);
+    }
+  }
+  std::erase_if(unfilled_, [&](const auto& entry) {
+    return std::find(replicas.begin(), replicas.end(), entry.first) == replicas.end();
+  });
   replicas_ = std::move(replicas);
   replica_of_ = std::move(replica_of);
+  owned_ = std::move(owns);
+}
+
+void SlotReplication::AddFill(const std::string& replica, const std::vector<uint32_t>& slots) {
+  if (slots.empty()) return;
+  unfilled_[replica].insert(slots.begin(), slots.end());
+}
+
+std::optional<std::pair<std::string, std::vector<uint32_t>>> SlotReplication::NextFill(
+    absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto waiting = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !unfilled_.empty(); };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&waiting), deadline)) return std::nullopt;
+  auto first = unfilled_.begin();
+  std::pair<std::string, std::vector<uint32_t>> fill(
+      first->first, std::vector<uint32_t>(first->second.begin(), first->second.end()));
+  unfilled_.erase(first);
+  // Only slots still owned here are filled (a slot given away since needs none).
+  std::erase_if(fill.second, [&](uint32_t slot) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !owned_[slot];
+  });
+  return fill;
+}
+
+void SlotReplication::Unfilled(const std::string& replica, const std::vector<uint32_t>& slots) {
+  absl::MutexLock lock(&mu_);
+  if (std::find(replicas_.begin(), replicas_.end(), replica) != replicas_.end()) {
+    AddFill(replica, slots);
+  }
+}
+
+size_t SlotReplication::fills_waiting() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [replica, slots] : unfilled_) n += slots.size();
+  return n;
+}
+
+bool SlotReplication::AwaitForwarded(const std::vector<uint32_t>& slots, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return std::all_of(slots.begin(), slots.end(),
+                       [&](uint32_t s) { return sent_[s] >= issued_[s]; });
+  };
+  return mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+}
+
+std::vector<ReplicaOrder> SlotReplication::StreamMarks(const std::vector<uint32_t>& slots) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ReplicaOrder> marks;
+  marks.reserve(slots.size());
+  for (uint32_t slot : slots) {
+    marks.push_back({.slot = slot, .incarnation = StreamOf(slot), .seq = issued_[slot]});
+  }
+  return marks;
 }
 
 void SlotReplication::SetWritableUntil(absl::Time until) {
@@ -111,15 +220,22 @@ absl::Status SlotReplication::Forward(const Ticket& ticket, std::string_view fun
         " waited past its deadline for the slot's earlier writes to reach the replicas"));
   }
   std::vector<std::string> replicas;
+  uint64_t stream;
   {
     absl::MutexLock lock(&mu_);
     replicas = replicas_;
+    stream = StreamOf(ticket.slot);
   }
   const std::string prefixed = EncodeReplicaOrder(
-      ReplicaOrder{.slot = ticket.slot, .incarnation = incarnation_, .seq = ticket.seq}, args);
+      ReplicaOrder{.slot = ticket.slot, .incarnation = stream, .seq = ticket.seq}, args);
   absl::Status status;
   for (const std::string& replica : replicas) {
     absl::StatusOr<std::string> applied = peers_->Replicate(replica, function, prefixed, deadline);
+    if (!applied.ok() && absl::IsFailedPrecondition(applied.status()) &&
+        absl::StrContains(applied.status().message(), kMissedWrites)) {
+      absl::MutexLock lock(&mu_);
+      AddFill(replica, {ticket.slot});
+    }
     if (!applied.ok() && status.ok()) {
       status = absl::UnavailableError(absl::StrCat(
           "the write to slot ", ticket.slot, " was made on its primary but not acknowledged: "
@@ -132,6 +248,11 @@ absl::Status SlotReplication::Forward(const Ticket& ticket, std::string_view fun
 
 absl::StatusOr<bool> SlotReplication::Admit(const ReplicaOrder& order) {
   absl::MutexLock lock(&mu_);
+  if (!replica_of_[order.slot]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this member is not a replica of slot ", order.slot,
+        " (any more: the slot map changed); the write was not applied here"));
+  }
   const Mark& last = applied_[order.slot];
   if (last.incarnation == order.incarnation) {
     if (order.seq <= last.seq) return false;
@@ -140,7 +261,7 @@ absl::StatusOr<bool> SlotReplication::Admit(const ReplicaOrder& order) {
     return true;  // the primary's first write of the slot since it started
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      "this replica of slot ", order.slot, " has missed writes (it applied #", last.seq,
+      "this replica of slot ", order.slot, " ", kMissedWrites, " (it applied #", last.seq,
       last.incarnation == order.incarnation ? "" : " of an earlier primary", ", and was sent #",
       order.seq, "): it must be filled again before it takes the slot's writes"));
 }
@@ -151,6 +272,11 @@ void SlotReplication::Applied(const ReplicaOrder& order) {
   if (last.incarnation != order.incarnation || last.seq < order.seq) {
     last = {order.incarnation, order.seq};
   }
+}
+
+void SlotReplication::SetBase(const ReplicaOrder& order) {
+  absl::MutexLock lock(&mu_);
+  applied_[order.slot] = {order.incarnation, order.seq};
 }
 
 }  // namespace ardma

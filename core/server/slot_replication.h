@@ -9,6 +9,11 @@
 // As a replica: it applies each slot's writes in the primary's order and once (Admit, Applied);
 // one that arrives after a gap (the replica missed a write: it was down, or restarted) is refused,
 // and so is every later one, until the replica is filled again.
+// Failover and filling: a member made the owner of slots it replicated continues their order
+// where it stands (its copy holds every write up to there), so a replica that missed any of it
+// refuses the next write. Such a replica — and any new replica — is to be filled: a copy of the
+// slots with their place in the order (NextFill, StreamMarks; SetBase on the replica), made by
+// ardmad while the slots are frozen.
 // Self-fencing: replicated writes are refused once the membership lease may have expired
 // (SetWritableUntil), before etcd can hand the slots to another member.
 //
@@ -17,6 +22,9 @@
 #define ARDMA_CORE_SERVER_SLOT_REPLICATION_H_
 
 #include <atomic>
+#include <map>
+#include <optional>
+#include <set>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,10 +48,19 @@ struct ReplicaOrder {
   uint64_t seq = 0;          // 1 for the slot's first write in that incarnation
 };
 inline constexpr size_t kReplicaOrderBytes = 20;
+// How a replica's refusal of a write after a gap reads (the primary then fills it).
+inline constexpr char kMissedWrites[] = "has missed writes";
+// A replica's base: the function name of a peer's replica call (wire::kFlagReplica) whose
+// arguments are orders alone, each the last write of its slot that a fill's copy holds.
+inline constexpr char kReplicaBaseFunction[] = "ardma.replica_base";
 std::string EncodeReplicaOrder(const ReplicaOrder& order, std::string_view args);
 // The order and the function's own arguments; INVALID_ARGUMENT if too short.
 absl::StatusOr<std::pair<ReplicaOrder, std::string_view>> DecodeReplicaOrder(
     std::string_view args);
+
+// kReplicaBaseFunction's arguments: the orders (seq 0: no write of the slot yet).
+std::string EncodeReplicaBase(const std::vector<ReplicaOrder>& marks);
+absl::StatusOr<std::vector<ReplicaOrder>> DecodeReplicaBase(std::string_view args);
 
 class SlotReplication final : public Replication {
  public:
@@ -51,8 +68,11 @@ class SlotReplication final : public Replication {
   explicit SlotReplication(PeerCaller* peers);
 
   // What the slot map says (ardmad, at every map it takes): the members this member's slots are
-  // replicated to, and, per slot, whether this member is one of its replicas.
-  void SetRoles(std::vector<std::string> replicas, std::vector<bool> replica_of);
+  // replicated to, per slot whether this member is one of its replicas, and the slots it owns.
+  // Slots it owns now and replicated before continue their order as applied here; they, for
+  // every replica, and every slot for a replica new to the list, are to be filled (NextFill).
+  void SetRoles(std::vector<std::string> replicas, std::vector<bool> replica_of,
+                const std::vector<uint32_t>& owned = {});
   // Replicated writes are refused from `until` on (the membership lease's renewal, less a margin).
   void SetWritableUntil(absl::Time until);
 
@@ -68,11 +88,27 @@ class SlotReplication final : public Replication {
   absl::Status Forward(const Ticket& ticket, std::string_view function, std::string_view args,
                        absl::Time deadline);
 
+  // Filling, on the primary. A replica and the slots it must be filled with, taken from those
+  // waiting (nullopt if none by `deadline`); a fill that failed is handed back (Unfilled).
+  std::optional<std::pair<std::string, std::vector<uint32_t>>> NextFill(absl::Time deadline);
+  void Unfilled(const std::string& replica, const std::vector<uint32_t>& slots);
+  // How many fills wait (for tests and metrics).
+  size_t fills_waiting() const;
+  // Waits until every write of `slots` given its order has been forwarded; false at `deadline`.
+  bool AwaitForwarded(const std::vector<uint32_t>& slots, absl::Time deadline);
+  // The slots' places in their order: the last write given out of each (with the order's
+  // incarnation; seq 0 if none). Taken while the slots are frozen, after their copy.
+  std::vector<ReplicaOrder> StreamMarks(const std::vector<uint32_t>& slots) const;
+
   // The replica's side. Whether to apply a forwarded write: true to apply it, false if it was
-  // applied already (a retry); FAILED_PRECONDITION if a write before it is missing here.
+  // applied already (a retry); FAILED_PRECONDITION if a write before it is missing here, or the
+  // slot is not replicated here (any more: a member promoted to its owner takes no write of the
+  // old primary).
   absl::StatusOr<bool> Admit(const ReplicaOrder& order);
   // Records that the write `order` was applied.
   void Applied(const ReplicaOrder& order);
+  // After a fill: the slot's copy here holds its writes up to `order` (kReplicaBaseFunction).
+  void SetBase(const ReplicaOrder& order);
 
   uint64_t incarnation() const { return incarnation_; }
 
@@ -84,6 +120,13 @@ class SlotReplication final : public Replication {
   // Waits until the slot's writes before `ticket` were sent; false at `deadline`.
   bool AwaitTurn(const Ticket& ticket, absl::Time deadline);
   void PassTurn(const Ticket& ticket);
+  // The incarnation `slot`'s order goes on in: this process's, or, for a slot it was promoted
+  // to, the order it applied as a replica.
+  uint64_t StreamOf(uint32_t slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stream_[slot] != 0 ? stream_[slot] : incarnation_;
+  }
+  void AddFill(const std::string& replica, const std::vector<uint32_t>& slots)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   PeerCaller* const peers_;
   const uint64_t incarnation_;
@@ -91,6 +134,9 @@ class SlotReplication final : public Replication {
   mutable absl::Mutex mu_;
   std::vector<std::string> replicas_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> replica_of_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> owned_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> stream_ ABSL_GUARDED_BY(mu_);   // per slot: 0, or a promoted order's
+  std::map<std::string, std::set<uint32_t>> unfilled_ ABSL_GUARDED_BY(mu_);  // by replica
   std::vector<uint64_t> issued_ ABSL_GUARDED_BY(mu_);   // per slot: the last seq given out
   std::vector<uint64_t> sent_ ABSL_GUARDED_BY(mu_);     // per slot: the last seq forwarded
   std::vector<Mark> applied_ ABSL_GUARDED_BY(mu_);   // per slot, as a replica

@@ -1,6 +1,7 @@
 // SlotReplication on its own (the cluster suites run it between servers): a replica applies each
 // slot's writes once and in order, refusing after a gap; a primary forwards a slot's writes in
-// the order it gave them out, whatever order their runs end in; a fenced member orders nothing.
+// the order it gave them out, whatever order their runs end in; a fenced member orders nothing; a
+// promoted member continues its old primary's order; replicas that lack slots wait to be filled.
 #include "core/server/slot_replication.h"
 
 #include <thread>
@@ -28,11 +29,16 @@ class RecordingPeers final : public PeerCaller {
     seen_.push_back(absl::StrCat(member, " ", std::string(function), " #", order->first.seq, " ",
                                  std::string(order->second)));
     if (member == down_) return absl::UnavailableError("down");
+    if (!refusal_.ok()) return refusal_;
     return std::string();
   }
   std::vector<std::string> seen() {
     absl::MutexLock lock(&mu_);
     return seen_;
+  }
+  void set_refusal(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    refusal_ = std::move(status);
   }
   void set_down(std::string member) {
     absl::MutexLock lock(&mu_);
@@ -43,6 +49,7 @@ class RecordingPeers final : public PeerCaller {
   absl::Mutex mu_;
   std::vector<std::string> seen_ ABSL_GUARDED_BY(mu_);
   std::string down_ ABSL_GUARDED_BY(mu_);
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);  // every replica's answer, unless OK
 };
 
 TEST(ReplicaOrderTest, RoundTripsAndRefusesNonsense) {
@@ -63,6 +70,7 @@ TEST(ReplicaOrderTest, RoundTripsAndRefusesNonsense) {
 TEST(SlotReplicationTest, AReplicaAppliesEachWriteOnceInOrderAndRefusesAfterAGap) {
   RecordingPeers peers;
   SlotReplication replica(&peers);
+  replica.SetRoles({}, std::vector<bool>(16384, true));
   const uint64_t primary = 42;
   auto admit = [&](uint32_t slot, uint64_t incarnation, uint64_t seq) {
     return replica.Admit({.slot = slot, .incarnation = incarnation, .seq = seq});
@@ -136,6 +144,83 @@ TEST(SlotReplicationTest, AFencedMemberOrdersNoWriteAndOneWithoutReplicasNeither
   absl::StatusOr<Replication::Ticket> fenced = member.Order(1);
   EXPECT_EQ(fenced.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(fenced.status().message().find("fenced"), std::string::npos) << fenced.status();
+}
+
+TEST(SlotReplicationTest, APromotedMemberContinuesTheOrderAndItsReplicasAreFilled) {
+  RecordingPeers peers;
+  SlotReplication member(&peers);
+  std::vector<bool> replica_of(16384, false);
+  replica_of[7] = replica_of[8] = true;
+  member.SetRoles({"r1"}, replica_of, {100});
+  const absl::Time soon = absl::Now() + absl::Seconds(30);
+  std::optional<std::pair<std::string, std::vector<uint32_t>>> fill = member.NextFill(soon);
+  ASSERT_TRUE(fill.has_value()) << "a replica new to the list is filled with every owned slot";
+  EXPECT_EQ(fill->first, "r1");
+  EXPECT_EQ(fill->second, (std::vector<uint32_t>{100}));
+  EXPECT_FALSE(member.NextFill(absl::Now()).has_value());
+  // As the replica of slot 7: writes #1 and #2 of an old primary's order.
+  const uint64_t old_primary = 42;
+  for (uint64_t seq : {1, 2}) {
+    ASSERT_TRUE(*member.Admit({.slot = 7, .incarnation = old_primary, .seq = seq}));
+    member.Applied({.slot = 7, .incarnation = old_primary, .seq = seq});
+  }
+  // Promoted to the owner of 7 and 8: slot 7 goes on at #3 of the old order.
+  member.SetRoles({"r1"}, std::vector<bool>(16384, false), {7, 8, 100});
+  EXPECT_EQ(member.Admit({.slot = 7, .incarnation = old_primary, .seq = 3}).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "the old primary's late writes are not applied by its heir";
+  absl::StatusOr<Replication::Ticket> next = member.Order(7);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->seq, 3u);
+  ASSERT_TRUE(member.Forward(*next, "f", "x", soon).ok());
+  EXPECT_EQ(peers.seen(), (std::vector<std::string>{"r1 f #3 x"}));
+  EXPECT_EQ(member.StreamMarks({7, 8})[0].incarnation, old_primary);
+  EXPECT_EQ(member.StreamMarks({7, 8})[0].seq, 3u);
+  EXPECT_EQ(member.StreamMarks({7, 8})[1].seq, 0u) << "slot 8 had no write yet";
+  EXPECT_TRUE(member.AwaitForwarded({7, 8}, soon));
+  // Its replica lacks the promoted slots: they are to be filled.
+  fill = member.NextFill(soon);
+  ASSERT_TRUE(fill.has_value());
+  EXPECT_EQ(fill->first, "r1");
+  EXPECT_EQ(fill->second, (std::vector<uint32_t>{7, 8}));
+  // A fill that failed waits again; a replica dropped from the map is not filled.
+  member.Unfilled("r1", {7});
+  EXPECT_EQ(member.fills_waiting(), 1u);
+  member.SetRoles({"r2"}, std::vector<bool>(16384, false), {7, 8, 100});
+  fill = member.NextFill(soon);
+  ASSERT_TRUE(fill.has_value());
+  EXPECT_EQ(fill->first, "r2");
+  EXPECT_EQ(member.fills_waiting(), 0u);
+}
+
+TEST(SlotReplicationTest, AReplicaThatRefusesAfterAGapIsFilledAndThenTakesTheOrder) {
+  RecordingPeers peers;
+  SlotReplication primary(&peers);
+  primary.SetRoles({"r1"}, {}, {4});
+  ASSERT_TRUE(primary.NextFill(absl::Now()).has_value());  // new replica: filled at first
+  peers.set_refusal(absl::FailedPreconditionError(
+      absl::StrCat("this replica of slot 4 ", kMissedWrites, " (...)")));
+  absl::StatusOr<Replication::Ticket> ticket = primary.Order(4);
+  ASSERT_TRUE(ticket.ok());
+  EXPECT_FALSE(primary.Forward(*ticket, "f", "a", absl::Now() + absl::Seconds(30)).ok());
+  std::optional<std::pair<std::string, std::vector<uint32_t>>> fill =
+      primary.NextFill(absl::Now());
+  ASSERT_TRUE(fill.has_value()) << "the refusal asks for a fill";
+  EXPECT_EQ(fill->second, (std::vector<uint32_t>{4}));
+
+  // The replica's side of a fill: the base, then the order from there.
+  SlotReplication replica(&peers);
+  replica.SetRoles({}, std::vector<bool>(16384, true));
+  std::vector<ReplicaOrder> marks = primary.StreamMarks({4});
+  absl::StatusOr<std::vector<ReplicaOrder>> decoded = DecodeReplicaBase(EncodeReplicaBase(marks));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->size(), 1u);
+  EXPECT_EQ(decoded->front().seq, 1u);
+  EXPECT_FALSE(replica.Admit({.slot = 4, .incarnation = marks[0].incarnation, .seq = 2}).ok());
+  replica.SetBase(decoded->front());
+  EXPECT_FALSE(*replica.Admit({.slot = 4, .incarnation = marks[0].incarnation, .seq = 1}));
+  EXPECT_TRUE(*replica.Admit({.slot = 4, .incarnation = marks[0].incarnation, .seq = 2}));
+  EXPECT_FALSE(DecodeReplicaBase("123").ok());
 }
 
 TEST(SlotReplicationTest, AMemberKnowsWhichSlotsItReplicates) {

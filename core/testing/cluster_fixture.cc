@@ -72,7 +72,7 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners, uint32_
 
 absl::Status ClusterFixture::TakeMap(int i, const cluster::SlotMap& map) {
   const std::string id = absl::StrCat("s", i);
-  replications_[i]->SetRoles(map.ReplicasOf(id), map.SlotsReplicatedOn(id));
+  replications_[i]->SetRoles(map.ReplicasOf(id), map.SlotsReplicatedOn(id), map.SlotsOf(id));
   return servers_[i]->server().RunLocally(
       [&](Context& ctx) { return cluster::AdoptSlots(ctx, map, id); });
 }
