@@ -18,10 +18,19 @@
 //     other over the row's transport (ARDMA_BENCH_PEERS=tcp|ucx overrides it). Counters as below
 //     (the client's round trips: the primary's call of its replica is not the client's).
 //
+//   BM_Failover: three ardmad processes (--cluster-ttl 2s) and a real etcd, `ardma cluster create
+//     --replicas 1`, 1,000 keys put; each iteration SIGKILLs the owner of key "k0" and puts k0
+//     until it is acknowledged: the time from the kill to that write (docs/cluster.md,
+//     "Failover"; the target is the lease TTL + 1 s). Counters: ttl_s, and keys_lost — keys
+//     that then read other than their last acknowledged value (must be 0). The killed member
+//     is started again (fresh: it rejoins as a replica and is filled) before the next.
+//
 // The server is the binary's shared ardmad, registered in a real etcd (started on free ports) as
 // the one member of cluster "bench" with every slot; it adopts its slots in its fence, so both
 // paths pay the same fence checks and the difference is the routing alone. Counters:
 // round_trips/op and bytes/op.
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -30,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
+#include "core/cluster/admin.h"
 #include "core/cluster/fence.h"
 #include "core/cluster/member.h"
 #include "core/cluster/router.h"
@@ -256,6 +266,94 @@ void BM_ReshardAdd(benchmark::State& state) {
   state.counters["slots_moved"] = 4096;
 }
 BENCHMARK(BM_ReshardAdd)->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
+
+void BM_Failover(benchmark::State& state) {
+  constexpr int kKeys = 1000;
+  testing::EtcdProcess etcd;
+  const std::string where = absl::StrCat("etcd://", etcd.endpoint(), "/failover");
+  auto start_member = [&] {
+    return std::make_unique<testing::ServerProcess>(std::vector<std::string>{
+        "--memory", "64M", "--cluster", where, "--cluster-ttl", "2s"});
+  };
+  std::vector<std::unique_ptr<testing::ServerProcess>> servers;
+  for (int i = 0; i < 3; ++i) servers.push_back(start_member());
+  absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd_client =
+      cluster::EtcdClient::Connect(etcd.endpoint());
+  std::string out;
+  if (!etcd_client.ok() ||
+      testing::RunCommand(absl::StrCat(testing::BinDir(), "/ardma --server ", where,
+                                       " cluster create --replicas 1"),
+                          &out) != 0) {
+    state.SkipWithError(("cluster create: " + out).c_str());
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(where);
+  if (!routed.ok()) {
+    state.SkipWithError(routed.status().ToString().c_str());
+    return;
+  }
+  dht::DhtClient dht(routed->get(), Mode::kActive);
+  std::map<std::string, std::string> last;
+  // Puts every key (each retried until acknowledged: slots being filled are frozen meanwhile).
+  auto put_all = [&](int round) {
+    for (int k = 0; k < kKeys; ++k) {
+      const std::string key = absl::StrCat("k", k), value = absl::StrCat(round, ":", k);
+      const absl::Time give_up = absl::Now() + absl::Seconds(60);
+      while (!dht.Put("t", key, value).ok()) {
+        if (absl::Now() > give_up) return false;
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      last[key] = value;
+    }
+    return true;
+  };
+  if (!put_all(0)) {
+    state.SkipWithError("the first puts failed");
+    return;
+  }
+  int round = 0, lost = 0;
+  for (auto _ : state) {
+    ++round;
+    absl::StatusOr<cluster::ClusterView> view = cluster::ReadCluster(**etcd_client, "failover");
+    if (!view.ok()) {
+      state.SkipWithError(view.status().ToString().c_str());
+      break;
+    }
+    const std::string owner = view->map.map.Owner(slots::SlotOf("t", "k0"));
+    size_t victim = servers.size();
+    for (const cluster::MemberInfo& m : view->members) {
+      for (size_t i = 0; i < servers.size(); ++i) {
+        if (m.id == owner && m.addresses.at("tcp") == servers[i]->address()) victim = i;
+      }
+    }
+    if (victim == servers.size()) {
+      state.SkipWithError("the owner of k0 is not one of the servers");
+      break;
+    }
+    const absl::Time killed = absl::Now();
+    servers[victim]->Kill(SIGKILL);
+    const std::string value = absl::StrCat("after-kill-", round);
+    while (!dht.Put("t", "k0", value).ok() && absl::Now() - killed < absl::Seconds(60)) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - killed));
+    last["k0"] = value;
+    for (const auto& [key, expected] : last) {
+      absl::StatusOr<std::string> got = dht.Get("t", key);
+      if (!got.ok() || *got != expected) ++lost;
+    }
+    state.PauseTiming();
+    servers[victim] = start_member();  // rejoins as a replica, filled before its slots take writes
+    if (!put_all(round)) {
+      state.SkipWithError("puts after the restart failed");
+      break;
+    }
+    state.ResumeTiming();
+  }
+  state.counters["ttl_s"] = 2;
+  state.counters["keys_lost"] = lost;
+}
+BENCHMARK(BM_Failover)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ardma

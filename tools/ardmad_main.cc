@@ -33,6 +33,7 @@
 #include "core/server/slot_replication.h"
 #include "core/status_macros.h"
 #include "services/monitor/monitor_agent.h"
+#include "tools/ardmad_failover.h"
 
 // The services ardmad comes with: their function names are reserved for their own code.
 ARDMA_DECLARE_ACTIVE_LIBRARY(dht);
@@ -434,13 +435,25 @@ absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(
   if (server.ucx() != nullptr) o.self.addresses["ucx"] = "ucx://" + address;
   // Slots the map gives this server are served from then on (its fence: core/cluster/fence.h).
   // So is replication: the replicas of this server's slots, and the slots it replicates.
-  o.on_map = [&server, replication, self = o.self.id](const ardma::cluster::SlotMap& map) {
+  auto replicated = std::make_shared<std::atomic<bool>>(false);
+  o.on_map = [&server, replication, replicated,
+              self = o.self.id](const ardma::cluster::SlotMap& map) {
+    replicated->store(map.replication() != 0 || !map.replicas().empty());
     replication->SetRoles(map.ReplicasOf(self), map.SlotsReplicatedOn(self), map.SlotsOf(self));
     return server.RunLocally(
         [&](ardma::Context& ctx) { return ardma::cluster::AdoptSlots(ctx, map, self); });
   };
   o.on_lease = [replication](absl::Time held_until) {
     replication->SetWritableUntil(held_until);
+  };
+  // Fail-stop: a member whose lease lapsed while its slots had replicas may have lost them to
+  // failover, and holds a copy that others moved on from; it ends, to be restarted (it rejoins as
+  // a replica and is filled). Its memory file holds everything it acknowledged.
+  o.on_lapse = [replicated] {
+    if (!replicated->load()) return;
+    ARDMA_LOG(kError, "the cluster membership lapsed while this member's slots had replicas: "
+                      "exiting (restart it: it rejoins as a replica)");
+    std::_Exit(3);
   };
   ARDMA_ASSIGN_OR_RETURN(std::unique_ptr<ardma::cluster::Member> member,
                          ardma::cluster::Member::Join(std::move(o)));
@@ -584,11 +597,23 @@ int Main(int argc, char** argv) {
     std::cerr << "ardmad: --cluster " << c.cluster << ": " << member.status().message() << "\n";
     return 1;
   }
+  // Failover and filling of replicas (their threads idle unless the map has replicas).
+  std::unique_ptr<ardma::Failover> failover;
+  if (*member) {
+    failover = std::make_unique<ardma::Failover>(ardma::FailoverOptions{
+        .where = *ardma::cluster::ParseClusterAddress(c.cluster),
+        .self = (*member)->self().id,
+        .ttl = c.cluster_ttl,
+        .server = server->get(),
+        .peers = peers.calls.get(),
+        .replication = peers.replication.get()});
+  }
   ardma::WritePortFile(c.port_file, (*server)->address());
   if (agent) agent->Start();
   int signal = stop_signals.Wait();
   ARDMA_LOG(kInfo, "received %s, stopping", signal == SIGINT ? "SIGINT" : "SIGTERM");
   ExitAfterGrace(c.stop_grace);
+  if (failover) failover->Stop();
   if (*member) (*member)->Leave();  // clients stop being sent here first
   if (agent) agent->Stop();
   if (metrics) metrics->Stop();

@@ -1,6 +1,7 @@
 // ardmad --cluster: a server joins a cluster kept in a real etcd, keeps its id across restarts
 // with the same memory file, leaves when it dies, and refuses bad cluster settings clearly.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -235,11 +236,13 @@ TEST_F(ClusterMembershipTest, AdminsCreateTheMapOnceAndStatusShowsEveryServer) {
 }
 
 // `cluster create --replicas 1` on three ardmads: each server's DHT writes are on the next one
-// too before they are acknowledged, so a killed server's keys are read from its replica
-// (--read-from-replica); one-sided writes and the services that do not replicate yet are refused;
-// a server stopped for longer than its lease takes no replicated write when it runs again
-// (self-fencing: its replica may be primary by then).
-TEST_F(ClusterMembershipTest, ReplicatedWritesOutliveTheirServerAndAStoppedOneFencesItself) {
+// too before they are acknowledged; one-sided writes and the services that do not replicate yet
+// are refused. Failover: a killed server's slots go to its replica (which serves every write it
+// acknowledged, and takes writes again once its own replica is filled with them); the server,
+// restarted from its memory file, rejoins as a replica and is filled; a server stopped for longer
+// than its lease takes no write when it runs again (self-fencing) and ends (fail-stop), its slots
+// served by its replica — the one filled after its restart — with every acknowledged write.
+TEST_F(ClusterMembershipTest, FailoverPromotesTheReplicaFillsReturningMembersAndFencesTheStale) {
   std::vector<std::unique_ptr<testing::ServerProcess>> servers;
   std::vector<std::string> heaps;
   ASSERT_NO_FATAL_FAILURE(StartMembers(3, "replicated_member", &servers, &heaps));
@@ -260,17 +263,13 @@ TEST_F(ClusterMembershipTest, ReplicatedWritesOutliveTheirServerAndAStoppedOneFe
     EXPECT_EQ(stored->map.ReplicasOf(m.id).size(), 1u) << m.id;
   }
   ASSERT_EQ(index.size(), 3u);
+  auto id_of = [&](int i) {
+    return std::find_if(index.begin(), index.end(), [&](const auto& kv) {
+             return kv.second == i;
+           })->first;
+  };
   EXPECT_EQ(RunCommand(ardma + "cluster status", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("  replica "));
-  // A key of each server's, written through the cluster.
-  std::vector<std::string> key_of(3);
-  for (int k = 0; std::count(key_of.begin(), key_of.end(), "") > 0; ++k) {
-    std::string key = absl::StrCat("k", k);
-    int owner = index[stored->map.Owner(cluster::SlotOf("t", key))];
-    if (!key_of[owner].empty()) continue;
-    key_of[owner] = key;
-    ASSERT_EQ(RunCommand(absl::StrCat(ardma, "dht put t ", key, " v", k), &out), 0) << out;
-  }
   EXPECT_EQ(RunCommand(ardma + "--mode rdma dht put t other v", &out), 1);
   EXPECT_THAT(out, HasSubstr("is replicated"));
   EXPECT_EQ(RunCommand(ardma + "list push q a", &out), 1);
@@ -278,33 +277,113 @@ TEST_F(ClusterMembershipTest, ReplicatedWritesOutliveTheirServerAndAStoppedOneFe
   EXPECT_EQ(RunCommand(ardma + "cluster rebalance", &out), 1);
   EXPECT_THAT(out, HasSubstr("moving replicated slots is not built yet"));
 
-  // Server 1 dies: its key is read from its replica.
-  servers[1]->Kill(SIGKILL);
-  EXPECT_EQ(RunCommand(ardma + "--read-from-replica dht get t " + key_of[1], &out), 0) << out;
-  EXPECT_EQ(out, absl::StrCat("v", key_of[1].substr(1), "\n"));
+  // Keys on every server, written through a Cluster client; `last` is what each must read.
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(Cluster());
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  dht::DhtClient dht(routed->get(), Mode::kActive);
+  std::map<std::string, std::string> last;
+  auto write_all = [&](const std::string& round) {
+    for (int k = 0; k < 60; ++k) {
+      const std::string key = absl::StrCat("k", k), value = absl::StrCat(round, "-", k);
+      absl::StatusOr<bool> put = dht.Put("t", key, value);
+      if (!put.ok()) return put.status();
+      last[key] = value;
+    }
+    return absl::OkStatus();
+  };
+  auto read_all = [&]() -> absl::Status {
+    for (const auto& [key, value] : last) {
+      absl::StatusOr<std::string> got = dht.Get("t", key);
+      if (!got.ok()) return got.status();
+      if (*got != value) {
+        return absl::DataLossError(absl::StrCat(key, " reads ", *got, ", not ", value));
+      }
+    }
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(write_all("first").ok());
+  const std::string key_of_1 = [&] {
+    for (const auto& [key, value] : last) {
+      if (index[stored->map.Owner(cluster::SlotOf("t", key))] == 1) return key;
+    }
+    return std::string();
+  }();
+  ASSERT_FALSE(key_of_1.empty());
 
-  // Server 0 stops for longer than its lease: etcd drops it, and when it runs again it refuses
-  // its replicated writes (the write is not made), though it serves reads.
-  servers[0]->Signal(SIGSTOP);
-  const std::string stopped = std::find_if(index.begin(), index.end(), [](const auto& kv) {
-                                return kv.second == 0;
-                              })->first;
+  // Server 1 dies: its key is read from its replica at once, and, once failover gave the replica
+  // its slots (and the replica's replica was filled with them), every key takes writes again.
+  servers[1]->Kill(SIGKILL);
+  EXPECT_EQ(RunCommand(ardma + "--read-from-replica dht get t " + key_of_1, &out), 0) << out;
+  EXPECT_EQ(out, last[key_of_1] + "\n");
+  absl::Status status;
+  EXPECT_TRUE(testing::WaitUntil([&] { return (status = write_all("second")).ok(); },
+                                 absl::Seconds(30), absl::Milliseconds(100)))
+      << status;
+  EXPECT_TRUE((status = read_all()).ok()) << status;
+  absl::StatusOr<cluster::StoredMap> after = cluster::ReadMap(*etcd_client_, "c1");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_GT(after->map.epoch(), stored->map.epoch());
+  EXPECT_EQ(after->map.SlotCount(id_of(1)), 0u);
+
+  // Restarted from its memory file, it owns nothing: it becomes the replica of the server left
+  // without one, and is filled.
+  servers[1] = std::make_unique<testing::ServerProcess>(std::vector<std::string>{
+      "--memory-file", heaps[1], "--memory", "32M", "--cluster", Cluster(), "--cluster-ttl", "2s"});
+  ASSERT_FALSE(servers[1]->address().empty());
+  auto replicated_on_1 = [&] {
+    absl::StatusOr<cluster::StoredMap> now = cluster::ReadMap(*etcd_client_, "c1");
+    if (!now.ok()) return false;
+    for (const auto& [owner, replicas] : now->map.replicas()) {
+      if (std::find(replicas.begin(), replicas.end(), id_of(1)) != replicas.end()) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(testing::WaitUntil(replicated_on_1, absl::Seconds(30), absl::Milliseconds(50)));
+  EXPECT_TRUE(testing::WaitUntil([&] { return (status = write_all("third")).ok(); },
+                                 absl::Seconds(30), absl::Milliseconds(100)))
+      << status;
+
+  // The owner of most slots stops for longer than its lease: when it runs again it takes no
+  // write (sent to it directly: the write is not made), and ends; its replica serves its slots.
+  after = cluster::ReadMap(*etcd_client_, "c1");
+  ASSERT_TRUE(after.ok()) << after.status();
+  const std::string big = after->map.SlotCount(id_of(0)) > after->map.SlotCount(id_of(2))
+                              ? id_of(0) : id_of(2);
+  testing::ServerProcess& stopped = *servers[index[big]];
+  const std::string stopped_address = stopped.address();
+  ASSERT_TRUE(stopped.Freeze());
   auto registered = [&] {
     std::vector<cluster::MemberInfo> members = Members();
     return std::any_of(members.begin(), members.end(),
-                       [&](const cluster::MemberInfo& m) { return m.id == stopped; });
+                       [&](const cluster::MemberInfo& m) { return m.id == big; });
   };
   EXPECT_TRUE(testing::WaitUntil([&] { return !registered(); }, absl::Seconds(15)));
-  servers[0]->Signal(SIGCONT);
-  EXPECT_TRUE(testing::WaitUntil(
-      [&] {
-        RunCommand(ardma + "dht put t " + key_of[0] + " late", &out);
-        return absl::StrContains(out, "fenced");
-      },
-      absl::Seconds(15), absl::Milliseconds(100)))
+  const std::string stale_key = [&] {
+    for (const auto& [key, value] : last) {
+      if (after->map.Owner(cluster::SlotOf("t", key)) == big) return key;
+    }
+    return std::string();
+  }();
+  ASSERT_FALSE(stale_key.empty());
+  stopped.Signal(SIGCONT);
+  EXPECT_NE(RunCommand(BinDir() + "/ardma --server " + stopped_address + " dht put t " +
+                           stale_key + " stale",
+                       &out),
+            0)
       << out;
-  EXPECT_EQ(RunCommand(ardma + "dht get t " + key_of[0], &out), 0) << out;
-  EXPECT_EQ(out, absl::StrCat("v", key_of[0].substr(1), "\n")) << "the refused write was not made";
+  std::optional<int> exited;
+  EXPECT_TRUE(testing::WaitUntil([&] { return (exited = stopped.Exited()).has_value(); },
+                                 absl::Seconds(15)));
+  if (exited.has_value()) {
+    EXPECT_TRUE(WIFEXITED(*exited) && WEXITSTATUS(*exited) == 3) << *exited;
+  }
+  EXPECT_TRUE(testing::WaitUntil([&] { return (status = read_all()).ok(); }, absl::Seconds(30),
+                                 absl::Milliseconds(100)))
+      << status;
+  EXPECT_TRUE(testing::WaitUntil([&] { return (status = write_all("fourth")).ok(); },
+                                 absl::Seconds(30), absl::Milliseconds(100)))
+      << status;
+  EXPECT_TRUE((status = read_all()).ok()) << status;
 }
 
 // SIGKILL one of three under load: calls for its slots never hang and, once etcd has dropped it

@@ -215,7 +215,15 @@ absl::Status LocalContext::DoCheckSlot(uint32_t slot, uint64_t word, uint64_t ow
     return absl::OkStatus();
   }
   ARDMA_RETURN_IF_ERROR(slots::CheckFence(slot, word, owner_word, write));
-  if (!write || !slots::Replicated(word, owner_word)) return absl::OkStatus();
+  if (!slots::Replicated(word, owner_word)) return absl::OkStatus();
+  if (!write) {
+    if (ex_->replication != nullptr && ex_->replication->Fenced()) {
+      return absl::UnavailableError(absl::StrCat(
+          "this member is fenced: it could not renew its cluster membership in time, so another "
+          "member may be the primary of slot ", slot, " by now; ask the slot map again"));
+    }
+    return absl::OkStatus();
+  }
   if (ex_->ticket.has_value()) {
     if (ex_->ticket->slot == slot) return absl::OkStatus();  // checked again (a retry)
     return absl::FailedPreconditionError(absl::StrCat(

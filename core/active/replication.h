@@ -24,6 +24,9 @@ class Replication {
   virtual absl::StatusOr<Ticket> Order(uint32_t slot) = 0;
   // Whether this member is a replica of `slot` (a stale read of it may be answered here).
   virtual bool Replicates(uint32_t slot) const = 0;
+  // Whether this member may have lost its membership (self-fencing): it then answers no read of
+  // a slot it owns replicated either, as another member may be the slot's primary by now.
+  virtual bool Fenced() const = 0;
 };
 
 }  // namespace ardma

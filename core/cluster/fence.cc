@@ -48,19 +48,40 @@ absl::Status AdoptSlots(Context& ctx, const SlotMap& map, const std::string& sel
   const uint64_t owned = slots::FenceWord(slots::SlotState::kOwned, map.epoch());
   // An owned slot's word 1 says whether its writes go to replicas (core/slots.h).
   const uint64_t mark = map.ReplicasOf(self).empty() ? 0 : slots::kReplicatedMark;
+  const bool replicated = map.replication() != 0 || !map.replicas().empty();
   for (const SlotRange& range : map.ranges()) {
-    if (range.server != self) continue;
+    if (range.server != self) {
+      // Failover gave the slots of this member to its replica (this member was fenced by then):
+      // it serves them no more. (A mover marks the slots it moves itself, before the map.)
+      if (!replicated) continue;
+      const uint64_t moved = slots::FenceWord(slots::SlotState::kMoved, map.epoch());
+      for (uint32_t slot = range.first; slot <= range.last; ++slot) {
+        const uint64_t word = WordAt(bytes, slot);
+        if (slots::StateOf(word) != slots::SlotState::kOwned) continue;
+        const uint64_t entry = slots::FenceEntry(fence, slot);
+        // (The state first: an owned slot with another word 1 would take unreplicated writes.)
+        ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(entry, word, moved));
+        if (cas.swapped) ARDMA_RETURN_IF_ERROR(ctx.WriteU64(entry + 8, IdWord(range.server)));
+      }
+      continue;
+    }
     for (uint32_t slot = range.first; slot <= range.last; ++slot) {
       uint64_t word = WordAt(bytes, slot);
       const uint64_t entry = slots::FenceEntry(fence, slot);
-      if (slots::StateOf(word) == slots::SlotState::kNotOwned) {
+      uint64_t word1;
+      std::memcpy(&word1, bytes.data() + slot * slots::kFenceEntryBytes + 8, 8);
+      // Failover gives back slots it once took from this member (marked moved above): taken.
+      const bool taken_back = replicated && slots::StateOf(word) == slots::SlotState::kMoved;
+      if (slots::StateOf(word) == slots::SlotState::kNotOwned || taken_back) {
+        // Word 1 first: a slot that is owned must never show a word 1 without the mark, or a
+        // write could slip through unreplicated.
+        if (word1 != mark) ARDMA_RETURN_IF_ERROR(ctx.WriteU64(entry + 8, mark));
+        word1 = mark;
         // A CAS: a mover may be writing this word (importing the slot here) at the same time.
         ARDMA_ASSIGN_OR_RETURN(CasResult cas, ctx.CompareAndSwap(entry, word, owned));
         if (!cas.swapped) continue;
         word = owned;
       }
-      uint64_t word1;
-      std::memcpy(&word1, bytes.data() + slot * slots::kFenceEntryBytes + 8, 8);
       if (slots::StateOf(word) == slots::SlotState::kOwned && word1 != mark) {
         ARDMA_RETURN_IF_ERROR(ctx.WriteU64(entry + 8, mark));
       }

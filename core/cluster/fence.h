@@ -20,7 +20,9 @@ namespace ardma::cluster {
 
 // The fence's address in this memory, created (every slot not owned) if there is none.
 absl::StatusOr<uint64_t> OpenFence(Context& ctx);
-// Marks owned, at the map's epoch, every slot `map` gives `self` that is not owned here.
+// Marks owned, at the map's epoch, every slot `map` gives `self` that is not owned here. In a
+// cluster with replicas, also marks moved (to the map's owner) every slot owned here that the map
+// gives another member: failover took it from this member.
 absl::Status AdoptSlots(Context& ctx, const SlotMap& map, const std::string& self);
 
 // A member id (16 hex digits) as the fence's owner word; 0 if it is not one.

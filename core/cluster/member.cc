@@ -40,6 +40,9 @@ std::string MembersPrefix(std::string_view name) {
   return absl::StrCat("/ardma/", ToAbsl(name), "/members/");
 }
 std::string MapKey(std::string_view name) { return absl::StrCat("/ardma/", ToAbsl(name), "/map"); }
+std::string ControllerKey(std::string_view name) {
+  return absl::StrCat("/ardma/", ToAbsl(name), "/controller");
+}
 
 std::string MemberInfo::ToJson() const {
   return nlohmann::json{{"id", id}, {"addresses", addresses}}.dump();
@@ -178,6 +181,7 @@ void Member::Run() {
       ARDMA_LOG(kWarning, "cluster %s: membership lapsed, registering again%s",
                 options_.where.name,
                 options_.on_lease ? " (replicated writes stay refused until a restart)" : "");
+      if (options_.on_lapse) options_.on_lapse();
       if (absl::Status s = Register(); !s.ok()) {
         ARDMA_LOG(kError, "cluster %s: %s", options_.where.name, s.message());
       }

@@ -37,6 +37,7 @@ bool IsClusterAddress(std::string_view text);  // starts with "etcd://"
 std::string ClusterPrefix(std::string_view name);  // "/ardma/NAME/": every key of the cluster
 std::string MembersPrefix(std::string_view name);  // "/ardma/NAME/members/"
 std::string MapKey(std::string_view name);         // "/ardma/NAME/map"
+std::string ControllerKey(std::string_view name);  // "/ardma/NAME/controller": failover's holder
 
 // A member as registered: its id and its addresses by transport ("tcp", "unix", "ucx", "tls").
 struct MemberInfo {
@@ -61,6 +62,10 @@ struct MemberOptions {
   // replicated writes then (self-fencing: etcd may give its slots to a replica soon after).
   // Not called after the lease lapsed (the member registers again, fenced until it restarts).
   std::function<void(absl::Time)> on_lease;
+  // Called on the member's thread when the lease has lapsed (this process was stopped, or etcd
+  // was away for the TTL), before registering again; ardmad ends there when its slots have
+  // replicas (failover may have given them away: it rejoins fresh, as a replica).
+  std::function<void()> on_lapse;
 };
 
 class Member {

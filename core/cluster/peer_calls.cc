@@ -75,4 +75,9 @@ absl::StatusOr<std::string> PeerCalls::Run(const PeerTarget& target, std::string
   return execute(*client);
 }
 
+absl::StatusOr<Client*> PeerCalls::ClientFor(std::string_view id) {
+  ARDMA_ASSIGN_OR_RETURN(Cluster * cluster, Connected());
+  return cluster->ForMember(id);
+}
+
 }  // namespace ardma::cluster

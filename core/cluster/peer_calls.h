@@ -33,6 +33,9 @@ class PeerCalls final : public PeerCaller {
                                    std::string_view args, absl::Time deadline) override;
   absl::StatusOr<std::string> Replicate(const std::string& member, std::string_view function,
                                         std::string_view args, absl::Time deadline) override;
+  // A client of member `id` (this member's own too), with the peer credentials: for ardmad's
+  // own work between members (filling a replica).
+  absl::StatusOr<Client*> ClientFor(std::string_view id);
 
  private:
   absl::StatusOr<std::string> Run(const PeerTarget& target, std::string_view function,

@@ -78,6 +78,7 @@ SlotReplication::SlotReplication(PeerCaller* peers)
       replica_of_(slots::kSlots, false),
       owned_(slots::kSlots, false),
       stream_(slots::kSlots, 0),
+      filling_(slots::kSlots, 0),
       issued_(slots::kSlots, 0),
       sent_(slots::kSlots, 0),
       applied_(slots::kSlots) {}
@@ -108,17 +109,25 @@ void SlotReplication::SetRoles(std::vector<std::string> replicas, std::vector<bo
       AddFill(replica, promoted);
     }
   }
-  std::erase_if(unfilled_, [&](const auto& entry) {
-    return std::find(replicas.begin(), replicas.end(), entry.first) == replicas.end();
-  });
+  for (auto it = unfilled_.begin(); it != unfilled_.end();) {
+    if (std::find(replicas.begin(), replicas.end(), it->first) != replicas.end()) {
+      ++it;
+      continue;
+    }
+    for (uint32_t slot : it->second) FillEnded(slot);  // no longer a replica: nothing to fill
+    it = unfilled_.erase(it);
+  }
   replicas_ = std::move(replicas);
   replica_of_ = std::move(replica_of);
   owned_ = std::move(owns);
 }
 
 void SlotReplication::AddFill(const std::string& replica, const std::vector<uint32_t>& slots) {
-  if (slots.empty()) return;
-  unfilled_[replica].insert(slots.begin(), slots.end());
+  for (uint32_t slot : slots) {
+    if (issued_[slot] == 0) continue;  // nothing written: the replica takes write #1 as it is
+    if (unfilled_[replica].insert(slot).second) ++filling_[slot];
+  }
+  if (unfilled_[replica].empty()) unfilled_.erase(replica);
 }
 
 std::optional<std::pair<std::string, std::vector<uint32_t>>> SlotReplication::NextFill(
@@ -131,17 +140,27 @@ std::optional<std::pair<std::string, std::vector<uint32_t>>> SlotReplication::Ne
       first->first, std::vector<uint32_t>(first->second.begin(), first->second.end()));
   unfilled_.erase(first);
   // Only slots still owned here are filled (a slot given away since needs none).
-  std::erase_if(fill.second, [&](uint32_t slot) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return !owned_[slot];
+  std::erase_if(fill.second, [&](uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (owned_[slot]) return false;
+    FillEnded(slot);
+    return true;
   });
   return fill;
 }
 
+void SlotReplication::Filled(const std::string& replica, const std::vector<uint32_t>& slots) {
+  absl::MutexLock lock(&mu_);
+  for (uint32_t slot : slots) FillEnded(slot);
+}
+
 void SlotReplication::Unfilled(const std::string& replica, const std::vector<uint32_t>& slots) {
   absl::MutexLock lock(&mu_);
-  if (std::find(replicas_.begin(), replicas_.end(), replica) != replicas_.end()) {
-    AddFill(replica, slots);
+  const bool listed = std::find(replicas_.begin(), replicas_.end(), replica) != replicas_.end();
+  for (uint32_t slot : slots) {
+    // Waiting again (counted still), unless no longer a replica or waiting already.
+    if (!listed || !unfilled_[replica].insert(slot).second) FillEnded(slot);
   }
+  if (unfilled_[replica].empty()) unfilled_.erase(replica);
 }
 
 size_t SlotReplication::fills_waiting() const {
@@ -174,11 +193,13 @@ void SlotReplication::SetWritableUntil(absl::Time until) {
   writable_until_ns_.store(absl::ToUnixNanos(until), std::memory_order_relaxed);
 }
 
+bool SlotReplication::Fenced() const {
+  return absl::ToUnixNanos(absl::Now()) >= writable_until_ns_.load(std::memory_order_relaxed);
+}
+
 absl::StatusOr<Replication::Ticket> SlotReplication::Order(uint32_t slot) {
   if (slot >= slots::kSlots) return absl::InvalidArgumentError("no such slot");
-  const absl::Time until =
-      absl::FromUnixNanos(writable_until_ns_.load(std::memory_order_relaxed));
-  if (absl::Now() >= until) {
+  if (Fenced()) {
     return absl::UnavailableError(absl::StrCat(
         "this member is fenced: it could not renew its cluster membership in time, so another "
         "member may be the primary of slot ", slot, " by now; the write was not made"));
@@ -188,6 +209,10 @@ absl::StatusOr<Replication::Ticket> SlotReplication::Order(uint32_t slot) {
     return absl::FailedPreconditionError(absl::StrCat(
         "slot ", slot, " is marked replicated here, but the slot map names no replica of this "
         "member"));
+  }
+  if (filling_[slot] > 0) {
+    // A replica lacks the slot's earlier writes: it is being filled. Clients wait and retry.
+    return slots::RedirectStatus({.frozen = true, .slot = slot, .epoch = 0, .owner = 0});
   }
   return Ticket{slot, ++issued_[slot]};
 }

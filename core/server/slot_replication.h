@@ -79,6 +79,7 @@ class SlotReplication final : public Replication {
   // Replication.
   absl::StatusOr<Ticket> Order(uint32_t slot) override;
   bool Replicates(uint32_t slot) const override;
+  bool Fenced() const override;
 
   // The primary's side. Sends `function(args)`, which took `ticket` and ran here, to every replica
   // once the slot's earlier writes have been sent; OK when each applied it, else UNAVAILABLE
@@ -88,9 +89,14 @@ class SlotReplication final : public Replication {
   absl::Status Forward(const Ticket& ticket, std::string_view function, std::string_view args,
                        absl::Time deadline);
 
-  // Filling, on the primary. A replica and the slots it must be filled with, taken from those
-  // waiting (nullopt if none by `deadline`); a fill that failed is handed back (Unfilled).
+  // Filling, on the primary. Only slots with writes in their order need it (a replica takes an
+  // empty slot's first write as it is); until a slot is filled on every replica that lacks it,
+  // its writes are refused with a "frozen" redirect (clients retry), so none is acknowledged by
+  // fewer replicas than it should be.
+  // A replica and the slots it must be filled with, taken from those waiting (nullopt if none by
+  // `deadline`); each taken slot is then reported Filled, or handed back (Unfilled).
   std::optional<std::pair<std::string, std::vector<uint32_t>>> NextFill(absl::Time deadline);
+  void Filled(const std::string& replica, const std::vector<uint32_t>& slots);
   void Unfilled(const std::string& replica, const std::vector<uint32_t>& slots);
   // How many fills wait (for tests and metrics).
   size_t fills_waiting() const;
@@ -127,6 +133,9 @@ class SlotReplication final : public Replication {
   }
   void AddFill(const std::string& replica, const std::vector<uint32_t>& slots)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillEnded(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (filling_[slot] > 0) --filling_[slot];
+  }
 
   PeerCaller* const peers_;
   const uint64_t incarnation_;
@@ -137,6 +146,7 @@ class SlotReplication final : public Replication {
   std::vector<bool> owned_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> stream_ ABSL_GUARDED_BY(mu_);   // per slot: 0, or a promoted order's
   std::map<std::string, std::set<uint32_t>> unfilled_ ABSL_GUARDED_BY(mu_);  // by replica
+  std::vector<uint16_t> filling_ ABSL_GUARDED_BY(mu_);  // per slot: fills waiting or under way
   std::vector<uint64_t> issued_ ABSL_GUARDED_BY(mu_);   // per slot: the last seq given out
   std::vector<uint64_t> sent_ ABSL_GUARDED_BY(mu_);     // per slot: the last seq forwarded
   std::vector<Mark> applied_ ABSL_GUARDED_BY(mu_);   // per slot, as a replica

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "absl/time/clock.h"
+#include "core/slots.h"
 #include "gtest/gtest.h"
 
 namespace ardma {
@@ -153,51 +154,59 @@ TEST(SlotReplicationTest, APromotedMemberContinuesTheOrderAndItsReplicasAreFille
   replica_of[7] = replica_of[8] = true;
   member.SetRoles({"r1"}, replica_of, {100});
   const absl::Time soon = absl::Now() + absl::Seconds(30);
-  std::optional<std::pair<std::string, std::vector<uint32_t>>> fill = member.NextFill(soon);
-  ASSERT_TRUE(fill.has_value()) << "a replica new to the list is filled with every owned slot";
-  EXPECT_EQ(fill->first, "r1");
-  EXPECT_EQ(fill->second, (std::vector<uint32_t>{100}));
-  EXPECT_FALSE(member.NextFill(absl::Now()).has_value());
+  EXPECT_FALSE(member.NextFill(absl::Now()).has_value())
+      << "a new replica of slots without writes needs no fill";
   // As the replica of slot 7: writes #1 and #2 of an old primary's order.
   const uint64_t old_primary = 42;
   for (uint64_t seq : {1, 2}) {
     ASSERT_TRUE(*member.Admit({.slot = 7, .incarnation = old_primary, .seq = seq}));
     member.Applied({.slot = 7, .incarnation = old_primary, .seq = seq});
   }
-  // Promoted to the owner of 7 and 8: slot 7 goes on at #3 of the old order.
+  // Promoted to the owner of 7 and 8: slot 7 goes on at #3 of the old order, once its replica
+  // is filled with it (slot 8 had no write: nothing to fill).
   member.SetRoles({"r1"}, std::vector<bool>(16384, false), {7, 8, 100});
   EXPECT_EQ(member.Admit({.slot = 7, .incarnation = old_primary, .seq = 3}).status().code(),
             absl::StatusCode::kFailedPrecondition)
       << "the old primary's late writes are not applied by its heir";
+  absl::StatusOr<Replication::Ticket> early = member.Order(7);
+  ASSERT_TRUE(slots::RedirectOf(early.status()).has_value()) << early.status();
+  EXPECT_TRUE(slots::RedirectOf(early.status())->frozen) << "clients wait for the fill";
+  absl::StatusOr<Replication::Ticket> eight = member.Order(8);
+  ASSERT_TRUE(eight.ok()) << eight.status();
+  ASSERT_TRUE(member.Forward(*eight, "f", "y", soon).ok());
+  std::optional<std::pair<std::string, std::vector<uint32_t>>> fill = member.NextFill(soon);
+  ASSERT_TRUE(fill.has_value());
+  EXPECT_EQ(fill->first, "r1");
+  EXPECT_EQ(fill->second, (std::vector<uint32_t>{7}));
+  EXPECT_FALSE(member.Order(7).ok()) << "still being filled";
+  EXPECT_EQ(member.StreamMarks({7})[0].incarnation, old_primary);
+  EXPECT_EQ(member.StreamMarks({7})[0].seq, 2u);
+  member.Filled("r1", {7});
   absl::StatusOr<Replication::Ticket> next = member.Order(7);
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->seq, 3u);
   ASSERT_TRUE(member.Forward(*next, "f", "x", soon).ok());
-  EXPECT_EQ(peers.seen(), (std::vector<std::string>{"r1 f #3 x"}));
-  EXPECT_EQ(member.StreamMarks({7, 8})[0].incarnation, old_primary);
-  EXPECT_EQ(member.StreamMarks({7, 8})[0].seq, 3u);
-  EXPECT_EQ(member.StreamMarks({7, 8})[1].seq, 0u) << "slot 8 had no write yet";
+  EXPECT_EQ(peers.seen(), (std::vector<std::string>{"r1 f #1 y", "r1 f #3 x"}));
   EXPECT_TRUE(member.AwaitForwarded({7, 8}, soon));
-  // Its replica lacks the promoted slots: they are to be filled.
-  fill = member.NextFill(soon);
-  ASSERT_TRUE(fill.has_value());
-  EXPECT_EQ(fill->first, "r1");
-  EXPECT_EQ(fill->second, (std::vector<uint32_t>{7, 8}));
-  // A fill that failed waits again; a replica dropped from the map is not filled.
-  member.Unfilled("r1", {7});
-  EXPECT_EQ(member.fills_waiting(), 1u);
-  member.SetRoles({"r2"}, std::vector<bool>(16384, false), {7, 8, 100});
+  // A fill that failed waits again (its slot still refused); a replica dropped from the map is
+  // not filled, and its slots take writes again.
+  member.SetRoles({"r1", "r2"}, std::vector<bool>(16384, false), {7, 8, 100});
   fill = member.NextFill(soon);
   ASSERT_TRUE(fill.has_value());
   EXPECT_EQ(fill->first, "r2");
+  EXPECT_EQ(fill->second, (std::vector<uint32_t>{7, 8}));
+  member.Unfilled("r2", {7, 8});
+  EXPECT_EQ(member.fills_waiting(), 2u);
+  EXPECT_FALSE(member.Order(7).ok());
+  member.SetRoles({"r1"}, std::vector<bool>(16384, false), {7, 8, 100});
   EXPECT_EQ(member.fills_waiting(), 0u);
+  EXPECT_TRUE(member.Order(7).ok());
 }
 
 TEST(SlotReplicationTest, AReplicaThatRefusesAfterAGapIsFilledAndThenTakesTheOrder) {
   RecordingPeers peers;
   SlotReplication primary(&peers);
   primary.SetRoles({"r1"}, {}, {4});
-  ASSERT_TRUE(primary.NextFill(absl::Now()).has_value());  // new replica: filled at first
   peers.set_refusal(absl::FailedPreconditionError(
       absl::StrCat("this replica of slot 4 ", kMissedWrites, " (...)")));
   absl::StatusOr<Replication::Ticket> ticket = primary.Order(4);

@@ -148,6 +148,15 @@ int KillAndWait(pid_t* pid, int signal) {
   return status;
 }
 
+std::optional<int> ServerProcess::Exited() {
+  if (pid_ <= 0) return std::nullopt;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
+  pid_ = -1;
+  std::filesystem::remove(port_file_);
+  return status;
+}
+
 int ServerProcess::Kill(int signal) {
   int status = KillAndWait(&pid_, signal);
   std::filesystem::remove(port_file_);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ class ServerProcess {
   bool Freeze();
   // Sends `signal`, waits for the process to end and returns its wait status (-1 if none runs).
   int Kill(int signal);
+  // Whether the process has ended by itself: its wait status, reaped; nullopt while it runs.
+  std::optional<int> Exited();
 
  private:
   pid_t pid_ = -1;

@@ -1,0 +1,274 @@
+#include "tools/ardmad_failover.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/cluster/admin.h"
+#include "core/cluster/etcd_client.h"
+#include "core/cluster/fence.h"
+#include "core/log.h"
+#include "core/memory/heap.h"
+#include "core/slots.h"
+#include "core/status_macros.h"
+#include "services/dfs/dfs_mover.h"
+#include "services/dht/dht_mover.h"
+#include "services/lock/lock_format.h"
+
+namespace ardma {
+namespace {
+
+constexpr size_t kFillBatch = 2048;  // slots frozen at once while they are copied
+constexpr absl::Duration kFillWait = absl::Seconds(10);
+
+// One turn of the controller: becomes (or stays) the holder of the controller key, and if it is,
+// writes the map the live members call for.
+class Controller {
+ public:
+  explicit Controller(const FailoverOptions& options) : options_(options) {}
+  ~Controller() {
+    // Let another member take over at once rather than after the lease's TTL.
+    if (etcd_ != nullptr && lease_ != 0) (void)etcd_->RevokeLease(lease_);
+  }
+
+  absl::Status Turn() {
+    if (etcd_ == nullptr) {
+      ARDMA_ASSIGN_OR_RETURN(etcd_, cluster::EtcdClient::Connect(options_.where.endpoints,
+                                                                 absl::Seconds(2), false));
+    }
+    ARDMA_RETURN_IF_ERROR(HoldLease());
+    if (!holder_) {
+      ARDMA_ASSIGN_OR_RETURN(holder_, etcd_->PutIf(cluster::ControllerKey(options_.where.name), 0,
+                                                   options_.self, lease_));
+      if (!holder_) return absl::OkStatus();
+      ARDMA_LOG(kInfo, "this member is the controller of cluster %s (failover)",
+                options_.where.name);
+    }
+    ARDMA_ASSIGN_OR_RETURN(cluster::ClusterView view,
+                           cluster::ReadCluster(*etcd_, options_.where.name));
+    if (watch_ == nullptr) {
+      // The holder waits for the cluster's keys to change (polling if it cannot watch).
+      absl::StatusOr<std::unique_ptr<cluster::EtcdWatch>> watch =
+          etcd_->Watch(cluster::ClusterPrefix(options_.where.name), view.revision + 1);
+      if (watch.ok()) watch_ = *std::move(watch);
+    }
+    const cluster::SlotMap& map = view.map.map;
+    if (map.replication() == 0 && map.replicas().empty()) return absl::OkStatus();
+    std::set<std::string> live;
+    for (const cluster::MemberInfo& m : view.members) live.insert(m.id);
+    std::optional<cluster::SlotMap> next = map.FailedOver(live);
+    if (!next.has_value()) return absl::OkStatus();
+    ARDMA_ASSIGN_OR_RETURN(bool written, etcd_->PutIf(cluster::MapKey(options_.where.name),
+                                                      view.map.revision, next->ToJson()));
+    if (written) {
+      std::vector<std::string> changes;
+      for (const std::string& owner : map.Servers()) {
+        if (!live.contains(owner) && next->SlotCount(owner) == 0) {
+          const std::string& heir = next->Owner(map.SlotsOf(owner).front());
+          changes.push_back(absl::StrCat(owner, "'s slots to ", heir));
+        }
+      }
+      for (const auto& [owner, replicas] : next->replicas()) {
+        if (replicas != map.ReplicasOf(owner)) {
+          changes.push_back(absl::StrCat(owner, "'s replicas: ", absl::StrJoin(replicas, ",")));
+        }
+      }
+      ARDMA_LOG(kInfo, "failover: slot map epoch %d for the live members %s: %s", next->epoch(),
+                absl::StrJoin(live, ","), absl::StrJoin(changes, "; "));
+    }
+    return absl::OkStatus();
+  }
+
+  // Until the next turn: the holder until the cluster's keys change or its lease is to be
+  // renewed; another member a quarter of the TTL (the holder's key outlives it by no more than
+  // the TTL).
+  void Await(absl::Notification& stop) {
+    if (!holder_ || watch_ == nullptr) {
+      stop.WaitForNotificationWithTimeout(holder_ ? options_.interval : options_.ttl / 4);
+      return;
+    }
+    while (!stop.HasBeenNotified()) {
+      const absl::Duration left = renew_at_ - absl::Now();
+      if (left <= absl::ZeroDuration()) return;
+      absl::StatusOr<int64_t> changed = watch_->Next(std::min(left, absl::Milliseconds(250)));
+      if (!changed.ok()) {
+        watch_.reset();
+        return;
+      }
+      if (*changed != 0) return;
+    }
+  }
+
+ private:
+  // A lease of the controller's own, renewed a third of the TTL before it would lapse; a lapsed
+  // one (this process was stopped, or etcd away) gives up the key.
+  absl::Status HoldLease() {
+    const absl::Time now = absl::Now();
+    if (lease_ != 0 && now < renew_at_) return absl::OkStatus();
+    if (lease_ != 0) {
+      absl::StatusOr<absl::Duration> left = etcd_->KeepAlive(lease_);
+      if (left.ok()) {
+        renew_at_ = now + *left / 3;
+        return absl::OkStatus();
+      }
+      if (!absl::IsNotFound(left.status())) return left.status();
+      if (holder_) {
+        ARDMA_LOG(kWarning, "the controller's lease of cluster %s lapsed: competing again",
+                  options_.where.name);
+      }
+      lease_ = 0;
+      holder_ = false;
+      watch_.reset();
+    }
+    ARDMA_ASSIGN_OR_RETURN(lease_, etcd_->GrantLease(options_.ttl));
+    renew_at_ = now + options_.ttl / 3;
+    return absl::OkStatus();
+  }
+
+  const FailoverOptions& options_;
+  std::unique_ptr<cluster::EtcdClient> etcd_;
+  std::unique_ptr<cluster::EtcdWatch> watch_;  // the holder's, of the cluster's keys
+  int64_t lease_ = 0;
+  absl::Time renew_at_;
+  bool holder_ = false;
+};
+
+// The tables a fill copies: the hash tables' (the lock service's and the file systems' own do not
+// take replicated writes yet).
+absl::StatusOr<std::vector<std::string>> TablesToFill(Client& self) {
+  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> tables, dht::TablesOn(self));
+  std::erase_if(tables, [](const std::string& t) {
+    return t == lock::kTable || dfs::IsFileSystemTable(t);
+  });
+  return tables;
+}
+
+}  // namespace
+
+Failover::Failover(FailoverOptions options) : options_(std::move(options)) {
+  controller_ = std::thread([this] { Control(); });
+  filler_ = std::thread([this] { Fill(); });
+}
+
+Failover::~Failover() { Stop(); }
+
+void Failover::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (controller_.joinable()) controller_.join();
+  if (filler_.joinable()) filler_.join();
+}
+
+void Failover::Control() {
+  Controller controller(options_);
+  absl::Status last;
+  while (!stop_.HasBeenNotified()) {
+    absl::Status status = controller.Turn();
+    if (!status.ok() && status.ToString() != last.ToString()) {
+      ARDMA_LOG(kWarning, "failover controller: %s", status.ToString());
+    }
+    last = status;
+    if (status.ok()) {
+      controller.Await(stop_);
+    } else {
+      stop_.WaitForNotificationWithTimeout(options_.interval);
+    }
+  }
+}
+
+void Failover::Fill() {
+  while (!stop_.HasBeenNotified()) {
+    std::optional<std::pair<std::string, std::vector<uint32_t>>> fill =
+        options_.replication->NextFill(absl::Now() + absl::Milliseconds(200));
+    if (!fill.has_value() || fill->second.empty()) continue;
+    const absl::Time start = absl::Now();
+    absl::Status filled = FillReplica(fill->first, fill->second);
+    if (absl::IsNotFound(filled) && absl::StrContains(filled.message(), std::string(slots::kFenceRoot))) {
+      // This member is taking its first map (its fence is made after its roles): soon.
+      stop_.WaitForNotificationWithTimeout(absl::Milliseconds(50));
+      continue;
+    }
+    if (!filled.ok()) {
+      ARDMA_LOG(kWarning, "filling replica %s with %u slots: %s (tried again)", fill->first,
+                fill->second.size(), filled.ToString());
+      stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
+      continue;
+    }
+    ARDMA_LOG(kInfo, "filled replica %s with %u slots in %s", fill->first, fill->second.size(),
+              absl::FormatDuration(absl::Now() - start));
+  }
+}
+
+absl::Status Failover::FillReplica(const std::string& replica,
+                                   const std::vector<uint32_t>& slots) {
+  for (size_t at = 0; at < slots.size(); at += kFillBatch) {
+    std::vector<uint32_t> batch(slots.begin() + at,
+                                slots.begin() + std::min(slots.size(), at + kFillBatch));
+    // Freeze the batch's owned slots (clients' writes of them are told to retry), remembering
+    // each one's word to serve it again.
+    std::vector<std::pair<uint32_t, uint64_t>> frozen;
+    uint64_t fence = 0;
+    absl::Status status = options_.server->RunLocally([&](Context& ctx) -> absl::Status {
+      ARDMA_ASSIGN_OR_RETURN(fence, heap::GetRoot(ctx, slots::kFenceRoot));
+      ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> words, cluster::ReadFence(ctx, fence, batch));
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (slots::StateOf(words[i]) != slots::SlotState::kOwned) continue;
+        const uint64_t cold =
+            slots::FenceWord(slots::SlotState::kFrozen, slots::EpochOf(words[i]));
+        ARDMA_ASSIGN_OR_RETURN(
+            CasResult cas, ctx.CompareAndSwap(slots::FenceEntry(fence, batch[i]), words[i], cold));
+        if (cas.swapped) frozen.emplace_back(batch[i], words[i]);
+      }
+      return absl::OkStatus();
+    });
+    std::vector<uint32_t> copied;
+    for (const auto& [slot, word] : frozen) copied.push_back(slot);
+    if (status.ok()) status = CopyFrozen(replica, copied);
+    // Serve them again (a word that changed meanwhile is left as it is).
+    absl::Status thawed = options_.server->RunLocally([&](Context& ctx) -> absl::Status {
+      for (const auto& [slot, word] : frozen) {
+        const uint64_t cold = slots::FenceWord(slots::SlotState::kFrozen, slots::EpochOf(word));
+        ARDMA_RETURN_IF_ERROR(
+            ctx.CompareAndSwap(slots::FenceEntry(fence, slot), cold, word).status());
+      }
+      return absl::OkStatus();
+    });
+    if (status.ok()) status = thawed;
+    if (status.ok()) {
+      options_.replication->Filled(replica, batch);
+      continue;
+    }
+    {
+      options_.replication->Unfilled(replica,
+                                     std::vector<uint32_t>(slots.begin() + at, slots.end()));
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Failover::CopyFrozen(const std::string& replica, const std::vector<uint32_t>& slots) {
+  if (slots.empty()) return absl::OkStatus();
+  // Every write of them given its order before the freeze has been forwarded (the replica takes
+  // those it finds in the copy as retries).
+  if (!options_.replication->AwaitForwarded(slots, absl::Now() + kFillWait)) {
+    return absl::DeadlineExceededError("the slots' earlier writes are still on their way");
+  }
+  ARDMA_ASSIGN_OR_RETURN(Client * self, options_.peers->ClientFor(options_.self));
+  ARDMA_ASSIGN_OR_RETURN(Client * to, options_.peers->ClientFor(replica));
+  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> tables, TablesToFill(*self));
+  const std::string bitmap = dht::SlotBitmap(slots);
+  for (const std::string& table : tables) {
+    ARDMA_RETURN_IF_ERROR(dht::PurgeSlots(*to, table, bitmap).status());
+    ARDMA_RETURN_IF_ERROR(dht::CopySlots(*self, *to, table, bitmap).status());
+  }
+  return options_.peers
+      ->Replicate(replica, kReplicaBaseFunction,
+                  EncodeReplicaBase(options_.replication->StreamMarks(slots)),
+                  absl::Now() + kFillWait)
+      .status();
+}
+
+}  // namespace ardma
