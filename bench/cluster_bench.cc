@@ -25,6 +25,14 @@
 //     that then read other than their last acknowledged value (must be 0). The killed member
 //     is started again (fresh: it rejoins as a replica and is filled) before the next.
 //
+//   BM_ReplicatedPut and BM_RedisSetWait (run by bench/replicated_compare.sh, which starts both
+//     clusters): PUT throughput with one replica per primary, 16 client threads with one request
+//     in flight each, 3-byte values, keys from 10,000. BM_ReplicatedPut: a DhtClient PUT through
+//     a Cluster of ARDMA_BENCH_CLUSTER (etcd://..., three ardmad, `cluster create --replicas 1`:
+//     acknowledged once the replica applied it). BM_RedisSetWait: SET, then WAIT 1 0 (until one
+//     replica has it: the same guarantee), on the master that owns the key, of the Redis Cluster
+//     whose masters ARDMA_BENCH_REDIS lists (host:port,...; three masters, one replica each).
+//
 // The server is the binary's shared ardmad, registered in a real etcd (started on free ports) as
 // the one member of cluster "bench" with every slot; it adopts its slots in its fence, so both
 // paths pay the same fence checks and the difference is the routing alone. Counters:
@@ -38,6 +46,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_support.h"
+#include "bench/resp_client.h"
 #include "benchmark/benchmark.h"
 #include "core/cluster/admin.h"
 #include "core/cluster/fence.h"
@@ -354,6 +363,80 @@ void BM_Failover(benchmark::State& state) {
   state.counters["keys_lost"] = lost;
 }
 BENCHMARK(BM_Failover)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+constexpr int kThroughputKeys = 10000;
+
+void BM_ReplicatedPut(benchmark::State& state) {
+  const char* where = std::getenv("ARDMA_BENCH_CLUSTER");
+  if (where == nullptr) {
+    state.SkipWithError("ARDMA_BENCH_CLUSTER is not set (bench/replicated_compare.sh sets it)");
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(where);
+  if (!routed.ok()) {
+    state.SkipWithError(routed.status().ToString().c_str());
+    return;
+  }
+  dht::DhtClient dht(routed->get(), Mode::kActive);
+  uint64_t i = static_cast<uint64_t>(state.thread_index()) * 7919;
+  for (auto _ : state) {
+    if (!dht.Put("bench", Key(static_cast<int>(i++ % kThroughputKeys)), "xxx").ok()) {
+      state.SkipWithError("put failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ReplicatedPut)->Threads(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_RedisSetWait(benchmark::State& state) {
+  const char* masters = std::getenv("ARDMA_BENCH_REDIS");
+  if (masters == nullptr) {
+    state.SkipWithError("ARDMA_BENCH_REDIS is not set (bench/replicated_compare.sh sets it)");
+    return;
+  }
+  // A connection per master; each key's master learned from the MOVED answers.
+  std::map<std::string, std::unique_ptr<bench::RespClient>> by_address;
+  auto connection = [&](const std::string& address) -> bench::RespClient* {
+    std::unique_ptr<bench::RespClient>& c = by_address[address];
+    if (c == nullptr) {
+      absl::StatusOr<std::unique_ptr<bench::RespClient>> made = bench::RespClient::Connect(address);
+      if (made.ok()) c = *std::move(made);
+    }
+    return c.get();
+  };
+  const std::string first(std::string_view(masters).substr(0, std::string_view(masters).find(',')));
+  std::vector<bench::RespClient*> owner(kThroughputKeys, nullptr);
+  for (int k = 0; k < kThroughputKeys; ++k) {
+    bench::RespClient* c = connection(first);
+    for (int hop = 0; c != nullptr && hop < 2; ++hop) {
+      absl::StatusOr<bench::RespReply> set = c->Command({"SET", Key(k), "xxx"});
+      if (set.ok()) break;
+      const std::string error(set.status().message());
+      const size_t moved = error.find("MOVED ");
+      c = moved == std::string::npos ? nullptr
+                                     : connection(error.substr(error.rfind(' ') + 1));
+    }
+    if (c == nullptr) {
+      state.SkipWithError(absl::StrCat("cannot SET ", Key(k), " on the Redis Cluster").c_str());
+      return;
+    }
+    owner[k] = c;
+  }
+  uint64_t i = static_cast<uint64_t>(state.thread_index()) * 7919;
+  for (auto _ : state) {
+    const int k = static_cast<int>(i++ % kThroughputKeys);
+    absl::StatusOr<bench::RespReply> set = owner[k]->Command({"SET", Key(k), "xxx"});
+    absl::StatusOr<bench::RespReply> wait =
+        set.ok() ? owner[k]->Command({"WAIT", "1", "0"}) : set.status();
+    if (!wait.ok() || wait->integer < 1) {
+      state.SkipWithError("SET + WAIT 1 0 failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RedisSetWait)->Threads(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace ardma

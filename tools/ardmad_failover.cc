@@ -185,7 +185,8 @@ void Failover::Fill() {
     if (!fill.has_value() || fill->second.empty()) continue;
     const absl::Time start = absl::Now();
     absl::Status filled = FillReplica(fill->first, fill->second);
-    if (absl::IsNotFound(filled) && absl::StrContains(filled.message(), std::string(slots::kFenceRoot))) {
+    if (absl::IsNotFound(filled) &&
+        absl::StrContains(filled.message(), std::string(slots::kFenceRoot))) {
       // This member is taking its first map (its fence is made after its roles): soon.
       stop_.WaitForNotificationWithTimeout(absl::Milliseconds(50));
       continue;
