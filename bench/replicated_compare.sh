@@ -68,7 +68,7 @@ median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+
 rows=$work/rows
 : >"$rows"
 run() {  # run BENCHMARK NAME: one round's ops/s
-  ARDMA_BENCH_CLUSTER=$cluster ARDMA_BENCH_REDIS=$masters "${BUILD_DIR:-build}"/bench/cluster_bench \
+  ARDMA_BENCH_CLUSTER=$cluster ARDMA_BENCH_REDIS=$masters "$bin"/cluster_bench \
     --benchmark_filter="^$1/" --benchmark_min_time=3 --benchmark_format=csv 2>/dev/null |
     grep "^\"$1/" | awk -F, '{print $7}' | head -1  # items_per_second
 }

@@ -262,7 +262,8 @@ absl::Status Failover::CopyFrozen(const std::string& replica, const std::vector<
   ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> tables, TablesToFill(*self));
   const std::string bitmap = dht::SlotBitmap(slots);
   for (const std::string& table : tables) {
-    ARDMA_RETURN_IF_ERROR(dht::PurgeSlots(*to, table, bitmap).status());
+    absl::Status purged = dht::PurgeSlots(*to, table, bitmap).status();
+    if (!purged.ok() && !absl::IsNotFound(purged)) return purged;  // (no such table there yet)
     ARDMA_RETURN_IF_ERROR(dht::CopySlots(*self, *to, table, bitmap).status());
   }
   return options_.peers

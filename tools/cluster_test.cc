@@ -325,11 +325,22 @@ TEST_F(ClusterMembershipTest, FailoverPromotesTheReplicaFillsReturningMembersAnd
   EXPECT_GT(after->map.epoch(), stored->map.epoch());
   EXPECT_EQ(after->map.SlotCount(id_of(1)), 0u);
 
-  // Restarted from its memory file, it owns nothing: it becomes the replica of the server left
-  // without one, and is filled.
+  // A new server in its place (an empty memory: a new id, no table yet) owns nothing: it becomes
+  // the replica of the server left without one, and is filled.
+  heaps.push_back(heaps[1] + ".new");
+  std::filesystem::remove(heaps.back());
   servers[1] = std::make_unique<testing::ServerProcess>(std::vector<std::string>{
-      "--memory-file", heaps[1], "--memory", "32M", "--cluster", Cluster(), "--cluster-ttl", "2s"});
+      "--memory-file", heaps.back(), "--memory", "32M", "--cluster", Cluster(), "--cluster-ttl",
+      "2s"});
   ASSERT_FALSE(servers[1]->address().empty());
+  std::string new_id;
+  for (const cluster::MemberInfo& m : Members()) {
+    if (m.addresses.at("tcp") == servers[1]->address()) new_id = m.id;
+  }
+  ASSERT_FALSE(new_id.empty());
+  index.erase(id_of(1));
+  index[new_id] = 1;
+  ASSERT_EQ(index.size(), 3u);
   auto replicated_on_1 = [&] {
     absl::StatusOr<cluster::StoredMap> now = cluster::ReadMap(*etcd_client_, "c1");
     if (!now.ok()) return false;
