@@ -380,8 +380,9 @@ void BM_ReplicatedPut(benchmark::State& state) {
   dht::DhtClient dht(routed->get(), Mode::kActive);
   uint64_t i = static_cast<uint64_t>(state.thread_index()) * 7919;
   for (auto _ : state) {
-    if (!dht.Put("bench", Key(static_cast<int>(i++ % kThroughputKeys)), "xxx").ok()) {
-      state.SkipWithError("put failed");
+    absl::StatusOr<bool> put = dht.Put("bench", Key(static_cast<int>(i++ % kThroughputKeys)), "xxx");
+    if (!put.ok()) {
+      state.SkipWithError(put.status().ToString().c_str());
       break;
     }
   }

@@ -296,7 +296,10 @@ bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
 void RequestHandler::Start(const Call& call, bool may_inline) {
   // (An isolated call runs here too if it is known to be short: Run hands its wait to the pool
   // if its worker is busy or the call outlasts an inline run.)
-  const bool here = workers_ == nullptr || (may_inline && MayRunInline(call.fn));
+  // A replica's apply runs as it arrives (it waits for nothing: its primary checked the slot),
+  // whatever its primary's runs of the function taught this server.
+  const bool apply = call.apply.has_value();
+  const bool here = workers_ == nullptr || (may_inline && (apply || MayRunInline(call.fn)));
   if (may_inline) {
     counters_.Add(here ? Stat::kExecutesInline : Stat::kExecutesPooled, 1);
   }
@@ -317,7 +320,8 @@ void RequestHandler::Start(const Call& call, bool may_inline) {
     counters_.Add(Stat::kExecutesExpired, 1);
     responder->Respond(absl::DeadlineExceededError("deadline passed before the function started"));
   };
-  if (!workers_->Submit(std::move(job))) {
+  WorkerPool* pool = apply && apply_workers_ != nullptr ? apply_workers_.get() : workers_.get();
+  if (!pool->Submit(std::move(job))) {
     counters_.Add(Stat::kExecutesRejected, 1);
     call.responder->Respond(absl::ResourceExhaustedError("worker queue is full"));
   }

@@ -51,6 +51,9 @@ RequestHandler::RequestHandler(const HandlerOptions& options, RegionTable* regio
       syncer_(options.sync, options.sync_interval, regions, &counters_) {
   if (options_.workers > 0) {
     workers_ = std::make_unique<WorkerPool>(options_.workers, options_.worker_queue);
+    if (options_.replication != nullptr) {
+      apply_workers_ = std::make_unique<WorkerPool>(1, options_.worker_queue);
+    }
   }
 }
 
@@ -59,6 +62,7 @@ RequestHandler::~RequestHandler() { Stop(); }
 void RequestHandler::Stop() {
   cancelled_.store(true);
   if (workers_ != nullptr) workers_->Stop();
+  if (apply_workers_ != nullptr) apply_workers_->Stop();
   syncer_.Stop();
 }
 

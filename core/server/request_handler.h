@@ -324,6 +324,10 @@ class RequestHandler {
   // Read by running functions on every kDeadlineCheckInterval-th memory access.
   std::atomic<bool> cancelled_{false};
   std::unique_ptr<WorkerPool> workers_;  // null when options_.workers == 0
+  // Replicas' applies that cannot run on an I/O thread. Never the pool's: its workers may all be
+  // waiting for a replica, which may be a member whose workers wait for this one's apply (every
+  // member is a primary and a replica: a ring waiting on itself). Null without replication.
+  std::unique_ptr<WorkerPool> apply_workers_;
   struct CloseHook {
     std::string function;
     std::string args;

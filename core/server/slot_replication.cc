@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/log.h"
 #include "core/slots.h"
 
 namespace ardma {
@@ -260,6 +261,10 @@ absl::Status SlotReplication::Forward(const Ticket& ticket, std::string_view fun
         absl::StrContains(applied.status().message(), kMissedWrites)) {
       absl::MutexLock lock(&mu_);
       AddFill(replica, {ticket.slot});
+    }
+    if (!applied.ok()) {
+      ARDMA_LOG(kWarning, "replica %s did not apply write #%d of slot %d: %s", replica,
+                ticket.seq, ticket.slot, applied.status().ToString());
     }
     if (!applied.ok() && status.ok()) {
       status = absl::UnavailableError(absl::StrCat(

@@ -2,7 +2,11 @@
 // each owner's slots replicated to the next. A write is acknowledged only once its owner's replica
 // has applied it, so a replica holds every acknowledged write, also after its primary died; a
 // write that did not reach the replica is not acknowledged; one-sided writes are refused.
+#include <atomic>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/client/invoke.h"
 #include "core/cluster/router.h"
 #include "core/testing/cluster_fixture.h"
@@ -119,6 +123,41 @@ TEST_F(DhtReplicationTest, EveryAcknowledgedWriteIsOnTheOwnersReplicaInTheOwners
   }
   EXPECT_EQ(forwarded, static_cast<uint64_t>(writes));
   EXPECT_EQ(applied, static_cast<uint64_t>(writes));
+}
+
+// Every member is a primary whose writes wait for the next one's apply: writers on all of them at
+// once must not leave each member's workers waiting for a replica whose apply waits for a worker
+// (a ring of members waiting on each other until the deadline).
+TEST_F(DhtReplicationTest, ConcurrentWritersOnEveryMemberNeverWaitOnEachOtherInARing) {
+  constexpr int kThreads = 12;
+  std::atomic<int> failed{0};
+  std::string first_error;
+  absl::Mutex mu;
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed =
+          cluster_->ConnectOverTestTransport();
+      if (!routed.ok()) {
+        failed++;
+        return;
+      }
+      DhtClient dht(routed->get(), Mode::kActive);
+      for (int i = 0; i < 150; ++i) {
+        absl::StatusOr<bool> put =
+            dht.Put("ring", absl::StrCat("t", t, "-", i % 40), absl::StrCat(i));
+        if (!put.ok()) {
+          if (failed++ == 0) {
+            absl::MutexLock lock(&mu);
+            first_error = put.status().ToString();
+          }
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  EXPECT_EQ(failed.load(), 0) << first_error;
 }
 
 TEST_F(DhtReplicationTest, WhenAPrimaryDiesItsReplicaHoldsEveryAcknowledgedWrite) {
