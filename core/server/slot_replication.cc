@@ -63,6 +63,15 @@ absl::StatusOr<std::vector<ReplicaOrder>> DecodeReplicaBase(std::string_view arg
 
 namespace {
 
+// At most once a second: a replica that is down fails every write until the map drops it.
+bool TimeToWarn() {
+  static std::atomic<int64_t> last_ns{0};
+  const int64_t now = absl::GetCurrentTimeNanos();
+  int64_t last = last_ns.load(std::memory_order_relaxed);
+  return now - last >= 1'000'000'000 &&
+         last_ns.compare_exchange_strong(last, now, std::memory_order_relaxed);
+}
+
 uint64_t RandomIncarnation() {
   std::random_device device;
   uint64_t value = 0;
@@ -262,9 +271,10 @@ absl::Status SlotReplication::Forward(const Ticket& ticket, std::string_view fun
       absl::MutexLock lock(&mu_);
       AddFill(replica, {ticket.slot});
     }
-    if (!applied.ok()) {
-      ARDMA_LOG(kWarning, "replica %s did not apply write #%d of slot %d: %s", replica,
-                ticket.seq, ticket.slot, applied.status().ToString());
+    if (!applied.ok() && TimeToWarn()) {
+      ARDMA_LOG(kWarning, "replica %s did not apply write #%d of slot %d: %s (at most one such "
+                          "warning a second)", replica, ticket.seq, ticket.slot,
+                applied.status().ToString());
     }
     if (!applied.ok() && status.ok()) {
       status = absl::UnavailableError(absl::StrCat(
