@@ -383,7 +383,9 @@ void DeclareClusterFlags(ardma::FlagSet& flags, Config& c) {
                "--memory-file) on a lease kept alive, and follow the slot map");
   flags.Duration("cluster-ttl", &c.cluster_ttl,
                  "the membership lease: a server that stops renewing it (it died, or cannot "
-                 "reach etcd) leaves the cluster this long after (at least 2s, etcd's minimum)");
+                 "reach etcd) leaves the cluster this long after (at least 2s, etcd's minimum); "
+                 "when its slots have replicas, they go to a replica then, and the server, if it "
+                 "runs again, ends with status 3 (restart it: it rejoins as a replica)");
   flags.String("advertise", &c.advertise, "HOST",
                "with --cluster: the host that clients reach this server at, registered with the "
                "listening port (default: the --listen host; needed when that is 0.0.0.0 or ::)");
