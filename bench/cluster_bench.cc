@@ -276,6 +276,16 @@ void BM_ReshardAdd(benchmark::State& state) {
 }
 BENCHMARK(BM_ReshardAdd)->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
 
+// A Cluster client of `where`, or null with the benchmark skipped saying why.
+std::unique_ptr<cluster::Cluster> ConnectOrSkip(benchmark::State& state, const std::string& where) {
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(where);
+  if (!routed.ok()) {
+    state.SkipWithError(routed.status().ToString().c_str());
+    return nullptr;
+  }
+  return *std::move(routed);
+}
+
 void BM_Failover(benchmark::State& state) {
   constexpr int kKeys = 1000;
   testing::EtcdProcess etcd;
@@ -296,12 +306,9 @@ void BM_Failover(benchmark::State& state) {
     state.SkipWithError(("cluster create: " + out).c_str());
     return;
   }
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(where);
-  if (!routed.ok()) {
-    state.SkipWithError(routed.status().ToString().c_str());
-    return;
-  }
-  dht::DhtClient dht(routed->get(), Mode::kActive);
+  std::unique_ptr<cluster::Cluster> routed = ConnectOrSkip(state, where);
+  if (routed == nullptr) return;
+  dht::DhtClient dht(routed.get(), Mode::kActive);
   std::map<std::string, std::string> last;
   // Puts every key (each retried until acknowledged: slots being filled are frozen meanwhile).
   auto put_all = [&](int round) {
@@ -372,12 +379,9 @@ void BM_ReplicatedPut(benchmark::State& state) {
     state.SkipWithError("ARDMA_BENCH_CLUSTER is not set (bench/replicated_compare.sh sets it)");
     return;
   }
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(where);
-  if (!routed.ok()) {
-    state.SkipWithError(routed.status().ToString().c_str());
-    return;
-  }
-  dht::DhtClient dht(routed->get(), Mode::kActive);
+  std::unique_ptr<cluster::Cluster> routed = ConnectOrSkip(state, where);
+  if (routed == nullptr) return;
+  dht::DhtClient dht(routed.get(), Mode::kActive);
   uint64_t i = static_cast<uint64_t>(state.thread_index()) * 7919;
   for (auto _ : state) {
     absl::StatusOr<bool> put = dht.Put("bench", Key(static_cast<int>(i++ % kThroughputKeys)), "xxx");

@@ -31,40 +31,10 @@ rows=$work/rows
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 export UCX_TLS=${UCX_TLS:-shm,self}
 
-# Redis Cluster.
-redis_nodes=()
-for i in 1 2 3; do
-  port=$(free_port)
-  mkdir -p "$work/redis$i"
-  (cd "$work/redis$i" && exec redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
-    --cluster-config-file nodes.conf --save "" --appendonly no >/dev/null 2>&1) &
-  pids+=($!)
-  redis_nodes+=("127.0.0.1:$port")
-  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-done
-redis-cli --cluster create "${redis_nodes[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
-redis_port=${redis_nodes[0]#127.0.0.1:}
-for _ in $(seq 100); do
-  [ "$(redis-cli -p "$redis_port" cluster info | tr -d '\r' | grep cluster_state)" = \
-    "cluster_state:ok" ] && break
-  sleep 0.1
-done
-
-# The ardma cluster.
-start_etcd "$work/etcd"
-pids+=("$etcd_pid")
-cluster="etcd://127.0.0.1:$etcd_port/bench"
-for _ in $(seq 100); do
-  "$bin"/ardma --server "$cluster" cluster status >/dev/null 2>&1 && break
-  sleep 0.1
-done
-for i in 1 2 3; do
-  # shellcheck disable=SC2086  # ARDMAD_FLAGS is a list of flags
-  "$bin"/ardmad --listen 127.0.0.1:0 --port-file "$work/ardmad$i.port" --quiet \
-    --cluster "$cluster" ${ARDMAD_FLAGS:-} &
-  pids+=($!)
-  for _ in $(seq 100); do [ -s "$work/ardmad$i.port" ] && break; sleep 0.1; done
-done
+# Redis Cluster, and the ardma cluster.
+start_redis_cluster "$work" 3 0
+# shellcheck disable=SC2086  # ARDMAD_FLAGS is a list of flags
+start_ardma_cluster "$work" 3 ${ARDMAD_FLAGS:-}
 "$bin"/ardma --server "$cluster" cluster create >/dev/null
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }

@@ -27,41 +27,11 @@ work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 
-# Redis Cluster: three masters, three replicas.
-redis_nodes=()
-for i in 1 2 3 4 5 6; do
-  port=$(free_port)
-  mkdir -p "$work/redis$i"
-  (cd "$work/redis$i" && exec redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
-    --cluster-config-file nodes.conf --save "" --appendonly no >/dev/null 2>&1) &
-  pids+=($!)
-  redis_nodes+=("127.0.0.1:$port")
-  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-done
-redis-cli --cluster create "${redis_nodes[@]}" --cluster-replicas 1 --cluster-yes >/dev/null
-redis_port=${redis_nodes[0]#127.0.0.1:}
-for _ in $(seq 100); do
-  [ "$(redis-cli -p "$redis_port" cluster info | tr -d '\r' | grep cluster_state)" = \
-    "cluster_state:ok" ] && break
-  sleep 0.1
-done
-masters=$(redis-cli -p "$redis_port" cluster nodes | awk '$3 ~ /master/ {split($2, a, "@"); print a[1]}' |
-  paste -sd,)
-
-# The ardma cluster.
-start_etcd "$work/etcd"
-pids+=("$etcd_pid")
-cluster="etcd://127.0.0.1:$etcd_port/bench"
-for _ in $(seq 100); do
-  "$bin"/ardma --server "$cluster" cluster status >/dev/null 2>&1 && break
-  sleep 0.1
-done
-for i in 1 2 3; do
-  "$bin"/ardmad --listen 127.0.0.1:0 --port-file "$work/ardmad$i.port" --quiet \
-    --cluster "$cluster" &
-  pids+=($!)
-  for _ in $(seq 100); do [ -s "$work/ardmad$i.port" ] && break; sleep 0.1; done
-done
+# Redis Cluster: three masters, three replicas; and the ardma cluster.
+start_redis_cluster "$work" 6 1
+masters=$(redis-cli -p "$redis_port" cluster nodes |
+  awk '$3 ~ /master/ {split($2, a, "@"); print a[1]}' | paste -sd,)
+start_ardma_cluster "$work" 3
 "$bin"/ardma --server "$cluster" cluster create --replicas 1 >/dev/null
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
