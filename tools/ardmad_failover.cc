@@ -59,7 +59,23 @@ class Controller {
     if (map.replication() == 0 && map.replicas().empty()) return absl::OkStatus();
     std::set<std::string> live;
     for (const cluster::MemberInfo& m : view.members) live.insert(m.id);
-    std::optional<cluster::SlotMap> next = map.FailedOver(live);
+    // The replicas their owners have filled; a pair with a member gone is forgotten (a member
+    // that comes back is filled again before it counts).
+    const std::string synced_prefix = cluster::SyncedPrefix(options_.where.name);
+    ARDMA_ASSIGN_OR_RETURN(std::vector<cluster::KeyValue> marks, etcd_->GetPrefix(synced_prefix));
+    cluster::SlotMap::Pairs synced;
+    for (const cluster::KeyValue& kv : marks) {
+      const std::string pair = kv.key.substr(synced_prefix.size());
+      const size_t slash = pair.find('/');
+      if (slash == std::string::npos) continue;
+      std::string owner = pair.substr(0, slash), replica = pair.substr(slash + 1);
+      if (live.contains(owner) && live.contains(replica)) {
+        synced.emplace(std::move(owner), std::move(replica));
+      } else if (absl::Status gone = etcd_->Delete(kv.key); !gone.ok()) {
+        return gone;
+      }
+    }
+    std::optional<cluster::SlotMap> next = map.FailedOver(live, &synced);
     if (!next.has_value()) return absl::OkStatus();
     ARDMA_ASSIGN_OR_RETURN(bool written, etcd_->PutIf(cluster::MapKey(options_.where.name),
                                                       view.map.revision, next->ToJson()));
@@ -179,7 +195,13 @@ void Failover::Control() {
 }
 
 void Failover::Fill() {
+  std::unique_ptr<cluster::EtcdClient> etcd;
+  std::vector<std::string> recorded;  // the replicas recorded in sync in etcd
   while (!stop_.HasBeenNotified()) {
+    // Records in etcd which replicas hold all of this member's acknowledged writes.
+    if (absl::Status synced = RecordInSync(etcd, recorded); !synced.ok()) {
+      ARDMA_LOG(kWarning, "recording the replicas in sync: %s", synced.ToString());
+    }
     std::optional<std::pair<std::string, std::vector<uint32_t>>> fill =
         options_.replication->NextFill(absl::Now() + absl::Milliseconds(200));
     if (!fill.has_value() || fill->second.empty()) continue;
@@ -200,6 +222,32 @@ void Failover::Fill() {
     ARDMA_LOG(kInfo, "filled replica %s with %u slots in %s", fill->first, fill->second.size(),
               absl::FormatDuration(absl::Now() - start));
   }
+}
+
+absl::Status Failover::RecordInSync(std::unique_ptr<cluster::EtcdClient>& etcd,
+                                    std::vector<std::string>& recorded) {
+  std::vector<std::string> in_sync = options_.replication->InSync();
+  std::sort(in_sync.begin(), in_sync.end());
+  if (in_sync == recorded) return absl::OkStatus();
+  if (etcd == nullptr) {
+    ARDMA_ASSIGN_OR_RETURN(etcd, cluster::EtcdClient::Connect(options_.where.endpoints,
+                                                              absl::Seconds(2), false));
+  }
+  const std::string prefix =
+      absl::StrCat(cluster::SyncedPrefix(options_.where.name), options_.self, "/");
+  // Out of sync first: failover must never promote a replica that lacks a write.
+  for (const std::string& replica : recorded) {
+    if (!std::binary_search(in_sync.begin(), in_sync.end(), replica)) {
+      ARDMA_RETURN_IF_ERROR(etcd->Delete(prefix + replica));
+    }
+  }
+  for (const std::string& replica : in_sync) {
+    if (!std::binary_search(recorded.begin(), recorded.end(), replica)) {
+      ARDMA_RETURN_IF_ERROR(etcd->Put(prefix + replica, ""));
+    }
+  }
+  recorded = std::move(in_sync);
+  return absl::OkStatus();
 }
 
 absl::Status Failover::FillReplica(const std::string& replica,

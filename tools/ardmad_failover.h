@@ -8,6 +8,10 @@
 // whose lease lapsed has fenced itself before (SlotReplication::SetWritableUntil), so the
 // promoted replica is the only primary that acknowledges writes of those slots.
 //
+// Only a replica whose owner has filled it is promoted: each owner records its replicas in sync
+// under /ardma/NAME/synced/OWNER/REPLICA (deleted before a fill starts: a new replica is never
+// there until its fill ends).
+//
 // Filler: this member, as a primary, copies slots to a replica that lacks them (a replica new to
 // its list, its replicas after it was promoted, a replica that refused a write after a gap):
 // a batch of slots at a time, frozen meanwhile (clients retry: writes of other slots go on), it
@@ -23,6 +27,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "core/cluster/etcd_client.h"
 #include "core/cluster/member.h"
 #include "core/cluster/peer_calls.h"
 #include "core/server/server.h"
@@ -55,6 +60,10 @@ class Failover {
   void Fill();     // the filler's thread
   // Fills `replica` with `slots` of this member; what could not be filled is handed back.
   absl::Status FillReplica(const std::string& replica, const std::vector<uint32_t>& slots);
+  // Puts /ardma/NAME/synced/SELF/REPLICA for the replicas now in sync, deletes it for those no
+  // longer; `recorded`: what is there.
+  absl::Status RecordInSync(std::unique_ptr<cluster::EtcdClient>& etcd,
+                            std::vector<std::string>& recorded);
   // Copies `slots` (frozen here) to `replica`, and gives it their places in their order.
   absl::Status CopyFrozen(const std::string& replica, const std::vector<uint32_t>& slots);
 

@@ -82,7 +82,9 @@ std::vector<std::string> Check(const std::vector<Op>& ops,
   // Whether an acknowledged put of `key` followed `w` (began after it ended) and ended before
   // `before`.
   auto superseded = [&](int key, const Op* w, absl::Time before) {
-    for (const Op* later : acked[key]) {
+    auto puts = acked.find(key);
+    if (puts == acked.end()) return static_cast<const Op*>(nullptr);
+    for (const Op* later : puts->second) {
       if (later != w && later->end < before && (w == nullptr || later->start > w->end)) {
         return later;
       }
@@ -102,9 +104,12 @@ std::vector<std::string> Check(const std::vector<Op>& ops,
       w = it->second;
     }
     if (const Op* newer = superseded(op.key, w, op.start)) {
-      violations.push_back(absl::StrCat("stale read of ", KeyName(op.key), ": ",
-                                        op.value.empty() ? "absent" : op.value, ", though ",
-                                        newer->value, " was acknowledged before the read began"));
+      violations.push_back(absl::StrCat(
+          "stale read of ", KeyName(op.key), " at ", absl::FormatTime("%H:%M:%E3S", op.start,
+                                                                      absl::UTCTimeZone()),
+          ": ", op.value.empty() ? "absent" : op.value, ", though ", newer->value,
+          " was acknowledged before the read began (at ",
+          absl::FormatTime("%H:%M:%E3S", newer->end, absl::UTCTimeZone()), ")"));
     }
   }
   for (const auto& [key, puts] : acked) {
@@ -140,6 +145,8 @@ TEST(FailoverCheckerTest, FindsStaleReadsAndLostWrites) {
   EXPECT_TRUE(Check(ops, {{1, "c"}}).empty()) << "an unacknowledged put may have been made";
   EXPECT_EQ(Check(ops, {{1, "a"}}).size(), 1u) << "b was acknowledged after a: a lost write";
   EXPECT_EQ(Check(ops, {}).size(), 1u) << "absent: lost";
+  ops.push_back({.put = false, .key = 3, .value = "", .start = at(4), .end = at(5), .ok = true});
+  EXPECT_TRUE(Check(ops, {{1, "b"}}).empty()) << "a key never written may read absent, and stay";
   ops.push_back({.put = false, .key = 1, .value = "a", .start = at(4), .end = at(5), .ok = true});
   EXPECT_EQ(Check(ops, {{1, "b"}}).size(), 1u) << "a read after b's acknowledgement saw a";
   ops.push_back({.put = false, .key = 2, .value = "zz", .start = at(4), .end = at(5), .ok = true});
@@ -238,8 +245,12 @@ TEST_F(FailoverTest, NoAcknowledgedWriteIsLostAndNoReadIsStaleThroughKillsAndASt
     busy_key = round * 7 + 1;
     auto [victim, id] = OwnerOf(KeyName(busy_key));
     ASSERT_GE(victim, 0) << "the owner of the busy key is not one of the servers";
+    std::cout << absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone())
+              << " SIGKILL " << id << "\n";
     servers_[victim]->Kill(SIGKILL);
     ASSERT_TRUE(testing::WaitUntil([&, id = id] { return !Registered(id); }));
+    std::cout << absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone())
+              << " restart " << id << "\n";
     servers_[victim] = Start(victim);
     ASSERT_FALSE(servers_[victim]->address().empty());
     ASSERT_TRUE(testing::WaitUntil([&, id = id] { return Registered(id); }));

@@ -43,6 +43,9 @@ std::string MapKey(std::string_view name) { return absl::StrCat("/ardma/", ToAbs
 std::string ControllerKey(std::string_view name) {
   return absl::StrCat("/ardma/", ToAbsl(name), "/controller");
 }
+std::string SyncedPrefix(std::string_view name) {
+  return absl::StrCat("/ardma/", ToAbsl(name), "/synced/");
+}
 
 std::string MemberInfo::ToJson() const {
   return nlohmann::json{{"id", id}, {"addresses", addresses}}.dump();

@@ -38,6 +38,8 @@ std::string ClusterPrefix(std::string_view name);  // "/ardma/NAME/": every key 
 std::string MembersPrefix(std::string_view name);  // "/ardma/NAME/members/"
 std::string MapKey(std::string_view name);         // "/ardma/NAME/map"
 std::string ControllerKey(std::string_view name);  // "/ardma/NAME/controller": failover's holder
+// "/ardma/NAME/synced/": OWNER/REPLICA for each replica whose fill by its owner is complete.
+std::string SyncedPrefix(std::string_view name);
 
 // A member as registered: its id and its addresses by transport ("tcp", "unix", "ucx", "tls").
 struct MemberInfo {

@@ -173,15 +173,17 @@ absl::StatusOr<SlotMap> SlotMap::WithReplicas(uint32_t count) const {
   return SlotMap(epoch_, ranges_, std::move(replicas), count);
 }
 
-std::optional<SlotMap> SlotMap::FailedOver(const std::set<std::string>& live) const {
+std::optional<SlotMap> SlotMap::FailedOver(const std::set<std::string>& live,
+                                           const Pairs* synced) const {
   std::vector<SlotRange> ranges = ranges_;
   Replicas replicas = replicas_;
   bool changed = false;
   for (const std::string& owner : Servers()) {
     if (live.contains(owner)) continue;
     const std::vector<std::string> list = ReplicasOf(owner);
-    auto heir = std::find_if(list.begin(), list.end(),
-                             [&](const std::string& r) { return live.contains(r); });
+    auto heir = std::find_if(list.begin(), list.end(), [&](const std::string& r) {
+      return live.contains(r) && (synced == nullptr || synced->contains({owner, r}));
+    });
     if (heir == list.end()) continue;
     for (SlotRange& r : ranges) {
       if (r.server == owner) r.server = *heir;

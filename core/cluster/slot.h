@@ -84,7 +84,11 @@ class SlotMap {
   // replicas that are not live are dropped; a live member that neither owns nor replicates
   // anything becomes a replica of the owner with the fewest (below `replication()`), to be
   // filled. An owner without a live replica keeps its slots (they stay down until it returns).
-  std::optional<SlotMap> FailedOver(const std::set<std::string>& live) const;
+  // With `synced` (pairs of owner and replica whose fill is complete), only such a replica is
+  // promoted: one still being filled lacks some of the owner's writes.
+  using Pairs = std::set<std::pair<std::string, std::string>>;
+  std::optional<SlotMap> FailedOver(const std::set<std::string>& live,
+                                    const Pairs* synced = nullptr) const;
 
  private:
   using Replicas = std::map<std::string, std::vector<std::string>>;

@@ -164,6 +164,14 @@ TEST(SlotMapTest, FailoverPromotesAReplicaDropsTheDeadAndPlacesReturningMembers)
   EXPECT_TRUE(without_a->ReplicasOf("a").empty());
   EXPECT_FALSE(without_a->FailedOver({"b", "c"}).has_value());
 
+  // Only a replica its owner has filled is promoted: b, still being filled, is not.
+  SlotMap::Pairs synced = {{"b", "c"}, {"c", "a"}};
+  std::optional<SlotMap> unfilled_heir = one->FailedOver({"b", "c"}, &synced);
+  ASSERT_TRUE(unfilled_heir.has_value());  // (c still loses its replica a)
+  EXPECT_EQ(unfilled_heir->Owner(0), "a") << "a's slots wait for a rather than go to b unfilled";
+  synced.emplace("a", "b");
+  EXPECT_EQ(one->FailedOver({"b", "c"}, &synced)->Owner(0), "b");
+
   // a comes back (empty): it replicates the owner without a replica, c.
   std::optional<SlotMap> back = without_a->FailedOver({"a", "b", "c"});
   ASSERT_TRUE(back.has_value());

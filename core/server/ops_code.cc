@@ -293,7 +293,7 @@ bool RequestHandler::MayRunInline(const BoundFunction& fn) const {
          short_run(stats.last_ns);
 }
 
-void RequestHandler::Start(const Call& call, bool may_inline) {
+void RequestHandler::Start(const Call& call, bool may_inline, bool replicating) {
   // (An isolated call runs here too if it is known to be short: Run hands its wait to the pool
   // if its worker is busy or the call outlasts an inline run.)
   // A replica's apply runs as it arrives (it waits for nothing: its primary checked the slot),
@@ -320,7 +320,9 @@ void RequestHandler::Start(const Call& call, bool may_inline) {
     counters_.Add(Stat::kExecutesExpired, 1);
     responder->Respond(absl::DeadlineExceededError("deadline passed before the function started"));
   };
-  WorkerPool* pool = apply && apply_workers_ != nullptr ? apply_workers_.get() : workers_.get();
+  WorkerPool* pool = workers_.get();
+  if (apply && apply_workers_ != nullptr) pool = apply_workers_.get();
+  if (replicating && replicating_workers_ != nullptr) pool = replicating_workers_.get();
   if (!pool->Submit(std::move(job))) {
     counters_.Add(Stat::kExecutesRejected, 1);
     call.responder->Respond(absl::ResourceExhaustedError("worker queue is full"));
@@ -478,9 +480,8 @@ void RequestHandler::Complete(const Call& call, Execution& ex, absl::StatusOr<st
   if (ex.rescheduled && IsRescheduled(result.status()) && workers_ != nullptr) {
     // It backed off on an I/O thread: run it again, from the start, where it may sleep.
     counters_.Add(Stat::kExecutesRescheduled, 1);
-    // (A write of a replicated slot waits for its replicas every time: run it on the pool.)
-    if (ex.replicates) fn.stats().never_inline.store(true, std::memory_order_relaxed);
-    Start(call, /*may_inline=*/false);
+    // (A write of a replicated slot waits for its replicas on a pool of such writes.)
+    Start(call, /*may_inline=*/false, /*replicating=*/ex.replicates);
     return;
   }
   if (ex.ticket.has_value()) {

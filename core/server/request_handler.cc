@@ -53,6 +53,8 @@ RequestHandler::RequestHandler(const HandlerOptions& options, RegionTable* regio
     workers_ = std::make_unique<WorkerPool>(options_.workers, options_.worker_queue);
     if (options_.replication != nullptr) {
       apply_workers_ = std::make_unique<WorkerPool>(1, options_.worker_queue);
+      replicating_workers_ =
+          std::make_unique<WorkerPool>(options_.replicating_workers, options_.worker_queue);
     }
   }
 }
@@ -63,6 +65,7 @@ void RequestHandler::Stop() {
   cancelled_.store(true);
   if (workers_ != nullptr) workers_->Stop();
   if (apply_workers_ != nullptr) apply_workers_->Stop();
+  if (replicating_workers_ != nullptr) replicating_workers_->Stop();
   syncer_.Stop();
 }
 

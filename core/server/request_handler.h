@@ -95,6 +95,9 @@ struct HandlerOptions {
   // Modelled cost of each memory access by active code (busy-wait); see Execution::access_cost.
   absl::Duration access_cost;
   int workers = 2;  // 0: every EXECUTE and LOAD runs inline
+  // With `replication` (and workers): the threads that replicated writes wait for their
+  // replicas on.
+  int replicating_workers = 16;
   // The secrets connections authenticate with (--auth-file); null: no authentication, and every
   // connection may do everything.
   std::shared_ptr<const security::AuthTable> auth;
@@ -276,8 +279,9 @@ class RequestHandler {
   // does or it would not load.
   bool LoadBuiltInFor(std::string_view function);
   // Where a call runs — here on the I/O thread (`may_inline` and the function is known to be
-  // short) or on the worker pool — decided here and nowhere else.
-  void Start(const Call& call, bool may_inline);
+  // short) or on a worker pool — decided here and nowhere else. `replicating`: a write of a
+  // replicated slot, which waits for its replicas on a pool of its own.
+  void Start(const Call& call, bool may_inline, bool replicating = false);
   bool MayRunInline(const BoundFunction& fn) const;
   // Runs it on this thread; `on_worker`: this thread may sleep (Context::Backoff). A function
   // that backs off on an I/O thread is started again on the pool.
@@ -328,6 +332,9 @@ class RequestHandler {
   // waiting for a replica, which may be a member whose workers wait for this one's apply (every
   // member is a primary and a replica: a ring waiting on itself). Null without replication.
   std::unique_ptr<WorkerPool> apply_workers_;
+  // Replicated writes, each waiting for its replicas (a wait, not work): many at once, without
+  // taking the workers other calls need. Null without replication.
+  std::unique_ptr<WorkerPool> replicating_workers_;
   struct CloseHook {
     std::string function;
     std::string args;

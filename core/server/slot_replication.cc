@@ -124,7 +124,7 @@ void SlotReplication::SetRoles(std::vector<std::string> replicas, std::vector<bo
       ++it;
       continue;
     }
-    for (uint32_t slot : it->second) FillEnded(slot);  // no longer a replica: nothing to fill
+    for (uint32_t slot : it->second) FillEnded(it->first, slot);  // no longer a replica
     it = unfilled_.erase(it);
   }
   replicas_ = std::move(replicas);
@@ -135,7 +135,10 @@ void SlotReplication::SetRoles(std::vector<std::string> replicas, std::vector<bo
 void SlotReplication::AddFill(const std::string& replica, const std::vector<uint32_t>& slots) {
   for (uint32_t slot : slots) {
     if (issued_[slot] == 0) continue;  // nothing written: the replica takes write #1 as it is
-    if (unfilled_[replica].insert(slot).second) ++filling_[slot];
+    if (unfilled_[replica].insert(slot).second) {
+      ++filling_[slot];
+      ++pending_[replica];
+    }
   }
   if (unfilled_[replica].empty()) unfilled_.erase(replica);
 }
@@ -152,7 +155,7 @@ std::optional<std::pair<std::string, std::vector<uint32_t>>> SlotReplication::Ne
   // Only slots still owned here are filled (a slot given away since needs none).
   std::erase_if(fill.second, [&](uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (owned_[slot]) return false;
-    FillEnded(slot);
+    FillEnded(fill.first, slot);
     return true;
   });
   return fill;
@@ -160,7 +163,7 @@ std::optional<std::pair<std::string, std::vector<uint32_t>>> SlotReplication::Ne
 
 void SlotReplication::Filled(const std::string& replica, const std::vector<uint32_t>& slots) {
   absl::MutexLock lock(&mu_);
-  for (uint32_t slot : slots) FillEnded(slot);
+  for (uint32_t slot : slots) FillEnded(replica, slot);
 }
 
 void SlotReplication::Unfilled(const std::string& replica, const std::vector<uint32_t>& slots) {
@@ -168,7 +171,7 @@ void SlotReplication::Unfilled(const std::string& replica, const std::vector<uin
   const bool listed = std::find(replicas_.begin(), replicas_.end(), replica) != replicas_.end();
   for (uint32_t slot : slots) {
     // Waiting again (counted still), unless no longer a replica or waiting already.
-    if (!listed || !unfilled_[replica].insert(slot).second) FillEnded(slot);
+    if (!listed || !unfilled_[replica].insert(slot).second) FillEnded(replica, slot);
   }
   if (unfilled_[replica].empty()) unfilled_.erase(replica);
 }
@@ -178,6 +181,15 @@ size_t SlotReplication::fills_waiting() const {
   size_t n = 0;
   for (const auto& [replica, slots] : unfilled_) n += slots.size();
   return n;
+}
+
+std::vector<std::string> SlotReplication::InSync() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> synced;
+  for (const std::string& replica : replicas_) {
+    if (!pending_.contains(replica)) synced.push_back(replica);
+  }
+  return synced;
 }
 
 bool SlotReplication::AwaitForwarded(const std::vector<uint32_t>& slots, absl::Time deadline) {
@@ -215,11 +227,8 @@ absl::StatusOr<Replication::Ticket> SlotReplication::Order(uint32_t slot) {
         "member may be the primary of slot ", slot, " by now; the write was not made"));
   }
   absl::MutexLock lock(&mu_);
-  if (replicas_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "slot ", slot, " is marked replicated here, but the slot map names no replica of this "
-        "member"));
-  }
+  // (With no live replica left — the map dropped them — a write still takes its place in the
+  // order, acknowledged by this member alone: a replica placed later is filled with it.)
   if (filling_[slot] > 0) {
     // A replica lacks the slot's earlier writes: it is being filled. Clients wait and retry.
     return slots::RedirectStatus({.frozen = true, .slot = slot, .epoch = 0, .owner = 0});

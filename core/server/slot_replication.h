@@ -100,6 +100,9 @@ class SlotReplication final : public Replication {
   void Unfilled(const std::string& replica, const std::vector<uint32_t>& slots);
   // How many fills wait (for tests and metrics).
   size_t fills_waiting() const;
+  // The replicas with no fill waiting or under way: each holds every write of this member's
+  // slots that was acknowledged (ardmad records them in etcd; failover promotes only those).
+  std::vector<std::string> InSync() const;
   // Waits until every write of `slots` given its order has been forwarded; false at `deadline`.
   bool AwaitForwarded(const std::vector<uint32_t>& slots, absl::Time deadline);
   // The slots' places in their order: the last write given out of each (with the order's
@@ -133,8 +136,10 @@ class SlotReplication final : public Replication {
   }
   void AddFill(const std::string& replica, const std::vector<uint32_t>& slots)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FillEnded(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void FillEnded(const std::string& replica, uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (filling_[slot] > 0) --filling_[slot];
+    auto it = pending_.find(replica);
+    if (it != pending_.end() && it->second > 0 && --it->second == 0) pending_.erase(it);
   }
 
   PeerCaller* const peers_;
@@ -147,6 +152,7 @@ class SlotReplication final : public Replication {
   std::vector<uint64_t> stream_ ABSL_GUARDED_BY(mu_);   // per slot: 0, or a promoted order's
   std::map<std::string, std::set<uint32_t>> unfilled_ ABSL_GUARDED_BY(mu_);  // by replica
   std::vector<uint16_t> filling_ ABSL_GUARDED_BY(mu_);  // per slot: fills waiting or under way
+  std::map<std::string, size_t> pending_ ABSL_GUARDED_BY(mu_);  // per replica: the same, in slots
   std::vector<uint64_t> issued_ ABSL_GUARDED_BY(mu_);   // per slot: the last seq given out
   std::vector<uint64_t> sent_ ABSL_GUARDED_BY(mu_);     // per slot: the last seq forwarded
   std::vector<Mark> applied_ ABSL_GUARDED_BY(mu_);   // per slot, as a replica

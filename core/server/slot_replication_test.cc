@@ -133,12 +133,21 @@ TEST(SlotReplicationTest, AWriteThatAReplicaDidNotApplyIsNotAcknowledged) {
   EXPECT_TRUE(primary.Forward(*next, "f", "b", absl::Now() + absl::Seconds(30)).ok());
 }
 
-TEST(SlotReplicationTest, AFencedMemberOrdersNoWriteAndOneWithoutReplicasNeither) {
+TEST(SlotReplicationTest, AFencedMemberOrdersNoWriteOneWithoutReplicasDoes) {
   RecordingPeers peers;
   SlotReplication member(&peers);
-  EXPECT_EQ(member.Order(1).status().code(), absl::StatusCode::kFailedPrecondition)
-      << "the map names no replica";
-  member.SetRoles({"r1"}, {});
+  // No live replica (the map dropped it): the write takes its place and is acknowledged here.
+  absl::StatusOr<Replication::Ticket> alone = member.Order(1);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(member.Forward(*alone, "f", "a", absl::Now() + absl::Seconds(30)).ok());
+  EXPECT_TRUE(peers.seen().empty());
+  // A replica placed later is filled with that slot, before the slot's next write.
+  member.SetRoles({"r1"}, {}, {1});
+  std::optional<std::pair<std::string, std::vector<uint32_t>>> fill =
+      member.NextFill(absl::Now());
+  ASSERT_TRUE(fill.has_value());
+  EXPECT_EQ(fill->second, (std::vector<uint32_t>{1}));
+  member.Filled("r1", {1});
   member.SetWritableUntil(absl::Now() + absl::Hours(1));
   EXPECT_TRUE(member.Order(1).ok());
   member.SetWritableUntil(absl::Now() - absl::Milliseconds(1));
