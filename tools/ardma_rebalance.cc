@@ -325,7 +325,7 @@ absl::Status RunRebalance(cluster::EtcdClient& etcd, const cluster::ClusterAddre
     for (const auto& [id, member] : live) ARDMA_RETURN_IF_ERROR(FixMember(member, stored.map));
     return absl::OkStatus();
   }
-  if (!stored.map.replicas().empty()) {
+  if (stored.map.Replicated()) {
     // The mover copies keys with unfenced imports, which its replicas would not see.
     return absl::FailedPreconditionError(absl::StrCat(
         "cluster ", where.name, " replicates its slots: moving replicated slots is not built yet "

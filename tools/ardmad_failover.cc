@@ -56,11 +56,12 @@ class Controller {
       if (watch.ok()) watch_ = *std::move(watch);
     }
     const cluster::SlotMap& map = view.map.map;
-    if (map.replication() == 0 && map.replicas().empty()) return absl::OkStatus();
+    if (!map.Replicated()) return absl::OkStatus();
     std::set<std::string> live;
     for (const cluster::MemberInfo& m : view.members) live.insert(m.id);
-    // The replicas their owners have filled; a pair with a member gone is forgotten (a member
-    // that comes back is filled again before it counts).
+    // The replicas their owners have filled. A pair is forgotten once its replica is gone (one
+    // that comes back is filled again before it counts) or its owner owns nothing (failover took
+    // its slots); a dead owner's pairs are what promotes its replica.
     const std::string synced_prefix = cluster::SyncedPrefix(options_.where.name);
     ARDMA_ASSIGN_OR_RETURN(std::vector<cluster::KeyValue> marks, etcd_->GetPrefix(synced_prefix));
     cluster::SlotMap::Pairs synced;
@@ -69,7 +70,7 @@ class Controller {
       const size_t slash = pair.find('/');
       if (slash == std::string::npos) continue;
       std::string owner = pair.substr(0, slash), replica = pair.substr(slash + 1);
-      if (live.contains(owner) && live.contains(replica)) {
+      if (live.contains(replica) && map.SlotCount(owner) > 0) {
         synced.emplace(std::move(owner), std::move(replica));
       } else if (absl::Status gone = etcd_->Delete(kv.key); !gone.ok()) {
         return gone;

@@ -440,7 +440,7 @@ absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(
   auto replicated = std::make_shared<std::atomic<bool>>(false);
   o.on_map = [&server, replication, replicated,
               self = o.self.id](const ardma::cluster::SlotMap& map) {
-    replicated->store(map.replication() != 0 || !map.replicas().empty());
+    replicated->store(map.Replicated());
     replication->SetRoles(map.ReplicasOf(self), map.SlotsReplicatedOn(self), map.SlotsOf(self));
     return server.RunLocally(
         [&](ardma::Context& ctx) { return ardma::cluster::AdoptSlots(ctx, map, self); });

@@ -47,12 +47,8 @@ absl::Status AdoptSlots(Context& ctx, const SlotMap& map, const std::string& sel
   ARDMA_ASSIGN_OR_RETURN(std::string bytes, ReadAll(ctx, fence));
   const uint64_t owned = slots::FenceWord(slots::SlotState::kOwned, map.epoch());
   // An owned slot's word 1 says whether its writes go to replicas (core/slots.h).
-  // (Also while this member has no live replica: its writes keep their order, which a replica
-  // placed later is filled from, and one-sided writes stay refused.)
-  const bool replicated = map.replication() != 0 || !map.replicas().empty();
-  const uint64_t mark = replicated && (map.replication() != 0 || !map.ReplicasOf(self).empty())
-                            ? slots::kReplicatedMark
-                            : 0;
+  const bool replicated = map.Replicated();
+  const uint64_t mark = map.ReplicatesWritesOf(self) ? slots::kReplicatedMark : 0;
   for (const SlotRange& range : map.ranges()) {
     if (range.server != self) {
       // Failover gave the slots of this member to its replica (this member was fenced by then):

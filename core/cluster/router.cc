@@ -88,7 +88,7 @@ absl::Status Cluster::Reload(int64_t* revision) {
   members_ = std::move(by_id);
   if (map_ == nullptr || stored.map.epoch() > map_->epoch()) {
     map_ = std::make_shared<const SlotMap>(std::move(stored.map));
-    any_replicas_.store(!map_->replicas().empty(), std::memory_order_relaxed);
+    any_replicas_.store(map_->Replicated(), std::memory_order_relaxed);
     changed = true;
   }
   if (changed) {
@@ -126,7 +126,7 @@ bool Cluster::Replicated(uint32_t slot) {
   // (Every write asks: a map without replicas answers without the lock.)
   if (!any_replicas_.load(std::memory_order_relaxed) || slot >= kSlots) return false;
   absl::MutexLock lock(&mu_);
-  return map_->replicas().contains(map_->Owner(slot));
+  return map_->ReplicatesWritesOf(map_->Owner(slot));
 }
 
 absl::StatusOr<Client*> Cluster::ForStaleRead(uint32_t slot) {

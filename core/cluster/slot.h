@@ -77,6 +77,13 @@ class SlotMap {
   absl::StatusOr<SlotMap> WithReplicas(uint32_t count) const;
   // How many replicas each owner should have (WithReplicas' count).
   uint32_t replication() const { return replication_; }
+  // Whether the cluster replicates writes at all, and those of `owner`'s slots: in a cluster
+  // with a replication count, also while an owner has no live replica left (its writes keep
+  // their order for the replica placed next; one-sided writes stay refused).
+  bool Replicated() const { return replication_ != 0 || !replicas_.empty(); }
+  bool ReplicatesWritesOf(std::string_view owner) const {
+    return replication_ != 0 || replicas_.contains(std::string(owner));
+  }
 
   // Failover (docs/cluster.md, "Failover"): the map at the next epoch for the members `live`, or
   // nullopt if it stays as it is. An owner that is not live gives its slots to its first live
