@@ -134,7 +134,9 @@ void SlotReplication::SetRoles(std::vector<std::string> replicas, std::vector<bo
 
 void SlotReplication::AddFill(const std::string& replica, const std::vector<uint32_t>& slots) {
   for (uint32_t slot : slots) {
-    if (issued_[slot] == 0) continue;  // nothing written: the replica takes write #1 as it is
+    // Nothing written (and nothing there from before this start): the replica takes write #1
+    // of the slot as it is.
+    if (issued_[slot] == 0 && !assume_data_) continue;
     if (unfilled_[replica].insert(slot).second) {
       ++filling_[slot];
       ++pending_[replica];

@@ -73,6 +73,13 @@ class SlotReplication final : public Replication {
   // every replica, and every slot for a replica new to the list, are to be filled (NextFill).
   void SetRoles(std::vector<std::string> replicas, std::vector<bool> replica_of,
                 const std::vector<uint32_t>& owned = {});
+  // This member's memory came back from a memory file with slots in it: a slot may hold keys
+  // that no write in its order since this start made, so a replica is filled with every slot, not
+  // only those with writes in their order (call before the first SetRoles).
+  void AssumeData() {
+    absl::MutexLock lock(&mu_);
+    assume_data_ = true;
+  }
   // Replicated writes are refused from `until` on (the membership lease's renewal, less a margin).
   void SetWritableUntil(absl::Time until);
 
@@ -153,6 +160,7 @@ class SlotReplication final : public Replication {
   std::map<std::string, std::set<uint32_t>> unfilled_ ABSL_GUARDED_BY(mu_);  // by replica
   std::vector<uint16_t> filling_ ABSL_GUARDED_BY(mu_);  // per slot: fills waiting or under way
   std::map<std::string, size_t> pending_ ABSL_GUARDED_BY(mu_);  // per replica: the same, in slots
+  bool assume_data_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<uint64_t> issued_ ABSL_GUARDED_BY(mu_);   // per slot: the last seq given out
   std::vector<uint64_t> sent_ ABSL_GUARDED_BY(mu_);     // per slot: the last seq forwarded
   std::vector<Mark> applied_ ABSL_GUARDED_BY(mu_);   // per slot, as a replica
