@@ -238,6 +238,12 @@ TEST_P(FailoverTest, NoAcknowledgedWriteIsLostAndNoReadIsStaleThroughKillsAndASt
       << out;
   History history;
   std::atomic<bool> done{false};
+  std::atomic<int> answered{0};  // operations answered: the load between faults is counted
+  // Waits until the clients have had `n` more operations answered.
+  auto load = [&](int n) {
+    const int from = answered.load();
+    ASSERT_TRUE(testing::WaitUntil([&] { return answered.load() >= from + n; }));
+  };
   std::atomic<int> busy_key{0};  // the key the clients hit most; the nemesis kills its owner
   std::vector<std::thread> clients;
   absl::Cleanup stop_clients = [&] {  // (also when an assertion ends the test early)
@@ -266,11 +272,12 @@ TEST_P(FailoverTest, NoAcknowledgedWriteIsLostAndNoReadIsStaleThroughKillsAndASt
         op.end = absl::Now();
         const bool failed = !op.ok;
         history.Add(std::move(op));
-        if (failed) absl::SleepFor(absl::Milliseconds(5));
+        if (!failed) answered++;
+        // (A failed call is tried again at once: the router already waited out redirects.)
       }
     });
   }
-  absl::SleepFor(absl::Seconds(1));  // (load before the first fault: not a wait for a condition)
+  ASSERT_NO_FATAL_FAILURE(load(2000));  // before the first fault
   // Three times: SIGKILL the busy key's primary; once etcd dropped it, restart it (same memory
   // file, same id): it rejoins as a replica and is filled.
   for (int round = 0; round < 3; ++round) {
@@ -286,7 +293,7 @@ TEST_P(FailoverTest, NoAcknowledgedWriteIsLostAndNoReadIsStaleThroughKillsAndASt
     servers_[victim] = Start(victim);
     ASSERT_FALSE(servers_[victim]->address().empty());
     ASSERT_TRUE(testing::WaitUntil([&] { return RegisteredAt(servers_[victim]->address()); }));
-    absl::SleepFor(absl::Seconds(1));  // (load between faults)
+    ASSERT_NO_FATAL_FAILURE(load(1000));  // between faults
   }
   // SIGSTOP the busy key's primary past its lease; SIGCONT: a write sent to it directly is
   // refused (it is fenced), and it ends (fail-stop); restarted, it rejoins.
@@ -296,7 +303,7 @@ TEST_P(FailoverTest, NoAcknowledgedWriteIsLostAndNoReadIsStaleThroughKillsAndASt
   const std::string stopped_address = servers_[stopped]->address();
   ASSERT_TRUE(servers_[stopped]->Freeze());
   ASSERT_TRUE(testing::WaitUntil([&, id = stopped_id] { return !Registered(id); }));
-  absl::SleepFor(absl::Seconds(1));  // (the clients go on with its replica as primary)
+  ASSERT_NO_FATAL_FAILURE(load(500));  // the clients go on (its replica primary, or without it)
   servers_[stopped]->Signal(SIGCONT);
   EXPECT_NE(testing::RunCommand(absl::StrCat(testing::BinDir(), "/ardma --server ",
                                              stopped_address, " dht put ", kTable, " ",
@@ -309,7 +316,7 @@ TEST_P(FailoverTest, NoAcknowledgedWriteIsLostAndNoReadIsStaleThroughKillsAndASt
       [&] { return (exited = servers_[stopped]->Exited()).has_value(); }));
   servers_[stopped] = Start(stopped);
   ASSERT_FALSE(servers_[stopped]->address().empty());
-  absl::SleepFor(absl::Seconds(1));  // (load after the last fault)
+  ASSERT_NO_FATAL_FAILURE(load(1000));  // after the last fault
   std::move(stop_clients).Invoke();
 
   // The final reads, once every key answers again.
