@@ -1,6 +1,7 @@
 #include "tools/ardmad_failover.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <utility>
 
@@ -78,8 +79,13 @@ class Controller {
     }
     std::optional<cluster::SlotMap> next = map.FailedOver(live, &synced);
     if (!next.has_value()) return absl::OkStatus();
-    ARDMA_ASSIGN_OR_RETURN(bool written, etcd_->PutIf(cluster::MapKey(options_.where.name),
-                                                      view.map.revision, next->ToJson()));
+    // Written only if no member registered since the read: a member that came back meanwhile
+    // (from its memory file, with its id) has read the map as it was, and serves its slots.
+    const std::string members = cluster::MembersPrefix(options_.where.name);
+    ARDMA_ASSIGN_OR_RETURN(
+        bool written,
+        etcd_->PutIf(cluster::MapKey(options_.where.name), view.map.revision, next->ToJson(),
+                     cluster::EtcdClient::Unchanged{members, view.revision}));
     if (written) {
       std::vector<std::string> changes;
       for (const std::string& owner : map.Servers()) {
@@ -208,9 +214,10 @@ void Failover::Fill() {
     if (!fill.has_value() || fill->second.empty()) continue;
     const absl::Time start = absl::Now();
     absl::Status filled = FillReplica(fill->first, fill->second);
-    if (absl::IsNotFound(filled) &&
-        absl::StrContains(filled.message(), std::string(slots::kFenceRoot))) {
-      // This member is taking its first map (its fence is made after its roles): soon.
+    if ((absl::IsNotFound(filled) &&
+         absl::StrContains(filled.message(), std::string(slots::kFenceRoot))) ||
+        (absl::IsUnavailable(filled) && absl::StrContains(filled.message(), "not served here"))) {
+      // This member is taking a map (its fence follows its roles): soon.
       stop_.WaitForNotificationWithTimeout(absl::Milliseconds(50));
       continue;
     }
@@ -286,14 +293,22 @@ absl::Status Failover::FillReplica(const std::string& replica,
       return absl::OkStatus();
     });
     if (status.ok()) status = thawed;
-    if (status.ok()) {
-      options_.replication->Filled(replica, batch);
-      continue;
-    }
-    {
+    if (!status.ok()) {
       options_.replication->Unfilled(replica,
                                      std::vector<uint32_t>(slots.begin() + at, slots.end()));
       return status;
+    }
+    options_.replication->Filled(replica, copied);
+    if (copied.size() < batch.size()) {
+      // Slots the fence does not serve as this member's yet (it is taking a map, or another
+      // fill or a move has them frozen): filled later, never counted filled without a copy.
+      std::vector<uint32_t> later;
+      std::set_difference(batch.begin(), batch.end(), copied.begin(), copied.end(),
+                          std::back_inserter(later));
+      later.insert(later.end(), slots.begin() + std::min(slots.size(), at + kFillBatch),
+                   slots.end());
+      options_.replication->Unfilled(replica, later);
+      return absl::UnavailableError(absl::StrCat(later.size(), " slots are not served here yet"));
     }
   }
   return absl::OkStatus();

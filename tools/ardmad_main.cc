@@ -424,13 +424,6 @@ absl::StatusOr<std::unique_ptr<ardma::cluster::Member>> JoinCluster(
     const Config& c, ardma::Server& server, ardma::SlotReplication* replication) {
   if (c.cluster.empty()) return nullptr;
   ARDMA_ASSIGN_OR_RETURN(uint64_t id, server.StableId());
-  // A fence in the memory already: it was a member before, and its slots may hold keys that no
-  // write in their order since this start made (SlotReplication::AssumeData).
-  ARDMA_RETURN_IF_ERROR(server.RunLocally([&](ardma::Context& ctx) -> absl::Status {
-    absl::StatusOr<uint64_t> fence = ardma::heap::GetRoot(ctx, ardma::slots::kFenceRoot);
-    if (fence.ok()) replication->AssumeData();
-    return fence.ok() || absl::IsNotFound(fence.status()) ? absl::OkStatus() : fence.status();
-  }));
   ardma::cluster::MemberOptions o{.ttl = c.cluster_ttl};
   ARDMA_ASSIGN_OR_RETURN(o.where, ardma::cluster::ParseClusterAddress(c.cluster));
   o.self.id = absl::StrCat(absl::Hex(id, absl::kZeroPad16));

@@ -138,6 +138,7 @@ absl::Time Client::DeadlineFor(const CallOptions& options) const {
 absl::Status Client::Flight(absl::Span<const OutgoingRequest> requests, const CallOptions& options,
                             bool retryable, absl::Span<ResponsePayload> results,
                             std::shared_ptr<Transport> first_connection) {
+  const uint64_t abandoned = abandoned_.load(std::memory_order_acquire);
   // Counted from when the first attempt's requests are sent (no clock read before they go).
   LazyDeadline deadline = LazyDeadline::After(TimeoutFor(options));
   // Ids are fixed before the first attempt: a retry reuses them, so the server can recognise it.
@@ -154,6 +155,10 @@ absl::Status Client::Flight(absl::Span<const OutgoingRequest> requests, const Ca
     absl::Status r =
         conn->RoundTrip(requests, ids, options.idempotent ? 0 : client_id_, deadline, results);
     if (delayed) WaitUntil(sent + options_.extra_round_trip_time);
+    if (r.code() == absl::StatusCode::kUnavailable &&
+        abandoned_.load(std::memory_order_acquire) != abandoned) {
+      return AbandonedError();
+    }
     if (r.ok() || r.code() != absl::StatusCode::kUnavailable || !retryable ||
         FastNow() >= deadline.Get() || attempt + 1 >= std::max(1, options_.connect_attempts)) {
       return r;
@@ -178,10 +183,14 @@ absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOpti
   // ids, no vectors. A transport failure falls through to Flight's retry rules.
   std::shared_ptr<Transport> conn;  // the connection Flight's first attempt uses, if set here
   if (IsDataOperation(request) && options_.extra_round_trip_time == absl::ZeroDuration()) {
+    const uint64_t abandoned = abandoned_.load(std::memory_order_acquire);
     ARDMA_ASSIGN_OR_RETURN(conn, CurrentConnection());
     ResponsePayload result;
     absl::StatusOr<bool> done = conn->Direct(request, TimeoutFor(options), &result);
     if (done.ok() && *done) return result;
+    if (!done.ok() && abandoned_.load(std::memory_order_acquire) != abandoned) {
+      return AbandonedError();
+    }
     if (!done.ok()) {
       if (done.status().code() != absl::StatusCode::kUnavailable || !retryable ||
           !conn->Deduplicated(request)) {
@@ -194,6 +203,23 @@ absl::StatusOr<std::string> Client::Call(OutgoingRequest request, const CallOpti
   ResponsePayload response;
   ARDMA_RETURN_IF_ERROR(Flight({&request, 1}, options, retryable, {&response, 1}, std::move(conn)));
   return response;
+}
+
+void Client::Abandon(std::string why) {
+  std::shared_ptr<Transport> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    abandoned_why_ = std::move(why);
+    abandoned_.fetch_add(1, std::memory_order_acq_rel);
+    keepalive_.reset();
+    gone = std::move(connection_);  // the next call connects anew
+  }
+  if (gone != nullptr) gone->Close();  // (fails the calls waiting on it)
+}
+
+absl::Status Client::AbandonedError() {
+  absl::MutexLock lock(&mu_);
+  return absl::UnavailableError(absl::StrCat("ardmad at ", address_, ": ", abandoned_why_));
 }
 
 absl::Status Client::Ping(const CallOptions& options) {

@@ -22,6 +22,7 @@
 #ifndef ARDMA_CORE_CLIENT_CLIENT_H_
 #define ARDMA_CORE_CLIENT_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -226,6 +227,12 @@ class Client {
   absl::Duration idle_timeout();
   const std::string& address() const { return address_; }
 
+  // Gives up on the server for the calls under way (a cluster member etcd dropped: stopped, cut
+  // off, dead): its connection is closed, and every call waiting on it fails at once with
+  // UNAVAILABLE saying `why` instead of being retried or waiting out its timeout. A call made
+  // later connects anew.
+  void Abandon(std::string why);
+
   // Remembers that a library's code is on the server (used by EnsureLoaded); forgotten when the
   // client reconnects, since the server may have restarted.
   bool KnownLoaded(const wire::CodeHash& hash);
@@ -259,6 +266,8 @@ class Client {
   // when the transport broke: the flight connects anew); or another failure of the transport.
   absl::StatusOr<bool> DirectReads(Transport& conn, std::span<const ReadOp> ops,
                                    const CallOptions& options, absl::Status* answer);
+  // UNAVAILABLE with Abandon's reason.
+  absl::Status AbandonedError();
   // The deadline an EXECUTE carries (CallOptions::server_deadline).
   absl::Duration ServerDeadline(const CallOptions& options) const;
 
@@ -274,6 +283,10 @@ class Client {
   std::unique_ptr<KeepAlive> keepalive_ ABSL_GUARDED_BY(mu_);
   bool connected_once_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<wire::CodeHash> loaded_ ABSL_GUARDED_BY(mu_);
+  // Abandon's: how many times, and the last reason (a call that began before an Abandon is not
+  // retried after it).
+  std::atomic<uint64_t> abandoned_{0};
+  std::string abandoned_why_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ardma

@@ -163,14 +163,8 @@ Json PutRequest(std::string_view key, std::string_view value, int64_t lease) {
   return put;
 }
 
-}  // namespace
-
-absl::Status EtcdClient::Put(std::string_view key, std::string_view value, int64_t lease) {
-  return Call("/v3/kv/put", PutRequest(key, value, lease).dump()).status();
-}
-
-absl::StatusOr<bool> EtcdClient::PutIf(std::string_view key, int64_t expected,
-                                       std::string_view value, int64_t lease) {
+// etcd's comparison of `key`'s revision with `expected` (0: the key does not exist).
+Json RevisionIs(std::string_view key, int64_t expected) {
   Json compare{{"key", B64(key)}, {"result", "EQUAL"}};
   if (expected == 0) {
     compare["target"] = "CREATE";  // create_revision 0: the key does not exist
@@ -179,9 +173,41 @@ absl::StatusOr<bool> EtcdClient::PutIf(std::string_view key, int64_t expected,
     compare["target"] = "MOD";
     compare["mod_revision"] = std::to_string(expected);
   }
-  Json txn{{"compare", Json::array({compare})},
-           {"success", Json::array({Json{{"request_put", PutRequest(key, value, lease)}}})}};
-  ARDMA_ASSIGN_OR_RETURN(std::string answer, Call("/v3/kv/txn", txn.dump()));
+  return compare;
+}
+
+// A transaction that makes `put` if every one of `compares` holds.
+std::string PutTxn(Json compares, Json put) {
+  return Json{{"compare", std::move(compares)},
+              {"success", Json::array({Json{{"request_put", std::move(put)}}})}}
+      .dump();
+}
+
+}  // namespace
+
+absl::Status EtcdClient::Put(std::string_view key, std::string_view value, int64_t lease) {
+  return Call("/v3/kv/put", PutRequest(key, value, lease).dump()).status();
+}
+
+absl::StatusOr<bool> EtcdClient::PutIf(std::string_view key, int64_t expected,
+                                       std::string_view value, int64_t lease) {
+  return Transact(PutTxn(Json::array({RevisionIs(key, expected)}), PutRequest(key, value, lease)));
+}
+
+absl::StatusOr<bool> EtcdClient::PutIf(std::string_view key, int64_t expected,
+                                       std::string_view value, const Unchanged& unchanged) {
+  // Every key of the range last modified before since + 1 (a range compare holds for each key).
+  Json untouched{{"key", B64(unchanged.prefix)},
+                 {"range_end", B64(PrefixEnd(unchanged.prefix))},
+                 {"target", "MOD"},
+                 {"result", "LESS"},
+                 {"mod_revision", std::to_string(unchanged.since + 1)}};
+  return Transact(PutTxn(Json::array({RevisionIs(key, expected), untouched}),
+                         PutRequest(key, value, 0)));
+}
+
+absl::StatusOr<bool> EtcdClient::Transact(const std::string& txn) {
+  ARDMA_ASSIGN_OR_RETURN(std::string answer, Call("/v3/kv/txn", txn));
   return Json::parse(answer).value("succeeded", false);
 }
 

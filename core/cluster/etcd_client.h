@@ -61,6 +61,14 @@ class EtcdClient {
   // in one etcd transaction: false, with nothing written, when it was not.
   absl::StatusOr<bool> PutIf(std::string_view key, int64_t expected, std::string_view value,
                              int64_t lease = 0);
+  // The same, and only if no key that starts with `prefix` was put after store revision `since`
+  // (a decision taken on a read at `since` of those keys still stands).
+  struct Unchanged {
+    std::string_view prefix;
+    int64_t since = 0;
+  };
+  absl::StatusOr<bool> PutIf(std::string_view key, int64_t expected, std::string_view value,
+                             const Unchanged& unchanged);
   absl::Status Delete(std::string_view key);
 
   // A lease of `ttl` (whole seconds, at least 1; etcd raises it to its minimum, 2 s with default
@@ -83,6 +91,8 @@ class EtcdClient {
   // POSTs `body` (JSON) to `path` on the first endpoint that answers: the parsed JSON text of a
   // 200 answer, or the error.
   absl::StatusOr<std::string> Call(std::string_view path, const std::string& body);
+  // Runs the transaction `txn` (JSON): whether its comparisons held (and its puts were made).
+  absl::StatusOr<bool> Transact(const std::string& txn);
 
   const std::vector<std::string> endpoints_;
   const std::string endpoints_text_;

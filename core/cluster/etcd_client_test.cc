@@ -105,6 +105,31 @@ TEST_F(EtcdClientTest, PutIfLetsOneOfTwoConcurrentWritersWin) {
   EXPECT_EQ((*client_->Get("/ardma/map"))->value, winners[0]);
 }
 
+// A decision taken on a read of a range stands only while no key of the range was put since:
+// failover's controller must not write a map made without a member that registered after it read.
+TEST_F(EtcdClientTest, PutIfUnchangedFailsOnceAKeyOfTheRangeWasPutAfterTheRead) {
+  ASSERT_TRUE(client_->Put("/ardma/members/a", "1").ok());
+  int64_t read = 0;
+  ASSERT_TRUE(client_->GetPrefix("/ardma/members/", &read).ok());
+  ASSERT_TRUE(client_->Put("/ardma/other", "outside the range").ok());
+  absl::StatusOr<bool> put =
+      client_->PutIf("/ardma/map", 0, "v1", EtcdClient::Unchanged{"/ardma/members/", read});
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_TRUE(*put);
+  const int64_t map = (*client_->Get("/ardma/map"))->mod_revision;
+  ASSERT_TRUE(client_->Put("/ardma/members/b", "2").ok());  // a member registers
+  put = client_->PutIf("/ardma/map", map, "v2", EtcdClient::Unchanged{"/ardma/members/", read});
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_FALSE(*put);
+  EXPECT_EQ((*client_->Get("/ardma/map"))->value, "v1");
+  ASSERT_TRUE(client_->GetPrefix("/ardma/members/", &read).ok());  // read again: it stands
+  EXPECT_TRUE(
+      *client_->PutIf("/ardma/map", map, "v2", EtcdClient::Unchanged{"/ardma/members/", read}));
+  ASSERT_TRUE(client_->Delete("/ardma/members/a").ok());  // a member leaving is no new member
+  EXPECT_TRUE(*client_->PutIf("/ardma/map", (*client_->Get("/ardma/map"))->mod_revision, "v3",
+                              EtcdClient::Unchanged{"/ardma/members/", read}));
+}
+
 TEST_F(EtcdClientTest, AKeyOnALeaseGoesWhenTheLeaseIsNotKeptAlive) {
   absl::StatusOr<int64_t> lease = client_->GrantLease(absl::Seconds(1));
   ASSERT_TRUE(lease.ok()) << lease.status();

@@ -79,22 +79,41 @@ absl::Status Cluster::Reload(int64_t* revision) {
   StoredMap& stored = view.map;
   std::map<std::string, MemberInfo> by_id;
   for (MemberInfo& m : view.members) by_id[m.id] = std::move(m);
-  absl::MutexLock lock(&mu_);
-  bool changed = by_id.size() != members_.size();
-  for (const auto& [id, member] : by_id) {
-    auto it = members_.find(id);
-    changed = changed || it == members_.end() || it->second.addresses != member.addresses;
-  }
-  members_ = std::move(by_id);
-  if (map_ == nullptr || stored.map.epoch() > map_->epoch()) {
-    map_ = std::make_shared<const SlotMap>(std::move(stored.map));
-    any_replicas_.store(map_->Replicated(), std::memory_order_relaxed);
-    changed = true;
-  }
-  if (changed) {
-    for (uint32_t slot = 0; slot < kSlots; ++slot) {
-      routes_[slot].store(nullptr, std::memory_order_relaxed);
+  std::vector<std::pair<Client*, std::string>> gone;  // the clients of members etcd dropped
+  {
+    absl::MutexLock lock(&mu_);
+    bool changed = by_id.size() != members_.size();
+    for (const auto& [id, member] : by_id) {
+      auto it = members_.find(id);
+      changed = changed || it == members_.end() || it->second.addresses != member.addresses;
     }
+    for (const auto& [id, member] : members_) {
+      auto now = by_id.find(id);
+      if (now != by_id.end() && now->second.addresses == member.addresses) continue;
+      for (const auto& [transport, address] : member.addresses) {
+        if (auto client = clients_.find(address); client != clients_.end()) {
+          gone.emplace_back(client->second.get(), id);
+        }
+      }
+    }
+    members_ = std::move(by_id);
+    if (map_ == nullptr || stored.map.epoch() > map_->epoch()) {
+      map_ = std::make_shared<const SlotMap>(std::move(stored.map));
+      any_replicas_.store(map_->Replicated(), std::memory_order_relaxed);
+      changed = true;
+    }
+    if (changed) {
+      for (uint32_t slot = 0; slot < kSlots; ++slot) {
+        routes_[slot].store(nullptr, std::memory_order_relaxed);
+      }
+    }
+  }
+  // Calls waiting on a member etcd dropped (a stopped or cut-off server answers nothing) fail now
+  // rather than at their timeout: its slots are another member's, or UNAVAILABLE, from here on.
+  // (Outside the lock: failing them runs their callbacks.)
+  for (const auto& [client, id] : gone) {
+    client->Abandon(absl::StrCat("member ", id, " left cluster ", where_.name,
+                                 " (etcd dropped it) while the call waited"));
   }
   return absl::OkStatus();
 }

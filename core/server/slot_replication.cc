@@ -134,9 +134,9 @@ void SlotReplication::SetRoles(std::vector<std::string> replicas, std::vector<bo
 
 void SlotReplication::AddFill(const std::string& replica, const std::vector<uint32_t>& slots) {
   for (uint32_t slot : slots) {
-    // Nothing written (and nothing there from before this start): the replica takes write #1
-    // of the slot as it is.
-    if (issued_[slot] == 0 && !assume_data_) continue;
+    // Every slot, also one without a write in this member's order: its keys may have come from
+    // elsewhere (a fill, a memory file), and the replica takes the slot's writes only after a
+    // base from this member.
     if (unfilled_[replica].insert(slot).second) {
       ++filling_[slot];
       ++pending_[replica];
@@ -308,13 +308,16 @@ absl::StatusOr<bool> SlotReplication::Admit(const ReplicaOrder& order) {
   if (last.incarnation == order.incarnation) {
     if (order.seq <= last.seq) return false;
     if (order.seq == last.seq + 1) return true;
-  } else if (order.seq == 1) {
-    return true;  // the primary's first write of the slot since it started
   }
+  // (An order this replica has no base in — a primary new to it, restarted or promoted — is
+  // taken only after a fill: the primary's copy may hold keys no write of that order made.)
   return absl::FailedPreconditionError(absl::StrCat(
       "this replica of slot ", order.slot, " ", kMissedWrites, " (it applied #", last.seq,
-      last.incarnation == order.incarnation ? "" : " of an earlier primary", ", and was sent #",
-      order.seq, "): it must be filled again before it takes the slot's writes"));
+      last.incarnation == order.incarnation
+          ? ""
+          : (last.incarnation == 0 ? " and has no base" : " of another primary's order"),
+      ", and was sent #", order.seq, "): it must be filled again before it takes the slot's "
+      "writes"));
 }
 
 void SlotReplication::Applied(const ReplicaOrder& order) {

@@ -73,13 +73,6 @@ class SlotReplication final : public Replication {
   // every replica, and every slot for a replica new to the list, are to be filled (NextFill).
   void SetRoles(std::vector<std::string> replicas, std::vector<bool> replica_of,
                 const std::vector<uint32_t>& owned = {});
-  // This member's memory came back from a memory file with slots in it: a slot may hold keys
-  // that no write in its order since this start made, so a replica is filled with every slot, not
-  // only those with writes in their order (call before the first SetRoles).
-  void AssumeData() {
-    absl::MutexLock lock(&mu_);
-    assume_data_ = true;
-  }
   // Replicated writes are refused from `until` on (the membership lease's renewal, less a margin).
   void SetWritableUntil(absl::Time until);
 
@@ -96,10 +89,10 @@ class SlotReplication final : public Replication {
   absl::Status Forward(const Ticket& ticket, std::string_view function, std::string_view args,
                        absl::Time deadline);
 
-  // Filling, on the primary. Only slots with writes in their order need it (a replica takes an
-  // empty slot's first write as it is); until a slot is filled on every replica that lacks it,
-  // its writes are refused with a "frozen" redirect (clients retry), so none is acknowledged by
-  // fewer replicas than it should be.
+  // Filling, on the primary. A replica takes a slot's writes only after a fill gave it the slot's
+  // copy and base (its place in this member's order); until a slot is filled on every replica
+  // that lacks it, its writes are refused with a "frozen" redirect (clients retry), so none is
+  // acknowledged by fewer replicas than it should be.
   // A replica and the slots it must be filled with, taken from those waiting (nullopt if none by
   // `deadline`); each taken slot is then reported Filled, or handed back (Unfilled).
   std::optional<std::pair<std::string, std::vector<uint32_t>>> NextFill(absl::Time deadline);
@@ -160,7 +153,6 @@ class SlotReplication final : public Replication {
   std::map<std::string, std::set<uint32_t>> unfilled_ ABSL_GUARDED_BY(mu_);  // by replica
   std::vector<uint16_t> filling_ ABSL_GUARDED_BY(mu_);  // per slot: fills waiting or under way
   std::map<std::string, size_t> pending_ ABSL_GUARDED_BY(mu_);  // per replica: the same, in slots
-  bool assume_data_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<uint64_t> issued_ ABSL_GUARDED_BY(mu_);   // per slot: the last seq given out
   std::vector<uint64_t> sent_ ABSL_GUARDED_BY(mu_);     // per slot: the last seq forwarded
   std::vector<Mark> applied_ ABSL_GUARDED_BY(mu_);   // per slot, as a replica

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -91,7 +92,9 @@ ServerProcess::ServerProcess(std::vector<std::string> extra) {
   port_file_ = TempPath("ardmad_port");
   std::filesystem::remove(port_file_);
   std::vector<std::string> args = {BinDir() + "/ardmad", "--listen", "127.0.0.1:0",
-                                   "--port-file",        port_file_, "--quiet"};
+                                   "--port-file",        port_file_};
+  // ARDMA_TEST_SERVER_LOGS=1 keeps the servers' informational lines (debugging a test).
+  if (std::getenv("ARDMA_TEST_SERVER_LOGS") == nullptr) args.push_back("--quiet");
   args.insert(args.end(), extra.begin(), extra.end());
   pid_ = ::fork();
   if (pid_ == 0) {
