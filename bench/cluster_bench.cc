@@ -59,6 +59,7 @@
 #include "core/wire/byte_io.h"
 #include "services/dht/dht_mover.h"
 #include "services/dht/dht_client.h"
+#include "services/replica_filler.h"
 
 namespace ardma {
 namespace {
@@ -167,8 +168,12 @@ void BM_DhtReplicas(benchmark::State& state) {
     ServerOptions options = testing::TestServerOptions();
     options.memory_size = 64u << 20;
     options.built_in_services = {&active_libraries::dht()};  // as ardmad: what replicas apply
-    fixture =
-        std::make_unique<testing::ClusterFixture>(2, options, /*owners=*/-1, replicas, peers);
+    fixture = std::make_unique<testing::ClusterFixture>(
+        2, options, /*owners=*/-1, replicas, peers,
+        [](const testing::ClusterFixture::Member& m) -> std::shared_ptr<void> {
+          return std::make_shared<ReplicaFiller>(ReplicaFillerOptions{
+              .self = m.id, .server = m.server, .peers = m.peers, .replication = m.replication});
+        });
   }
   if (!fixture->ok()) {
     state.SkipWithError(fixture->why().c_str());

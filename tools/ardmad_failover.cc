@@ -1,29 +1,18 @@
 #include "tools/ardmad_failover.h"
 
 #include <algorithm>
-#include <iterator>
 #include <set>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/cluster/admin.h"
 #include "core/cluster/etcd_client.h"
-#include "core/cluster/fence.h"
 #include "core/log.h"
-#include "core/memory/heap.h"
-#include "core/slots.h"
 #include "core/status_macros.h"
-#include "services/dfs/dfs_mover.h"
-#include "services/dht/dht_mover.h"
-#include "services/lock/lock_format.h"
 
 namespace ardma {
 namespace {
-
-constexpr size_t kFillBatch = 2048;  // slots frozen at once while they are copied
-constexpr absl::Duration kFillWait = absl::Seconds(10);
 
 // One turn of the controller: becomes (or stays) the holder of the controller key, and if it is,
 // writes the map the live members call for.
@@ -159,21 +148,23 @@ class Controller {
   bool holder_ = false;
 };
 
-// The tables a fill copies: the hash tables' (the lock service's and the file systems' own do not
-// take replicated writes yet).
-absl::StatusOr<std::vector<std::string>> TablesToFill(Client& self) {
-  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> tables, dht::TablesOn(self));
-  std::erase_if(tables, [](const std::string& t) {
-    return t == lock::kTable || dfs::IsFileSystemTable(t);
-  });
-  return tables;
-}
-
 }  // namespace
 
 Failover::Failover(FailoverOptions options) : options_(std::move(options)) {
   controller_ = std::thread([this] { Control(); });
-  filler_ = std::thread([this] { Fill(); });
+  filler_ = std::make_unique<ReplicaFiller>(ReplicaFillerOptions{
+      .self = options_.self,
+      .server = options_.server,
+      .peers = options_.peers,
+      .replication = options_.replication,
+      // Records in etcd which replicas hold all of this member's acknowledged writes.
+      .each_turn =
+          [this] {
+            if (absl::Status synced = RecordInSync(); !synced.ok()) {
+              ARDMA_LOG(kWarning, "recording the replicas in sync: %s", synced.ToString());
+            }
+          },
+  });
 }
 
 Failover::~Failover() { Stop(); }
@@ -181,7 +172,7 @@ Failover::~Failover() { Stop(); }
 void Failover::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (controller_.joinable()) controller_.join();
-  if (filler_.joinable()) filler_.join();
+  if (filler_ != nullptr) filler_->Stop();
 }
 
 void Failover::Control() {
@@ -201,140 +192,29 @@ void Failover::Control() {
   }
 }
 
-void Failover::Fill() {
-  std::unique_ptr<cluster::EtcdClient> etcd;
-  std::vector<std::string> recorded;  // the replicas recorded in sync in etcd
-  while (!stop_.HasBeenNotified()) {
-    // Records in etcd which replicas hold all of this member's acknowledged writes.
-    if (absl::Status synced = RecordInSync(etcd, recorded); !synced.ok()) {
-      ARDMA_LOG(kWarning, "recording the replicas in sync: %s", synced.ToString());
-    }
-    std::optional<std::pair<std::string, std::vector<uint32_t>>> fill =
-        options_.replication->NextFill(absl::Now() + absl::Milliseconds(200));
-    if (!fill.has_value() || fill->second.empty()) continue;
-    const absl::Time start = absl::Now();
-    absl::Status filled = FillReplica(fill->first, fill->second);
-    if ((absl::IsNotFound(filled) &&
-         absl::StrContains(filled.message(), std::string(slots::kFenceRoot))) ||
-        (absl::IsUnavailable(filled) && absl::StrContains(filled.message(), "not served here"))) {
-      // This member is taking a map (its fence follows its roles): soon.
-      stop_.WaitForNotificationWithTimeout(absl::Milliseconds(50));
-      continue;
-    }
-    if (!filled.ok()) {
-      ARDMA_LOG(kWarning, "filling replica %s with %u slots: %s (tried again)", fill->first,
-                fill->second.size(), filled.ToString());
-      stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
-      continue;
-    }
-    ARDMA_LOG(kInfo, "filled replica %s with %u slots in %s", fill->first, fill->second.size(),
-              absl::FormatDuration(absl::Now() - start));
-  }
-}
-
-absl::Status Failover::RecordInSync(std::unique_ptr<cluster::EtcdClient>& etcd,
-                                    std::vector<std::string>& recorded) {
+absl::Status Failover::RecordInSync() {
   std::vector<std::string> in_sync = options_.replication->InSync();
   std::sort(in_sync.begin(), in_sync.end());
-  if (in_sync == recorded) return absl::OkStatus();
-  if (etcd == nullptr) {
-    ARDMA_ASSIGN_OR_RETURN(etcd, cluster::EtcdClient::Connect(options_.where.endpoints,
-                                                              absl::Seconds(2), false));
+  if (in_sync == recorded_) return absl::OkStatus();
+  if (etcd_ == nullptr) {
+    ARDMA_ASSIGN_OR_RETURN(etcd_, cluster::EtcdClient::Connect(options_.where.endpoints,
+                                                               absl::Seconds(2), false));
   }
   const std::string prefix =
       absl::StrCat(cluster::SyncedPrefix(options_.where.name), options_.self, "/");
   // Out of sync first: failover must never promote a replica that lacks a write.
-  for (const std::string& replica : recorded) {
+  for (const std::string& replica : recorded_) {
     if (!std::binary_search(in_sync.begin(), in_sync.end(), replica)) {
-      ARDMA_RETURN_IF_ERROR(etcd->Delete(prefix + replica));
+      ARDMA_RETURN_IF_ERROR(etcd_->Delete(prefix + replica));
     }
   }
   for (const std::string& replica : in_sync) {
-    if (!std::binary_search(recorded.begin(), recorded.end(), replica)) {
-      ARDMA_RETURN_IF_ERROR(etcd->Put(prefix + replica, ""));
+    if (!std::binary_search(recorded_.begin(), recorded_.end(), replica)) {
+      ARDMA_RETURN_IF_ERROR(etcd_->Put(prefix + replica, ""));
     }
   }
-  recorded = std::move(in_sync);
+  recorded_ = std::move(in_sync);
   return absl::OkStatus();
-}
-
-absl::Status Failover::FillReplica(const std::string& replica,
-                                   const std::vector<uint32_t>& slots) {
-  for (size_t at = 0; at < slots.size(); at += kFillBatch) {
-    std::vector<uint32_t> batch(slots.begin() + at,
-                                slots.begin() + std::min(slots.size(), at + kFillBatch));
-    // Freeze the batch's owned slots (clients' writes of them are told to retry), remembering
-    // each one's word to serve it again.
-    std::vector<std::pair<uint32_t, uint64_t>> frozen;
-    uint64_t fence = 0;
-    absl::Status status = options_.server->RunLocally([&](Context& ctx) -> absl::Status {
-      ARDMA_ASSIGN_OR_RETURN(fence, heap::GetRoot(ctx, slots::kFenceRoot));
-      ARDMA_ASSIGN_OR_RETURN(std::vector<uint64_t> words, cluster::ReadFence(ctx, fence, batch));
-      for (size_t i = 0; i < batch.size(); ++i) {
-        if (slots::StateOf(words[i]) != slots::SlotState::kOwned) continue;
-        const uint64_t cold =
-            slots::FenceWord(slots::SlotState::kFrozen, slots::EpochOf(words[i]));
-        ARDMA_ASSIGN_OR_RETURN(
-            CasResult cas, ctx.CompareAndSwap(slots::FenceEntry(fence, batch[i]), words[i], cold));
-        if (cas.swapped) frozen.emplace_back(batch[i], words[i]);
-      }
-      return absl::OkStatus();
-    });
-    std::vector<uint32_t> copied;
-    for (const auto& [slot, word] : frozen) copied.push_back(slot);
-    if (status.ok()) status = CopyFrozen(replica, copied);
-    // Serve them again (a word that changed meanwhile is left as it is).
-    absl::Status thawed = options_.server->RunLocally([&](Context& ctx) -> absl::Status {
-      for (const auto& [slot, word] : frozen) {
-        const uint64_t cold = slots::FenceWord(slots::SlotState::kFrozen, slots::EpochOf(word));
-        ARDMA_RETURN_IF_ERROR(
-            ctx.CompareAndSwap(slots::FenceEntry(fence, slot), cold, word).status());
-      }
-      return absl::OkStatus();
-    });
-    if (status.ok()) status = thawed;
-    if (!status.ok()) {
-      options_.replication->Unfilled(replica,
-                                     std::vector<uint32_t>(slots.begin() + at, slots.end()));
-      return status;
-    }
-    options_.replication->Filled(replica, copied);
-    if (copied.size() < batch.size()) {
-      // Slots the fence does not serve as this member's yet (it is taking a map, or another
-      // fill or a move has them frozen): filled later, never counted filled without a copy.
-      std::vector<uint32_t> later;
-      std::set_difference(batch.begin(), batch.end(), copied.begin(), copied.end(),
-                          std::back_inserter(later));
-      later.insert(later.end(), slots.begin() + std::min(slots.size(), at + kFillBatch),
-                   slots.end());
-      options_.replication->Unfilled(replica, later);
-      return absl::UnavailableError(absl::StrCat(later.size(), " slots are not served here yet"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Failover::CopyFrozen(const std::string& replica, const std::vector<uint32_t>& slots) {
-  if (slots.empty()) return absl::OkStatus();
-  // Every write of them given its order before the freeze has been forwarded (the replica takes
-  // those it finds in the copy as retries).
-  if (!options_.replication->AwaitForwarded(slots, absl::Now() + kFillWait)) {
-    return absl::DeadlineExceededError("the slots' earlier writes are still on their way");
-  }
-  ARDMA_ASSIGN_OR_RETURN(Client * self, options_.peers->ClientFor(options_.self));
-  ARDMA_ASSIGN_OR_RETURN(Client * to, options_.peers->ClientFor(replica));
-  ARDMA_ASSIGN_OR_RETURN(std::vector<std::string> tables, TablesToFill(*self));
-  const std::string bitmap = dht::SlotBitmap(slots);
-  for (const std::string& table : tables) {
-    absl::Status purged = dht::PurgeSlots(*to, table, bitmap).status();
-    if (!purged.ok() && !absl::IsNotFound(purged)) return purged;  // (no such table there yet)
-    ARDMA_RETURN_IF_ERROR(dht::CopySlots(*self, *to, table, bitmap).status());
-  }
-  return options_.peers
-      ->Replicate(replica, kReplicaBaseFunction,
-                  EncodeReplicaBase(options_.replication->StreamMarks(slots)),
-                  absl::Now() + kFillWait)
-      .status();
 }
 
 }  // namespace ardma

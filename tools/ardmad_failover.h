@@ -12,11 +12,8 @@
 // under /ardma/NAME/synced/OWNER/REPLICA (deleted before a fill starts: a new replica is never
 // there until its fill ends).
 //
-// Filler: this member, as a primary, copies slots to a replica that lacks them (a replica new to
-// its list, its replicas after it was promoted, a replica that refused a write after a gap):
-// a batch of slots at a time, frozen meanwhile (clients retry: writes of other slots go on), it
-// purges them on the replica, copies their keys table by table, then gives the replica the
-// slots' places in their order (kReplicaBaseFunction), and serves them again.
+// Filler: this member, as a primary, copies slots to a replica that lacks them
+// (services/replica_filler.h), and records which replicas are in sync.
 #ifndef ARDMA_TOOLS_ARDMAD_FAILOVER_H_
 #define ARDMA_TOOLS_ARDMAD_FAILOVER_H_
 
@@ -32,6 +29,7 @@
 #include "core/cluster/peer_calls.h"
 #include "core/server/server.h"
 #include "core/server/slot_replication.h"
+#include "services/replica_filler.h"
 
 namespace ardma {
 
@@ -57,19 +55,16 @@ class Failover {
 
  private:
   void Control();  // the controller's thread
-  void Fill();     // the filler's thread
-  // Fills `replica` with `slots` of this member; what could not be filled is handed back.
-  absl::Status FillReplica(const std::string& replica, const std::vector<uint32_t>& slots);
   // Puts /ardma/NAME/synced/SELF/REPLICA for the replicas now in sync, deletes it for those no
-  // longer; `recorded`: what is there.
-  absl::Status RecordInSync(std::unique_ptr<cluster::EtcdClient>& etcd,
-                            std::vector<std::string>& recorded);
-  // Copies `slots` (frozen here) to `replica`, and gives it their places in their order.
-  absl::Status CopyFrozen(const std::string& replica, const std::vector<uint32_t>& slots);
+  // longer (on the filler's thread).
+  absl::Status RecordInSync();
 
   const FailoverOptions options_;
   absl::Notification stop_;
-  std::thread controller_, filler_;
+  std::thread controller_;
+  std::unique_ptr<cluster::EtcdClient> etcd_;  // RecordInSync's
+  std::vector<std::string> recorded_;          // the replicas recorded in sync in etcd
+  std::unique_ptr<ReplicaFiller> filler_;      // (last: its thread uses the above)
 };
 
 }  // namespace ardma

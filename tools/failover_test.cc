@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -163,13 +162,6 @@ TEST(FailoverCheckerTest, FindsStaleReadsAndLostWrites) {
 class FailoverTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    if (std::getenv("ARDMA_RUN_KNOWN_BUGS") == nullptr) {
-      // Known bugs, open on issue 35 (not hidden: this is their reproduction). From memory
-      // files: a member restarted while the others moved on is sometimes read from with keys
-      // missing (about one run in four). As new servers: a dead owner whose replica was still
-      // being filled keeps its slots, which then never come back (the old id never returns).
-      GTEST_SKIP() << "known bugs of failover (issue 35); ARDMA_RUN_KNOWN_BUGS=1 runs this";
-    }
     ASSERT_FALSE(etcd_.endpoint().empty()) << "etcd did not start";
     etcd_client_ = *cluster::EtcdClient::Connect(etcd_.endpoint());
     for (int i = 0; i < 3; ++i) {

@@ -21,7 +21,8 @@ ClusterFixture::ClusterFixture(int n, uint64_t memory_size, int owners)
     : ClusterFixture(n, WithMemory(memory_size), owners) {}
 
 ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners, uint32_t replicas,
-                               std::string peer_transport) {
+                               std::string peer_transport, Companion companion)
+    : companion_(std::move(companion)) {
   if (etcd_.endpoint().empty()) {
     why_ = "etcd did not start (is etcd-server installed?)";
     return;
@@ -64,10 +65,20 @@ ClusterFixture::ClusterFixture(int n, ServerOptions options, int owners, uint32_
   if (absl::Status s = etcd_client_->Put(cluster::MapKey("c1"), map->ToJson()); !s.ok()) {
     why_ = std::string(s.message());
   }
+  companions_.resize(servers_.size());
   for (size_t i = 0; i < servers_.size() && ok(); ++i) {
     absl::Status taken = TakeMap(static_cast<int>(i), *map);
     if (!taken.ok()) why_ = std::string(taken.message());
+    StartCompanion(static_cast<int>(i));
   }
+}
+
+void ClusterFixture::StartCompanion(int i) {
+  if (companion_ == nullptr) return;
+  companions_[i] = companion_(Member{.id = absl::StrCat("s", i),
+                                     .server = &servers_[i]->server(),
+                                     .peers = peers_[i].get(),
+                                     .replication = replications_[i].get()});
 }
 
 absl::Status ClusterFixture::TakeMap(int i, const cluster::SlotMap& map) {
@@ -77,7 +88,10 @@ absl::Status ClusterFixture::TakeMap(int i, const cluster::SlotMap& map) {
       [&](Context& ctx) { return cluster::AdoptSlots(ctx, map, id); });
 }
 
-void ClusterFixture::Stop(int i) { servers_[i].reset(); }
+void ClusterFixture::Stop(int i) {
+  companions_[i].reset();
+  servers_[i].reset();
+}
 
 ServerOptions ClusterFixture::ServerOwn(int i) const {
   ServerOptions options = options_;
@@ -88,7 +102,7 @@ ServerOptions ClusterFixture::ServerOwn(int i) const {
 }
 
 absl::Status ClusterFixture::Restart(int i) {
-  servers_[i].reset();
+  Stop(i);
   // (A new process: its replication starts afresh, as a new incarnation that has applied
   // nothing.)
   replications_[i] = std::make_unique<SlotReplication>(peers_[i].get());
@@ -96,7 +110,9 @@ absl::Status ClusterFixture::Restart(int i) {
   Register(absl::StrCat("s", i), servers_[i]->address());
   if (!ok()) return absl::InternalError(why_);
   ARDMA_ASSIGN_OR_RETURN(cluster::StoredMap stored, cluster::ReadMap(*etcd_client_, "c1"));
-  return TakeMap(i, stored.map);
+  ARDMA_RETURN_IF_ERROR(TakeMap(i, stored.map));
+  StartCompanion(i);
+  return absl::OkStatus();
 }
 
 std::string ClusterFixture::address() const { return absl::StrCat("etcd://", etcd_.endpoint(), "/c1"); }

@@ -6,6 +6,7 @@
 #ifndef ARDMA_CORE_TESTING_CLUSTER_FIXTURE_H_
 #define ARDMA_CORE_TESTING_CLUSTER_FIXTURE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,8 +30,18 @@ class ClusterFixture {
   // With `replicas`, each owner's slots are replicated to that many of the other owners
   // (SlotMap::WithReplicas), as `ardma cluster create --replicas` does. The members call each
   // other over `peer_transport` ("tcp" or "ucx"; empty: UCX when the tests' clients use it).
+  // What runs beside each server of a cluster with replicas: its replica filler
+  // (services/replica_filler.h, which core cannot name), given the server's parts; started once
+  // the server took its map, and released (stopping it) before the server stops.
+  struct Member {
+    std::string id;
+    Server* server = nullptr;
+    cluster::PeerCalls* peers = nullptr;
+    SlotReplication* replication = nullptr;
+  };
+  using Companion = std::function<std::shared_ptr<void>(const Member&)>;
   ClusterFixture(int n, ServerOptions options, int owners = -1, uint32_t replicas = 0,
-                 std::string peer_transport = "");
+                 std::string peer_transport = "", Companion companion = nullptr);
   explicit ClusterFixture(int n, uint64_t memory_size = 32u << 20, int owners = -1);
   bool ok() const { return why_.empty(); }
   const std::string& why() const { return why_; }
@@ -68,7 +79,10 @@ class ClusterFixture {
   std::vector<std::unique_ptr<cluster::PeerCalls>> peers_;  // outlive the servers
   std::vector<std::unique_ptr<SlotReplication>> replications_;  // likewise
   std::vector<std::unique_ptr<TestServer>> servers_;
+  Companion companion_;
+  std::vector<std::shared_ptr<void>> companions_;  // (before the servers: released first)
   ServerOptions ServerOwn(int i) const;  // server i's options
+  void StartCompanion(int i);
   // What server i's membership does with `map` (ardmad --cluster): adopts its slots and takes
   // its replication roles.
   absl::Status TakeMap(int i, const cluster::SlotMap& map);

@@ -13,6 +13,7 @@
 #include "core/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "services/dht/dht_client.h"
+#include "services/replica_filler.h"
 
 namespace ardma::dht {
 namespace {
@@ -31,7 +32,12 @@ ServerOptions WithTheDht() {
 class DhtReplicationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cluster_ = std::make_unique<ClusterFixture>(3, WithTheDht(), /*owners=*/-1, /*replicas=*/1);
+    cluster_ = std::make_unique<ClusterFixture>(
+        3, WithTheDht(), /*owners=*/-1, /*replicas=*/1, /*peer_transport=*/"",
+        [](const ClusterFixture::Member& m) -> std::shared_ptr<void> {
+          return std::make_shared<ReplicaFiller>(ReplicaFillerOptions{
+              .self = m.id, .server = m.server, .peers = m.peers, .replication = m.replication});
+        });
     ASSERT_TRUE(cluster_->ok()) << cluster_->why();
     absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed =
         cluster_->ConnectOverTestTransport();
