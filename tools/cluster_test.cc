@@ -539,6 +539,37 @@ TEST_F(ClusterMembershipTest, AKilledServersSlotsFailFastAndComeBackIntact) {
   for (const std::vector<std::string>& f : flags) std::filesystem::remove(f[1]);
 }
 
+// A stopped member (SIGSTOP: its connections stay open, nothing answers) holds its clients' calls
+// until their timeout, unless the client gives them up once etcd dropped it: then they fail,
+// naming why, and the caller can go to the slots' next owner.
+TEST_F(ClusterMembershipTest, ACallWaitingOnAStoppedMemberFailsOnceEtcdDropsIt) {
+  std::vector<std::unique_ptr<testing::ServerProcess>> servers;
+  std::vector<std::string> heaps;
+  ASSERT_NO_FATAL_FAILURE(StartMembers(1, "stopped_member", &servers, &heaps));
+  std::string out;
+  ASSERT_EQ(RunCommand(BinDir() + "/ardma --server " + Cluster() + " cluster create", &out), 0)
+      << out;
+  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(Cluster());
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  dht::DhtClient dht(routed->get(), Mode::kActive);
+  ASSERT_TRUE(dht.Put("t", "k", "v").ok());
+  ASSERT_TRUE(servers[0]->Freeze());
+  absl::Status answer;
+  std::atomic<bool> answered{false};
+  std::thread waiting([&] {  // (the client's timeout: 30 s; the lease: 2 s)
+    answer = dht.Put("t", "k", "w").status();
+    answered = true;
+  });
+  const bool gave_up = testing::WaitUntil([&] { return answered.load(); }, absl::Seconds(25));
+  servers[0]->Signal(SIGCONT);
+  waiting.join();
+  EXPECT_TRUE(gave_up) << "the call waited out its timeout";
+  EXPECT_EQ(answer.code(), absl::StatusCode::kUnavailable) << answer;
+  EXPECT_TRUE(absl::StrContains(answer.message(), "left cluster")) << answer;
+  servers.clear();
+  for (const std::string& heap : heaps) std::filesystem::remove(heap);
+}
+
 TEST(ClusterFlagsTest, BadClusterSettingsAreClearErrors) {
   std::string ardmad = BinDir() + "/ardmad --listen 127.0.0.1:0 --quiet --memory 16M ";
   std::string out;
