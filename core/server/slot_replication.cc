@@ -87,7 +87,6 @@ SlotReplication::SlotReplication(PeerCaller* peers)
       writable_until_ns_(absl::ToUnixNanos(absl::InfiniteFuture())),
       replica_of_(slots::kSlots, false),
       owned_(slots::kSlots, false),
-      stream_(slots::kSlots, 0),
       filling_(slots::kSlots, 0),
       issued_(slots::kSlots, 0),
       sent_(slots::kSlots, 0),
@@ -101,16 +100,13 @@ void SlotReplication::SetRoles(std::vector<std::string> replicas, std::vector<bo
     if (slot < slots::kSlots) owns[slot] = true;
   }
   absl::MutexLock lock(&mu_);
+  // Promoted: slots this member replicated and owns now. Their order is this member's own from
+  // here (the old primary's is over), so every replica is filled with them: one that missed a
+  // write, or applied one this member never got (with several replicas, a write the old primary
+  // could not get acknowledged), takes this member's copy and no write before that.
   std::vector<uint32_t> promoted;
   for (uint32_t slot = 0; slot < slots::kSlots; ++slot) {
-    if (!owns[slot] || owned_[slot] || !replica_of_[slot]) continue;
-    // Promoted: the slot's order goes on from the last write applied here.
-    const Mark& last = applied_[slot];
-    if (last.incarnation != 0) {
-      stream_[slot] = last.incarnation;
-      issued_[slot] = sent_[slot] = last.seq;
-    }
-    promoted.push_back(slot);
+    if (owns[slot] && !owned_[slot] && replica_of_[slot]) promoted.push_back(slot);
   }
   for (const std::string& replica : replicas) {
     if (std::find(replicas_.begin(), replicas_.end(), replica) == replicas_.end()) {
@@ -208,7 +204,7 @@ std::vector<ReplicaOrder> SlotReplication::StreamMarks(const std::vector<uint32_
   std::vector<ReplicaOrder> marks;
   marks.reserve(slots.size());
   for (uint32_t slot : slots) {
-    marks.push_back({.slot = slot, .incarnation = StreamOf(slot), .seq = issued_[slot]});
+    marks.push_back({.slot = slot, .incarnation = incarnation_, .seq = issued_[slot]});
   }
   return marks;
 }
@@ -266,14 +262,12 @@ absl::Status SlotReplication::Forward(const Ticket& ticket, std::string_view fun
         " waited past its deadline for the slot's earlier writes to reach the replicas"));
   }
   std::vector<std::string> replicas;
-  uint64_t stream;
   {
     absl::MutexLock lock(&mu_);
     replicas = replicas_;
-    stream = StreamOf(ticket.slot);
   }
   const std::string prefixed = EncodeReplicaOrder(
-      ReplicaOrder{.slot = ticket.slot, .incarnation = stream, .seq = ticket.seq}, args);
+      ReplicaOrder{.slot = ticket.slot, .incarnation = incarnation_, .seq = ticket.seq}, args);
   absl::Status status;
   for (const std::string& replica : replicas) {
     absl::StatusOr<std::string> applied = peers_->Replicate(replica, function, prefixed, deadline);

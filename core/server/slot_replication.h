@@ -9,11 +9,13 @@
 // As a replica: it applies each slot's writes in the primary's order and once (Admit, Applied);
 // one that arrives after a gap (the replica missed a write: it was down, or restarted) is refused,
 // and so is every later one, until the replica is filled again.
-// Failover and filling: a member made the owner of slots it replicated continues their order
-// where it stands (its copy holds every write up to there), so a replica that missed any of it
-// refuses the next write. Such a replica — and any new replica — is to be filled: a copy of the
-// slots with their place in the order (NextFill, StreamMarks; SetBase on the replica), made by
-// ardmad while the slots are frozen.
+// Failover and filling: a replica takes a slot's writes only in the order of the primary that
+// filled it, from the place the fill gave it (its base). A member made the owner of slots it
+// replicated orders their writes in its own order from then on, and each of its replicas is
+// filled with them first — as a new replica is with every slot, and a replica that missed a
+// write with that slot: a copy of the slots with their place in the order (NextFill,
+// StreamMarks; SetBase on the replica), made while the slots are frozen
+// (services/replica_filler.h).
 // Self-fencing: replicated writes are refused once the membership lease may have expired
 // (SetWritableUntil), before etcd can hand the slots to another member.
 //
@@ -69,8 +71,8 @@ class SlotReplication final : public Replication {
 
   // What the slot map says (ardmad, at every map it takes): the members this member's slots are
   // replicated to, per slot whether this member is one of its replicas, and the slots it owns.
-  // Slots it owns now and replicated before continue their order as applied here; they, for
-  // every replica, and every slot for a replica new to the list, are to be filled (NextFill).
+  // Slots it owns now and replicated before (promoted) are to be filled on every replica, and
+  // every slot on a replica new to the list (NextFill).
   void SetRoles(std::vector<std::string> replicas, std::vector<bool> replica_of,
                 const std::vector<uint32_t>& owned = {});
   // Replicated writes are refused from `until` on (the membership lease's renewal, less a margin).
@@ -129,11 +131,6 @@ class SlotReplication final : public Replication {
   // Waits until the slot's writes before `ticket` were sent; false at `deadline`.
   bool AwaitTurn(const Ticket& ticket, absl::Time deadline);
   void PassTurn(const Ticket& ticket);
-  // The incarnation `slot`'s order goes on in: this process's, or, for a slot it was promoted
-  // to, the order it applied as a replica.
-  uint64_t StreamOf(uint32_t slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stream_[slot] != 0 ? stream_[slot] : incarnation_;
-  }
   void AddFill(const std::string& replica, const std::vector<uint32_t>& slots)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillEnded(const std::string& replica, uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -149,7 +146,6 @@ class SlotReplication final : public Replication {
   std::vector<std::string> replicas_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> replica_of_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> owned_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> stream_ ABSL_GUARDED_BY(mu_);   // per slot: 0, or a promoted order's
   std::map<std::string, std::set<uint32_t>> unfilled_ ABSL_GUARDED_BY(mu_);  // by replica
   std::vector<uint16_t> filling_ ABSL_GUARDED_BY(mu_);  // per slot: fills waiting or under way
   std::map<std::string, size_t> pending_ ABSL_GUARDED_BY(mu_);  // per replica: the same, in slots
