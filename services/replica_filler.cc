@@ -42,14 +42,19 @@ ReplicaFiller::~ReplicaFiller() { Stop(); }
 
 void ReplicaFiller::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
+  options_.replication->Wake();
   if (thread_.joinable()) thread_.join();
 }
 
 void ReplicaFiller::Run() {
+  uint64_t changes = 0;  // as NextFill last saw them
   while (!stop_.HasBeenNotified()) {
-    if (options_.each_turn) options_.each_turn();
+    const absl::Status turn = options_.each_turn ? options_.each_turn() : absl::OkStatus();
+    // Waits for a fill, a change of the replicas in sync, or Stop — no clock, unless the turn
+    // failed (etcd away): then it is tried again soon.
     std::optional<std::pair<std::string, std::vector<uint32_t>>> fill =
-        options_.replication->NextFill(absl::Now() + absl::Milliseconds(200));
+        options_.replication->NextFill(
+            turn.ok() ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(500), &changes);
     if (!fill.has_value() || fill->second.empty()) continue;
     const absl::Time start = absl::Now();
     absl::Status filled = FillReplica(fill->first, fill->second);

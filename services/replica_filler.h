@@ -30,9 +30,10 @@ struct ReplicaFillerOptions {
   Server* server = nullptr;                // borrowed: this member's
   cluster::PeerCalls* peers = nullptr;     // borrowed: reaches the replicas and this member
   SlotReplication* replication = nullptr;  // borrowed
-  // Run by the filler's thread before each wait for a fill (ardmad records its replicas in sync
-  // in etcd there); may be empty.
-  std::function<void()> each_turn;
+  // Run by the filler's thread before each wait for a fill and whenever the replicas in sync may
+  // have changed (ardmad records them in etcd there); an error has it run again 0.5 s later. May
+  // be empty.
+  std::function<absl::Status()> each_turn;
 };
 
 class ReplicaFiller {

@@ -18,7 +18,8 @@ namespace {
 // writes the map the live members call for.
 class Controller {
  public:
-  explicit Controller(const FailoverOptions& options) : options_(options) {}
+  Controller(const FailoverOptions& options, Failover::Waker& waker)
+      : options_(options), waker_(waker) {}
   ~Controller() {
     // Let another member take over at once rather than after the lease's TTL.
     if (etcd_ != nullptr && lease_ != 0) (void)etcd_->RevokeLease(lease_);
@@ -29,11 +30,30 @@ class Controller {
       ARDMA_ASSIGN_OR_RETURN(etcd_, cluster::EtcdClient::Connect(options_.where.endpoints,
                                                                  absl::Seconds(2), false));
     }
-    ARDMA_RETURN_IF_ERROR(HoldLease());
+    if (holder_) ARDMA_RETURN_IF_ERROR(HoldLease());
     if (!holder_) {
-      ARDMA_ASSIGN_OR_RETURN(holder_, etcd_->PutIf(cluster::ControllerKey(options_.where.name), 0,
-                                                   options_.self, lease_));
-      if (!holder_) return absl::OkStatus();
+      const std::string key = cluster::ControllerKey(options_.where.name);
+      int64_t revision = 0;
+      ARDMA_ASSIGN_OR_RETURN(std::vector<cluster::KeyValue> held,
+                             etcd_->GetPrefix(key, &revision));
+      if (!held.empty()) {
+        // Another member holds it: wait for its key to go (its lease lapsed, it left), holding
+        // no lease meanwhile.
+        if (watch_ == nullptr) {
+          absl::StatusOr<std::unique_ptr<cluster::EtcdWatch>> watch =
+              etcd_->Watch(key, revision + 1);
+          if (watch.ok()) watch_ = *std::move(watch);
+        }
+        return absl::OkStatus();
+      }
+      ARDMA_RETURN_IF_ERROR(HoldLease());
+      ARDMA_ASSIGN_OR_RETURN(holder_, etcd_->PutIf(key, 0, options_.self, lease_));
+      if (!holder_) {  // another was quicker
+        (void)etcd_->RevokeLease(lease_);
+        lease_ = 0;
+        return absl::OkStatus();
+      }
+      watch_.reset();  // (the holder watches the cluster's keys instead)
       ARDMA_LOG(kInfo, "this member is the controller of cluster %s (failover)",
                 options_.where.name);
     }
@@ -94,24 +114,28 @@ class Controller {
     return absl::OkStatus();
   }
 
-  // Until the next turn: the holder until the cluster's keys change or its lease is to be
-  // renewed; another member a quarter of the TTL (the holder's key outlives it by no more than
-  // the TTL).
+  // Until the next turn: until what it watches changes (the holder: the cluster's keys; another
+  // member: the controller key) or its lease is to be renewed; Failover::Stop wakes it. Without
+  // a watch (etcd away), the options' interval.
   void Await(absl::Notification& stop) {
-    if (!holder_ || watch_ == nullptr) {
-      stop.WaitForNotificationWithTimeout(holder_ ? options_.interval : options_.ttl / 4);
+    if (watch_ == nullptr) {
+      stop.WaitForNotificationWithTimeout(options_.interval);
       return;
     }
+    waker_.Set(watch_.get());
     while (!stop.HasBeenNotified()) {
-      const absl::Duration left = renew_at_ - absl::Now();
-      if (left <= absl::ZeroDuration()) return;
-      absl::StatusOr<int64_t> changed = watch_->Next(std::min(left, absl::Milliseconds(250)));
+      const absl::Duration left =
+          holder_ ? renew_at_ - absl::Now() : absl::InfiniteDuration();  // (only it renews)
+      if (left <= absl::ZeroDuration()) break;
+      absl::StatusOr<int64_t> changed = watch_->Next(left);
       if (!changed.ok()) {
+        waker_.Set(nullptr);
         watch_.reset();
         return;
       }
-      if (*changed != 0) return;
+      if (*changed != 0) break;
     }
+    waker_.Set(nullptr);
   }
 
  private:
@@ -141,8 +165,10 @@ class Controller {
   }
 
   const FailoverOptions& options_;
+  Failover::Waker& waker_;
   std::unique_ptr<cluster::EtcdClient> etcd_;
-  std::unique_ptr<cluster::EtcdWatch> watch_;  // the holder's, of the cluster's keys
+  // The holder's, of the cluster's keys; another member's, of the controller key.
+  std::unique_ptr<cluster::EtcdWatch> watch_;
   int64_t lease_ = 0;
   absl::Time renew_at_;
   bool holder_ = false;
@@ -160,23 +186,36 @@ Failover::Failover(FailoverOptions options) : options_(std::move(options)) {
       // Records in etcd which replicas hold all of this member's acknowledged writes.
       .each_turn =
           [this] {
-            if (absl::Status synced = RecordInSync(); !synced.ok()) {
+            absl::Status synced = RecordInSync();
+            if (!synced.ok()) {
               ARDMA_LOG(kWarning, "recording the replicas in sync: %s", synced.ToString());
             }
+            return synced;
           },
   });
 }
 
 Failover::~Failover() { Stop(); }
 
+void Failover::Waker::Set(cluster::EtcdWatch* watch) {
+  absl::MutexLock lock(&mu);
+  waiting = watch;
+}
+
+void Failover::Waker::Wake() {
+  absl::MutexLock lock(&mu);
+  if (waiting != nullptr) waiting->Wake();
+}
+
 void Failover::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
+  waker_.Wake();
   if (controller_.joinable()) controller_.join();
   if (filler_ != nullptr) filler_->Stop();
 }
 
 void Failover::Control() {
-  Controller controller(options_);
+  Controller controller(options_, waker_);
   absl::Status last;
   while (!stop_.HasBeenNotified()) {
     absl::Status status = controller.Turn();

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/cluster/etcd_client.h"
@@ -53,6 +54,14 @@ class Failover {
   Failover& operator=(const Failover&) = delete;
   void Stop();
 
+  // The watch the controller waits on, for Stop to wake.
+  struct Waker {
+    void Set(cluster::EtcdWatch* watch);
+    void Wake();
+    absl::Mutex mu;
+    cluster::EtcdWatch* waiting ABSL_GUARDED_BY(mu) = nullptr;
+  };
+
  private:
   void Control();  // the controller's thread
   // Puts /ardma/NAME/synced/SELF/REPLICA for the replicas now in sync, deletes it for those no
@@ -61,6 +70,7 @@ class Failover {
 
   const FailoverOptions options_;
   absl::Notification stop_;
+  Waker waker_;
   std::thread controller_;
   std::unique_ptr<cluster::EtcdClient> etcd_;  // RecordInSync's
   std::vector<std::string> recorded_;          // the replicas recorded in sync in etcd

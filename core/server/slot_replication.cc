@@ -126,6 +126,7 @@ void SlotReplication::SetRoles(std::vector<std::string> replicas, std::vector<bo
   replicas_ = std::move(replicas);
   replica_of_ = std::move(replica_of);
   owned_ = std::move(owns);
+  ++changes_;
 }
 
 void SlotReplication::AddFill(const std::string& replica, const std::vector<uint32_t>& slots) {
@@ -135,17 +136,21 @@ void SlotReplication::AddFill(const std::string& replica, const std::vector<uint
     // base from this member.
     if (unfilled_[replica].insert(slot).second) {
       ++filling_[slot];
-      ++pending_[replica];
+      if (++pending_[replica] == 1) ++changes_;  // (out of sync now)
     }
   }
   if (unfilled_[replica].empty()) unfilled_.erase(replica);
 }
 
 std::optional<std::pair<std::string, std::vector<uint32_t>>> SlotReplication::NextFill(
-    absl::Time deadline) {
+    absl::Time deadline, uint64_t* changes) {
   absl::MutexLock lock(&mu_);
-  auto waiting = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !unfilled_.empty(); };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&waiting), deadline)) return std::nullopt;
+  auto waiting = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !unfilled_.empty() || (changes != nullptr && *changes != changes_);
+  };
+  const bool woken = mu_.AwaitWithDeadline(absl::Condition(&waiting), deadline);
+  if (changes != nullptr) *changes = changes_;
+  if (!woken || unfilled_.empty()) return std::nullopt;
   auto first = unfilled_.begin();
   std::pair<std::string, std::vector<uint32_t>> fill(
       first->first, std::vector<uint32_t>(first->second.begin(), first->second.end()));
@@ -157,6 +162,11 @@ std::optional<std::pair<std::string, std::vector<uint32_t>>> SlotReplication::Ne
     return true;
   });
   return fill;
+}
+
+void SlotReplication::Wake() {
+  absl::MutexLock lock(&mu_);
+  ++changes_;
 }
 
 void SlotReplication::Filled(const std::string& replica, const std::vector<uint32_t>& slots) {

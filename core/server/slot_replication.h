@@ -97,7 +97,12 @@ class SlotReplication final : public Replication {
   // acknowledged by fewer replicas than it should be.
   // A replica and the slots it must be filled with, taken from those waiting (nullopt if none by
   // `deadline`); each taken slot is then reported Filled, or handed back (Unfilled).
-  std::optional<std::pair<std::string, std::vector<uint32_t>>> NextFill(absl::Time deadline);
+  // With `changes` (the filler's): also nullopt as soon as the replicas in sync may have changed
+  // since *changes (updated), or Wake() was called — so a filler waits for events, not a clock.
+  std::optional<std::pair<std::string, std::vector<uint32_t>>> NextFill(
+      absl::Time deadline, uint64_t* changes = nullptr);
+  // Ends a wait in NextFill (a filler stopping).
+  void Wake();
   void Filled(const std::string& replica, const std::vector<uint32_t>& slots);
   void Unfilled(const std::string& replica, const std::vector<uint32_t>& slots);
   // How many fills wait (for tests and metrics).
@@ -136,7 +141,10 @@ class SlotReplication final : public Replication {
   void FillEnded(const std::string& replica, uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (filling_[slot] > 0) --filling_[slot];
     auto it = pending_.find(replica);
-    if (it != pending_.end() && it->second > 0 && --it->second == 0) pending_.erase(it);
+    if (it != pending_.end() && it->second > 0 && --it->second == 0) {
+      pending_.erase(it);
+      ++changes_;  // (a replica in sync now)
+    }
   }
 
   PeerCaller* const peers_;
@@ -149,6 +157,7 @@ class SlotReplication final : public Replication {
   std::map<std::string, std::set<uint32_t>> unfilled_ ABSL_GUARDED_BY(mu_);  // by replica
   std::vector<uint16_t> filling_ ABSL_GUARDED_BY(mu_);  // per slot: fills waiting or under way
   std::map<std::string, size_t> pending_ ABSL_GUARDED_BY(mu_);  // per replica: the same, in slots
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;  // roles, fills, Wake: what NextFill's caller sees
   std::vector<uint64_t> issued_ ABSL_GUARDED_BY(mu_);   // per slot: the last seq given out
   std::vector<uint64_t> sent_ ABSL_GUARDED_BY(mu_);     // per slot: the last seq forwarded
   std::vector<Mark> applied_ ABSL_GUARDED_BY(mu_);   // per slot, as a replica
