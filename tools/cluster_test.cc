@@ -65,6 +65,16 @@ class ClusterMembershipTest : public ::testing::Test {
       ASSERT_FALSE(servers->back()->address().empty());
     }
   }
+  // `ardma cluster create`, then a Cluster client of c1 in *routed.
+  void CreateAndConnect(std::unique_ptr<cluster::Cluster>* routed) {
+    std::string out;
+    ASSERT_EQ(RunCommand(BinDir() + "/ardma --server " + Cluster() + " cluster create", &out), 0)
+        << out;
+    absl::StatusOr<std::unique_ptr<cluster::Cluster>> connected =
+        cluster::Cluster::Connect(Cluster());
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    *routed = *std::move(connected);
+  }
   testing::EtcdProcess etcd_;
   std::unique_ptr<cluster::EtcdClient> etcd_client_;
 };
@@ -475,12 +485,9 @@ TEST_F(ClusterMembershipTest, AKilledServersSlotsFailFastAndComeBackIntact) {
     servers.push_back(std::make_unique<testing::ServerProcess>(flags.back()));
     ASSERT_FALSE(servers.back()->address().empty());
   }
-  std::string out;
-  ASSERT_EQ(RunCommand(BinDir() + "/ardma --server " + Cluster() + " cluster create", &out), 0)
-      << out;
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(Cluster());
-  ASSERT_TRUE(routed.ok()) << routed.status();
-  dht::DhtClient dht(routed->get(), Mode::kActive);
+  std::unique_ptr<cluster::Cluster> routed;
+  ASSERT_NO_FATAL_FAILURE(CreateAndConnect(&routed));
+  dht::DhtClient dht(routed.get(), Mode::kActive);
   std::string victim;  // the id of servers[1]
   for (const cluster::MemberInfo& m : Members()) {
     if (m.addresses.at("tcp") == servers[1]->address()) victim = m.id;
@@ -490,7 +497,7 @@ TEST_F(ClusterMembershipTest, AKilledServersSlotsFailFastAndComeBackIntact) {
   for (int i = 0; i < 3000; ++i) {
     std::string key = absl::StrCat("k", i);
     ASSERT_TRUE(dht.Put("t", key, absl::StrCat("v", i)).ok());
-    bool its = (*routed)->map()->Owner(cluster::SlotOf("t", key)) == victim;
+    bool its = routed->map()->Owner(cluster::SlotOf("t", key)) == victim;
     (its ? victims_keys : others_keys).push_back(key);
   }
   ASSERT_FALSE(victims_keys.empty());
@@ -546,12 +553,9 @@ TEST_F(ClusterMembershipTest, ACallWaitingOnAStoppedMemberFailsOnceEtcdDropsIt) 
   std::vector<std::unique_ptr<testing::ServerProcess>> servers;
   std::vector<std::string> heaps;
   ASSERT_NO_FATAL_FAILURE(StartMembers(1, "stopped_member", &servers, &heaps));
-  std::string out;
-  ASSERT_EQ(RunCommand(BinDir() + "/ardma --server " + Cluster() + " cluster create", &out), 0)
-      << out;
-  absl::StatusOr<std::unique_ptr<cluster::Cluster>> routed = cluster::Cluster::Connect(Cluster());
-  ASSERT_TRUE(routed.ok()) << routed.status();
-  dht::DhtClient dht(routed->get(), Mode::kActive);
+  std::unique_ptr<cluster::Cluster> routed;
+  ASSERT_NO_FATAL_FAILURE(CreateAndConnect(&routed));
+  dht::DhtClient dht(routed.get(), Mode::kActive);
   ASSERT_TRUE(dht.Put("t", "k", "v").ok());
   ASSERT_TRUE(servers[0]->Freeze());
   absl::Status answer;
