@@ -2,8 +2,9 @@
 // map from etcd, keeps them (calls go on working on the cached map while etcd is away) and reads
 // them again on every change a watch reports, keeps one Client per server it has needed, and
 // hands out the client of the server that owns a slot. A server that died is known as soon as
-// etcd drops it (its lease's TTL): its slots are then UNAVAILABLE at once, naming it; a server
-// that comes back (at its old address or a new one) is used again.
+// etcd drops it (its lease's TTL): its slots are then UNAVAILABLE at once, naming it, and calls
+// still waiting on it (a stopped server answers nothing) fail then too (Client::Abandon); a
+// server that comes back (at its old address or a new one) is used again.
 //
 //   ARDMA_ASSIGN_OR_RETURN(auto cluster, Cluster::Connect("etcd://127.0.0.1:2379/c1"));
 //   ARDMA_ASSIGN_OR_RETURN(Client* owner, cluster->ForKey("sessions", "alice"));
