@@ -132,7 +132,8 @@ absl::Status ReplicaFiller::FillReplica(const std::string& replica,
   return absl::OkStatus();
 }
 
-absl::Status ReplicaFiller::CopyFrozen(const std::string& replica, const std::vector<uint32_t>& slots) {
+absl::Status ReplicaFiller::CopyFrozen(const std::string& replica,
+                                       const std::vector<uint32_t>& slots) {
   if (slots.empty()) return absl::OkStatus();
   // Every write of them given its order before the freeze has been forwarded (the replica takes
   // those it finds in the copy as retries).

@@ -1,5 +1,5 @@
 // Failover under fire, in the style of Jepsen (docs/cluster.md, "Failover"): three ardmad
-// processes and a real etcd, `cluster create --replicas 1`; eight client threads put unique
+// processes and a real etcd, `cluster create --replicas 1` (and 2); eight client threads put unique
 // values to and get 1,000 keys, every operation logged with when it began and ended, while a
 // nemesis SIGKILLs the primary of a busy key three times (restarting it from its memory file once
 // etcd dropped it — or as a new, empty server: it joins as a replica and is filled) and SIGSTOPs
@@ -157,9 +157,14 @@ TEST(FailoverCheckerTest, FindsStaleReadsAndLostWrites) {
   EXPECT_EQ(Check(ops, {{1, "b"}}).size(), 2u) << "a value nobody wrote";
 }
 
-// The parameter: whether a member killed (or ended) is restarted from its memory file — the
-// same id, its keys as they were — or as a new, empty server.
-class FailoverTest : public ::testing::TestWithParam<bool> {
+// The parameters: whether a member killed (or ended) is restarted from its memory file — the
+// same id, its keys as they were — or as a new, empty server; and the replicas per slot (with 2,
+// the old primary's last write may reach one replica and not the one promoted).
+struct Faults {
+  bool from_memory_files = false;
+  int replicas = 1;
+};
+class FailoverTest : public ::testing::TestWithParam<Faults> {
  protected:
   void SetUp() override {
     ASSERT_FALSE(etcd_.endpoint().empty()) << "etcd did not start";
@@ -177,7 +182,7 @@ class FailoverTest : public ::testing::TestWithParam<bool> {
   }
   std::unique_ptr<testing::ServerProcess> Start(int i) {
     std::string heap = heaps_[i];
-    if (!GetParam() && servers_.size() == 3) {  // a restart, as a new server
+    if (!GetParam().from_memory_files && servers_.size() == 3) {  // a restart, as a new server
       heaps_.push_back(testing::TempPath(absl::StrCat("jepsen_member", i, "_", heaps_.size())));
       heap = heaps_.back();
       std::filesystem::remove(heap);
@@ -251,7 +256,8 @@ class FailoverTest : public ::testing::TestWithParam<bool> {
 TEST_P(FailoverTest, NoAcknowledgedWriteIsLostAndNoReadIsStaleThroughKillsAndAStop) {
   std::string out;
   ASSERT_EQ(testing::RunCommand(absl::StrCat(testing::BinDir(), "/ardma --server ", Where(),
-                                             " cluster create --replicas 1"),
+                                             " cluster create --replicas ",
+                                             GetParam().replicas),
                                 &out),
             0)
       << out;
@@ -372,9 +378,14 @@ TEST_P(FailoverTest, NoAcknowledgedWriteIsLostAndNoReadIsStaleThroughKillsAndASt
             << " answered reads, " << final_values.size() << " keys at the end\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Restarts, FailoverTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "FromMemoryFiles" : "AsNewServers";
+INSTANTIATE_TEST_SUITE_P(Restarts, FailoverTest,
+                         ::testing::Values(Faults{.from_memory_files = false},
+                                           Faults{.from_memory_files = true},
+                                           Faults{.from_memory_files = true, .replicas = 2}),
+                         [](const ::testing::TestParamInfo<Faults>& info) {
+                           return absl::StrCat(
+                               info.param.from_memory_files ? "FromMemoryFiles" : "AsNewServers",
+                               info.param.replicas == 1 ? "" : "TwoReplicas");
                          });
 
 }  // namespace
