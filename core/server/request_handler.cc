@@ -53,8 +53,9 @@ RequestHandler::RequestHandler(const HandlerOptions& options, RegionTable* regio
     workers_ = std::make_unique<WorkerPool>(options_.workers, options_.worker_queue);
     if (options_.replication != nullptr) {
       apply_workers_ = std::make_unique<WorkerPool>(1, options_.worker_queue);
-      replicating_workers_ =
-          std::make_unique<WorkerPool>(options_.replicating_workers, options_.worker_queue);
+      replicating_workers_ = std::make_unique<WorkerPool>(
+          options_.replicating_workers > 0 ? options_.replicating_workers : options_.workers,
+          options_.worker_queue);
     }
   }
 }

@@ -96,8 +96,9 @@ struct HandlerOptions {
   absl::Duration access_cost;
   int workers = 2;  // 0: every EXECUTE and LOAD runs inline
   // With `replication` (and workers): the threads that replicated writes wait for their
-  // replicas on.
-  int replicating_workers = 16;
+  // replicas on; 0: as many as `workers`. (More than the cores only adds hand-offs: 16 on this
+  // 2-core machine took 6,000 replicated PUTs/s against 10,500 with 2 — docs/BENCHMARKS.md.)
+  int replicating_workers = 0;
   // The secrets connections authenticate with (--auth-file); null: no authentication, and every
   // connection may do everything.
   std::shared_ptr<const security::AuthTable> auth;
